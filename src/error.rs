@@ -1,0 +1,130 @@
+//! `Error`: the one error type of the strata library, with variants a caller can act on.
+//!
+//! Uses no other module.
+
+use std::path::PathBuf;
+
+/// The result type of every fallible strata function.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in strata, split by what the caller can do about it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The thing asked for does not exist (an entity, a version, a content, a session).
+    #[error("not found: {what}")]
+    NotFound {
+        /// What was looked for, in words a user recognises (`entity 3f2a…`, `tx 12`).
+        what: String,
+    },
+
+    /// A precondition on the current state failed (optimistic concurrency, an id owned by someone else).
+    #[error("conflict on {entity}: expected {expected}, found {actual}")]
+    Conflict {
+        /// The entity whose state disagreed.
+        entity: String,
+        /// What the caller expected (an object hash, or `absent`).
+        expected: String,
+        /// What the store holds now (an object hash, or `absent`).
+        actual: String,
+    },
+
+    /// A path was rejected; `reason` says why and what would be accepted.
+    #[error("invalid path {path:?}: {reason}")]
+    InvalidPath {
+        /// The path as the caller gave it (lossily converted when it was not UTF-8).
+        path: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+
+    /// A value given by the caller is malformed or out of range; `reason` says what and what to do.
+    #[error("invalid input: {reason}")]
+    InvalidInput {
+        /// What was wrong with the input.
+        reason: String,
+    },
+
+    /// The operation is refused by configuration (a read-only mount, a deny rule).
+    #[error("permission denied: {reason}")]
+    PermissionDenied {
+        /// Which rule refused it.
+        reason: String,
+    },
+
+    /// Stored data failed a check (a hash that does not match its bytes, a dangling reference).
+    #[error("corrupt store: {what}")]
+    Corrupt {
+        /// What failed verification.
+        what: String,
+    },
+
+    /// Another process holds the store; `holder` describes it as its lock file records it.
+    #[error("store {path} is locked by another process ({holder}); stop it or use its daemon")]
+    StoreLocked {
+        /// The store file that could not be opened.
+        path: PathBuf,
+        /// The holder as the lock file records it (pid, command, start time), or `unknown`.
+        holder: String,
+    },
+
+    /// The store file was written by another format version of strata.
+    #[error("store {path} has format version {found}, this strata reads version {supported}")]
+    FormatVersion {
+        /// The store file.
+        path: PathBuf,
+        /// The version found in the file.
+        found: u32,
+        /// The version this build reads and writes.
+        supported: u32,
+    },
+
+    /// An I/O operation failed; `context` says what strata was doing.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, e.g. `reading /tmp/a.txt`.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The storage engine failed in a way that is not one of the cases above.
+    #[error("storage engine: {0}")]
+    Storage(String),
+}
+
+impl Error {
+    /// Builds an [`Error::Io`] from an I/O error and a description of what was being done.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// Builds an [`Error::InvalidInput`] with the given reason.
+    pub fn invalid_input(reason: impl Into<String>) -> Self {
+        Error::InvalidInput {
+            reason: reason.into(),
+        }
+    }
+
+    /// Builds an [`Error::InvalidPath`] for `path` with the given reason.
+    pub fn invalid_path(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidPath {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Builds an [`Error::NotFound`] naming what was looked for.
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Error::NotFound { what: what.into() }
+    }
+
+    /// Builds an [`Error::Corrupt`] naming what failed verification.
+    pub fn corrupt(what: impl Into<String>) -> Self {
+        Error::Corrupt { what: what.into() }
+    }
+}

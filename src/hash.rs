@@ -1,0 +1,244 @@
+//! `Hash`: SHA-256 digests, RFC 8785 canonical JSON, and the BLAKE3 helpers of the transaction log.
+//!
+//! A leaf: uses no other strata module but `error`.
+//!
+//! Canonical JSON is JCS (RFC 8785): keys sorted by UTF-16 code units, no whitespace, ECMAScript
+//! number and string forms. For every value strata accepts it equals the seed's `stableStringify`
+//! (sorted keys plus `JSON.stringify`). JCS turns every number into an IEEE double, so an integer
+//! beyond ±2^53 would be hashed as a different value than the one stored; such integers are
+//! rejected with [`Error::InvalidInput`] instead.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde_json::Value;
+use sha2::Digest as _;
+
+use crate::error::{Error, Result};
+
+/// The largest integer magnitude that survives a round trip through an IEEE double (2^53).
+pub const MAX_SAFE_INTEGER: u64 = 1 << 53;
+
+/// A SHA-256 digest, shown as 64 lowercase hex characters.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Hash(pub [u8; 32]);
+
+impl Hash {
+    /// The raw 32 bytes of the digest.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// The digest as 64 lowercase hex characters.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl fmt::Display for Hash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for Hash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Hash({})", self.to_hex())
+    }
+}
+
+impl FromStr for Hash {
+    type Err = Error;
+
+    /// Parses 64 lowercase hex characters; uppercase is refused so that one digest has one spelling.
+    fn from_str(text: &str) -> Result<Self> {
+        let valid = text.len() == 64
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !valid {
+            return Err(Error::invalid_input(format!(
+                "{text:?} is not a SHA-256 hash: expected 64 lowercase hex characters"
+            )));
+        }
+        let mut bytes = [0u8; 32];
+        hex::decode_to_slice(text, &mut bytes)
+            .map_err(|e| Error::invalid_input(format!("{text:?} is not a SHA-256 hash: {e}")))?;
+        Ok(Hash(bytes))
+    }
+}
+
+impl serde::Serialize for Hash {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Hash {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// SHA-256 of `bytes`.
+pub fn sha256(bytes: &[u8]) -> Hash {
+    Hash(sha2::Sha256::digest(bytes).into())
+}
+
+/// SHA-256 of the canonical JSON of `value`.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when `value` holds an integer beyond ±2^53.
+pub fn sha256_json(value: &Value) -> Result<Hash> {
+    Ok(sha256(canonical_json(value)?.as_bytes()))
+}
+
+/// A SHA-256 computed over bytes fed in pieces, for hashing a file while it streams.
+#[derive(Clone, Default)]
+pub struct Sha256Stream(sha2::Sha256);
+
+impl Sha256Stream {
+    /// Starts an empty digest.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds more bytes.
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// Ends the stream and returns the digest.
+    pub fn finish(self) -> Hash {
+        Hash(self.0.finalize().into())
+    }
+}
+
+/// The RFC 8785 canonical JSON text of `value`.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when `value` holds an integer beyond ±2^53, naming where it is.
+pub fn canonical_json(value: &Value) -> Result<String> {
+    check_safe_integers(value, &mut String::from("$"))?;
+    serde_jcs::to_string(value)
+        .map_err(|e| Error::invalid_input(format!("value cannot be canonicalised: {e}")))
+}
+
+/// Refuses integers that an IEEE double cannot hold exactly; `at` is a JSON path for the message.
+fn check_safe_integers(value: &Value, at: &mut String) -> Result<()> {
+    match value {
+        Value::Number(number) => {
+            let unsafe_integer = match (number.as_u64(), number.as_i64()) {
+                (Some(n), _) => n > MAX_SAFE_INTEGER,
+                (None, Some(n)) => n.unsigned_abs() > MAX_SAFE_INTEGER,
+                (None, None) => false,
+            };
+            if unsafe_integer {
+                return Err(Error::invalid_input(format!(
+                    "integer {number} at {at} is beyond ±2^53 and would change when hashed as JSON; \
+                     store it as a string"
+                )));
+            }
+            Ok(())
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                let len = at.len();
+                at.push_str(&format!("[{index}]"));
+                check_safe_integers(item, at)?;
+                at.truncate(len);
+            }
+            Ok(())
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                let len = at.len();
+                at.push('.');
+                at.push_str(key);
+                check_safe_integers(item, at)?;
+                at.truncate(len);
+            }
+            Ok(())
+        }
+        Value::Null | Value::Bool(_) | Value::String(_) => Ok(()),
+    }
+}
+
+/// BLAKE3 of `bytes`: the internal hash of the transaction log.
+pub fn blake3(bytes: &[u8]) -> [u8; 32] {
+    *blake3::hash(bytes).as_bytes()
+}
+
+/// BLAKE3 over several byte strings fed one after another, as `previous chain ‖ record`.
+pub fn blake3_concat(parts: &[&[u8]]) -> [u8; 32] {
+    let mut hasher = blake3::Hasher::new();
+    for part in parts {
+        hasher.update(part);
+    }
+    *hasher.finalize().as_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn seed_vectors() -> Result<()> {
+        assert_eq!(
+            sha256(b"hello world").to_hex(),
+            "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"
+        );
+        assert_eq!(
+            sha256_json(&json!({}))?.to_hex(),
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
+        let source = json!({"type": "file", "source": {"type": "filesystem", "filesystemId": "abc123", "path": "/tmp/test.md"}});
+        assert_eq!(
+            canonical_json(&source)?,
+            r#"{"source":{"filesystemId":"abc123","path":"/tmp/test.md","type":"filesystem"},"type":"file"}"#
+        );
+        assert_eq!(
+            sha256_json(&source)?.to_hex(),
+            "f3f787d0f406f44809f3dae04c581df45534db3d6a92d5d8e435b6529d0f75f3"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn numbers_take_ecmascript_form() -> Result<()> {
+        let value: Value = serde_json::from_str("[1.0, 1e21, 1e-7, -0.0, 5e-324, 100, 0.5]")
+            .map_err(|e| Error::invalid_input(e.to_string()))?;
+        assert_eq!(canonical_json(&value)?, "[1,1e+21,1e-7,0,5e-324,100,0.5]");
+        Ok(())
+    }
+
+    #[test]
+    fn unsafe_integers_are_refused_with_their_place() {
+        let value = json!({"args": {"n": 9_007_199_254_740_993_u64}});
+        let err = canonical_json(&value).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("$.args.n"), "{err}");
+        assert!(canonical_json(&json!(9_007_199_254_740_992_u64)).is_ok());
+        assert!(canonical_json(&json!(-9_007_199_254_740_993_i64)).is_err());
+    }
+
+    #[test]
+    fn hash_parses_only_its_own_spelling() {
+        let hex = "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9";
+        assert_eq!(
+            hex.parse::<Hash>().map(|h| h.to_hex()).ok(),
+            Some(hex.to_string())
+        );
+        assert!(hex.to_uppercase().parse::<Hash>().is_err());
+        assert!(hex[1..].parse::<Hash>().is_err());
+    }
+
+    #[test]
+    fn stream_equals_one_shot() {
+        let mut stream = Sha256Stream::new();
+        stream.update(b"hello ");
+        stream.update(b"world");
+        assert_eq!(stream.finish(), sha256(b"hello world"));
+    }
+}

@@ -1,0 +1,21 @@
+//! strata: a content-addressed object store with bitemporal history, embedded on redb.
+//!
+//! It is the memory of LLM agent runtimes: files (through mount mappings), tool calls, chats and
+//! sessions become hashed objects whose every version is kept with the time it held (valid time)
+//! and the time the store learned it (transaction time).
+//!
+//! # Layout
+//! Modules, lowest first; a module uses only the ones listed before it in its own docs, and
+//! nothing imports a module above it:
+//! - [`hash`]: canonical JSON (RFC 8785), SHA-256 and BLAKE3.
+//! - [`object`]: the envelope types of seed 003 and their five hashes.
+//! - `error`: [`Error`], the one error type.
+
+pub mod hash;
+pub mod object;
+
+mod error;
+
+pub use error::{Error, Result};
+pub use hash::Hash;
+pub use object::{FilesystemSource, Object, ObjectType, Source};

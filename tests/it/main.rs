@@ -1,0 +1,2 @@
+//! strata's integration tests: one binary, one module per area, all through the public API and
+//! the real `strata` binary.
