@@ -1,0 +1,205 @@
+//! The command line as typed: clap derive definitions, one item per command and flag.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// strata: a content-addressed object store with bitemporal history.
+#[derive(Debug, Parser)]
+#[command(name = "strata", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// The store directory itself (holding store.redb); default: the nearest .strata/ here or above.
+    #[arg(long, global = true, env = "STRATA_STORE", value_name = "DIR")]
+    pub store: Option<PathBuf>,
+
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Every command.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create an empty store (default ./.strata).
+    Init(InitArgs),
+    /// The store's default mounts, given to new sessions.
+    #[command(subcommand)]
+    Mount(MountCommand),
+    /// Index trees: record every new, changed and deleted file.
+    Index(IndexArgs),
+    /// Files in the store: path, size, versions, last change.
+    Ls(LsArgs),
+    /// One object's envelope.
+    Show(ShowArgs),
+    /// One object's content, raw.
+    Cat(CatArgs),
+    /// One object's versions.
+    History(HistoryArgs),
+    /// The transaction log.
+    Log(LogArgs),
+    /// Unified diff between two versions of an object.
+    Diff(DiffArgs),
+    /// Verify the store; exit 1 with one line per problem.
+    Fsck(FsckArgs),
+    /// Erase an entity and its whole history.
+    Evict(EvictArgs),
+    /// Drop contents and documents that no version references.
+    Gc(JsonArgs),
+    /// Entities, versions, transactions, bytes and the dedup ratio.
+    Stats(JsonArgs),
+}
+
+/// `strata init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// A default mount, `AGENT_PREFIX=CANONICAL_PREFIX[:ro][:ci]`; repeatable.
+    #[arg(long = "mount", value_name = "SPEC")]
+    pub mounts: Vec<String>,
+}
+
+/// `strata mount …`.
+#[derive(Debug, Subcommand)]
+pub enum MountCommand {
+    /// Add a default mount, `AGENT_PREFIX=CANONICAL_PREFIX[:ro][:ci]`.
+    Add {
+        /// The mount spec.
+        spec: String,
+    },
+    /// List the default mounts.
+    Ls(JsonArgs),
+    /// Remove the default mount with this agent prefix.
+    Rm {
+        /// The agent prefix of the mount to remove.
+        agent_prefix: String,
+    },
+}
+
+/// `strata index`.
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// The trees or files to index (default: the current directory).
+    pub paths: Vec<PathBuf>,
+    /// Print no progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Which version of an object to read: by valid time and by what the store knew when.
+#[derive(Debug, Args, Clone, Default)]
+pub struct AsOfArgs {
+    /// The valid time to read at (RFC 3339); default now.
+    #[arg(long, value_name = "TIME")]
+    pub valid_at: Option<String>,
+    /// Read as the store knew it after this transaction.
+    #[arg(long, value_name = "TX", conflicts_with = "tx_time")]
+    pub as_of_tx: Option<u64>,
+    /// Read as the store knew it at this time (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    pub tx_time: Option<String>,
+}
+
+/// A flag to print JSON.
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub struct JsonArgs {
+    /// Print JSON instead of aligned text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `strata ls`.
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// Only paths under this prefix (a path, resolved from the current directory).
+    pub prefix: Option<PathBuf>,
+    /// Include deleted files.
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub as_of: AsOfArgs,
+    #[command(flatten)]
+    pub json: JsonArgs,
+}
+
+/// `strata show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// A path, an entity id, or an id prefix of at least 8 hex characters (`id:PREFIX` forces ids).
+    pub reference: String,
+    #[command(flatten)]
+    pub as_of: AsOfArgs,
+    #[command(flatten)]
+    pub json: JsonArgs,
+}
+
+/// `strata cat`.
+#[derive(Debug, Args)]
+pub struct CatArgs {
+    /// A path, an entity id, or an id prefix.
+    pub reference: String,
+    #[command(flatten)]
+    pub as_of: AsOfArgs,
+}
+
+/// `strata history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// A path, an entity id, or an id prefix.
+    pub reference: String,
+    /// Include corrections (versions later superseded at the same valid time).
+    #[arg(long)]
+    pub corrections: bool,
+    /// Order by transaction time instead of valid time.
+    #[arg(long)]
+    pub by_tx: bool,
+    #[command(flatten)]
+    pub as_of: AsOfArgs,
+    #[command(flatten)]
+    pub json: JsonArgs,
+}
+
+/// `strata log`.
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Only transactions after this one.
+    #[arg(long, value_name = "TX")]
+    pub since: Option<u64>,
+    /// At most this many transactions (the newest).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    #[command(flatten)]
+    pub json: JsonArgs,
+}
+
+/// `strata diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// A path, an entity id, or an id prefix.
+    pub reference: String,
+    /// The older version, as a transaction id (default: the version before TO).
+    pub from: Option<u64>,
+    /// The newer version, as a transaction id (default: the current one).
+    pub to: Option<u64>,
+}
+
+/// `strata fsck`.
+#[derive(Debug, Args)]
+pub struct FsckArgs {
+    /// Rebuild the query tables from the transaction log and the content tables.
+    #[arg(long)]
+    pub rebuild: bool,
+    #[command(flatten)]
+    pub json: JsonArgs,
+}
+
+/// `strata evict`.
+#[derive(Debug, Args)]
+pub struct EvictArgs {
+    /// A path, an entity id, or an id prefix.
+    pub reference: String,
+    /// Confirm: eviction erases every version and cannot be undone.
+    #[arg(long)]
+    pub yes: bool,
+}

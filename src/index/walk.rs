@@ -1,0 +1,208 @@
+//! Walking trees in parallel: stat every file, skip those the stat cache vouches for, read and hash
+//! the rest on both cores, and hand the results to one consumer over a bounded channel.
+
+use std::collections::HashMap;
+use std::fs::{self, Metadata};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::SyncSender;
+
+use ignore::{WalkBuilder, WalkState};
+
+use super::read::{Reading, read_stream};
+use super::rules::DenyRules;
+use crate::hash::Hash;
+
+/// What the stat cache remembers of a file: enough to trust it unchanged without reading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStat {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i64,
+    /// Status change time, nanoseconds since the epoch.
+    pub ctime_ns: i64,
+    /// Inode number.
+    pub inode: u64,
+}
+
+impl FileStat {
+    /// The stat fields of `meta`.
+    pub fn of(meta: &Metadata) -> Self {
+        FileStat {
+            size: meta.len(),
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
+            inode: meta.ino(),
+        }
+    }
+}
+
+/// One stat cache entry: the stat seen, the hash of the bytes read then, and when that scan began.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatEntry {
+    /// The stat seen when the file was last read.
+    pub stat: FileStat,
+    /// The `file_hash` of what was read.
+    pub file_hash: Hash,
+    /// Start of the scan that recorded the entry, nanoseconds since the epoch.
+    pub scan_start_ns: i64,
+}
+
+impl StatEntry {
+    /// Whether this entry proves a file with stat `now` unchanged: every stat field equal, and
+    /// (git's racy-clean rule) the file's mtime older than the start of the recording scan, so a
+    /// write in the same clock tick as that scan's read cannot hide.
+    pub fn vouches_for(&self, now: &FileStat) -> bool {
+        self.stat == *now && self.stat.mtime_ns < self.scan_start_ns
+    }
+}
+
+/// What the walk found at one path.
+#[derive(Debug)]
+pub enum Found {
+    /// The stat cache vouches for the file: not read.
+    Unchanged {
+        /// The canonical path.
+        path: String,
+        /// The current stat.
+        stat: FileStat,
+    },
+    /// The file was read and hashed.
+    Read {
+        /// The canonical path.
+        path: String,
+        /// The stat taken before reading.
+        stat: FileStat,
+        /// What was read.
+        reading: Reading,
+    },
+    /// A deny rule matches: not read at all.
+    Denied {
+        /// The canonical path.
+        path: String,
+        /// The current stat.
+        stat: FileStat,
+    },
+    /// Not indexed, with the reason (a symlink, a non-UTF-8 name, a read error).
+    Skipped {
+        /// The path as found on disk.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What the walk needs: roots, rules, the stat cache, and which directories never to enter.
+pub struct WalkPlan {
+    /// Canonical absolute roots (directories or files).
+    pub roots: Vec<PathBuf>,
+    /// Deny rules: matching files are reported, never read.
+    pub deny: DenyRules,
+    /// Files larger than this keep no bytes.
+    pub max_content_bytes: u64,
+    /// The stat cache entries of the files under the roots, by canonical path.
+    pub cache: Arc<HashMap<String, StatEntry>>,
+    /// Directories skipped wherever they are met (the store directory).
+    pub skip_dirs: Vec<PathBuf>,
+    /// Worker threads (0: one per core).
+    pub threads: usize,
+}
+
+/// Walks the plan's roots, sending one [`Found`] per file to `sink`; returns when every worker is done
+/// or the receiver hung up.
+pub fn walk(plan: &WalkPlan, sink: SyncSender<Found>) {
+    let Some((first, rest)) = plan.roots.split_first() else {
+        return;
+    };
+    let mut builder = WalkBuilder::new(first);
+    for root in rest {
+        builder.add(root);
+    }
+    let skip_dirs = plan.skip_dirs.clone();
+    builder
+        .hidden(false)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(true)
+        .require_git(false)
+        .parents(true)
+        .follow_links(false)
+        .threads(plan.threads)
+        .filter_entry(move |entry| {
+            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+            !(is_dir && (entry.file_name() == ".git" || skip_dirs.iter().any(|d| d == entry.path())))
+        });
+    builder.build_parallel().run(|| {
+        let sink = sink.clone();
+        Box::new(move |entry| {
+            let found = match entry {
+                Ok(entry) => match entry.file_type() {
+                    Some(t) if t.is_dir() => return WalkState::Continue,
+                    Some(t) if t.is_file() => visit_file(plan, entry.path()),
+                    _ => Found::Skipped {
+                        path: entry.path().to_path_buf(),
+                        reason: "not a regular file (symlinks are not followed)".into(),
+                    },
+                },
+                Err(err) => Found::Skipped {
+                    path: PathBuf::new(),
+                    reason: err.to_string(),
+                },
+            };
+            if sink.send(found).is_err() {
+                return WalkState::Quit;
+            }
+            WalkState::Continue
+        })
+    });
+}
+
+/// Stats one regular file and reads it unless the cache vouches for it or a rule denies it.
+fn visit_file(plan: &WalkPlan, path: &Path) -> Found {
+    let Some(canonical) = path.to_str().map(str::to_string) else {
+        return Found::Skipped {
+            path: path.to_path_buf(),
+            reason: "file name is not UTF-8".into(),
+        };
+    };
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(err) => {
+            return Found::Skipped {
+                path: path.to_path_buf(),
+                reason: format!("stat failed: {err}"),
+            };
+        }
+    };
+    let stat = FileStat::of(&meta);
+    if plan.deny.is_denied(&canonical) {
+        return Found::Denied {
+            path: canonical,
+            stat,
+        };
+    }
+    if plan
+        .cache
+        .get(&canonical)
+        .is_some_and(|entry| entry.vouches_for(&stat))
+    {
+        return Found::Unchanged {
+            path: canonical,
+            stat,
+        };
+    }
+    let read = fs::File::open(path).and_then(|file| read_stream(file, plan.max_content_bytes));
+    match read {
+        Ok(reading) => Found::Read {
+            path: canonical,
+            stat,
+            reading,
+        },
+        Err(err) => Found::Skipped {
+            path: path.to_path_buf(),
+            reason: format!("read failed: {err}"),
+        },
+    }
+}
