@@ -192,28 +192,23 @@ fn handles_trailing_and_double_slashes() -> Result<()> {
 #[test]
 fn reverse_translation() -> Result<()> {
     let r = resolver(&[("/workspace", "/home/user/project")])?;
-    assert_eq!(
-        r.reverse_resolve("host", "/home/user/project/src/index.ts"),
-        "/workspace/src/index.ts"
-    );
-    assert_eq!(
-        r.reverse_resolve("host", "/home/user/project"),
-        "/workspace"
-    );
     // No match, or a match on another filesystem: the canonical path, normalised.
-    assert_eq!(
-        r.reverse_resolve("host", "/other/location/file.txt"),
-        "/other/location/file.txt"
-    );
-    assert_eq!(
-        r.reverse_resolve("elsewhere", "/home/user/project/a"),
-        "/home/user/project/a"
-    );
-    assert_eq!(
-        r.reverse_resolve("host", "/home/user//project/./a/"),
-        "/workspace/a"
-    );
-    assert_eq!(r.reverse_resolve("host", "not absolute"), "not absolute");
+    #[rustfmt::skip]
+    let table = [
+        ("host", "/home/user/project/src/index.ts", "/workspace/src/index.ts"),
+        ("host", "/home/user/project", "/workspace"),
+        ("host", "/other/location/file.txt", "/other/location/file.txt"),
+        ("elsewhere", "/home/user/project/a", "/home/user/project/a"),
+        ("host", "/home/user//project/./a/", "/workspace/a"),
+        ("host", "not absolute", "not absolute"),
+    ];
+    for (filesystem, canonical, agent) in table {
+        assert_eq!(
+            r.reverse_resolve(filesystem, canonical),
+            agent,
+            "{filesystem} {canonical}"
+        );
+    }
     Ok(())
 }
 
