@@ -456,7 +456,8 @@ impl FilesystemResolver {
 
     /// Follows every symlink on the way to `resolved.open_path` (its missing tail taken as
     /// written) and returns the real path, after checking that it stays under the real path of
-    /// its mount's canonical prefix.
+    /// its mount's canonical prefix (a path no mount maps may lead anywhere on this machine).
+    /// The check is made when called: a link changed afterwards is not seen.
     ///
     /// # Errors
     /// [`Error::InvalidPath`] when the path is not on this machine's filesystem, a symlink leads
