@@ -9,13 +9,16 @@
 //! nothing imports a module above it:
 //! - [`hash`]: canonical JSON (RFC 8785), SHA-256 and BLAKE3.
 //! - [`object`]: the envelope types of seed 003 and their five hashes.
+//! - [`resolve`]: mount mappings between agent paths and canonical paths, path checks.
 //! - `error`: [`Error`], the one error type.
 
 pub mod hash;
 pub mod object;
+pub mod resolve;
 
 mod error;
 
 pub use error::{Error, Result};
 pub use hash::Hash;
 pub use object::{FilesystemSource, Object, ObjectType, Source};
+pub use resolve::{FilesystemResolver, MountMapping};
