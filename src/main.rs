@@ -1,12 +1,31 @@
-//! The `strata` command.
+//! The `strata` command: parse the arguments, run the command, map errors to exit codes.
+//!
+//! Exit codes: 0 success; 1 `fsck` found problems; 2 an error (printed to stderr).
+
+mod cli;
 
 use std::process::ExitCode;
 
+use clap::Parser;
+
 fn main() -> ExitCode {
-    // The command line arrives with the CLI issue; until then the binary only names itself.
-    #[allow(clippy::print_stdout)]
-    {
-        println!("strata {}", env!("CARGO_PKG_VERSION"));
+    let args = cli::Cli::parse();
+    match cli::run(args) {
+        Ok(code) => code,
+        Err(err) => {
+            let broken_pipe = err.chain().any(|cause| {
+                cause
+                    .downcast_ref::<std::io::Error>()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            });
+            if broken_pipe {
+                return ExitCode::SUCCESS;
+            }
+            #[expect(clippy::print_stderr, reason = "the binary reports its error")]
+            {
+                eprintln!("strata: {err:#}");
+            }
+            ExitCode::from(2)
+        }
     }
-    ExitCode::SUCCESS
 }

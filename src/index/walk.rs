@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 
+use ignore::gitignore::Gitignore;
 use ignore::{WalkBuilder, WalkState};
 
 use super::read::{Reading, read_stream};
@@ -106,6 +107,8 @@ pub struct WalkPlan {
     pub cache: Arc<HashMap<String, StatEntry>>,
     /// Directories skipped wherever they are met (the store directory).
     pub skip_dirs: Vec<PathBuf>,
+    /// Extra ignore rules (gitignore syntax, matched against paths relative to `/`).
+    pub ignore: Option<Arc<Gitignore>>,
     /// Worker threads (0: one per core).
     pub threads: usize,
 }
@@ -121,6 +124,7 @@ pub fn walk(plan: &WalkPlan, sink: SyncSender<Found>) {
         builder.add(root);
     }
     let skip_dirs = plan.skip_dirs.clone();
+    let extra_ignore = plan.ignore.clone();
     builder
         .hidden(false)
         .git_ignore(true)
@@ -132,7 +136,14 @@ pub fn walk(plan: &WalkPlan, sink: SyncSender<Found>) {
         .threads(plan.threads)
         .filter_entry(move |entry| {
             let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-            !(is_dir && (entry.file_name() == ".git" || skip_dirs.iter().any(|d| d == entry.path())))
+            if is_dir && (entry.file_name() == ".git" || skip_dirs.iter().any(|d| d == entry.path())) {
+                return false;
+            }
+            !extra_ignore.as_ref().is_some_and(|rules| {
+                rules
+                    .matched_path_or_any_parents(entry.path(), is_dir)
+                    .is_ignore()
+            })
         });
     builder.build_parallel().run(|| {
         let sink = sink.clone();

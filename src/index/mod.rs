@@ -1,0 +1,253 @@
+//! `Indexer`: turns files into planned store operations (seed 003 §4) and scans whole trees.
+//!
+//! Uses `store`, `resolve`, `object`, `hash`.
+//!
+//! [`Indexer::index_file`], [`Indexer::discover_file`] and [`Indexer::index_deletion`] plan ops and
+//! return them without writing: a tree scan batches thousands into one transaction, a session puts
+//! them into its own commit. Deny rules apply inside them, for every caller: a denied file becomes
+//! a stub with `content_omitted: "denied"` and nothing of its bytes is read or stored.
+
+mod read;
+mod rules;
+mod scan;
+mod settings;
+mod walk;
+
+use std::io::Read;
+
+pub use read::{Body, DEFAULT_MAX_CONTENT_BYTES, Reading, read_stream};
+pub use rules::{DEFAULT_DENY_GLOBS, DenyRules};
+pub use scan::{ScanOptions, ScanProgress, ScanSummary, Skipped, scan};
+pub use settings::{SETTINGS_FILE, Settings};
+pub use walk::{FileStat, StatEntry};
+
+use crate::error::{Error, Result};
+use crate::object::{ContentOmitted, FilesystemSource, Object};
+use crate::store::{Op, Put, Store, Timestamp, ValidFrom};
+
+/// What indexing did to an entity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// A new entity, or one that was deleted before.
+    Created,
+    /// A new version: other bytes, or a stub read for the first time.
+    Updated,
+    /// Nothing to write.
+    Unchanged,
+    /// A tombstone: the file is gone.
+    Deleted,
+}
+
+/// The outcome of planning one file: its entity id, what happens, and the ops to commit.
+#[derive(Debug)]
+pub struct Planned {
+    /// The file's entity id (its identity hash).
+    pub id: String,
+    /// What committing `ops` does.
+    pub action: Action,
+    /// The ops to commit (empty when unchanged).
+    pub ops: Vec<Op>,
+    /// Bytes read from the file while planning.
+    pub bytes_read: u64,
+}
+
+/// Plans index operations against one store, with the store's deny rules and content limit.
+#[derive(Debug)]
+pub struct Indexer<'s> {
+    store: &'s Store,
+    deny: DenyRules,
+    max_content_bytes: u64,
+}
+
+impl<'s> Indexer<'s> {
+    /// An indexer over `store` with the deny rules and content limit of `settings`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when a deny glob of the settings does not parse.
+    pub fn new(store: &'s Store, settings: &Settings) -> Result<Self> {
+        Ok(Indexer {
+            store,
+            deny: settings.deny_rules()?,
+            max_content_bytes: settings.max_content_bytes,
+        })
+    }
+
+    /// The store this indexer plans against.
+    pub fn store(&self) -> &'s Store {
+        self.store
+    }
+
+    /// The deny rules in force.
+    pub fn deny_rules(&self) -> &DenyRules {
+        &self.deny
+    }
+
+    /// The content limit in bytes.
+    pub fn max_content_bytes(&self) -> u64 {
+        self.max_content_bytes
+    }
+
+    /// Plans a full index of the file at `source` whose bytes `reader` streams: created when the
+    /// entity has no live version, updated when its bytes differ or it was a stub, else unchanged.
+    /// `mtime` dates the version ("mtime, clamped"); `None` dates it at the transaction.
+    /// A denied file is not read at all.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when reading fails; store errors from looking up the current version.
+    pub fn index_file(
+        &self,
+        source: FilesystemSource,
+        reader: impl Read,
+        mtime: Option<Timestamp>,
+    ) -> Result<Planned> {
+        if self.deny.is_denied(&source.path) {
+            return self.plan_denied(source);
+        }
+        let path = source.path.clone();
+        let reading = read_stream(reader, self.max_content_bytes)
+            .map_err(|e| Error::io(format!("reading {path}"), e))?;
+        self.plan_reading(source, reading, mtime)
+    }
+
+    /// Plans a full index from bytes already read (by a parallel scan).
+    ///
+    /// # Errors
+    /// Store errors from looking up the current version.
+    pub fn plan_reading(
+        &self,
+        source: FilesystemSource,
+        reading: Reading,
+        mtime: Option<Timestamp>,
+    ) -> Result<Planned> {
+        if self.deny.is_denied(&source.path) {
+            return self.plan_denied(source);
+        }
+        let bytes_read = reading.size;
+        let (object, kept_bytes, size) = match reading.body {
+            Body::Text(text) => (Object::file_text(source, text)?, None, None),
+            Body::Binary(bytes) => (
+                Object::file_omitted(source, Some(reading.file_hash), ContentOmitted::Binary)?,
+                Some(bytes),
+                None,
+            ),
+            Body::TooLarge => (
+                Object::file_omitted(source, Some(reading.file_hash), ContentOmitted::TooLarge)?,
+                None,
+                Some(reading.size),
+            ),
+        };
+        let current = self.store.get(object.id())?;
+        let action = match current.as_ref().and_then(|v| v.object.as_ref()) {
+            None => Action::Created,
+            Some(existing)
+                if existing.file_hash() == object.file_hash()
+                    && existing.object_hash() == object.object_hash() =>
+            {
+                Action::Unchanged
+            }
+            Some(_) => Action::Updated,
+        };
+        let id = object.id().to_string();
+        let ops = if action == Action::Unchanged {
+            Vec::new()
+        } else {
+            let mut put = Put::new(object);
+            put.valid_from = mtime.map_or(ValidFrom::TxTime, ValidFrom::MtimeClamped);
+            put.bytes = kept_bytes;
+            put.size = size;
+            vec![Op::Put(Box::new(put))]
+        };
+        Ok(Planned {
+            id,
+            action,
+            ops,
+            bytes_read,
+        })
+    }
+
+    /// Plans the stub of a denied file, unless the entity already is one.
+    fn plan_denied(&self, source: FilesystemSource) -> Result<Planned> {
+        let stub = Object::file_omitted(source, None, ContentOmitted::Denied)?;
+        let current = self.store.get(stub.id())?;
+        let action = match current.as_ref().and_then(|v| v.object.as_ref()) {
+            None => Action::Created,
+            Some(existing) if existing.content_omitted() == Some(ContentOmitted::Denied) => {
+                Action::Unchanged
+            }
+            Some(_) => Action::Updated,
+        };
+        let id = stub.id().to_string();
+        let ops = if action == Action::Unchanged {
+            Vec::new()
+        } else {
+            vec![Op::put(stub)]
+        };
+        Ok(Planned {
+            id,
+            action,
+            ops,
+            bytes_read: 0,
+        })
+    }
+
+    /// Plans a stub for a file known by path only (seen by `ls` or `grep`): created when the entity
+    /// has no live version, else unchanged; never overwrites what exists.
+    ///
+    /// # Errors
+    /// Store errors from looking up the current version.
+    pub fn discover_file(&self, source: FilesystemSource) -> Result<Planned> {
+        let stub = if self.deny.is_denied(&source.path) {
+            Object::file_omitted(source, None, ContentOmitted::Denied)?
+        } else {
+            Object::file_stub(source)?
+        };
+        let exists = self
+            .store
+            .get(stub.id())?
+            .is_some_and(|version| version.object.is_some());
+        let id = stub.id().to_string();
+        if exists {
+            return Ok(Planned {
+                id,
+                action: Action::Unchanged,
+                ops: Vec::new(),
+                bytes_read: 0,
+            });
+        }
+        Ok(Planned {
+            id,
+            action: Action::Created,
+            ops: vec![Op::put(stub)],
+            bytes_read: 0,
+        })
+    }
+
+    /// Plans a tombstone for a file that is gone, dated at the transaction; unchanged when the
+    /// entity does not exist now.
+    ///
+    /// # Errors
+    /// Store errors from looking up the current version.
+    pub fn index_deletion(&self, source: FilesystemSource) -> Result<Planned> {
+        let id = crate::object::sourced_identity(
+            crate::object::ObjectType::File,
+            &crate::object::Source::Filesystem(source),
+        )?
+        .to_hex();
+        let exists = self
+            .store
+            .get(&id)?
+            .is_some_and(|version| version.object.is_some());
+        let (action, ops) = if exists {
+            (Action::Deleted, vec![Op::delete(id.clone())])
+        } else {
+            (Action::Unchanged, Vec::new())
+        };
+        Ok(Planned {
+            id,
+            action,
+            ops,
+            bytes_read: 0,
+        })
+    }
+}

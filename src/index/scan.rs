@@ -1,0 +1,326 @@
+//! Tree scans: walk roots in parallel, plan every new and changed file, find deletions, and commit
+//! in large transactions together with the stat cache.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::sync_channel;
+use std::time::Instant;
+
+use ignore::gitignore::GitignoreBuilder;
+use serde::Serialize;
+
+use super::walk::{Found, WalkPlan, walk};
+use super::{Action, Indexer, Planned};
+use crate::error::{Error, Result};
+use crate::object::FilesystemSource;
+use crate::resolve::{machine_filesystem_id, utf8_path};
+use crate::store::{Op, Origin, StatEntry, StatUpdate, Timestamp, TxId};
+
+/// How a scan runs.
+#[derive(Clone, Debug)]
+pub struct ScanOptions {
+    /// Worker threads that stat, read and hash (0: one per core).
+    pub threads: usize,
+    /// Commit after this many planned files.
+    pub batch_files: usize,
+    /// Commit after this many bytes of planned content.
+    pub batch_bytes: u64,
+    /// Directories never entered (the store directory).
+    pub skip_dirs: Vec<PathBuf>,
+    /// Extra ignore globs (gitignore syntax), as in the settings.
+    pub ignore: Vec<String>,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            threads: 0,
+            batch_files: 4096,
+            batch_bytes: 64 * 1024 * 1024,
+            skip_dirs: Vec::new(),
+            ignore: Vec::new(),
+        }
+    }
+}
+
+/// A running count, given to the progress callback after every file.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScanProgress {
+    /// Files seen so far.
+    pub files: u64,
+    /// Bytes read so far.
+    pub bytes_read: u64,
+}
+
+/// A file the scan did not index, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    /// The path as found on disk.
+    pub path: String,
+    /// Why it was skipped.
+    pub reason: String,
+}
+
+/// What a scan did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ScanSummary {
+    /// Files seen (every regular file under the roots that no ignore rule hid).
+    pub files: u64,
+    /// New entities.
+    pub created: u64,
+    /// New versions of existing entities.
+    pub updated: u64,
+    /// Files found as they were.
+    pub unchanged: u64,
+    /// Tombstones written for files that are gone.
+    pub deleted: u64,
+    /// Files not indexed (symlinks, non-UTF-8 names, read errors).
+    pub skipped: u64,
+    /// Files a deny rule kept out (stored as stubs without content).
+    pub denied: u64,
+    /// Bytes read from files.
+    pub bytes_read: u64,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// The transactions written, in order.
+    pub tx_ids: Vec<u64>,
+    /// The first skipped files (at most 100), with reasons.
+    pub skipped_files: Vec<Skipped>,
+}
+
+impl ScanSummary {
+    fn count(&mut self, action: Action) {
+        match action {
+            Action::Created => self.created += 1,
+            Action::Updated => self.updated += 1,
+            Action::Unchanged => self.unchanged += 1,
+            Action::Deleted => self.deleted += 1,
+        }
+    }
+
+    fn skip(&mut self, path: String, reason: String) {
+        self.skipped += 1;
+        if self.skipped_files.len() < 100 {
+            self.skipped_files.push(Skipped { path, reason });
+        }
+    }
+}
+
+/// Ops and stat cache changes waiting for the next commit.
+struct Batch {
+    ops: Vec<Op>,
+    stat: StatUpdate,
+    files: usize,
+    bytes: u64,
+}
+
+impl Batch {
+    fn new(filesystem_id: &str) -> Self {
+        Batch {
+            ops: Vec::new(),
+            stat: StatUpdate {
+                filesystem_id: filesystem_id.to_string(),
+                puts: Vec::new(),
+                removes: Vec::new(),
+            },
+            files: 0,
+            bytes: 0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ops.is_empty() && self.stat.puts.is_empty() && self.stat.removes.is_empty()
+    }
+}
+
+/// Scans `roots` (host paths: directories or files) into the indexer's store: every file not
+/// ignored is created, updated or found unchanged, files gone from under the roots get tombstones,
+/// and the stat cache lets the next scan skip reading unchanged files.
+///
+/// # Errors
+/// [`Error::InvalidPath`] for a root that does not exist or is not UTF-8; store errors from
+/// committing (what was committed before stays committed).
+pub fn scan(
+    indexer: &Indexer<'_>,
+    roots: &[PathBuf],
+    options: &ScanOptions,
+    progress: &mut dyn FnMut(ScanProgress),
+) -> Result<ScanSummary> {
+    let started = Instant::now();
+    let scan_start = Timestamp::now();
+    let store = indexer.store();
+    let filesystem_id = machine_filesystem_id();
+    let roots = canonical_roots(roots)?;
+
+    let mut cache = std::collections::HashMap::new();
+    for root in &roots {
+        cache.extend(store.stat_cache(&filesystem_id, utf8_path(root)?)?);
+    }
+    let ignore = if options.ignore.is_empty() {
+        None
+    } else {
+        let mut builder = GitignoreBuilder::new("/");
+        for glob in &options.ignore {
+            builder
+                .add_line(None, glob)
+                .map_err(|e| Error::invalid_input(format!("ignore glob {glob:?}: {e}")))?;
+        }
+        let rules = builder
+            .build()
+            .map_err(|e| Error::invalid_input(format!("ignore globs: {e}")))?;
+        Some(Arc::new(rules))
+    };
+    let plan = WalkPlan {
+        roots: roots.clone(),
+        deny: indexer.deny_rules().clone(),
+        max_content_bytes: indexer.max_content_bytes(),
+        cache: Arc::new(cache),
+        skip_dirs: options.skip_dirs.clone(),
+        ignore,
+        threads: options.threads,
+    };
+
+    let mut summary = ScanSummary::default();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut batch = Batch::new(&filesystem_id);
+    let (sender, receiver) = sync_channel(4);
+    std::thread::scope(|scope| -> Result<()> {
+        let plan = &plan;
+        scope.spawn(move || walk(plan, sender));
+        for found in receiver {
+            match found {
+                Found::Unchanged { path, .. } => {
+                    summary.files += 1;
+                    summary.unchanged += 1;
+                    seen.insert(path);
+                }
+                Found::Read {
+                    path,
+                    stat,
+                    reading,
+                } => {
+                    summary.files += 1;
+                    summary.bytes_read += reading.size;
+                    let file_hash = reading.file_hash;
+                    let source = FilesystemSource {
+                        filesystem_id: filesystem_id.clone(),
+                        path: path.clone(),
+                    };
+                    let mtime = Timestamp::saturating_from_micros(stat.mtime_ns / 1000);
+                    let planned = indexer.plan_reading(source, reading, Some(mtime))?;
+                    batch.bytes += planned.bytes_read;
+                    add(&mut summary, &mut batch, planned);
+                    batch.stat.puts.push((
+                        path.clone(),
+                        StatEntry {
+                            stat,
+                            file_hash,
+                            scan_start_ns: scan_start.as_micros().saturating_mul(1000),
+                        },
+                    ));
+                    seen.insert(path);
+                }
+                Found::Denied { path, .. } => {
+                    summary.files += 1;
+                    summary.denied += 1;
+                    let source = FilesystemSource {
+                        filesystem_id: filesystem_id.clone(),
+                        path: path.clone(),
+                    };
+                    let planned = indexer.index_file(source, std::io::empty(), None)?;
+                    add(&mut summary, &mut batch, planned);
+                    seen.insert(path);
+                }
+                Found::Skipped { path, reason } => {
+                    summary.files += 1;
+                    if let Some(text) = path.to_str() {
+                        seen.insert(text.to_string());
+                    }
+                    summary.skip(path.display().to_string(), reason);
+                }
+            }
+            progress(ScanProgress {
+                files: summary.files,
+                bytes_read: summary.bytes_read,
+            });
+            if batch.files >= options.batch_files || batch.bytes >= options.batch_bytes {
+                commit(indexer, &mut batch, &mut summary)?;
+            }
+        }
+        Ok(())
+    })?;
+
+    for root in &roots {
+        let prefix = utf8_path(root)?;
+        for (path, _id) in store.paths_under(&filesystem_id, prefix)? {
+            if seen.contains(&path) || std::fs::symlink_metadata(&path).is_ok() {
+                // Seen, or still on disk but ignored or skipped: not a deletion.
+                continue;
+            }
+            let source = FilesystemSource {
+                filesystem_id: filesystem_id.clone(),
+                path: path.clone(),
+            };
+            let planned = indexer.index_deletion(source)?;
+            batch.stat.removes.push(path);
+            add(&mut summary, &mut batch, planned);
+            if batch.files >= options.batch_files {
+                commit(indexer, &mut batch, &mut summary)?;
+            }
+        }
+    }
+    commit(indexer, &mut batch, &mut summary)?;
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// Counts a planned file and queues its ops.
+fn add(summary: &mut ScanSummary, batch: &mut Batch, planned: Planned) {
+    summary.count(planned.action);
+    if !planned.ops.is_empty() {
+        batch.files += 1;
+        batch.ops.extend(planned.ops);
+    }
+}
+
+/// Commits the batch (ops and stat cache in one transaction) and starts a new one.
+fn commit(indexer: &Indexer<'_>, batch: &mut Batch, summary: &mut ScanSummary) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let full = std::mem::replace(batch, Batch::new(&batch.stat.filesystem_id));
+    let receipt = indexer
+        .store()
+        .transact_with_stat(full.ops, Origin::Indexer, full.stat)?;
+    if let Some(receipt) = receipt {
+        let TxId(tx) = receipt.tx_id;
+        summary.tx_ids.push(tx);
+    }
+    Ok(())
+}
+
+/// Canonicalises each root (absolute, symlinks resolved, UTF-8), refusing ones that do not exist.
+fn canonical_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for root in roots {
+        let canonical = std::fs::canonicalize(root).map_err(|e| {
+            Error::invalid_path(
+                root.display().to_string(),
+                format!("cannot index it: {e}"),
+            )
+        })?;
+        utf8_path(&canonical)?;
+        out.push(canonical);
+    }
+    // A root inside another root is scanned once, by the outer one.
+    out.sort();
+    out.dedup();
+    let mut kept: Vec<PathBuf> = Vec::new();
+    for root in out {
+        if !kept.iter().any(|outer: &PathBuf| root.starts_with(outer)) {
+            kept.push(root);
+        }
+    }
+    Ok(kept)
+}

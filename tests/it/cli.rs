@@ -1,0 +1,312 @@
+//! The `strata` binary end to end on temporary trees: index, edit, delete, re-create, inspect.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// A temporary tree to index and a store beside it (outside the tree).
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    tree: PathBuf,
+    store: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Result<Self, Box<dyn std::error::Error>> {
+        let tmp = tempfile::tempdir()?;
+        let tree = fs::canonicalize(tmp.path())?.join("tree");
+        let store = fs::canonicalize(tmp.path())?.join("store");
+        fs::create_dir_all(&tree)?;
+        Ok(Fixture {
+            _tmp: tmp,
+            tree,
+            store,
+        })
+    }
+
+    /// Writes a file and dates its mtime an hour back, so the racy-clean rule does not apply.
+    fn write(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, Box<dyn std::error::Error>> {
+        let path = self.tree.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        fs::write(&path, bytes)?;
+        let past = SystemTime::now() - Duration::from_secs(3600);
+        fs::File::options().write(true).open(&path)?.set_modified(past)?;
+        Ok(path)
+    }
+
+    /// Runs `strata --store STORE args…` in the tree.
+    fn run(&self, args: &[&str]) -> Result<Output, Box<dyn std::error::Error>> {
+        Ok(Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("--store")
+            .arg(&self.store)
+            .args(args)
+            .current_dir(&self.tree)
+            .env_remove("STRATA_STORE")
+            .output()?)
+    }
+
+    /// Runs a command that must succeed and returns its stdout.
+    fn ok(&self, args: &[&str]) -> Result<String, Box<dyn std::error::Error>> {
+        let output = self.run(args)?;
+        if !output.status.success() {
+            return Err(format!(
+                "strata {args:?} failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            )
+            .into());
+        }
+        Ok(String::from_utf8(output.stdout)?)
+    }
+
+    /// Runs a command that must fail with exit code `code` and returns its stderr.
+    fn fails(&self, args: &[&str], code: i32) -> Result<String, Box<dyn std::error::Error>> {
+        let output = self.run(args)?;
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "strata {args:?}: stdout {} stderr {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(String::from_utf8(output.stderr)?)
+    }
+
+    fn json(&self, args: &[&str]) -> Result<Value, Box<dyn std::error::Error>> {
+        Ok(serde_json::from_str(&self.ok(args)?)?)
+    }
+
+    fn index(&self) -> Result<Value, Box<dyn std::error::Error>> {
+        self.json(&["index", ".", "--quiet", "--json"])
+    }
+}
+
+fn count(summary: &Value, key: &str) -> u64 {
+    summary[key].as_u64().unwrap_or(u64::MAX)
+}
+
+#[test]
+fn index_edit_delete_recreate_and_inspect() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("README.md", b"# hello\n")?;
+    f.write("src/main.rs", b"fn main() {}\n")?;
+    f.write("src/lib.rs", b"pub fn one() -> u32 { 1 }\n")?;
+
+    let first = f.index()?;
+    assert_eq!(count(&first, "created"), 3, "{first}");
+    assert_eq!(count(&first, "files"), 3);
+
+    // Unchanged tree: nothing read, nothing written.
+    let again = f.index()?;
+    assert_eq!(count(&again, "unchanged"), 3, "{again}");
+    assert_eq!(count(&again, "bytes_read"), 0, "{again}");
+    assert_eq!(again["tx_ids"].as_array().map(Vec::len), Some(0));
+
+    // Edit one, delete one.
+    f.write("src/lib.rs", b"pub fn one() -> u32 { 2 }\n")?;
+    fs::remove_file(f.tree.join("src/main.rs"))?;
+    let second = f.index()?;
+    assert_eq!(count(&second, "updated"), 1, "{second}");
+    assert_eq!(count(&second, "deleted"), 1, "{second}");
+    assert_eq!(count(&second, "unchanged"), 1, "{second}");
+    assert_eq!(count(&second, "bytes_read"), 26, "only the edited file is read: {second}");
+
+    // Re-create the deleted file.
+    f.write("src/main.rs", b"fn main() { println!(\"back\"); }\n")?;
+    let third = f.index()?;
+    assert_eq!(count(&third, "created"), 1, "{third}");
+
+    // History of lib.rs: two versions; of main.rs: created, deleted, created.
+    let lib = f.json(&["history", "src/lib.rs", "--json"])?;
+    let lib = lib.as_array().ok_or("history is an array")?;
+    assert_eq!(lib.len(), 2);
+    let main_history = f.json(&["history", "src/main.rs", "--json"])?;
+    let deleted: Vec<bool> = main_history
+        .as_array()
+        .ok_or("array")?
+        .iter()
+        .map(|v| v["deleted"].as_bool().unwrap_or(false))
+        .collect();
+    assert_eq!(deleted, vec![false, true, false]);
+
+    // As-of reads: the first transaction saw the first lib.rs.
+    let first_tx = first["tx_ids"][0].as_u64().ok_or("tx id")?.to_string();
+    let old = f.ok(&["cat", "src/lib.rs", "--as-of-tx", &first_tx])?;
+    assert_eq!(old, "pub fn one() -> u32 { 1 }\n");
+    assert_eq!(f.ok(&["cat", "src/lib.rs"])?, "pub fn one() -> u32 { 2 }\n");
+    let err = f.fails(&["cat", "src/main.rs", "--as-of-tx", &second["tx_ids"][0].to_string()], 2)?;
+    assert!(err.contains("deleted"), "{err}");
+
+    // Diff: previous → current.
+    let diff = f.ok(&["diff", "src/lib.rs"])?;
+    assert!(diff.contains("-pub fn one() -> u32 { 1 }"), "{diff}");
+    assert!(diff.contains("+pub fn one() -> u32 { 2 }"), "{diff}");
+
+    // show --json prints an envelope whose hashes recompute.
+    let envelope = f.json(&["show", "src/lib.rs", "--json"])?;
+    let object = strata::Object::from_json(&envelope)?;
+    assert_eq!(object.content(), Some("pub fn one() -> u32 { 2 }\n"));
+    assert_eq!(envelope["file_type"], "rs");
+
+    // Prefix references: the id prefix finds the same object.
+    let id = envelope["xt/id"].as_str().ok_or("id")?;
+    let by_prefix = f.json(&["show", &id[..10], "--json"])?;
+    assert_eq!(by_prefix["xt/id"], envelope["xt/id"]);
+    let by_id = f.json(&["show", &format!("id:{}", &id[..12]), "--json"])?;
+    assert_eq!(by_id["xt/id"], envelope["xt/id"]);
+
+    // Log and fsck.
+    let log = f.json(&["log", "--json"])?;
+    assert_eq!(log["records"].as_array().map(Vec::len), Some(3));
+    assert!(f.ok(&["fsck"])?.starts_with("ok"));
+
+    // ls lists the live files.
+    let ls = f.json(&["ls", "--json"])?;
+    let paths: Vec<&str> = ls
+        .as_array()
+        .ok_or("array")?
+        .iter()
+        .filter_map(|row| row["path"].as_str())
+        .collect();
+    assert_eq!(paths.len(), 3, "{paths:?}");
+    assert!(paths.iter().all(|p| p.starts_with(f.tree.to_str().unwrap_or("?"))));
+    Ok(())
+}
+
+#[test]
+fn binary_denied_and_ignored_files() -> TestResult {
+    let f = Fixture::new()?;
+    let binary: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
+    f.write("img.bin", &binary)?;
+    f.write(".env", b"SECRET=hunter2\n")?;
+    f.write(".gitignore", b"build/\n")?;
+    f.write("build/out.txt", b"generated\n")?;
+    let summary = f.index()?;
+    assert_eq!(count(&summary, "denied"), 1, "{summary}");
+    assert_eq!(count(&summary, "files"), 3, "build/ is ignored: {summary}");
+
+    let output = f.run(&["cat", "img.bin"])?;
+    assert!(output.status.success());
+    assert_eq!(output.stdout, binary);
+    let envelope = f.json(&["show", "img.bin", "--json"])?;
+    assert_eq!(envelope["content_omitted"], "binary");
+    assert_eq!(envelope["content"], Value::Null);
+
+    let env = f.json(&["show", ".env", "--json"])?;
+    assert_eq!(env["content_omitted"], "denied");
+    assert_eq!(env["file_hash"], Value::Null);
+    let err = f.fails(&["cat", ".env"], 2)?;
+    assert!(err.contains("deny rule"), "{err}");
+
+    // Nothing of the secret reached the store file.
+    let raw = fs::read(f.store.join("store.redb"))?;
+    assert!(!raw.windows(7).any(|w| w == b"hunter2"));
+    Ok(())
+}
+
+#[test]
+fn errors_say_what_to_do_and_change_nothing() -> TestResult {
+    let f = Fixture::new()?;
+    // No store anywhere: a reading command says how to make one.
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["ls"])
+        .current_dir(&f.tree)
+        .env_remove("STRATA_STORE")
+        .output()?;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("strata init"));
+
+    f.write("a.txt", b"a\n")?;
+    f.index()?;
+    let log_before = f.ok(&["log", "--json"])?;
+
+    // Evict without --yes refuses and keeps everything.
+    let err = f.fails(&["evict", "a.txt"], 2)?;
+    assert!(err.contains("--yes"), "{err}");
+    // A missing root is refused with its name.
+    let err = f.fails(&["index", "no/such/dir"], 2)?;
+    assert!(err.contains("no/such/dir"), "{err}");
+    // Unknown references, short prefixes and bad transaction numbers.
+    let err = f.fails(&["show", "nothing-here"], 2)?;
+    assert!(err.contains("strata ls"), "{err}");
+    let err = f.fails(&["show", "a.txt", "--as-of-tx", "99"], 2)?;
+    assert!(err.contains("1 to 1"), "{err}");
+    let err = f.fails(&["show", "a.txt", "--valid-at", "yesterday"], 2)?;
+    assert!(err.contains("--valid-at"), "{err}");
+    assert_eq!(f.ok(&["log", "--json"])?, log_before, "failed commands wrote nothing");
+
+    // Evict with --yes erases it from every answer.
+    f.ok(&["evict", "a.txt", "--yes"])?;
+    let err = f.fails(&["history", "a.txt"], 2)?;
+    assert!(!err.is_empty());
+    assert!(f.ok(&["fsck"])?.starts_with("ok"));
+    Ok(())
+}
+
+#[test]
+fn a_held_store_names_its_holder() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("a.txt", b"a\n")?;
+    f.index()?;
+    let held = strata::store::Store::open(&f.store)?;
+    let err = f.fails(&["ls"], 2)?;
+    assert!(err.contains("locked"), "{err}");
+    assert!(err.contains(&std::process::id().to_string()), "names the holder pid: {err}");
+    drop(held);
+    f.ok(&["ls"])?;
+    Ok(())
+}
+
+#[test]
+fn init_and_mounts() -> TestResult {
+    let f = Fixture::new()?;
+    let out = f.ok(&["init", "--mount", "/work=/home/me/project:ro"])?;
+    assert!(out.contains("initialised"), "{out}");
+    let err = f.fails(&["init"], 2)?;
+    assert!(err.contains("already"), "{err}");
+    f.ok(&["mount", "add", "/data=/srv/data"])?;
+    let err = f.fails(&["mount", "add", "/data=/elsewhere"], 2)?;
+    assert!(err.contains("mount rm"), "{err}");
+    let mounts = f.json(&["mount", "ls", "--json"])?;
+    assert_eq!(mounts.as_array().map(Vec::len), Some(2), "{mounts}");
+    f.ok(&["mount", "rm", "/work"])?;
+    let mounts = f.json(&["mount", "ls", "--json"])?;
+    assert_eq!(mounts[0]["agent_prefix"], "/data");
+    let err = f.fails(&["mount", "add", "relative=/x"], 2)?;
+    assert!(err.contains("relative"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn index_creates_the_default_store_and_finds_it_from_below() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("docs/guide.md", b"guide\n")?;
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["index", "--quiet"])
+        .current_dir(&f.tree)
+        .env_remove("STRATA_STORE")
+        .output()?;
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("created a new strata store"));
+    assert!(f.tree.join(".strata/store.redb").exists());
+    // From a subdirectory, the store above is found; the store directory itself is never indexed.
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["ls", "--json"])
+        .current_dir(f.tree.join("docs"))
+        .env_remove("STRATA_STORE")
+        .output()?;
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let rows: Value = serde_json::from_slice(&output.stdout)?;
+    let rows = rows.as_array().ok_or("array")?;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(rows[0]["path"].as_str().is_some_and(|p| p.ends_with("docs/guide.md")));
+    assert!(!Path::new(rows[0]["path"].as_str().unwrap_or("")).starts_with(f.tree.join(".strata")));
+    Ok(())
+}
