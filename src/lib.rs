@@ -9,13 +9,16 @@
 //! nothing imports a module above it:
 //! - [`hash`]: canonical JSON (RFC 8785), SHA-256 and BLAKE3.
 //! - [`object`]: the envelope types of seed 003 and their five hashes.
+//! - [`store`]: the bitemporal object store on redb ([`Store`]).
 //! - `error`: [`Error`], the one error type.
 
 pub mod hash;
 pub mod object;
+pub mod store;
 
 mod error;
 
 pub use error::{Error, Result};
 pub use hash::Hash;
 pub use object::{FilesystemSource, Object, ObjectType, Source};
+pub use store::{Op, Origin, Store, Timestamp, TxId, TxReceipt};

@@ -1,2 +1,3 @@
 //! strata's integration tests: one binary, one module per area, all through the public API and
 //! the real `strata` binary.
+mod store; // the bitemporal store: transactions, queries, log, evict, fsck, crashes
