@@ -10,11 +10,15 @@
 //! - [`hash`]: canonical JSON (RFC 8785), SHA-256 and BLAKE3.
 //! - [`object`]: the envelope types of seed 003 and their five hashes.
 //! - [`resolve`]: mount mappings between agent paths and canonical paths, path checks.
+//! - [`store`]: the bitemporal object store on redb ([`Store`]).
+//! - [`index`]: indexing files and scanning trees into the store ([`index::Indexer`]).
 //! - `error`: [`Error`], the one error type.
 
 pub mod hash;
+pub mod index;
 pub mod object;
 pub mod resolve;
+pub mod store;
 
 mod error;
 
@@ -22,3 +26,4 @@ pub use error::{Error, Result};
 pub use hash::Hash;
 pub use object::{FilesystemSource, Object, ObjectType, Source};
 pub use resolve::{FilesystemResolver, MountMapping};
+pub use store::{Op, Origin, Store, Timestamp, TxId, TxReceipt};

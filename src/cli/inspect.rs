@@ -1,6 +1,5 @@
 //! The reading commands: `ls`, `show`, `cat`, `history`, `diff`.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
@@ -121,7 +120,11 @@ pub(super) fn ls(store: &Store, ctx: &mut Ctx<'_>, args: LsArgs) -> Result<ExitC
     if args.json.json {
         writeln!(ctx.out, "{}", serde_json::to_string_pretty(&json_rows)?)?;
     } else {
-        output::table(ctx.out, &["PATH", "SIZE", "VERSIONS", "LAST CHANGE", ""], &rows)?;
+        output::table(
+            ctx.out,
+            &["PATH", "SIZE", "VERSIONS", "LAST CHANGE", ""],
+            &rows,
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -130,7 +133,11 @@ pub(super) fn show(store: &Store, ctx: &mut Ctx<'_>, args: ShowArgs) -> Result<E
     let id = resolve_ref(store, &ctx.cwd, &args.reference)?;
     let (version, object) = visible(store, &id, &args.as_of)?;
     if args.json.json {
-        writeln!(ctx.out, "{}", serde_json::to_string_pretty(&object.to_json())?)?;
+        writeln!(
+            ctx.out,
+            "{}",
+            serde_json::to_string_pretty(&object.to_json())?
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     let hash = |h: Option<&strata::Hash>| h.map_or("null".to_string(), |h| h.to_hex());
@@ -143,18 +150,31 @@ pub(super) fn show(store: &Store, ctx: &mut Ctx<'_>, args: ShowArgs) -> Result<E
         rows.push(vec!["path".into(), fs.path.clone()]);
         rows.push(vec!["filesystem".into(), fs.filesystem_id.clone()]);
     }
-    rows.push(vec!["valid from".into(), version.info.valid_from.to_rfc3339()]);
+    rows.push(vec![
+        "valid from".into(),
+        version.info.valid_from.to_rfc3339(),
+    ]);
     if let Some(to) = version.info.valid_to {
         rows.push(vec!["valid to".into(), to.to_rfc3339()]);
     }
     rows.push(vec![
         "written".into(),
-        format!("tx {} at {}", version.info.tx_id.0, version.info.tx_time.to_rfc3339()),
+        format!(
+            "tx {} at {}",
+            version.info.tx_id.0,
+            version.info.tx_time.to_rfc3339()
+        ),
     ]);
-    rows.push(vec!["identity_hash".into(), object.identity_hash().to_hex()]);
+    rows.push(vec![
+        "identity_hash".into(),
+        object.identity_hash().to_hex(),
+    ]);
     rows.push(vec!["file_hash".into(), hash(object.file_hash())]);
     rows.push(vec!["content_hash".into(), hash(object.content_hash())]);
-    rows.push(vec!["metadata_hash".into(), object.metadata_hash().to_hex()]);
+    rows.push(vec![
+        "metadata_hash".into(),
+        object.metadata_hash().to_hex(),
+    ]);
     rows.push(vec!["object_hash".into(), object.object_hash().to_hex()]);
     if let serde_json::Value::Object(fields) = object.fields().to_json() {
         for (key, value) in fields {
@@ -171,7 +191,10 @@ pub(super) fn show(store: &Store, ctx: &mut Ctx<'_>, args: ShowArgs) -> Result<E
     if object.is_stub() {
         rows.push(vec!["content".into(), "[unread]".into()]);
     } else if let Some(reason) = object.content_omitted() {
-        rows.push(vec!["content".into(), format!("null ({})", reason.as_str())]);
+        rows.push(vec![
+            "content".into(),
+            format!("null ({})", reason.as_str()),
+        ]);
     }
     output::table(ctx.out, &["FIELD", "VALUE"], &rows)?;
     Ok(ExitCode::SUCCESS)
@@ -186,9 +209,9 @@ pub(super) fn cat(store: &Store, ctx: &mut Ctx<'_>, args: CatArgs) -> Result<Exi
     }
     match (object.content_omitted(), object.file_hash()) {
         (Some(ContentOmitted::Binary), Some(hash)) => {
-            let bytes = store
-                .content(hash)?
-                .with_context(|| format!("the bytes of {id} ({hash}) are missing; run `strata fsck`"))?;
+            let bytes = store.content(hash)?.with_context(|| {
+                format!("the bytes of {id} ({hash}) are missing; run `strata fsck`")
+            })?;
             ctx.out.write_all(&bytes)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -206,7 +229,11 @@ pub(super) fn cat(store: &Store, ctx: &mut Ctx<'_>, args: CatArgs) -> Result<Exi
             "{} is a stub: known by path only, never read; run `strata index` on it",
             name_of(&object)
         ),
-        _ => bail!("{} ({}) has no content", name_of(&object), object.object_type()),
+        _ => bail!(
+            "{} ({}) has no content",
+            name_of(&object),
+            object.object_type()
+        ),
     }
 }
 
@@ -240,7 +267,11 @@ pub(super) fn history(store: &Store, ctx: &mut Ctx<'_>, args: HistoryArgs) -> Re
     let id = resolve_ref(store, &ctx.cwd, &args.reference)?;
     let (_, tx) = as_of(store, &args.as_of)?;
     let query = HistoryQuery {
-        order: if args.by_tx { Order::TxAsc } else { Order::ValidAsc },
+        order: if args.by_tx {
+            Order::TxAsc
+        } else {
+            Order::ValidAsc
+        },
         with_corrections: args.corrections,
         as_of_tx: tx,
         ..HistoryQuery::default()
@@ -273,7 +304,11 @@ pub(super) fn history(store: &Store, ctx: &mut Ctx<'_>, args: HistoryArgs) -> Re
             version_size(store, info)?.map_or("-".into(), output::bytes),
         ]);
     }
-    output::table(ctx.out, &["TX", "TX TIME", "VALID FROM", "OBJECT", "SIZE"], &rows)?;
+    output::table(
+        ctx.out,
+        &["TX", "TX TIME", "VALID FROM", "OBJECT", "SIZE"],
+        &rows,
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -352,7 +387,9 @@ pub(super) fn diff(store: &Store, ctx: &mut Ctx<'_>, args: DiffArgs) -> Result<E
     write!(
         ctx.out,
         "{}",
-        diff.unified_diff().context_radius(3).header(&old_label, &new_label)
+        diff.unified_diff()
+            .context_radius(3)
+            .header(&old_label, &new_label)
     )?;
     Ok(ExitCode::SUCCESS)
 }

@@ -21,7 +21,9 @@ use strata::resolve::MountMapping;
 use strata::store::{Origin, Store, Timestamp, TxId};
 
 pub use args::Cli;
-use args::{AsOfArgs, Command, EvictArgs, FsckArgs, IndexArgs, InitArgs, JsonArgs, LogArgs, MountCommand};
+use args::{
+    AsOfArgs, Command, EvictArgs, FsckArgs, IndexArgs, InitArgs, JsonArgs, LogArgs, MountCommand,
+};
 use locate::{Located, locate};
 
 /// Runs one command; the exit code is 0 on success and 1 when `fsck` finds problems.
@@ -82,7 +84,7 @@ impl Ctx<'_> {
             );
         }
         let dir = self.dir();
-        if !dir.join(strata::store::STORE_FILE).exists() {
+        if !dir.join(strata::store::DB_FILE).exists() {
             bail!(
                 "{} holds no strata store; run `strata init --store {}` to create one",
                 dir.display(),
@@ -95,7 +97,7 @@ impl Ctx<'_> {
     /// Opens the store, creating it (and saying so on stderr) when there is none.
     fn open_or_create(&self) -> Result<Store> {
         let dir = self.dir();
-        if dir.join(strata::store::STORE_FILE).exists() {
+        if dir.join(strata::store::DB_FILE).exists() {
             return Store::open(dir).with_context(|| format!("opening store {}", dir.display()));
         }
         let store =
@@ -111,8 +113,11 @@ impl Ctx<'_> {
             // `init` makes a store here even when one exists further up, as `git init` does.
             Located::Found(_) | Located::Missing(_) => self.cwd.join(locate::STORE_DIR_NAME),
         };
-        if dir.join(strata::store::STORE_FILE).exists() {
-            bail!("{} already holds a strata store; nothing to do", dir.display());
+        if dir.join(strata::store::DB_FILE).exists() {
+            bail!(
+                "{} already holds a strata store; nothing to do",
+                dir.display()
+            );
         }
         let mounts = parse_mounts(&args.mounts)?;
         Store::create(&dir).with_context(|| format!("creating store {}", dir.display()))?;
@@ -121,7 +126,11 @@ impl Ctx<'_> {
             ..Settings::default()
         };
         settings.save(&dir)?;
-        writeln!(self.out, "initialised an empty strata store in {}", dir.display())?;
+        writeln!(
+            self.out,
+            "initialised an empty strata store in {}",
+            dir.display()
+        )?;
         Ok(ExitCode::SUCCESS)
     }
 
@@ -159,7 +168,11 @@ impl Ctx<'_> {
             }
             MountCommand::Ls(JsonArgs { json }) => {
                 if json {
-                    writeln!(self.out, "{}", serde_json::to_string_pretty(&settings.mounts)?)?;
+                    writeln!(
+                        self.out,
+                        "{}",
+                        serde_json::to_string_pretty(&settings.mounts)?
+                    )?;
                 } else {
                     let rows: Vec<Vec<String>> = settings
                         .mounts
@@ -182,7 +195,11 @@ impl Ctx<'_> {
                             ]
                         })
                         .collect();
-                    output::table(self.out, &["AGENT", "CANONICAL", "FILESYSTEM", "FLAGS"], &rows)?;
+                    output::table(
+                        self.out,
+                        &["AGENT", "CANONICAL", "FILESYSTEM", "FLAGS"],
+                        &rows,
+                    )?;
                 }
             }
         }
@@ -207,10 +224,8 @@ impl Ctx<'_> {
         let bar = (!args.quiet && !args.json && std::io::stderr().is_terminal()).then(|| {
             let bar = indicatif::ProgressBar::new_spinner();
             bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{spinner} {elapsed} {pos} files, {msg}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+                indicatif::ProgressStyle::with_template("{spinner} {elapsed} {pos} files, {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
             );
             bar
         });
@@ -293,7 +308,11 @@ impl Ctx<'_> {
                 ]
             })
             .collect();
-        output::table(self.out, &["TX", "TX TIME", "ORIGIN", "OPS", "CHAIN"], &rows)?;
+        output::table(
+            self.out,
+            &["TX", "TX TIME", "ORIGIN", "OPS", "CHAIN"],
+            &rows,
+        )?;
         if let Some((tx, chain)) = head {
             writeln!(self.out, "chain head after tx {}: {}", tx.0, hex(&chain))?;
         }
@@ -305,7 +324,10 @@ impl Ctx<'_> {
         if args.rebuild {
             store.fsck_rebuild()?;
             if !args.json.json {
-                writeln!(self.out, "rebuilt entities, versions and paths from the log")?;
+                writeln!(
+                    self.out,
+                    "rebuilt entities, versions and paths from the log"
+                )?;
             }
         }
         let findings = store.fsck()?;
@@ -328,7 +350,11 @@ impl Ctx<'_> {
             }
         } else {
             for finding in &findings {
-                writeln!(self.out, "{}: {}: {}", finding.kind, finding.subject, finding.detail)?;
+                writeln!(
+                    self.out,
+                    "{}: {}: {}",
+                    finding.kind, finding.subject, finding.detail
+                )?;
             }
         }
         Ok(if findings.is_empty() {
@@ -346,7 +372,9 @@ impl Ctx<'_> {
                 "evict erases every version of {id} and its contents for good; add --yes to do it"
             );
         }
-        let versions = store.history(&id, strata::store::HistoryQuery::default())?.len();
+        let versions = store
+            .history(&id, strata::store::HistoryQuery::default())?
+            .len();
         let receipt = store.evict(&id, Origin::Cli)?;
         writeln!(
             self.out,
@@ -452,7 +480,10 @@ fn as_of(store: &Store, args: &AsOfArgs) -> Result<(Option<Timestamp>, Option<Tx
     let valid = args
         .valid_at
         .as_deref()
-        .map(|t| t.parse::<Timestamp>().with_context(|| format!("--valid-at {t}")))
+        .map(|t| {
+            t.parse::<Timestamp>()
+                .with_context(|| format!("--valid-at {t}"))
+        })
         .transpose()?;
     let tx = match (args.as_of_tx, args.tx_time.as_deref()) {
         (Some(tx), _) => {

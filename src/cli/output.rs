@@ -67,7 +67,10 @@ mod tests {
             ],
         )?;
         let text = String::from_utf8_lossy(&out);
-        assert_eq!(text, "A    LONG HEADER  C\nxyz  1            last\nw    22\n");
+        assert_eq!(
+            text,
+            "A    LONG HEADER  C\nxyz  1            last\nw    22\n"
+        );
         Ok(())
     }
 

@@ -19,7 +19,6 @@ pub use read::{Body, DEFAULT_MAX_CONTENT_BYTES, Reading, read_stream};
 pub use rules::{DEFAULT_DENY_GLOBS, DenyRules};
 pub use scan::{ScanOptions, ScanProgress, ScanSummary, Skipped, scan};
 pub use settings::{SETTINGS_FILE, Settings};
-pub use walk::{FileStat, StatEntry};
 
 use crate::error::{Error, Result};
 use crate::object::{ContentOmitted, FilesystemSource, Object};
@@ -137,7 +136,7 @@ impl<'s> Indexer<'s> {
                 Some(reading.size),
             ),
         };
-        let current = self.store.get(object.id())?;
+        let current = self.store.get_if_known(object.id())?;
         let action = match current.as_ref().and_then(|v| v.object.as_ref()) {
             None => Action::Created,
             Some(existing)
@@ -169,7 +168,7 @@ impl<'s> Indexer<'s> {
     /// Plans the stub of a denied file, unless the entity already is one.
     fn plan_denied(&self, source: FilesystemSource) -> Result<Planned> {
         let stub = Object::file_omitted(source, None, ContentOmitted::Denied)?;
-        let current = self.store.get(stub.id())?;
+        let current = self.store.get_if_known(stub.id())?;
         let action = match current.as_ref().and_then(|v| v.object.as_ref()) {
             None => Action::Created,
             Some(existing) if existing.content_omitted() == Some(ContentOmitted::Denied) => {
@@ -204,7 +203,7 @@ impl<'s> Indexer<'s> {
         };
         let exists = self
             .store
-            .get(stub.id())?
+            .get_if_known(stub.id())?
             .is_some_and(|version| version.object.is_some());
         let id = stub.id().to_string();
         if exists {
@@ -236,7 +235,7 @@ impl<'s> Indexer<'s> {
         .to_hex();
         let exists = self
             .store
-            .get(&id)?
+            .get_if_known(&id)?
             .is_some_and(|version| version.object.is_some());
         let (action, ops) = if exists {
             (Action::Deleted, vec![Op::delete(id.clone())])

@@ -112,7 +112,12 @@ mod tests {
         ] {
             assert!(rules.is_denied(path), "{path} should be denied");
         }
-        for path in ["/p/src/main.rs", "/p/environment.md", "/p/keys.rs", "/p/.envrc.md"] {
+        for path in [
+            "/p/src/main.rs",
+            "/p/environment.md",
+            "/p/keys.rs",
+            "/p/.envrc.md",
+        ] {
             assert!(!rules.is_denied(path), "{path} should be allowed");
         }
         Ok(())

@@ -305,10 +305,7 @@ fn canonical_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out: Vec<PathBuf> = Vec::new();
     for root in roots {
         let canonical = std::fs::canonicalize(root).map_err(|e| {
-            Error::invalid_path(
-                root.display().to_string(),
-                format!("cannot index it: {e}"),
-            )
+            Error::invalid_path(root.display().to_string(), format!("cannot index it: {e}"))
         })?;
         utf8_path(&canonical)?;
         out.push(canonical);

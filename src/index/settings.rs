@@ -56,7 +56,9 @@ impl Settings {
         let path = store_dir.join(SETTINGS_FILE);
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Settings::default()),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Settings::default());
+            }
             Err(err) => return Err(Error::io(format!("reading {}", path.display()), err)),
         };
         let settings: Settings = toml::from_str(&text).map_err(|e| {
@@ -72,8 +74,9 @@ impl Settings {
     /// [`Error::Io`] when the file cannot be written.
     pub fn save(&self, store_dir: &Path) -> Result<()> {
         let path = store_dir.join(SETTINGS_FILE);
-        let text = toml::to_string_pretty(self)
-            .map_err(|e| Error::invalid_input(format!("settings cannot be written as TOML: {e}")))?;
+        let text = toml::to_string_pretty(self).map_err(|e| {
+            Error::invalid_input(format!("settings cannot be written as TOML: {e}"))
+        })?;
         let temporary = store_dir.join(format!("{SETTINGS_FILE}.tmp"));
         std::fs::write(&temporary, text)
             .and_then(|()| std::fs::rename(&temporary, &path))
@@ -111,8 +114,11 @@ mod tests {
     #[test]
     fn bad_file_is_named() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        std::fs::write(dir.path().join(SETTINGS_FILE), "max_content_bytes = \"lots\"")
-            .map_err(|e| Error::io("write", e))?;
+        std::fs::write(
+            dir.path().join(SETTINGS_FILE),
+            "max_content_bytes = \"lots\"",
+        )
+        .map_err(|e| Error::io("write", e))?;
         let err = Settings::load(dir.path()).map(|_| ()).unwrap_err();
         assert!(err.to_string().contains(SETTINGS_FILE), "{err}");
         Ok(())

@@ -2,8 +2,7 @@
 //! the rest on both cores, and hand the results to one consumer over a bounded channel.
 
 use std::collections::HashMap;
-use std::fs::{self, Metadata};
-use std::os::unix::fs::MetadataExt;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
@@ -13,52 +12,7 @@ use ignore::{WalkBuilder, WalkState};
 
 use super::read::{Reading, read_stream};
 use super::rules::DenyRules;
-use crate::hash::Hash;
-
-/// What the stat cache remembers of a file: enough to trust it unchanged without reading it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileStat {
-    /// Size in bytes.
-    pub size: u64,
-    /// Modification time, nanoseconds since the epoch.
-    pub mtime_ns: i64,
-    /// Status change time, nanoseconds since the epoch.
-    pub ctime_ns: i64,
-    /// Inode number.
-    pub inode: u64,
-}
-
-impl FileStat {
-    /// The stat fields of `meta`.
-    pub fn of(meta: &Metadata) -> Self {
-        FileStat {
-            size: meta.len(),
-            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-            ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
-            inode: meta.ino(),
-        }
-    }
-}
-
-/// One stat cache entry: the stat seen, the hash of the bytes read then, and when that scan began.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatEntry {
-    /// The stat seen when the file was last read.
-    pub stat: FileStat,
-    /// The `file_hash` of what was read.
-    pub file_hash: Hash,
-    /// Start of the scan that recorded the entry, nanoseconds since the epoch.
-    pub scan_start_ns: i64,
-}
-
-impl StatEntry {
-    /// Whether this entry proves a file with stat `now` unchanged: every stat field equal, and
-    /// (git's racy-clean rule) the file's mtime older than the start of the recording scan, so a
-    /// write in the same clock tick as that scan's read cannot hide.
-    pub fn vouches_for(&self, now: &FileStat) -> bool {
-        self.stat == *now && self.stat.mtime_ns < self.scan_start_ns
-    }
-}
+use crate::store::{FileStat, StatEntry};
 
 /// What the walk found at one path.
 #[derive(Debug)]
@@ -67,8 +21,6 @@ pub enum Found {
     Unchanged {
         /// The canonical path.
         path: String,
-        /// The current stat.
-        stat: FileStat,
     },
     /// The file was read and hashed.
     Read {
@@ -83,8 +35,6 @@ pub enum Found {
     Denied {
         /// The canonical path.
         path: String,
-        /// The current stat.
-        stat: FileStat,
     },
     /// Not indexed, with the reason (a symlink, a non-UTF-8 name, a read error).
     Skipped {
@@ -136,7 +86,9 @@ pub fn walk(plan: &WalkPlan, sink: SyncSender<Found>) {
         .threads(plan.threads)
         .filter_entry(move |entry| {
             let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-            if is_dir && (entry.file_name() == ".git" || skip_dirs.iter().any(|d| d == entry.path())) {
+            if is_dir
+                && (entry.file_name() == ".git" || skip_dirs.iter().any(|d| d == entry.path()))
+            {
                 return false;
             }
             !extra_ignore.as_ref().is_some_and(|rules| {
@@ -189,20 +141,14 @@ fn visit_file(plan: &WalkPlan, path: &Path) -> Found {
     };
     let stat = FileStat::of(&meta);
     if plan.deny.is_denied(&canonical) {
-        return Found::Denied {
-            path: canonical,
-            stat,
-        };
+        return Found::Denied { path: canonical };
     }
     if plan
         .cache
         .get(&canonical)
         .is_some_and(|entry| entry.vouches_for(&stat))
     {
-        return Found::Unchanged {
-            path: canonical,
-            stat,
-        };
+        return Found::Unchanged { path: canonical };
     }
     let read = fs::File::open(path).and_then(|file| read_stream(file, plan.max_content_bytes));
     match read {

@@ -37,7 +37,10 @@ impl Fixture {
         }
         fs::write(&path, bytes)?;
         let past = SystemTime::now() - Duration::from_secs(3600);
-        fs::File::options().write(true).open(&path)?.set_modified(past)?;
+        fs::File::options()
+            .write(true)
+            .open(&path)?
+            .set_modified(past)?;
         Ok(path)
     }
 
@@ -116,7 +119,11 @@ fn index_edit_delete_recreate_and_inspect() -> TestResult {
     assert_eq!(count(&second, "updated"), 1, "{second}");
     assert_eq!(count(&second, "deleted"), 1, "{second}");
     assert_eq!(count(&second, "unchanged"), 1, "{second}");
-    assert_eq!(count(&second, "bytes_read"), 26, "only the edited file is read: {second}");
+    assert_eq!(
+        count(&second, "bytes_read"),
+        26,
+        "only the edited file is read: {second}"
+    );
 
     // Re-create the deleted file.
     f.write("src/main.rs", b"fn main() { println!(\"back\"); }\n")?;
@@ -141,7 +148,15 @@ fn index_edit_delete_recreate_and_inspect() -> TestResult {
     let old = f.ok(&["cat", "src/lib.rs", "--as-of-tx", &first_tx])?;
     assert_eq!(old, "pub fn one() -> u32 { 1 }\n");
     assert_eq!(f.ok(&["cat", "src/lib.rs"])?, "pub fn one() -> u32 { 2 }\n");
-    let err = f.fails(&["cat", "src/main.rs", "--as-of-tx", &second["tx_ids"][0].to_string()], 2)?;
+    let err = f.fails(
+        &[
+            "cat",
+            "src/main.rs",
+            "--as-of-tx",
+            &second["tx_ids"][0].to_string(),
+        ],
+        2,
+    )?;
     assert!(err.contains("deleted"), "{err}");
 
     // Diff: previous → current.
@@ -176,7 +191,11 @@ fn index_edit_delete_recreate_and_inspect() -> TestResult {
         .filter_map(|row| row["path"].as_str())
         .collect();
     assert_eq!(paths.len(), 3, "{paths:?}");
-    assert!(paths.iter().all(|p| p.starts_with(f.tree.to_str().unwrap_or("?"))));
+    assert!(
+        paths
+            .iter()
+            .all(|p| p.starts_with(f.tree.to_str().unwrap_or("?")))
+    );
     Ok(())
 }
 
@@ -240,7 +259,11 @@ fn errors_say_what_to_do_and_change_nothing() -> TestResult {
     assert!(err.contains("1 to 1"), "{err}");
     let err = f.fails(&["show", "a.txt", "--valid-at", "yesterday"], 2)?;
     assert!(err.contains("--valid-at"), "{err}");
-    assert_eq!(f.ok(&["log", "--json"])?, log_before, "failed commands wrote nothing");
+    assert_eq!(
+        f.ok(&["log", "--json"])?,
+        log_before,
+        "failed commands wrote nothing"
+    );
 
     // Evict with --yes erases it from every answer.
     f.ok(&["evict", "a.txt", "--yes"])?;
@@ -258,7 +281,10 @@ fn a_held_store_names_its_holder() -> TestResult {
     let held = strata::store::Store::open(&f.store)?;
     let err = f.fails(&["ls"], 2)?;
     assert!(err.contains("locked"), "{err}");
-    assert!(err.contains(&std::process::id().to_string()), "names the holder pid: {err}");
+    assert!(
+        err.contains(&std::process::id().to_string()),
+        "names the holder pid: {err}"
+    );
     drop(held);
     f.ok(&["ls"])?;
     Ok(())
@@ -293,7 +319,11 @@ fn index_creates_the_default_store_and_finds_it_from_below() -> TestResult {
         .current_dir(&f.tree)
         .env_remove("STRATA_STORE")
         .output()?;
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(String::from_utf8_lossy(&output.stderr).contains("created a new strata store"));
     assert!(f.tree.join(".strata/store.redb").exists());
     // From a subdirectory, the store above is found; the store directory itself is never indexed.
@@ -302,11 +332,19 @@ fn index_creates_the_default_store_and_finds_it_from_below() -> TestResult {
         .current_dir(f.tree.join("docs"))
         .env_remove("STRATA_STORE")
         .output()?;
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let rows: Value = serde_json::from_slice(&output.stdout)?;
     let rows = rows.as_array().ok_or("array")?;
     assert_eq!(rows.len(), 1, "{rows:?}");
-    assert!(rows[0]["path"].as_str().is_some_and(|p| p.ends_with("docs/guide.md")));
+    assert!(
+        rows[0]["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("docs/guide.md"))
+    );
     assert!(!Path::new(rows[0]["path"].as_str().unwrap_or("")).starts_with(f.tree.join(".strata")));
     Ok(())
 }

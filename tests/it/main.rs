@@ -1,4 +1,6 @@
 //! strata's integration tests: one binary, one module per area, all through the public API and
 //! the real `strata` binary.
 
+mod cli;
 mod resolve; // the mount resolver: mappings, path checks, symlinks, properties
+mod store; // the bitemporal store: transactions, queries, log, evict, fsck, crashes // the strata binary end to end: index, edit, inspect, errors

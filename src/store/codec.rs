@@ -1,0 +1,227 @@
+//! The storage codec: the only place that knows bincode. Every stored record is one
+//! record-format byte followed by the bincode (`=2.0.1`, native `Encode`/`Decode`, standard
+//! config) encoding of a storage type below; the storage types are separate from the JSON types
+//! of the public API, so the encoding can change here alone.
+//!
+//! Blob records are `[format][method][payload]`, where the method says how the payload is
+//! compressed (see [`encode_blob`]).
+
+use bincode::{Decode, Encode};
+
+use crate::error::{Error, Result};
+
+/// The version byte at the start of every record this build writes.
+pub const RECORD_FORMAT: u8 = 1;
+
+/// An entity row: its dense number, its type, and its source when it has one.
+#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
+pub struct EntityRec {
+    /// The entity's dense number, the first part of its version keys.
+    pub eid: u64,
+    /// The object type as its name (`file`, `toolcall`, …).
+    pub object_type: String,
+    /// (filesystem id, canonical path) for files.
+    pub source: Option<(String, String)>,
+}
+
+/// A version row: what the entity was from its valid_from on, as learned at its tx.
+#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
+pub struct VersionRec {
+    /// The document's object hash; `None` for a tombstone.
+    pub object_hash: Option<[u8; 32]>,
+    /// The transaction's time in µs (copied here to answer without reading the log).
+    pub tx_time: i64,
+    /// Whether this row restores the earlier value at the end of a ranged put or delete.
+    pub restored: bool,
+    /// Byte size of a file whose bytes were not kept.
+    pub size: Option<u64>,
+    /// The on-disk spelling of the path on a case-insensitive mount.
+    pub spelling: Option<String>,
+    /// Why the content is null (`binary`, `too_large`, `denied`).
+    pub content_omitted: Option<String>,
+}
+
+/// A document: the hashed fields of an object, content by reference, no identity.
+#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
+pub struct DocRec {
+    /// SHA-256 of the file's bytes.
+    pub file_hash: Option<[u8; 32]>,
+    /// SHA-256 of the content; the content itself is the blob of that hash.
+    pub content_hash: Option<[u8; 32]>,
+    /// The metadata fields as canonical JSON.
+    pub fields: String,
+}
+
+/// The header of one transaction in the log.
+#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
+pub struct TxHeaderRec {
+    /// Transaction time in µs.
+    pub tx_time: i64,
+    /// Who wrote it (`indexer`, `cli`, …).
+    pub origin: String,
+    /// BLAKE3 digest of each op's canonical JSON, in op order.
+    pub digests: Vec<[u8; 32]>,
+    /// BLAKE3(previous chain ‖ canonical JSON of the header).
+    pub chain: [u8; 32],
+}
+
+/// What the op that first writes an entity records about it.
+#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
+pub struct FirstRec {
+    /// The object type's name.
+    pub object_type: String,
+    /// (filesystem id, path) for files.
+    pub source: Option<(String, String)>,
+}
+
+/// The body of one op, with its valid times resolved.
+#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
+pub enum OpRec {
+    /// A put of a document (or, with `object_hash: None`, a delete).
+    Write {
+        /// The entity id.
+        entity: String,
+        /// Resolved valid_from in µs.
+        valid_from: i64,
+        /// valid_to in µs, when given.
+        valid_to: Option<i64>,
+        /// The object hash; `None` for a delete.
+        object_hash: Option<[u8; 32]>,
+        /// The entity's type and source when this op created it.
+        first: Option<FirstRec>,
+        /// Byte size of a file whose bytes were not kept.
+        size: Option<u64>,
+        /// On-disk spelling.
+        spelling: Option<String>,
+        /// Why the content is null.
+        content_omitted: Option<String>,
+    },
+    /// An eviction of the entity.
+    Evict {
+        /// The entity id.
+        entity: String,
+    },
+    /// A precondition that held.
+    Match {
+        /// The entity id.
+        entity: String,
+        /// The expected object hash, `None` for "absent".
+        expected: Option<[u8; 32]>,
+    },
+}
+
+fn config() -> bincode::config::Configuration {
+    bincode::config::standard()
+}
+
+/// Encodes a storage record with its format byte.
+///
+/// # Errors
+/// [`Error::Storage`] when bincode fails (it does not for these types).
+pub fn encode<T: Encode>(value: &T) -> Result<Vec<u8>> {
+    let mut out = vec![RECORD_FORMAT];
+    bincode::encode_into_std_write(value, &mut out, config())
+        .map_err(|e| Error::Storage(format!("encoding a record: {e}")))?;
+    Ok(out)
+}
+
+/// Decodes a storage record; `what` names it for the error.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the format byte is unknown or the bytes do not decode entirely.
+pub fn decode<T: Decode<()>>(bytes: &[u8], what: &str) -> Result<T> {
+    match bytes.split_first() {
+        Some((&RECORD_FORMAT, rest)) => {
+            let (value, used) = bincode::decode_from_slice(rest, config())
+                .map_err(|e| Error::corrupt(format!("{what} does not decode: {e}")))?;
+            if used != rest.len() {
+                return Err(Error::corrupt(format!(
+                    "{what} has {} bytes after its record",
+                    rest.len() - used
+                )));
+            }
+            Ok(value)
+        }
+        Some((other, _)) => Err(Error::corrupt(format!(
+            "{what} has record format {other}, this strata reads {RECORD_FORMAT}"
+        ))),
+        None => Err(Error::corrupt(format!("{what} is empty"))),
+    }
+}
+
+/// Blob payload stored as given.
+const METHOD_RAW: u8 = 0;
+
+/// Encodes a blob: `[format][method][payload]`, stored raw.
+pub fn encode_blob(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len() + 2);
+    out.push(RECORD_FORMAT);
+    out.push(METHOD_RAW);
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// Decodes a blob record into its bytes; `what` names it for the error.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the header is unknown or the payload does not decompress.
+pub fn decode_blob(record: &[u8], what: &str) -> Result<Vec<u8>> {
+    match record {
+        [RECORD_FORMAT, METHOD_RAW, payload @ ..] => Ok(payload.to_vec()),
+        [format, method, ..] => Err(Error::corrupt(format!(
+            "{what} has record format {format} and method {method}, which this strata does not read"
+        ))),
+        _ => Err(Error::corrupt(format!("{what} is truncated"))),
+    }
+}
+
+/// A stat cache entry: the stat seen when a file was last read, its hash, and when that scan began.
+#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
+pub struct StatRec {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, ns since the epoch.
+    pub mtime_ns: i64,
+    /// Status change time, ns since the epoch.
+    pub ctime_ns: i64,
+    /// Inode number.
+    pub inode: u64,
+    /// SHA-256 of the bytes read.
+    pub file_hash: [u8; 32],
+    /// Start of the recording scan, ns since the epoch.
+    pub scan_start_ns: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_bad_bytes_are_corrupt() -> Result<()> {
+        let rec = VersionRec {
+            object_hash: Some([7; 32]),
+            tx_time: 5,
+            restored: false,
+            size: None,
+            spelling: Some("/A/b".into()),
+            content_omitted: None,
+        };
+        let bytes = encode(&rec)?;
+        assert_eq!(decode::<VersionRec>(&bytes, "v")?, rec);
+        let mut bad = bytes.clone();
+        bad[0] = 9;
+        assert!(matches!(
+            decode::<VersionRec>(&bad, "v"),
+            Err(Error::Corrupt { .. })
+        ));
+        bad = bytes.clone();
+        bad.push(0);
+        assert!(matches!(
+            decode::<VersionRec>(&bad, "v"),
+            Err(Error::Corrupt { .. })
+        ));
+        assert_eq!(decode_blob(&encode_blob(b"abc"), "b")?, b"abc");
+        assert!(decode_blob(&[1], "b").is_err());
+        Ok(())
+    }
+}

@@ -1,0 +1,208 @@
+//! The transaction log: op bodies as canonical JSON, their BLAKE3 digests, and the chain.
+//!
+//! Each op's digest is BLAKE3 of its canonical JSON (RFC 8785, times as RFC 3339 strings with
+//! microseconds). A record header is `{tx_id, tx_time, origin, ops: [digest hex…]}` and
+//! `chain = BLAKE3(previous chain ‖ canonical JSON of the header)` from 32 zero bytes. None of it
+//! depends on the storage codec, and eviction removes bodies but keeps digests, so the chain
+//! still verifies.
+
+use std::fmt;
+
+use serde_json::{Map, Value, json};
+
+use super::codec::OpRec;
+use super::time::{Timestamp, TxId};
+use crate::error::Result;
+use crate::hash::{blake3, blake3_concat, canonical_json};
+
+/// Who wrote a transaction.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// The indexer (a scan or an explicit index command).
+    Indexer,
+    /// The watcher daemon.
+    Watcher,
+    /// A session commit of an agent runtime.
+    Session,
+    /// A command line invocation.
+    Cli,
+    /// Anything else, named freely.
+    Other(String),
+}
+
+impl Origin {
+    /// The origin as the log spells it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Origin::Indexer => "indexer",
+            Origin::Watcher => "watcher",
+            Origin::Session => "session",
+            Origin::Cli => "cli",
+            Origin::Other(name) => name,
+        }
+    }
+
+    /// The origin named `name` (a free-form one when it is none of the known names).
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "indexer" => Origin::Indexer,
+            "watcher" => Origin::Watcher,
+            "session" => Origin::Session,
+            "cli" => Origin::Cli,
+            other => Origin::Other(other.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One op of a logged transaction: its digest always, its body unless it was evicted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoggedOp {
+    /// BLAKE3 of the op's canonical JSON.
+    pub digest: [u8; 32],
+    /// The op as the JSON that was hashed; `None` when the entity was evicted since.
+    pub body: Option<Value>,
+}
+
+impl LoggedOp {
+    /// The op's kind (`put`, `delete`, `evict`, `match`), when the body is kept.
+    pub fn kind(&self) -> Option<&str> {
+        self.body.as_ref()?.get("op")?.as_str()
+    }
+
+    /// The op's entity id, when the body is kept.
+    pub fn entity(&self) -> Option<&str> {
+        self.body.as_ref()?.get("entity")?.as_str()
+    }
+}
+
+/// One transaction as the log holds it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TxRecord {
+    /// The transaction's number.
+    pub tx_id: TxId,
+    /// When the store committed it.
+    pub tx_time: Timestamp,
+    /// Who wrote it.
+    pub origin: Origin,
+    /// Its ops in order.
+    pub ops: Vec<LoggedOp>,
+    /// The chain value after this record.
+    pub chain: [u8; 32],
+}
+
+impl TxRecord {
+    /// The record as JSON: the header fields, `chain` in hex, and `ops` as {digest, body}.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "tx_id": self.tx_id.0,
+            "tx_time": self.tx_time,
+            "origin": self.origin.as_str(),
+            "chain": hex::encode(self.chain),
+            "ops": self.ops.iter().map(|op| json!({
+                "digest": hex::encode(op.digest),
+                "body": op.body,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn time(micros: i64) -> Value {
+    json!(Timestamp::saturating_from_micros(micros).to_string())
+}
+
+/// The JSON of an op body: what its digest hashes.
+pub(crate) fn op_json(op: &OpRec) -> Value {
+    let mut map = Map::new();
+    match op {
+        OpRec::Write {
+            entity,
+            valid_from,
+            valid_to,
+            object_hash,
+            first,
+            size,
+            spelling,
+            content_omitted,
+        } => {
+            let kind = if object_hash.is_some() {
+                "put"
+            } else {
+                "delete"
+            };
+            map.insert("op".into(), json!(kind));
+            map.insert("entity".into(), json!(entity));
+            map.insert("valid_from".into(), time(*valid_from));
+            map.insert("valid_to".into(), valid_to.map_or(Value::Null, time));
+            if let Some(hash) = object_hash {
+                map.insert("object_hash".into(), json!(hex::encode(hash)));
+            }
+            if let Some(first) = first {
+                map.insert("type".into(), json!(first.object_type));
+                if let Some((filesystem_id, path)) = &first.source {
+                    map.insert(
+                        "source".into(),
+                        json!({"type": "filesystem", "filesystemId": filesystem_id, "path": path}),
+                    );
+                }
+            }
+            if let Some(size) = size {
+                map.insert("size".into(), json!(size));
+            }
+            if let Some(spelling) = spelling {
+                map.insert("spelling".into(), json!(spelling));
+            }
+            if let Some(reason) = content_omitted {
+                map.insert("content_omitted".into(), json!(reason));
+            }
+        }
+        OpRec::Evict { entity } => {
+            map.insert("op".into(), json!("evict"));
+            map.insert("entity".into(), json!(entity));
+        }
+        OpRec::Match { entity, expected } => {
+            map.insert("op".into(), json!("match"));
+            map.insert("entity".into(), json!(entity));
+            map.insert("expected".into(), json!(expected.map(hex::encode)));
+        }
+    }
+    Value::Object(map)
+}
+
+/// BLAKE3 of the canonical JSON of an op body.
+///
+/// # Errors
+/// [`crate::Error::InvalidInput`] when a number is beyond ±2^53 (a size over 8 PiB).
+pub(crate) fn op_digest(op: &OpRec) -> Result<[u8; 32]> {
+    Ok(blake3(canonical_json(&op_json(op))?.as_bytes()))
+}
+
+/// The header JSON that the chain hashes.
+pub(crate) fn header_json(tx_id: u64, tx_time: i64, origin: &str, digests: &[[u8; 32]]) -> Value {
+    json!({
+        "tx_id": tx_id,
+        "tx_time": time(tx_time),
+        "origin": origin,
+        "ops": digests.iter().map(hex::encode).collect::<Vec<_>>(),
+    })
+}
+
+/// The chain after a header: BLAKE3(previous ‖ canonical JSON of the header).
+///
+/// # Errors
+/// [`crate::Error::InvalidInput`] when the tx id is beyond 2^53.
+pub(crate) fn next_chain(
+    previous: &[u8; 32],
+    tx_id: u64,
+    tx_time: i64,
+    origin: &str,
+    digests: &[[u8; 32]],
+) -> Result<[u8; 32]> {
+    let header = canonical_json(&header_json(tx_id, tx_time, origin, digests))?;
+    Ok(blake3_concat(&[previous, header.as_bytes()]))
+}

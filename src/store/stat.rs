@@ -1,0 +1,251 @@
+//! The stat cache: what the indexer saw of each file when it last read it, so that a scan can
+//! trust an unchanged file without reading it (git's index plays this part for `git status`).
+
+use std::collections::HashMap;
+use std::fs::Metadata;
+use std::os::unix::fs::MetadataExt;
+
+use redb::WriteTransaction;
+
+use super::codec::{self, StatRec};
+use super::tables::STAT_CACHE;
+use super::{Db as _, Op, Origin, Store, TxReceipt};
+use crate::error::Result;
+use crate::hash::Hash;
+
+/// The stat fields that prove a file unchanged when they are all equal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStat {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i64,
+    /// Status change time, nanoseconds since the epoch.
+    pub ctime_ns: i64,
+    /// Inode number.
+    pub inode: u64,
+}
+
+impl FileStat {
+    /// The stat fields of `meta`.
+    pub fn of(meta: &Metadata) -> Self {
+        FileStat {
+            size: meta.len(),
+            mtime_ns: meta.mtime().saturating_mul(1_000_000_000) + meta.mtime_nsec(),
+            ctime_ns: meta.ctime().saturating_mul(1_000_000_000) + meta.ctime_nsec(),
+            inode: meta.ino(),
+        }
+    }
+}
+
+/// One stat cache entry: the stat seen, the hash of the bytes read then, and when that scan began.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatEntry {
+    /// The stat seen when the file was last read.
+    pub stat: FileStat,
+    /// The `file_hash` of what was read.
+    pub file_hash: Hash,
+    /// Start of the scan that recorded the entry, nanoseconds since the epoch.
+    pub scan_start_ns: i64,
+}
+
+impl StatEntry {
+    /// Whether this entry proves a file with stat `now` unchanged: every stat field equal, and
+    /// (git's racy-clean rule) the file's mtime older than the start of the recording scan, so a
+    /// write in the same clock tick as that scan's read cannot hide.
+    pub fn vouches_for(&self, now: &FileStat) -> bool {
+        self.stat == *now && self.stat.mtime_ns < self.scan_start_ns
+    }
+}
+
+/// Stat cache changes on one filesystem, written with a transaction's ops.
+#[derive(Clone, Debug, Default)]
+pub struct StatUpdate {
+    /// The filesystem the paths are on.
+    pub filesystem_id: String,
+    /// Entries to write, by canonical path.
+    pub puts: Vec<(String, StatEntry)>,
+    /// Canonical paths whose entries go.
+    pub removes: Vec<String>,
+}
+
+impl StatUpdate {
+    fn is_empty(&self) -> bool {
+        self.puts.is_empty() && self.removes.is_empty()
+    }
+}
+
+/// Writes `update` into the stat cache inside `wtx`.
+pub(super) fn apply(wtx: &WriteTransaction, update: &StatUpdate) -> Result<()> {
+    let mut table = wtx.open_table(STAT_CACHE).db()?;
+    let fs = update.filesystem_id.as_str();
+    for (path, entry) in &update.puts {
+        let rec = StatRec {
+            size: entry.stat.size,
+            mtime_ns: entry.stat.mtime_ns,
+            ctime_ns: entry.stat.ctime_ns,
+            inode: entry.stat.inode,
+            file_hash: entry.file_hash.0,
+            scan_start_ns: entry.scan_start_ns,
+        };
+        table
+            .insert((fs, path.as_str()), codec::encode(&rec)?.as_slice())
+            .db()?;
+    }
+    for path in &update.removes {
+        table.remove((fs, path.as_str())).db()?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// The stat cache entries of files on `filesystem_id` at `prefix` or below it (whole path
+    /// segments), by canonical path.
+    ///
+    /// # Errors
+    /// [`crate::Error::Corrupt`] when an entry does not decode.
+    pub fn stat_cache(
+        &self,
+        filesystem_id: &str,
+        prefix: &str,
+    ) -> Result<HashMap<String, StatEntry>> {
+        let rtx = self.read()?;
+        let table = rtx.open_table(STAT_CACHE).db()?;
+        let base = prefix.trim_end_matches('/');
+        let below_start = format!("{base}/");
+        let below_end = format!("{base}0");
+        let mut out = HashMap::new();
+        let mut add = |path: &str, bytes: &[u8]| -> Result<()> {
+            let rec: StatRec = codec::decode(bytes, &format!("stat cache entry {path}"))?;
+            out.insert(
+                path.to_string(),
+                StatEntry {
+                    stat: FileStat {
+                        size: rec.size,
+                        mtime_ns: rec.mtime_ns,
+                        ctime_ns: rec.ctime_ns,
+                        inode: rec.inode,
+                    },
+                    file_hash: Hash(rec.file_hash),
+                    scan_start_ns: rec.scan_start_ns,
+                },
+            );
+            Ok(())
+        };
+        if !base.is_empty()
+            && let Some(v) = table.get((filesystem_id, base)).db()?
+        {
+            add(base, v.value())?;
+        }
+        for entry in table
+            .range((filesystem_id, below_start.as_str())..(filesystem_id, below_end.as_str()))
+            .db()?
+        {
+            let (key, value) = entry.db()?;
+            add(key.value().1, value.value())?;
+        }
+        Ok(out)
+    }
+
+    /// Writes `ops` (when there are any) and the stat cache changes in one redb transaction.
+    /// Returns the receipt of the store transaction, or `None` when only the cache changed.
+    ///
+    /// # Errors
+    /// As [`Store::transact`]; on error nothing is written.
+    pub fn transact_with_stat(
+        &self,
+        ops: Vec<Op>,
+        origin: Origin,
+        stat: StatUpdate,
+    ) -> Result<Option<TxReceipt>> {
+        if !ops.is_empty() {
+            return self.transact_inner(ops, origin, Some(&stat)).map(Some);
+        }
+        if !stat.is_empty() {
+            let wtx = self.begin_write()?;
+            apply(&wtx, &stat)?;
+            wtx.commit().db()?;
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn racy_entries_are_not_trusted() {
+        let stat = FileStat {
+            size: 3,
+            mtime_ns: 1_000,
+            ctime_ns: 1_000,
+            inode: 7,
+        };
+        let entry = StatEntry {
+            stat,
+            file_hash: Hash([0; 32]),
+            scan_start_ns: 2_000,
+        };
+        assert!(entry.vouches_for(&stat));
+        assert!(!entry.vouches_for(&FileStat { size: 4, ..stat }));
+        assert!(!entry.vouches_for(&FileStat {
+            ctime_ns: 1_001,
+            ..stat
+        }));
+        let racy = StatEntry {
+            scan_start_ns: 1_000,
+            ..entry
+        };
+        assert!(
+            !racy.vouches_for(&stat),
+            "mtime not older than the scan start"
+        );
+    }
+
+    #[test]
+    fn cache_round_trips_by_prefix() -> Result<()> {
+        let store = Store::in_memory()?;
+        let entry = StatEntry {
+            stat: FileStat {
+                size: 1,
+                mtime_ns: 2,
+                ctime_ns: 3,
+                inode: 4,
+            },
+            file_hash: Hash([9; 32]),
+            scan_start_ns: 5,
+        };
+        let update = StatUpdate {
+            filesystem_id: "fs".into(),
+            puts: vec![
+                ("/a/b".into(), entry),
+                ("/a/b/c".into(), entry),
+                ("/a/bc".into(), entry),
+            ],
+            removes: vec![],
+        };
+        assert_eq!(
+            store.transact_with_stat(vec![], Origin::Indexer, update)?,
+            None
+        );
+        let under = store.stat_cache("fs", "/a/b")?;
+        let mut paths: Vec<_> = under.keys().cloned().collect();
+        paths.sort();
+        assert_eq!(paths, vec!["/a/b", "/a/b/c"]);
+        assert_eq!(under["/a/b/c"], entry);
+        assert!(store.stat_cache("other", "/")?.is_empty());
+        let remove = StatUpdate {
+            filesystem_id: "fs".into(),
+            puts: vec![],
+            removes: vec!["/a/b".into()],
+        };
+        store.transact_with_stat(vec![], Origin::Indexer, remove)?;
+        assert_eq!(store.stat_cache("fs", "/")?.len(), 2);
+        assert!(
+            store.log(None, 10)?.is_empty(),
+            "cache-only writes make no transaction"
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,78 @@
+//! Every redb table of the store and the layout of its keys and values.
+//!
+//! Keys are fixed-width where they can be. Write-once contents are laid out densely: their bytes
+//! go in `*_data` tables keyed by an ascending sequence number (append order packs redb's pages
+//! full), and a small `*_index` table maps a hash to (sequence, reference count). Entities get a
+//! dense `u64` number (`eid`) so that version keys are 24 fixed bytes.
+//!
+//! To add a table (the indexer's `stat_cache`), define it here and open it where it is used;
+//! [`create_all`] makes every table exist so that readers never meet a missing one.
+
+use redb::{TableDefinition, WriteTransaction};
+
+use super::Db as _;
+use crate::error::Result;
+
+/// `meta`: name → value. Holds `format_version` (u32 little-endian) and running totals.
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+/// `blob_data`: sequence → blob record (see `codec::encode_blob`), in append order.
+pub const BLOB_DATA: TableDefinition<u64, &[u8]> = TableDefinition::new("blob_data");
+/// `blob_index`: SHA-256 of the bytes → (sequence in `blob_data`, number of documents using it).
+pub const BLOB_INDEX: TableDefinition<[u8; 32], (u64, u64)> = TableDefinition::new("blob_index");
+
+/// `doc_data`: sequence → document record (the hashed fields, content by reference).
+pub const DOC_DATA: TableDefinition<u64, &[u8]> = TableDefinition::new("doc_data");
+/// `doc_index`: object hash → (sequence in `doc_data`, number of version rows using it, whether
+/// the raw bytes of `file_hash` are kept as a blob).
+pub const DOC_INDEX: TableDefinition<[u8; 32], (u64, u64, bool)> =
+    TableDefinition::new("doc_index");
+
+/// `entities`: entity id (`xt/id`) → entity record (eid, type, source).
+pub const ENTITIES: TableDefinition<&str, &[u8]> = TableDefinition::new("entities");
+/// `entity_ids`: eid → entity id, the reverse of `entities`.
+pub const ENTITY_IDS: TableDefinition<u64, &str> = TableDefinition::new("entity_ids");
+
+/// `versions`: (eid, valid_from µs, tx_id) → version record (object hash or tombstone, extras).
+pub const VERSIONS: TableDefinition<(u64, i64, u64), &[u8]> = TableDefinition::new("versions");
+/// `versions_by_tx`: (eid, tx_id, valid_from µs) → (valid_from, tx_id) of the row with the
+/// greatest valid_from among this entity's rows up to and including this key: a prefix argmax
+/// that answers "valid now as of an old transaction" with one lookup.
+pub const VERSIONS_BY_TX: TableDefinition<(u64, u64, i64), (i64, u64)> =
+    TableDefinition::new("versions_by_tx");
+/// `entity_ops`: (eid, tx_id, op index) → (): where an entity's op bodies are, for eviction.
+pub const ENTITY_OPS: TableDefinition<(u64, u64, u32), ()> = TableDefinition::new("entity_ops");
+
+/// `tx_log`: tx_id → transaction header (tx_time, origin, op digests, chain).
+pub const TX_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("tx_log");
+/// `tx_ops`: (tx_id, op index) → op body; evicted bodies are removed, their digests stay.
+pub const TX_OPS: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("tx_ops");
+
+/// `paths`: (filesystem id, canonical path) → entity id of the file there.
+pub const PATHS: TableDefinition<(&str, &str), &str> = TableDefinition::new("paths");
+
+/// `stat_cache`: (filesystem id, canonical path) → stat record (`codec::StatRec`): what the
+/// indexer saw when it last read the file, so that an unchanged file is not read again.
+pub const STAT_CACHE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("stat_cache");
+
+/// Creates every table that does not exist yet.
+///
+/// # Errors
+/// [`crate::Error::Storage`] when redb fails.
+pub fn create_all(tx: &WriteTransaction) -> Result<()> {
+    tx.open_table(META).db()?;
+    tx.open_table(BLOB_DATA).db()?;
+    tx.open_table(BLOB_INDEX).db()?;
+    tx.open_table(DOC_DATA).db()?;
+    tx.open_table(DOC_INDEX).db()?;
+    tx.open_table(ENTITIES).db()?;
+    tx.open_table(ENTITY_IDS).db()?;
+    tx.open_table(VERSIONS).db()?;
+    tx.open_table(VERSIONS_BY_TX).db()?;
+    tx.open_table(ENTITY_OPS).db()?;
+    tx.open_table(TX_LOG).db()?;
+    tx.open_table(TX_OPS).db()?;
+    tx.open_table(PATHS).db()?;
+    tx.open_table(STAT_CACHE).db()?;
+    Ok(())
+}

@@ -1,0 +1,157 @@
+//! `Timestamp` and `TxId`: the two clocks of bitemporal history.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+
+/// A point in time: UTC microseconds since 1970-01-01T00:00:00Z, within 1970..=9999.
+///
+/// Shown and parsed as RFC 3339 with exactly six fractional digits (`2024-05-01T12:00:00.000000Z`),
+/// the form the transaction log hashes.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(i64);
+
+impl Timestamp {
+    /// The earliest time strata stores: 1970-01-01T00:00:00.000000Z.
+    pub const MIN: Timestamp = Timestamp(0);
+    /// The latest time strata stores: 9999-12-30T22:00:00Z, the last microsecond that
+    /// jiff (and so RFC 3339 with any offset) represents.
+    pub const MAX: Timestamp = Timestamp(253_402_207_200_000_000);
+
+    /// The time from microseconds since the epoch.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the time is before 1970 or after 9999.
+    pub fn from_micros(micros: i64) -> Result<Self> {
+        if (Self::MIN.0..=Self::MAX.0).contains(&micros) {
+            Ok(Timestamp(micros))
+        } else {
+            Err(Error::invalid_input(format!(
+                "time {micros} µs since the epoch is outside 1970-01-01..9999-12-30; give a time in that range"
+            )))
+        }
+    }
+
+    /// The time from microseconds since the epoch, moved into 1970..=9999 when outside (for file
+    /// mtimes, which may be anything).
+    pub fn saturating_from_micros(micros: i64) -> Self {
+        Timestamp(micros.clamp(Self::MIN.0, Self::MAX.0))
+    }
+
+    /// The wall clock now (clamped into range).
+    pub fn now() -> Self {
+        Self::saturating_from_micros(jiff::Timestamp::now().as_microsecond())
+    }
+
+    /// Microseconds since the epoch.
+    pub fn as_micros(self) -> i64 {
+        self.0
+    }
+
+    /// The next microsecond, saturating at [`Timestamp::MAX`].
+    pub fn next(self) -> Self {
+        Timestamp((self.0 + 1).min(Self::MAX.0))
+    }
+
+    /// The RFC 3339 text with six fractional digits.
+    pub fn to_rfc3339(self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match jiff::Timestamp::from_microsecond(self.0) {
+            Ok(ts) => write!(f, "{}", ts.strftime("%Y-%m-%dT%H:%M:%S%.6fZ")),
+            // Unreachable: every Timestamp is within 1970..=9999, which jiff represents.
+            Err(_) => write!(f, "{}us", self.0),
+        }
+    }
+}
+
+impl fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Timestamp({self})")
+    }
+}
+
+impl FromStr for Timestamp {
+    type Err = Error;
+
+    /// Parses RFC 3339 (any offset, at most microsecond precision).
+    fn from_str(text: &str) -> Result<Self> {
+        let ts: jiff::Timestamp = text.parse().map_err(|e| {
+            Error::invalid_input(format!(
+                "{text:?} is not an RFC 3339 time between 1970 and 9999 ({e}); write e.g. 2024-05-01T12:00:00Z"
+            ))
+        })?;
+        if ts.subsec_nanosecond() % 1000 != 0 {
+            return Err(Error::invalid_input(format!(
+                "{text:?} is more precise than a microsecond; strata keeps microseconds"
+            )));
+        }
+        Timestamp::from_micros(ts.as_microsecond()).map_err(|_| {
+            Error::invalid_input(format!(
+                "{text:?} is outside 1970-01-01..9999-12-30; give a time in that range"
+            ))
+        })
+    }
+}
+
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A transaction's number: counts up from 1 in commit order.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct TxId(pub u64);
+
+impl fmt::Display for TxId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_round_trips_with_microseconds() -> Result<()> {
+        let t: Timestamp = "2024-05-01T12:00:00.5+02:00".parse()?;
+        assert_eq!(t.to_string(), "2024-05-01T10:00:00.500000Z");
+        assert_eq!(t.to_string().parse::<Timestamp>()?, t);
+        assert_eq!(Timestamp::MIN.to_string(), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(Timestamp::MAX.to_string(), "9999-12-30T22:00:00.000000Z");
+        assert!(jiff::Timestamp::from_microsecond(Timestamp::MAX.as_micros()).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn out_of_range_and_too_precise_are_refused() {
+        for bad in [
+            "1969-12-31T23:59:59Z",
+            "+10000-01-01T00:00:00Z",
+            "2024-01-01T00:00:00.0000001Z",
+            "yesterday",
+        ] {
+            let err = bad.parse::<Timestamp>().unwrap_err();
+            assert!(matches!(err, Error::InvalidInput { .. }), "{bad}: {err}");
+        }
+        assert!(Timestamp::from_micros(-1).is_err());
+        assert!(Timestamp::from_micros(Timestamp::MAX.as_micros() + 1).is_err());
+        assert_eq!(Timestamp::saturating_from_micros(-5), Timestamp::MIN);
+    }
+}

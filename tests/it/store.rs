@@ -1,0 +1,895 @@
+//! The store: transactions, bitemporal queries (XTDB's range table), content addressing, the
+//! log and its chain, evict, fsck, gc, locking and crashes, through the public API and real
+//! files and processes.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers panic on failure like the tests"
+)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use strata::hash::sha256;
+use strata::object::{FilesystemSource, Object};
+use strata::store::{
+    HistoryQuery, Op, Order, Origin, Put, Store, Timestamp, TxId, ValidFrom, VersionInfo,
+};
+use strata::{Error, Hash};
+
+fn t(text: &str) -> Timestamp {
+    text.parse().unwrap()
+}
+
+fn day(d: u32) -> Timestamp {
+    t(&format!("2019-11-{d:02}T00:00:00Z"))
+}
+
+fn prompt(sid: &str, text: &str) -> Object {
+    Object::system_prompt(sid, text.into()).unwrap()
+}
+
+fn file(path: &str, text: &str) -> Object {
+    Object::file_text(
+        FilesystemSource {
+            filesystem_id: "fs1".into(),
+            path: path.into(),
+        },
+        text.into(),
+    )
+    .unwrap()
+}
+
+fn content_of(store: &Store, info: &VersionInfo) -> Option<String> {
+    let v = store
+        .as_of(&info.entity, Some(info.valid_from), Some(info.tx_id))
+        .unwrap()
+        .unwrap();
+    v.object.map(|o| o.content().unwrap().to_string())
+}
+
+#[test]
+fn put_get_round_trips_envelopes_and_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join(".strata")).unwrap();
+    let text = file("/src/a.rs", "fn main() {}\n");
+    let bin_bytes = vec![0xff, 0, 1, 2, 0xfe];
+    let bin = Object::file_bytes(
+        FilesystemSource {
+            filesystem_id: "fs1".into(),
+            path: "/img/x.png".into(),
+        },
+        bin_bytes.clone(),
+    )
+    .unwrap();
+    let mut put_bin = Put::new(bin.clone());
+    put_bin.bytes = Some(bin_bytes.clone());
+    put_bin.spelling = Some("/IMG/x.png".into());
+    let r1 = store
+        .transact(
+            vec![Op::put(text.clone()), Op::Put(Box::new(put_bin))],
+            Origin::Cli,
+        )
+        .unwrap();
+    assert_eq!(r1.tx_id, TxId(1));
+    let got = store.get(text.id()).unwrap().unwrap();
+    assert_eq!(got.object.as_ref(), Some(&text));
+    assert_eq!(got.info.valid_from, r1.tx_time);
+    assert_eq!(got.info.valid_to, None);
+    let got_bin = store.get(bin.id()).unwrap().unwrap();
+    assert_eq!(got_bin.object.as_ref(), Some(&bin));
+    assert_eq!(got_bin.info.spelling.as_deref(), Some("/IMG/x.png"));
+    assert_eq!(
+        store.content(bin.file_hash().unwrap()).unwrap(),
+        Some(bin_bytes)
+    );
+    assert_eq!(
+        store
+            .content(text.content_hash().unwrap())
+            .unwrap()
+            .unwrap(),
+        b"fn main() {}\n"
+    );
+    let r2 = store
+        .transact(vec![Op::put(file("/src/a.rs", "v2"))], Origin::Indexer)
+        .unwrap();
+    assert_eq!(r2.tx_id, TxId(2));
+    assert!(r2.tx_time > r1.tx_time);
+    // As of tx 1 the old content is what the store knew.
+    let old = store
+        .as_of(text.id(), None, Some(TxId(1)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(old.object.unwrap().content(), Some("fn main() {}\n"));
+    let e = store.entity(text.id()).unwrap();
+    assert_eq!(e.source, text.source().cloned());
+    assert_eq!(store.live_entities().unwrap().len(), 2);
+    assert!(store.fsck().unwrap().is_empty());
+}
+
+#[test]
+fn a_thousand_versions_sharing_content_store_it_once() {
+    let store = Store::in_memory().unwrap();
+    let ops: Vec<Op> = (0..1000)
+        .map(|i| Op::put(file(&format!("/many/{i}.txt"), "same bytes everywhere")))
+        .collect();
+    store.transact(ops, Origin::Indexer).unwrap();
+    let stats = store.stats().unwrap();
+    assert_eq!(stats.entities, 1000);
+    assert_eq!(stats.blobs, 1);
+    assert_eq!(stats.documents, 1);
+    assert!(stats.dedup_ratio() > 100.0, "{stats:?}");
+}
+
+/// XTDB v1's `test-put-delete-range-semantics`, case by case: (value or delete, start, end)
+/// per transaction, then the visible history as (valid_from, tx index, value).
+/// Deviation: a row that restores the earlier value at a range's end carries the writing
+/// transaction (XTDB stamps the restored row's own); every as-of answer is the same.
+#[test]
+fn xtdb_put_delete_range_semantics() {
+    type Tx = (Option<&'static str>, u32, Option<u32>);
+    type Row = (u32, usize, Option<&'static str>);
+    let cases: Vec<(&str, Vec<Tx>, Vec<Row>)> = vec![
+        (
+            "ranged put",
+            vec![(Some("26"), 26, Some(29))],
+            vec![(26, 0, Some("26")), (29, 0, None)],
+        ),
+        (
+            "re-instates the previous value at the end of the range",
+            vec![(Some("25"), 25, None), (Some("26"), 26, Some(29))],
+            vec![
+                (25, 0, Some("25")),
+                (26, 1, Some("26")),
+                (29, 1, Some("25")),
+            ],
+        ),
+        (
+            "delete a range",
+            vec![(Some("25"), 25, None), (None, 26, Some(29))],
+            vec![(25, 0, Some("25")), (26, 1, None), (29, 1, Some("25"))],
+        ),
+        (
+            "override a range",
+            vec![
+                (Some("25"), 25, Some(27)),
+                (None, 25, Some(27)),
+                (Some("26"), 26, Some(29)),
+            ],
+            vec![
+                (25, 1, None),
+                (26, 2, Some("26")),
+                (27, 2, Some("26")),
+                (29, 2, None),
+            ],
+        ),
+        (
+            "merge a range",
+            vec![(Some("25"), 25, Some(27)), (Some("26"), 26, Some(29))],
+            vec![
+                (25, 0, Some("25")),
+                (26, 1, Some("26")),
+                (27, 1, Some("26")),
+                (29, 1, None),
+            ],
+        ),
+        (
+            "does not override the value at end-vt if there is one there",
+            vec![
+                (Some("25"), 25, None),
+                (Some("29"), 29, None),
+                (Some("26"), 26, Some(29)),
+            ],
+            vec![
+                (25, 0, Some("25")),
+                (26, 2, Some("26")),
+                (29, 1, Some("29")),
+            ],
+        ),
+        (
+            "re-instates 28 at the end of the range",
+            vec![
+                (Some("25"), 25, None),
+                (Some("28"), 28, None),
+                (Some("26"), 26, Some(29)),
+            ],
+            vec![
+                (25, 0, Some("25")),
+                (26, 2, Some("26")),
+                (28, 2, Some("26")),
+                (29, 2, Some("28")),
+            ],
+        ),
+        (
+            "26.1 overwrites the full range",
+            vec![
+                (Some("28"), 28, None),
+                (Some("26"), 26, Some(29)),
+                (Some("26.1"), 26, None),
+            ],
+            vec![
+                (26, 2, Some("26.1")),
+                (28, 2, Some("26.1")),
+                (29, 1, Some("28")),
+            ],
+        ),
+        (
+            "27 overrides the latter half of the range",
+            vec![
+                (Some("25"), 25, None),
+                (Some("26"), 26, Some(29)),
+                (Some("27"), 27, None),
+            ],
+            vec![
+                (25, 0, Some("25")),
+                (26, 1, Some("26")),
+                (27, 2, Some("27")),
+                (29, 1, Some("25")),
+            ],
+        ),
+        (
+            "27 still overrides the latter half of the range",
+            vec![
+                (Some("25"), 25, None),
+                (Some("28"), 28, None),
+                (Some("26"), 26, Some(29)),
+                (Some("27"), 27, None),
+            ],
+            vec![
+                (25, 0, Some("25")),
+                (26, 2, Some("26")),
+                (27, 3, Some("27")),
+                (28, 3, Some("27")),
+                (29, 2, Some("28")),
+            ],
+        ),
+    ];
+    for (name, txs, expected) in cases {
+        let store = Store::in_memory().unwrap();
+        let id = "system_prompt:ivan";
+        let mut receipts = Vec::new();
+        for (value, start, end) in txs {
+            let op = match value {
+                Some(v) => Op::put_at(prompt("ivan", v), day(start), end.map(day)),
+                None => Op::Delete {
+                    entity: id.into(),
+                    valid_from: Some(day(start)),
+                    valid_to: end.map(day),
+                },
+            };
+            receipts.push(store.transact(vec![op], Origin::Cli).unwrap());
+        }
+        let history = store.history(id, HistoryQuery::default()).unwrap();
+        let got: Vec<(Timestamp, TxId, Option<String>)> = history
+            .iter()
+            .map(|v| (v.valid_from, v.tx_id, content_of(&store, v)))
+            .collect();
+        let want: Vec<(Timestamp, TxId, Option<String>)> = expected
+            .iter()
+            .map(|(d, tx, v)| (day(*d), receipts[*tx].tx_id, v.map(String::from)))
+            .collect();
+        assert_eq!(got, want, "{name}");
+        assert!(store.fsck().unwrap().is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn corrections_are_hidden_unless_asked_and_invisible_before_their_tx() {
+    let store = Store::in_memory().unwrap();
+    let id = "system_prompt:s";
+    let r1 = store
+        .transact(
+            vec![Op::put_at(prompt("s", "a"), day(1), None)],
+            Origin::Cli,
+        )
+        .unwrap();
+    let r2 = store
+        .transact(
+            vec![Op::put_at(prompt("s", "b"), day(1), None)],
+            Origin::Cli,
+        )
+        .unwrap();
+    let plain = store.history(id, HistoryQuery::default()).unwrap();
+    assert_eq!(plain.len(), 1);
+    assert_eq!(plain[0].tx_id, r2.tx_id);
+    let all = store
+        .history(
+            id,
+            HistoryQuery {
+                with_corrections: true,
+                order: Order::TxDesc,
+                ..HistoryQuery::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        all.iter().map(|v| v.tx_id).collect::<Vec<_>>(),
+        vec![r2.tx_id, r1.tx_id]
+    );
+    let before = store
+        .as_of(id, Some(day(2)), Some(r1.tx_id))
+        .unwrap()
+        .unwrap();
+    assert_eq!(before.object.unwrap().content(), Some("a"));
+    let before_any = store.as_of(id, Some(day(2)), Some(TxId(0))).unwrap();
+    assert!(before_any.is_none());
+}
+
+#[test]
+fn bad_input_gets_precise_errors() {
+    let store = Store::in_memory().unwrap();
+    let unknown = store.get("toolcall:nope").unwrap_err();
+    assert!(matches!(unknown, Error::NotFound { .. }), "{unknown}");
+    assert!(unknown.to_string().contains("toolcall:nope"));
+    for op in [
+        Op::delete("toolcall:nope"),
+        Op::Evict {
+            entity: "toolcall:nope".into(),
+        },
+    ] {
+        let err = store.transact(vec![op], Origin::Cli).unwrap_err();
+        assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    }
+    assert!(
+        store
+            .history("toolcall:nope", HistoryQuery::default())
+            .is_err()
+    );
+
+    let empty = store.transact(vec![], Origin::Cli).unwrap_err();
+    assert!(empty.to_string().contains("at least one op"), "{empty}");
+    let twice = store
+        .transact(
+            vec![Op::put(prompt("s", "a")), Op::put(prompt("s", "b"))],
+            Origin::Cli,
+        )
+        .unwrap_err();
+    assert!(twice.to_string().contains("system_prompt:s"), "{twice}");
+    assert!(twice.to_string().contains("two ops"), "{twice}");
+
+    for bad in ["1969-12-31T23:59:59.999999Z", "+10000-01-01T00:00:00Z"] {
+        let err = bad.parse::<Timestamp>().unwrap_err();
+        assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
+        assert!(err.to_string().contains("1970"), "{err}");
+    }
+    assert!(Timestamp::from_micros(-1).is_err());
+
+    let backwards = store
+        .transact(
+            vec![Op::put_at(prompt("s", "a"), day(5), Some(day(5)))],
+            Origin::Cli,
+        )
+        .unwrap_err();
+    assert!(backwards.to_string().contains("not after"), "{backwards}");
+
+    let bin = Object::file_bytes(
+        FilesystemSource {
+            filesystem_id: "fs1".into(),
+            path: "/b.bin".into(),
+        },
+        vec![0xff, 1],
+    )
+    .unwrap();
+    let mut put = Put::new(bin);
+    put.bytes = Some(vec![0xff, 2]);
+    let wrong = store
+        .transact(vec![Op::Put(Box::new(put))], Origin::Cli)
+        .unwrap_err();
+    assert!(wrong.to_string().contains("file_hash"), "{wrong}");
+
+    // Nothing of the failed transactions was written.
+    assert_eq!(store.stats().unwrap().transactions, 0);
+    assert_eq!(store.stats().unwrap().blobs, 0);
+}
+
+#[test]
+fn a_failed_match_aborts_the_whole_transaction() {
+    let store = Store::in_memory().unwrap();
+    let a = prompt("a", "one");
+    store
+        .transact(
+            vec![
+                Op::Match {
+                    entity: a.id().into(),
+                    expected: None,
+                },
+                Op::put(a.clone()),
+            ],
+            Origin::Session,
+        )
+        .unwrap();
+    let stale = Hash([9; 32]);
+    let err = store
+        .transact(
+            vec![
+                Op::put(prompt("b", "two")),
+                Op::Match {
+                    entity: a.id().into(),
+                    expected: Some(stale),
+                },
+            ],
+            Origin::Session,
+        )
+        .unwrap_err();
+    match &err {
+        Error::Conflict {
+            entity,
+            expected,
+            actual,
+        } => {
+            assert_eq!(entity, a.id());
+            assert_eq!(expected, &stale.to_hex());
+            assert_eq!(actual, &a.object_hash().to_hex());
+        }
+        other => panic!("{other}"),
+    }
+    assert!(store.get("system_prompt:b").is_err(), "b must not exist");
+    store
+        .transact(
+            vec![
+                Op::Match {
+                    entity: a.id().into(),
+                    expected: Some(*a.object_hash()),
+                },
+                Op::put(prompt("a", "two")),
+            ],
+            Origin::Session,
+        )
+        .unwrap();
+    // A type clash on an id is a conflict too.
+    let clash = Object::session(strata::object::SessionFields {
+        session_id: "x".into(),
+        chat_ref: "chat:x".into(),
+        system_prompt_ref: "system_prompt:x".into(),
+        session_index: vec![],
+        metadata_pool: vec![],
+        active_set: vec![],
+        pinned_set: vec![],
+    })
+    .unwrap();
+    store
+        .transact(vec![Op::put(clash)], Origin::Session)
+        .unwrap();
+}
+
+#[test]
+fn mtime_clamped_stays_between_the_previous_version_and_tx_time() {
+    let store = Store::in_memory().unwrap();
+    let f1 = file("/m.txt", "1");
+    let mut put = Put::new(f1.clone());
+    put.valid_from = ValidFrom::MtimeClamped(Timestamp::saturating_from_micros(-5_000_000));
+    store
+        .transact(vec![Op::Put(Box::new(put))], Origin::Watcher)
+        .unwrap();
+    let v1 = store.get(f1.id()).unwrap().unwrap().info;
+    assert_eq!(v1.valid_from, Timestamp::MIN);
+
+    let mut put = Put::new(file("/m.txt", "2"));
+    put.valid_from = ValidFrom::MtimeClamped(t("2020-01-01T00:00:00Z"));
+    store
+        .transact(vec![Op::Put(Box::new(put))], Origin::Watcher)
+        .unwrap();
+    let mut put = Put::new(file("/m.txt", "3"));
+    put.valid_from = ValidFrom::MtimeClamped(t("2019-01-01T00:00:00Z"));
+    store
+        .transact(vec![Op::Put(Box::new(put))], Origin::Watcher)
+        .unwrap();
+    let v3 = store.get(f1.id()).unwrap().unwrap().info;
+    assert_eq!(
+        v3.valid_from,
+        t("2020-01-01T00:00:00.000001Z"),
+        "after the previous"
+    );
+    let mut put = Put::new(file("/m.txt", "4"));
+    put.valid_from = ValidFrom::MtimeClamped(t("9999-01-01T00:00:00Z"));
+    let r4 = store
+        .transact(vec![Op::Put(Box::new(put))], Origin::Watcher)
+        .unwrap();
+    let v4 = store.get(f1.id()).unwrap().unwrap().info;
+    assert_eq!(v4.valid_from, r4.tx_time, "never after tx time");
+    let history = store.history(f1.id(), HistoryQuery::default()).unwrap();
+    assert_eq!(history.len(), 4);
+    assert_eq!(history[2].valid_to, Some(r4.tx_time));
+}
+
+#[test]
+fn log_records_ops_and_the_chain_survives_eviction() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let keep = file("/keep.txt", "shared");
+    let gone = file("/gone.txt", "shared");
+    let secret = file("/gone2.txt", "secret only here");
+    store
+        .transact(
+            vec![Op::put(keep.clone()), Op::put(gone.clone())],
+            Origin::Indexer,
+        )
+        .unwrap();
+    store
+        .transact(vec![Op::put(secret.clone())], Origin::Indexer)
+        .unwrap();
+    store
+        .transact(vec![Op::delete(gone.id())], Origin::Watcher)
+        .unwrap();
+    let head_before = store.chain_head().unwrap().unwrap();
+    let log = store.log(None, 100).unwrap();
+    assert_eq!(log.len(), 3);
+    assert_eq!(log[0].origin, Origin::Indexer);
+    assert_eq!(log[0].ops[1].kind(), Some("put"));
+    assert_eq!(log[0].ops[1].entity(), Some(gone.id()));
+    assert_eq!(log[0].ops[0].body.as_ref().unwrap()["type"], "file");
+    assert_eq!(log[2].ops[0].kind(), Some("delete"));
+    assert_eq!(log[2].chain, head_before.1);
+    assert_eq!(store.log(Some(TxId(1)), 1).unwrap()[0].tx_id, TxId(2));
+
+    store.evict(gone.id(), Origin::Cli).unwrap();
+    store.evict(secret.id(), Origin::Cli).unwrap();
+    for tx in 0..=5 {
+        for id in [gone.id(), secret.id()] {
+            assert!(matches!(
+                store.as_of(id, None, Some(TxId(tx))),
+                Err(Error::NotFound { .. })
+            ));
+        }
+    }
+    assert!(
+        store
+            .entity_ids_by_path("fs1", "/gone.txt")
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.content(secret.content_hash().unwrap()).unwrap(), None);
+    assert!(
+        store
+            .content(keep.content_hash().unwrap())
+            .unwrap()
+            .is_some()
+    );
+    let log = store.log(None, 100).unwrap();
+    assert!(log[0].ops[1].body.is_none(), "evicted body gone");
+    assert!(log[0].ops[0].body.is_some());
+    assert!(log[2].ops[0].body.is_none());
+    assert_eq!(log[3].ops[0].kind(), Some("evict"));
+    let json = serde_json::to_string(&log.iter().map(|r| r.to_json()).collect::<Vec<_>>()).unwrap();
+    assert!(!json.contains("secret only here"));
+    assert!(!json.contains("/gone2.txt"), "no path of an evicted entity");
+    assert_eq!(
+        log[2].chain, head_before.1,
+        "earlier chain values unchanged"
+    );
+    assert_eq!(store.fsck().unwrap(), vec![]);
+    // The raw file keeps nothing of the evicted content once redb reuses the pages; the
+    // tables certainly do not.
+    store.fsck_rebuild().unwrap();
+    assert_eq!(store.fsck().unwrap(), vec![]);
+    assert!(store.get(gone.id()).is_err());
+    assert_eq!(
+        store.get(keep.id()).unwrap().unwrap().object.as_ref(),
+        Some(&keep)
+    );
+}
+
+#[test]
+fn paths_match_whole_segments() {
+    let store = Store::in_memory().unwrap();
+    let ops = [
+        "/a/b",
+        "/a/b/c.txt",
+        "/a/b/d/e.txt",
+        "/a/bc.txt",
+        "/a/b-x/f.txt",
+        "/z.txt",
+    ]
+    .iter()
+    .map(|p| Op::put(file(p, p)))
+    .collect();
+    store.transact(ops, Origin::Indexer).unwrap();
+    let paths = |prefix: &str| -> Vec<String> {
+        store
+            .entity_ids_by_path("fs1", prefix)
+            .unwrap()
+            .iter()
+            .map(|id| match store.entity(id).unwrap().source.unwrap() {
+                strata::Source::Filesystem(fs) => fs.path,
+            })
+            .collect()
+    };
+    assert_eq!(paths("/a/b"), vec!["/a/b", "/a/b/c.txt", "/a/b/d/e.txt"]);
+    assert_eq!(paths("/a/b/"), vec!["/a/b", "/a/b/c.txt", "/a/b/d/e.txt"]);
+    assert_eq!(paths("/").len(), 6);
+    assert!(store.entity_ids_by_path("other", "/").unwrap().is_empty());
+}
+
+#[test]
+fn rebuild_from_the_log_gives_the_same_answers() {
+    let store = Store::in_memory().unwrap();
+    for i in 0..20u32 {
+        let ops = vec![
+            Op::put_at(prompt("r", &format!("v{}", i % 7)), day(1 + i % 9), None),
+            Op::put_at(
+                file(&format!("/r/{}.md", i % 4), &format!("{i}")),
+                day(2),
+                Some(day(20 - i % 5)),
+            ),
+        ];
+        store.transact(ops, Origin::Indexer).unwrap();
+    }
+    store
+        .transact(vec![Op::delete("system_prompt:r")], Origin::Cli)
+        .unwrap();
+    let ids: Vec<String> = store
+        .live_entities()
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    let snapshot = |store: &Store| {
+        let mut out = Vec::new();
+        for id in ids.iter().map(String::as_str).chain(["system_prompt:r"]) {
+            out.push(format!(
+                "{:?}",
+                store
+                    .history(
+                        id,
+                        HistoryQuery {
+                            with_corrections: true,
+                            ..Default::default()
+                        }
+                    )
+                    .unwrap()
+            ));
+            for tx in 0..22 {
+                for d in 0..22 {
+                    let v = store.as_of(id, Some(day(d + 1)), Some(TxId(tx))).unwrap();
+                    out.push(format!("{v:?}"));
+                }
+            }
+        }
+        out
+    };
+    let before = snapshot(&store);
+    store.fsck_rebuild().unwrap();
+    assert_eq!(snapshot(&store), before);
+    assert_eq!(store.fsck().unwrap(), vec![]);
+}
+
+#[test]
+fn gc_sweeps_what_no_version_references() {
+    let store = Store::in_memory().unwrap();
+    store
+        .transact(vec![Op::put(prompt("g", "kept"))], Origin::Cli)
+        .unwrap();
+    assert_eq!(store.gc().unwrap(), Default::default());
+    store
+        .transact(vec![Op::put(prompt("h", "evicted"))], Origin::Cli)
+        .unwrap();
+    store.evict("system_prompt:h", Origin::Cli).unwrap();
+    assert_eq!(
+        store.stats().unwrap().blobs,
+        1,
+        "evict swept its own content"
+    );
+    assert_eq!(store.gc().unwrap().blobs_removed, 0);
+}
+
+/// Finds `needle` in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[test]
+fn a_flipped_byte_in_a_blob_is_found_by_fsck() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    bytes[0] = 0xff; // not UTF-8: kept as raw bytes
+    let bin = Object::file_bytes(
+        FilesystemSource {
+            filesystem_id: "fs1".into(),
+            path: "/blob.bin".into(),
+        },
+        bytes.clone(),
+    )
+    .unwrap();
+    {
+        let store = Store::create(dir.path()).unwrap();
+        let mut put = Put::new(bin.clone());
+        put.bytes = Some(bytes.clone());
+        store
+            .transact(vec![Op::Put(Box::new(put))], Origin::Cli)
+            .unwrap();
+        assert!(store.fsck().unwrap().is_empty());
+    }
+    let copy = tempfile::tempdir().unwrap();
+    let mut raw = std::fs::read(dir.path().join("store.redb")).unwrap();
+    let at = find(&raw, &bytes[1000..1064]).expect("blob bytes are in the file");
+    raw[at + 10] ^= 0x40;
+    std::fs::write(copy.path().join("store.redb"), raw).unwrap();
+    let store = Store::open(copy.path()).unwrap();
+    let findings = store.fsck().unwrap();
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(findings[0].kind, "blob_hash");
+    assert_eq!(findings[0].subject, bin.file_hash().unwrap().to_hex());
+}
+
+#[test]
+fn another_format_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::create(dir.path()).unwrap());
+    {
+        let db = redb::Database::open(dir.path().join("store.redb")).unwrap();
+        let tx = db.begin_write().unwrap();
+        {
+            let mut meta = tx
+                .open_table(redb::TableDefinition::<&str, &[u8]>::new("meta"))
+                .unwrap();
+            meta.insert("format_version", 99u32.to_le_bytes().as_slice())
+                .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let err = Store::open(dir.path()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::FormatVersion {
+                found: 99,
+                supported: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let missing = Store::open(dir.path().join("nope")).unwrap_err();
+    assert!(matches!(missing, Error::NotFound { .. }), "{missing}");
+    assert!(
+        Store::create(dir.path()).is_err(),
+        "create refuses an existing store"
+    );
+}
+
+/// Runs this test binary as a child in `mode` on store `dir`, its stdout piped.
+fn spawn_child(mode: &str, dir: &std::path::Path) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "store::child_process",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("STRATA_TEST_CHILD", mode)
+        .env("STRATA_TEST_STORE", dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Not a test by itself: the body of the child processes of the lock and crash tests, run only
+/// when `STRATA_TEST_CHILD` is set. `hold` opens the store and waits; `write` commits
+/// transactions in a loop and prints `ack N` after each returns.
+#[test]
+fn child_process() {
+    let Ok(mode) = std::env::var("STRATA_TEST_CHILD") else {
+        return;
+    };
+    let dir = std::env::var("STRATA_TEST_STORE").unwrap();
+    let store = Store::open_or_create(&dir).unwrap();
+    match mode.as_str() {
+        "hold" => {
+            println!("ready");
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        "write" => {
+            for i in 0u64.. {
+                let big: String = (0..(i % 7) * 900)
+                    .map(|j| char::from(b'a' + ((i + j) % 26) as u8))
+                    .collect();
+                let ops = vec![
+                    Op::put(file(
+                        &format!("/crash/{}.txt", i % 50),
+                        &format!("{i} {big}"),
+                    )),
+                    Op::put(prompt("crash", &format!("turn {i}"))),
+                ];
+                let r = store
+                    .transact(ops, Origin::Other("crash-test".into()))
+                    .unwrap();
+                println!("ack {}", r.tx_id.0);
+            }
+        }
+        other => panic!("unknown child mode {other}"),
+    }
+}
+
+#[test]
+fn a_second_process_gets_store_locked_and_a_stale_lock_never_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::create(dir.path()).unwrap());
+    let mut child = spawn_child("hold", dir.path());
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // libtest prints "test store::child_process ... " before the child's own output.
+    assert!(lines.any(|l| l.unwrap().ends_with("ready")));
+    let err = Store::open(dir.path()).unwrap_err();
+    match &err {
+        Error::StoreLocked { path, holder } => {
+            assert_eq!(path, &dir.path().join("store.redb"));
+            assert!(holder.contains(&format!("pid={}", child.id())), "{holder}");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(err.to_string().contains("store.redb"), "{err}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        dir.path().join("store.lock").exists(),
+        "stale lock file left by SIGKILL"
+    );
+    let store = Store::open(dir.path()).unwrap();
+    let lock = std::fs::read_to_string(dir.path().join("store.lock")).unwrap();
+    assert!(
+        lock.contains(&format!("pid={}", std::process::id())),
+        "{lock}"
+    );
+    drop(store);
+}
+
+#[test]
+fn sigkill_loses_no_acknowledged_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::create(dir.path()).unwrap());
+    let mut acked_max = 0;
+    for round in 0..20u64 {
+        let mut child = spawn_child("write", dir.path());
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut acks = Vec::new();
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(n) = line.split("ack ").nth(1) {
+                    acks.push(n.parse::<u64>().unwrap());
+                }
+            }
+            acks
+        });
+        // A pseudo-random moment: between 30 and 230 ms after the start.
+        let wait = 30 + (round * 7919 + 13) % 200;
+        std::thread::sleep(Duration::from_millis(wait));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let acks = reader.join().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let head = store.chain_head().unwrap().map_or(0, |(tx, _)| tx.0);
+        if let Some(&last) = acks.last() {
+            assert!(
+                head >= last,
+                "round {round}: acknowledged tx {last} lost (head {head})"
+            );
+            acked_max = last;
+        }
+        for &tx in acks.iter().rev().take(3) {
+            let record = &store.log(Some(TxId(tx - 1)), 1).unwrap()[0];
+            assert_eq!(record.tx_id, TxId(tx));
+            let prompt = store
+                .as_of("system_prompt:crash", None, Some(TxId(tx)))
+                .unwrap()
+                .unwrap();
+            assert!(prompt.object.is_some());
+        }
+        assert_eq!(store.fsck().unwrap(), vec![], "round {round}");
+    }
+    assert!(acked_max > 0, "the children acknowledged something");
+}
+
+#[test]
+fn hash_of_bytes_is_the_blob_key() {
+    let store = Store::in_memory().unwrap();
+    let f = file("/k.txt", "key me");
+    store.transact(vec![Op::put(f)], Origin::Cli).unwrap();
+    assert_eq!(
+        store.content(&sha256(b"key me")).unwrap().unwrap(),
+        b"key me"
+    );
+}
