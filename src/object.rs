@@ -594,7 +594,8 @@ impl Object {
                 if f.tool.is_empty() {
                     return Err(Error::invalid_input("a toolcall needs a tool name"));
                 }
-                sha256_json(&Value::Object(f.args.clone()))?;
+                // Wrapped so that a refused integer is named by its envelope path ($.args.…).
+                sha256_json(&json!({ "args": f.args }))?;
             }
             Fields::Chat(f) => {
                 if f.turn_count != f.turns.len() as u64 {

@@ -1,2 +1,5 @@
 //! strata's integration tests: one binary, one module per area, all through the public API and
 //! the real `strata` binary.
+
+// Canonical JSON and hash vectors of schema/vectors.json, recomputed with strata.
+mod vectors;
