@@ -3,3 +3,6 @@
 
 // Canonical JSON and hash vectors of schema/vectors.json, recomputed with strata.
 mod vectors;
+
+// The JSON Schemas of schema/objects/ against the envelopes strata prints.
+mod schema;

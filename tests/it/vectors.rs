@@ -52,7 +52,10 @@ fn the_file_is_complete_and_says_how_it_was_made() {
     let file: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let comment = file["_comment"].as_str().unwrap();
     for needed in ["rfc8785", "hashlib", "tools/gen_vectors.py"] {
-        assert!(comment.contains(needed), "_comment does not mention {needed}");
+        assert!(
+            comment.contains(needed),
+            "_comment does not mention {needed}"
+        );
     }
     let all = cases();
     assert!(all.len() >= 40, "only {} vectors", all.len());
@@ -86,7 +89,9 @@ fn json_cases_canonicalise_and_hash_as_expected() {
         let expected_hash: Hash = str_of(case, "sha256").parse().unwrap();
         match canonical_json(&input) {
             Ok(text) if text == expected_text => {}
-            Ok(text) => failures.push(format!("{name}: canonical {text:?}, want {expected_text:?}")),
+            Ok(text) => failures.push(format!(
+                "{name}: canonical {text:?}, want {expected_text:?}"
+            )),
             Err(e) => failures.push(format!("{name}: refused: {e}")),
         }
         match sha256_json(&input) {
@@ -95,7 +100,9 @@ fn json_cases_canonicalise_and_hash_as_expected() {
             Err(e) => failures.push(format!("{name}: refused: {e}")),
         }
         if sha256(expected_text.as_bytes()) != expected_hash {
-            failures.push(format!("{name}: the vector's own text does not hash to its sha256"));
+            failures.push(format!(
+                "{name}: the vector's own text does not hash to its sha256"
+            ));
         }
     }
     report(failures, cases.len());
@@ -133,7 +140,9 @@ fn expect_refusal<T>(name: &str, result: strata::Result<T>, at: &str, failures: 
         Ok(_) => failures.push(format!("{name}: accepted, want an error at {at}")),
         Err(Error::InvalidInput { reason }) => {
             if !reason.contains(&format!(" {at} ")) || !reason.contains("2^53") {
-                failures.push(format!("{name}: error {reason:?} does not name {at} and 2^53"));
+                failures.push(format!(
+                    "{name}: error {reason:?} does not name {at} and 2^53"
+                ));
             }
         }
         Err(other) => failures.push(format!("{name}: wrong kind of error: {other:?}")),
@@ -180,7 +189,10 @@ fn parts(envelope: &Value) -> strata::Result<Parts> {
         content: envelope["content"].as_str().map(str::to_string),
         fields: Fields::from_json(object_type, Value::Object(fields))?,
         content_omitted: serde_json::from_value(
-            envelope.get("content_omitted").cloned().unwrap_or(Value::Null),
+            envelope
+                .get("content_omitted")
+                .cloned()
+                .unwrap_or(Value::Null),
         )
         .unwrap(),
     })
@@ -209,12 +221,22 @@ fn object_error_cases_are_refused_naming_the_place() {
         // Through the tool call constructor, as a runtime records one.
         if let Fields::Toolcall(fields) = p.fields.clone() {
             let output = p.content.clone().unwrap();
-            expect_refusal(name, Object::toolcall(&p.id, fields, output), at, &mut failures);
+            expect_refusal(
+                name,
+                Object::toolcall(&p.id, fields, output),
+                at,
+                &mut failures,
+            );
         }
         expect_refusal(name, from_parts(p), at, &mut failures);
         // And through parsing, whatever hashes an envelope claims.
         let mut claimed = envelope.clone();
-        for key in ["identity_hash", "content_hash", "metadata_hash", "object_hash"] {
+        for key in [
+            "identity_hash",
+            "content_hash",
+            "metadata_hash",
+            "object_hash",
+        ] {
             claimed[key] = json!("0".repeat(64));
         }
         if Object::from_json(&claimed).is_ok() {
@@ -301,7 +323,9 @@ fn object_cases_build_to_the_expected_envelopes() {
             ("object", *object.object_hash()),
         ] {
             if sha256(str_of(canonical, key).as_bytes()) != hash {
-                failures.push(format!("{name}: canonical {key} text does not hash to {hash}"));
+                failures.push(format!(
+                    "{name}: canonical {key} text does not hash to {hash}"
+                ));
             }
         }
         // The envelope strata prints is exactly the vector's, key for key.
@@ -341,7 +365,12 @@ fn object_cases_build_to_the_expected_envelopes() {
 fn a_vector_envelope_with_any_hash_changed_is_refused() {
     for case in of_kind("object") {
         let envelope = &case["envelope"];
-        for key in ["identity_hash", "content_hash", "metadata_hash", "object_hash"] {
+        for key in [
+            "identity_hash",
+            "content_hash",
+            "metadata_hash",
+            "object_hash",
+        ] {
             let Some(Value::String(h)) = envelope.get(key) else {
                 continue;
             };
