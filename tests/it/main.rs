@@ -6,3 +6,6 @@ mod vectors;
 
 // The JSON Schemas of schema/objects/ against the envelopes strata prints.
 mod schema;
+
+// Canonical JSON properties (proptest): round trip, fixed point, key order, unsafe integers.
+mod canonical;

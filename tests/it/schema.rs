@@ -2,6 +2,11 @@
 //! built with strata's constructors is valid for its own type's schema and no other, every
 //! schema property is printed by some example, and broken envelopes are rejected.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers: a failed unwrap is a failed test"
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use jsonschema::Validator;

@@ -4,6 +4,11 @@
 //! The expected values come from an independent implementation (Python `rfc8785` plus hashlib,
 //! `tools/gen_vectors.py`); CI never regenerates them.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers: a failed unwrap is a failed test"
+)]
+
 use serde_json::{Map, Value, json};
 use strata::hash::{Hash, Sha256Stream, canonical_json, sha256, sha256_json};
 use strata::object::{ContentOmitted, Fields, assigned_identity, sourced_identity};
