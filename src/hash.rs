@@ -6,7 +6,8 @@
 //! number and string forms. For every value strata accepts it equals the seed's `stableStringify`
 //! (sorted keys plus `JSON.stringify`). JCS turns every number into an IEEE double, so an integer
 //! beyond ±2^53 would be hashed as a different value than the one stored; such integers are
-//! rejected with [`Error::InvalidInput`] instead.
+//! rejected with [`Error::InvalidInput`] instead, and so are doubles that JCS would write as such
+//! an integer (1e18), so that canonical text read back is always accepted again.
 
 use std::fmt;
 use std::str::FromStr;
@@ -129,15 +130,21 @@ pub fn canonical_json(value: &Value) -> Result<String> {
 fn check_safe_integers(value: &Value, at: &mut String) -> Result<()> {
     match value {
         Value::Number(number) => {
-            let unsafe_integer = match (number.as_u64(), number.as_i64()) {
-                (Some(n), _) => n > MAX_SAFE_INTEGER,
-                (None, Some(n)) => n.unsigned_abs() > MAX_SAFE_INTEGER,
-                (None, None) => false,
+            let unsafe_integer = match (number.as_u64(), number.as_i64(), number.as_f64()) {
+                (Some(n), _, _) => n > MAX_SAFE_INTEGER,
+                (None, Some(n), _) => n.unsigned_abs() > MAX_SAFE_INTEGER,
+                // A double that JCS writes as a plain integer beyond ±2^53 (integral and below
+                // 1e21, e.g. 1e18 -> "1000000000000000000"): its canonical text, read back, is
+                // such an integer, so refusing it keeps canonical text re-readable (a fixed point).
+                (None, None, Some(x)) => {
+                    x.fract() == 0.0 && x.abs() > MAX_SAFE_INTEGER as f64 && x.abs() < 1e21
+                }
+                (None, None, None) => false,
             };
             if unsafe_integer {
                 return Err(Error::invalid_input(format!(
-                    "integer {number} at {at} is beyond ±2^53 and would change when hashed as JSON; \
-                     store it as a string"
+                    "number {number} at {at} is an integer beyond ±2^53, which canonical JSON \
+                     cannot hold exactly; store it as a string"
                 )));
             }
             Ok(())
@@ -221,6 +228,13 @@ mod tests {
         assert!(err.to_string().contains("$.args.n"), "{err}");
         assert!(canonical_json(&json!(9_007_199_254_740_992_u64)).is_ok());
         assert!(canonical_json(&json!(-9_007_199_254_740_993_i64)).is_err());
+        // Doubles whose canonical text is such an integer are refused too; 1e21 is written 1e+21.
+        assert!(canonical_json(&json!(1e18)).is_err());
+        assert!(canonical_json(&json!(-9_007_199_254_740_994.0_f64)).is_err());
+        assert!(canonical_json(&json!(9_007_199_254_740_992.0_f64)).is_ok());
+        assert!(canonical_json(&json!(1e21)).is_ok());
+        assert!(canonical_json(&json!(1.5e17)).is_err());
+        assert!(canonical_json(&json!(0.5)).is_ok());
     }
 
     #[test]

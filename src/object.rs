@@ -88,6 +88,9 @@ impl FromStr for ObjectType {
 
 /// Where a file lives: a filesystem (by id) and a canonical path on it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+// Unknown keys are refused: the source is hashed into the identity, so a key dropped silently
+// would let two different source objects claim one identity.
+#[serde(deny_unknown_fields)]
 pub struct FilesystemSource {
     /// The filesystem's id (SHA-256 hex of a machine id, or an id a runtime gives).
     #[serde(rename = "filesystemId")]
@@ -594,7 +597,8 @@ impl Object {
                 if f.tool.is_empty() {
                     return Err(Error::invalid_input("a toolcall needs a tool name"));
                 }
-                sha256_json(&Value::Object(f.args.clone()))?;
+                // Wrapped so that a refused integer is named by its envelope path ($.args.…).
+                sha256_json(&json!({ "args": f.args }))?;
             }
             Fields::Chat(f) => {
                 if f.turn_count != f.turns.len() as u64 {

@@ -1,6 +1,15 @@
 //! strata's integration tests: one binary, one module per area, all through the public API and
 //! the real `strata` binary.
 
+// Canonical JSON properties (proptest): round trip, fixed point, key order, unsafe integers.
+mod canonical;
+// The strata binary end to end: index, edit, inspect, errors.
 mod cli;
-mod resolve; // the mount resolver: mappings, path checks, symlinks, properties
-mod store; // the bitemporal store: transactions, queries, log, evict, fsck, crashes // the strata binary end to end: index, edit, inspect, errors
+// The mount resolver: mappings, path checks, symlinks, properties.
+mod resolve;
+// The JSON Schemas of schema/objects/ against the envelopes strata prints.
+mod schema;
+// The bitemporal store: transactions, queries, log, evict, fsck, crashes.
+mod store;
+// Canonical JSON and hash vectors of schema/vectors.json, recomputed with strata.
+mod vectors;
