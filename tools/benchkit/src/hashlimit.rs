@@ -41,14 +41,22 @@ struct Tally {
 
 fn hash_files(files: &[PathBuf], next: &AtomicUsize) -> Result<Tally, String> {
     let mut buf = vec![0u8; 256 * 1024];
-    let mut tally = Tally { bytes: 0, digest: [0; 32] };
+    let mut tally = Tally {
+        bytes: 0,
+        digest: [0; 32],
+    };
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
-        let Some(path) = files.get(i) else { return Ok(tally) };
-        let mut file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let Some(path) = files.get(i) else {
+            return Ok(tally);
+        };
+        let mut file =
+            File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
         let mut hasher = Sha256::new();
         loop {
-            let n = file.read(&mut buf).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let n = file
+                .read(&mut buf)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             if n == 0 {
                 break;
             }
@@ -69,14 +77,18 @@ fn run() -> Result<String, String> {
     while let Some(arg) = args.next() {
         if arg == "--threads" {
             let value = args.next().ok_or("--threads needs a number")?;
-            threads = value.parse().map_err(|_| format!("--threads: not a number: {value}"))?;
+            threads = value
+                .parse()
+                .map_err(|_| format!("--threads: not a number: {value}"))?;
             if threads == 0 {
                 return Err("--threads must be at least 1".into());
             }
         } else if dir.is_none() {
             dir = Some(PathBuf::from(arg));
         } else {
-            return Err(format!("unexpected argument {arg}; usage: hashlimit DIR [--threads N]"));
+            return Err(format!(
+                "unexpected argument {arg}; usage: hashlimit DIR [--threads N]"
+            ));
         }
     }
     let dir = dir.ok_or("usage: hashlimit DIR [--threads N]")?;
@@ -86,13 +98,21 @@ fn run() -> Result<String, String> {
     let walked = start.elapsed();
     let next = AtomicUsize::new(0);
     let results: Vec<Result<Tally, String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads).map(|_| scope.spawn(|| hash_files(&files, &next))).collect();
+        let handles: Vec<_> = (0..threads)
+            .map(|_| scope.spawn(|| hash_files(&files, &next)))
+            .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("a hashing thread panicked".into())))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a hashing thread panicked".into()))
+            })
             .collect()
     });
-    let mut total = Tally { bytes: 0, digest: [0; 32] };
+    let mut total = Tally {
+        bytes: 0,
+        digest: [0; 32],
+    };
     for result in results {
         let tally = result?;
         total.bytes += tally.bytes;
