@@ -338,7 +338,7 @@ fn report() {
     size_report("source-like (1-8 KiB slices of .rs files)", |i, state| {
         let len = 1024 + (rng(state) % 7169) as usize;
         let mut at = (rng(state) as usize) % (corpus.len() - len);
-        while !std::str::from_utf8(&corpus[at..at + len]).is_ok() {
+        while std::str::from_utf8(&corpus[at..at + len]).is_err() {
             at += 1;
         }
         let text = format!(
