@@ -9,14 +9,15 @@ use redb::{ReadableTable, Table};
 
 use super::Db as _;
 use super::codec::{self, DocRec};
+use super::tables::BLOB_CHUNK;
 use crate::error::{Error, Result};
 use crate::hash::{Hash, sha256};
 
 /// The blob tables of a write transaction.
 pub(crate) struct BlobTables<'t> {
     /// `blob_index`.
-    pub index: Table<'t, [u8; 32], (u64, u64)>,
-    /// `blob_data`.
+    pub index: Table<'t, [u8; 32], (u64, u64, u64)>,
+    /// `blob_chunks`.
     pub data: Table<'t, u64, &'static [u8]>,
 }
 
@@ -32,6 +33,93 @@ fn next_seq(data: &impl ReadableTable<u64, &'static [u8]>) -> Result<u64> {
     Ok(data.last().db()?.map_or(1, |(k, _)| k.value() + 1))
 }
 
+/// Appends `record` to the blob stream; returns its offset.
+fn append(chunks: &mut Table<'_, u64, &'static [u8]>, record: &[u8]) -> Result<u64> {
+    let last = chunks
+        .last()
+        .db()?
+        .map(|(k, v)| (k.value(), v.value().to_vec()));
+    let (mut chunk_no, mut tail) = match last {
+        Some((no, bytes)) if (bytes.len() as u64) < BLOB_CHUNK => (no, bytes),
+        Some((no, _)) => (no + 1, Vec::new()),
+        None => (0, Vec::new()),
+    };
+    let offset = chunk_no * BLOB_CHUNK + tail.len() as u64;
+    let mut rest = record;
+    while !rest.is_empty() {
+        let room = BLOB_CHUNK as usize - tail.len();
+        let (now, later) = rest.split_at(room.min(rest.len()));
+        tail.extend_from_slice(now);
+        chunks.insert(chunk_no, tail.as_slice()).db()?;
+        rest = later;
+        if tail.len() as u64 == BLOB_CHUNK {
+            chunk_no += 1;
+            tail.clear();
+        }
+    }
+    Ok(offset)
+}
+
+/// Reads `len` bytes at `offset` of the blob stream; `None` when a chunk is missing or short.
+fn read_range(
+    chunks: &impl ReadableTable<u64, &'static [u8]>,
+    offset: u64,
+    len: u64,
+) -> Result<Option<Vec<u8>>> {
+    let mut out = Vec::with_capacity(len as usize);
+    if len == 0 {
+        return Ok(Some(out));
+    }
+    let first = offset / BLOB_CHUNK;
+    let last = (offset + len - 1) / BLOB_CHUNK;
+    for no in first..=last {
+        let Some(chunk) = chunks.get(no).db()? else {
+            return Ok(None);
+        };
+        let bytes = chunk.value();
+        let start = if no == first {
+            (offset % BLOB_CHUNK) as usize
+        } else {
+            0
+        };
+        let want = (len as usize - out.len()).min(BLOB_CHUNK as usize - start);
+        let Some(piece) = bytes.get(start..start + want) else {
+            return Ok(None);
+        };
+        out.extend_from_slice(piece);
+    }
+    Ok(Some(out))
+}
+
+/// Overwrites `len` bytes at `offset` with zeros, dropping chunks that become all zero (except
+/// the last, which the next append extends).
+fn erase_range(chunks: &mut Table<'_, u64, &'static [u8]>, offset: u64, len: u64) -> Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    let last_no = chunks.last().db()?.map_or(0, |(k, _)| k.value());
+    let first = offset / BLOB_CHUNK;
+    let last = (offset + len - 1) / BLOB_CHUNK;
+    for no in first..=last {
+        let Some(mut bytes) = chunks.get(no).db()?.map(|v| v.value().to_vec()) else {
+            continue;
+        };
+        let chunk_start = no * BLOB_CHUNK;
+        let from = offset.max(chunk_start) - chunk_start;
+        let to = (offset + len).min(chunk_start + BLOB_CHUNK) - chunk_start;
+        let to = (to as usize).min(bytes.len());
+        if let Some(range) = bytes.get_mut(from as usize..to) {
+            range.fill(0);
+        }
+        if no != last_no && bytes.iter().all(|b| *b == 0) {
+            chunks.remove(no).db()?;
+        } else {
+            chunks.insert(no, bytes.as_slice()).db()?;
+        }
+    }
+    Ok(())
+}
+
 /// Adds one reference to the blob of `bytes` (hash `hash`), storing it when new; returns the
 /// stored size when it was new.
 pub(crate) fn acquire_blob(
@@ -41,57 +129,73 @@ pub(crate) fn acquire_blob(
 ) -> Result<Option<u64>> {
     let existing = t.index.get(hash).db()?.map(|v| v.value());
     match existing {
-        Some((seq, refs)) => {
-            t.index.insert(hash, (seq, refs + 1)).db()?;
+        Some((offset, len, refs)) => {
+            t.index.insert(hash, (offset, len, refs + 1)).db()?;
             Ok(None)
         }
         None => {
-            let seq = next_seq(&t.data)?;
             let record = codec::encode_blob(bytes);
-            t.data.insert(seq, record.as_slice()).db()?;
-            t.index.insert(hash, (seq, 1)).db()?;
+            let offset = append(&mut t.data, &record)?;
+            t.index
+                .insert(hash, (offset, record.len() as u64, 1))
+                .db()?;
             Ok(Some(record.len() as u64))
         }
     }
 }
 
-/// Drops one reference to a blob, deleting it at zero; returns the bytes freed.
+/// Drops one reference to a blob, erasing it at zero; returns the bytes freed.
 pub(crate) fn release_blob(t: &mut BlobTables<'_>, hash: &[u8; 32]) -> Result<u64> {
-    let Some((seq, refs)) = t.index.get(hash).db()?.map(|v| v.value()) else {
+    let Some((offset, len, refs)) = t.index.get(hash).db()?.map(|v| v.value()) else {
         return Ok(0);
     };
     if refs > 1 {
-        t.index.insert(hash, (seq, refs - 1)).db()?;
+        t.index.insert(hash, (offset, len, refs - 1)).db()?;
         return Ok(0);
     }
     t.index.remove(hash).db()?;
-    let freed = t
-        .data
-        .remove(seq)
-        .db()?
-        .map_or(0, |v| v.value().len() as u64);
-    Ok(freed)
+    erase_blob(t, offset, len)?;
+    Ok(len)
+}
+
+/// Erases a blob's record from the stream (its index row is the caller's).
+pub(crate) fn erase_blob(t: &mut BlobTables<'_>, offset: u64, len: u64) -> Result<()> {
+    erase_range(&mut t.data, offset, len)
 }
 
 /// Reads a blob's bytes.
 ///
 /// # Errors
-/// [`Error::Corrupt`] when the index points nowhere or the record does not decode.
+/// [`Error::Corrupt`] when the index points past the stream or the record does not decode.
 pub(crate) fn read_blob(
-    index: &impl ReadableTable<[u8; 32], (u64, u64)>,
+    index: &impl ReadableTable<[u8; 32], (u64, u64, u64)>,
     data: &impl ReadableTable<u64, &'static [u8]>,
     hash: &[u8; 32],
 ) -> Result<Option<Vec<u8>>> {
-    let Some((seq, _)) = index.get(hash).db()?.map(|v| v.value()) else {
+    let Some((offset, len, _)) = index.get(hash).db()?.map(|v| v.value()) else {
         return Ok(None);
     };
-    let record = data.get(seq).db()?.ok_or_else(|| {
+    read_at(data, hash, offset, len).map(Some)
+}
+
+/// Reads and decodes the blob record of `hash` at (`offset`, `len`).
+///
+/// # Errors
+/// [`Error::Corrupt`] when the range is missing or the record does not decode.
+pub(crate) fn read_at(
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    hash: &[u8; 32],
+    offset: u64,
+    len: u64,
+) -> Result<Vec<u8>> {
+    let record = read_range(data, offset, len)?.ok_or_else(|| {
         Error::corrupt(format!(
-            "blob {} points at missing record {seq}",
-            hex::encode(hash)
+            "blob {} points at bytes {offset}..{} of the blob stream, which are missing",
+            hex::encode(hash),
+            offset + len
         ))
     })?;
-    codec::decode_blob(record.value(), &format!("blob {}", hex::encode(hash))).map(Some)
+    codec::decode_blob(&record, &format!("blob {}", hex::encode(hash)))
 }
 
 /// The bytes the new document of `object` brings (its content, and the kept raw bytes of a

@@ -16,7 +16,7 @@ use crate::object::composite_hash;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
     /// What kind of problem: `blob_hash`, `blob_unreadable`, `blob_missing`, `blob_orphan`,
-    /// `blob_refs`, `doc_hash`, `doc_unreadable`, `doc_missing`, `doc_missing_content`,
+    /// `blob_refs`, `blob_overlap`, `doc_hash`, `doc_unreadable`, `doc_missing`, `doc_missing_content`,
     /// `doc_refs`, `version_unreadable`, `version_no_entity`, `index`, `chain`, `op_digest`,
     /// `op_unreadable`.
     pub kind: &'static str,
@@ -93,47 +93,44 @@ impl Store {
         let blob_index = rtx.open_table(BLOB_INDEX).db()?;
         let blob_data = rtx.open_table(BLOB_DATA).db()?;
         let mut blob_refs: HashMap<[u8; 32], u64> = HashMap::new();
-        let mut blob_seqs = HashSet::new();
+        let mut ranges = Vec::new();
         for entry in blob_index.iter().db()? {
             let (key, value) = entry.db()?;
             let hash = key.value();
-            let (seq, refs) = value.value();
+            let (offset, len, refs) = value.value();
             let subject = hex::encode(hash);
             blob_refs.insert(hash, refs);
-            blob_seqs.insert(seq);
-            match blob_data.get(seq).db()? {
-                None => out.push(finding(
-                    "blob_missing",
-                    subject,
-                    format!("its record {seq} is missing"),
-                )),
-                Some(record) => {
-                    match codec::decode_blob(record.value(), &format!("blob {subject}")) {
-                        Err(e) => out.push(finding("blob_unreadable", subject, e.to_string())),
-                        Ok(bytes) => {
-                            let actual = sha256(&bytes);
-                            if actual.0 != hash {
-                                out.push(finding(
-                                    "blob_hash",
-                                    subject,
-                                    format!(
-                                        "its {} bytes (record {seq}) hash to {actual}",
-                                        bytes.len()
-                                    ),
-                                ));
-                            }
-                        }
+            ranges.push((offset, len, subject.clone()));
+            match blobs::read_at(&blob_data, &hash, offset, len) {
+                Err(Error::Corrupt { what }) if what.contains("missing") => {
+                    out.push(finding("blob_missing", subject, what));
+                }
+                Err(e) => out.push(finding("blob_unreadable", subject, e.to_string())),
+                Ok(bytes) => {
+                    let actual = sha256(&bytes);
+                    if actual.0 != hash {
+                        out.push(finding(
+                            "blob_hash",
+                            subject,
+                            format!(
+                                "its {} bytes (stream bytes {offset}..{}) hash to {actual}",
+                                bytes.len(),
+                                offset + len
+                            ),
+                        ));
                     }
                 }
             }
         }
-        for entry in blob_data.iter().db()? {
-            let seq = entry.db()?.0.value();
-            if !blob_seqs.contains(&seq) {
+        ranges.sort();
+        for pair in ranges.windows(2) {
+            if let [(a_off, a_len, a), (b_off, _, b)] = pair
+                && a_off + a_len > *b_off
+            {
                 out.push(finding(
-                    "blob_orphan",
-                    format!("record {seq}"),
-                    "no hash points at it",
+                    "blob_overlap",
+                    a.clone(),
+                    format!("its bytes overlap blob {b}"),
                 ));
             }
         }
@@ -460,17 +457,16 @@ impl Store {
                 let (k, v) = entry.db()?;
                 all_blobs.push((k.value(), v.value()));
             }
-            for (hash, (seq, refs)) in all_blobs {
+            for (hash, (offset, len, refs)) in all_blobs {
                 let counted = blob_counts.get(&hash).copied().unwrap_or(0);
                 if counted == 0 {
                     w.blobs.index.remove(hash).db()?;
-                    if let Some(record) = w.blobs.data.remove(seq).db()? {
-                        report.bytes_freed += record.value().len() as u64;
-                    }
+                    blobs::erase_blob(&mut w.blobs, offset, len)?;
+                    report.bytes_freed += len;
                     report.blobs_removed += 1;
                 } else if counted != refs {
                     report.counts_fixed += 1;
-                    w.blobs.index.insert(hash, (seq, counted)).db()?;
+                    w.blobs.index.insert(hash, (offset, len, counted)).db()?;
                 }
             }
             w.add_counter(super::STORED_BYTES, -(report.bytes_freed as i64))?;

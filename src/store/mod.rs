@@ -980,6 +980,22 @@ impl Store {
         r.version_at(id, &entity, valid_time, tx)
     }
 
+    /// Like [`Store::as_of`] without rebuilding the object: only the version's times and hashes.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown entity.
+    pub fn version_info(
+        &self,
+        id: &str,
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+    ) -> Result<Option<VersionInfo>> {
+        let rtx = self.read()?;
+        let r = R::open(&rtx)?;
+        let entity = entity_rec(&r.entities, id)?.ok_or_else(|| unknown_entity(id))?;
+        r.info_at(id, &entity, valid_time, tx)
+    }
+
     /// The current versions of many entities in one read transaction; unknown ids give `None`.
     ///
     /// # Errors
@@ -1221,7 +1237,7 @@ pub(crate) struct R {
     versions: redb::ReadOnlyTable<(u64, i64, u64), &'static [u8]>,
     by_tx: redb::ReadOnlyTable<(u64, u64, i64), (i64, u64)>,
     tx_log: redb::ReadOnlyTable<u64, &'static [u8]>,
-    blob_index: redb::ReadOnlyTable<[u8; 32], (u64, u64)>,
+    blob_index: redb::ReadOnlyTable<[u8; 32], (u64, u64, u64)>,
     blob_data: redb::ReadOnlyTable<u64, &'static [u8]>,
     doc_index: redb::ReadOnlyTable<[u8; 32], (u64, u64, bool)>,
     doc_data: redb::ReadOnlyTable<u64, &'static [u8]>,
@@ -1260,6 +1276,23 @@ impl R {
         valid_time: Option<Timestamp>,
         tx: Option<TxId>,
     ) -> Result<Option<Version>> {
+        let Some(info) = self.info_at(id, entity, valid_time, tx)? else {
+            return Ok(None);
+        };
+        let object = match &info.object_hash {
+            Some(hash) => Some(self.object(id, entity, &hash.0, info.content_omitted)?),
+            None => None,
+        };
+        Ok(Some(Version { info, object }))
+    }
+
+    fn info_at(
+        &self,
+        id: &str,
+        entity: &EntityRec,
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+    ) -> Result<Option<VersionInfo>> {
         let vt = match valid_time {
             Some(t) => t.as_micros(),
             None => self.now()?,
@@ -1275,12 +1308,7 @@ impl R {
         } else {
             temporal::valid_to(&self.versions, entity.eid, row.vt, tx)?
         };
-        let info = version_info(id, &row, end);
-        let object = match &row.rec.object_hash {
-            Some(hash) => Some(self.object(id, entity, hash, info.content_omitted)?),
-            None => None,
-        };
-        Ok(Some(Version { info, object }))
+        Ok(Some(version_info(id, &row, end)))
     }
 
     /// Rebuilds the envelope of `id` from its entity row, document and content.

@@ -1,7 +1,8 @@
 //! Every redb table of the store and the layout of its keys and values.
 //!
 //! Keys are fixed-width where they can be. Write-once contents are laid out densely: their bytes
-//! go in `*_data` tables keyed by an ascending sequence number (append order packs redb's pages
+//! go in append order (documents keyed by an ascending sequence number, blobs in a chunked
+//! byte stream) (append order packs redb's pages
 //! full), and a small `*_index` table maps a hash to (sequence, reference count). Entities get a
 //! dense `u64` number (`eid`) so that version keys are 24 fixed bytes.
 //!
@@ -16,10 +17,17 @@ use crate::error::Result;
 /// `meta`: name → value. Holds `format_version` (u32 little-endian) and running totals.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
-/// `blob_data`: sequence → blob record (see `codec::encode_blob`), in append order.
-pub const BLOB_DATA: TableDefinition<u64, &[u8]> = TableDefinition::new("blob_data");
-/// `blob_index`: SHA-256 of the bytes → (sequence in `blob_data`, number of documents using it).
-pub const BLOB_INDEX: TableDefinition<[u8; 32], (u64, u64)> = TableDefinition::new("blob_index");
+/// `blob_chunks`: chunk number → [`BLOB_CHUNK`] bytes of the blob stream (the last one may be
+/// shorter). Blob records (see `codec::encode_blob`) are appended to one byte stream cut into
+/// chunks that fill a 4 KiB redb page each, so that the file holds about one byte per byte
+/// stored whatever the blob sizes (values of 1–8 KiB stored one per row took 1.66× their size).
+pub const BLOB_DATA: TableDefinition<u64, &[u8]> = TableDefinition::new("blob_chunks");
+/// `blob_index`: SHA-256 of the bytes → (offset in the blob stream, record length, number of
+/// documents using it).
+pub const BLOB_INDEX: TableDefinition<[u8; 32], (u64, u64, u64)> =
+    TableDefinition::new("blob_index");
+/// Bytes per blob chunk: a 4 KiB page less redb's leaf header and offsets.
+pub const BLOB_CHUNK: u64 = 4032;
 
 /// `doc_data`: sequence → document record (the hashed fields, content by reference).
 pub const DOC_DATA: TableDefinition<u64, &[u8]> = TableDefinition::new("doc_data");

@@ -13,3 +13,5 @@ mod schema;
 mod store;
 // Canonical JSON and hash vectors of schema/vectors.json, recomputed with strata.
 mod vectors;
+// The proptest oracle: as_of and history against a BTreeMap model.
+mod temporal;

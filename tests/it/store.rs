@@ -681,8 +681,9 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 #[test]
 fn a_flipped_byte_in_a_blob_is_found_by_fsck() {
     let dir = tempfile::tempdir().unwrap();
-    let mut bytes: Vec<u8> = (0..4096u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+    // Incompressible bytes, so that they are stored as given.
+    let mut bytes: Vec<u8> = (0..100u32)
+        .flat_map(|i| sha256(&i.to_le_bytes()).0)
         .collect();
     bytes[0] = 0xff; // not UTF-8: kept as raw bytes
     let bin = Object::file_bytes(

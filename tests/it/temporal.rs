@@ -1,0 +1,318 @@
+//! The oracle: random sequences of put / put-with-end / delete / delete-with-end / correction /
+//! evict against a plain `BTreeMap` model; every `as_of` (each valid time × each tx) and every
+//! `history` must agree, before and after `fsck_rebuild`, and `fsck` must stay clean.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers panic on failure like the tests"
+)]
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use strata::Error;
+use strata::object::Object;
+use strata::store::{HistoryQuery, Op, Origin, Store, Timestamp, TxId};
+
+const ENTITIES: usize = 3;
+const MAX_VT: i64 = 10;
+
+#[derive(Clone, Debug)]
+enum MOp {
+    Put {
+        e: usize,
+        v: u8,
+        from: i64,
+        to: Option<i64>,
+    },
+    Delete {
+        e: usize,
+        from: i64,
+        to: Option<i64>,
+    },
+    /// A put at the valid_from of an existing row (picked by index), or at 1 when none.
+    Correction {
+        e: usize,
+        v: u8,
+        pick: usize,
+    },
+    Evict {
+        e: usize,
+    },
+}
+
+impl MOp {
+    fn entity(&self) -> usize {
+        match self {
+            MOp::Put { e, .. }
+            | MOp::Delete { e, .. }
+            | MOp::Correction { e, .. }
+            | MOp::Evict { e } => *e,
+        }
+    }
+}
+
+/// (valid_from, tx) → (value or tombstone, restored?)
+type Rows = BTreeMap<(i64, u64), (Option<u8>, bool)>;
+
+#[derive(Default)]
+struct Model {
+    entities: Vec<Option<Rows>>,
+    last_tx: u64,
+}
+
+/// For each valid_from, the row of the greatest tx ≤ `tx`.
+fn visible(rows: &Rows, tx: u64) -> BTreeMap<i64, (u64, Option<u8>, bool)> {
+    let mut out = BTreeMap::new();
+    for (&(vt, t), &(v, r)) in rows {
+        if t <= tx {
+            out.insert(vt, (t, v, r));
+        }
+    }
+    out
+}
+
+fn model_write(rows: &mut Rows, tx: u64, start: i64, end: Option<i64>, value: Option<u8>) {
+    let vis = visible(rows, u64::MAX);
+    let mut new = vec![(start, value, false)];
+    match end {
+        Some(end) => {
+            for (&vt, _) in vis.range(start + 1..end) {
+                new.push((vt, value, false));
+            }
+            match vis.range(..=end).next_back() {
+                Some((&vt, _)) if vt == end => {}
+                Some((_, &(_, v, _))) => new.push((end, v, true)),
+                None => new.push((end, None, true)),
+            }
+        }
+        None => {
+            if let Some((_, &(vtx, vv, _))) = vis.range(..=start).next_back() {
+                for (&vt, &(t, v, r)) in vis.range(start + 1..) {
+                    if t != vtx || v != vv || r {
+                        break;
+                    }
+                    new.push((vt, value, false));
+                }
+            }
+        }
+    }
+    for (vt, v, r) in new {
+        rows.insert((vt, tx), (v, r));
+    }
+}
+
+fn ts(vt: i64) -> Timestamp {
+    Timestamp::from_micros(vt * 1_000_000).unwrap()
+}
+
+fn id(e: usize) -> String {
+    format!("system_prompt:e{e}")
+}
+
+fn object(e: usize, v: u8) -> Object {
+    Object::system_prompt(&format!("e{e}"), format!("v{v}")).unwrap()
+}
+
+fn op_strategy() -> impl Strategy<Value = MOp> {
+    let e = 0..ENTITIES;
+    prop_oneof![
+        3 => (e.clone(), 0u8..4, 0..MAX_VT).prop_map(|(e, v, from)| MOp::Put { e, v, from, to: None }),
+        2 => (e.clone(), 0u8..4, 0..MAX_VT, 1..4i64).prop_map(|(e, v, from, len)| MOp::Put { e, v, from, to: Some(from + len) }),
+        1 => (e.clone(), 0..MAX_VT).prop_map(|(e, from)| MOp::Delete { e, from, to: None }),
+        1 => (e.clone(), 0..MAX_VT, 1..4i64).prop_map(|(e, from, len)| MOp::Delete { e, from, to: Some(from + len) }),
+        2 => (e.clone(), 0u8..4, 0..8usize).prop_map(|(e, v, pick)| MOp::Correction { e, v, pick }),
+        1 => e.prop_map(|e| MOp::Evict { e }),
+    ]
+}
+
+fn content(version: &strata::store::Version) -> Option<u8> {
+    version
+        .object
+        .as_ref()
+        .map(|o| o.content().unwrap()[1..].parse().unwrap())
+}
+
+fn check(store: &Store, model: &Model) -> Result<(), TestCaseError> {
+    for e in 0..ENTITIES {
+        let id = id(e);
+        let Some(rows) = &model.entities[e] else {
+            for tx in 0..=model.last_tx + 1 {
+                let got = store.as_of(&id, Some(ts(3)), Some(TxId(tx)));
+                prop_assert!(
+                    matches!(got, Err(Error::NotFound { .. })),
+                    "{id} should be unknown at tx {tx}: {got:?}"
+                );
+            }
+            prop_assert!(store.history(&id, HistoryQuery::default()).is_err());
+            continue;
+        };
+        for tx in 0..=model.last_tx + 1 {
+            let vis = visible(rows, tx);
+            for vt in 0..=MAX_VT + 3 {
+                let got = store.as_of(&id, Some(ts(vt)), Some(TxId(tx))).unwrap();
+                let want = vis.range(..=vt).next_back();
+                match (got, want) {
+                    (None, None) => {}
+                    (Some(got), Some((&wvt, &(wtx, wv, wr)))) => {
+                        let wend = vis.range(wvt + 1..).next().map(|(&v, _)| ts(v));
+                        prop_assert_eq!(
+                            (
+                                got.info.valid_from,
+                                got.info.tx_id,
+                                content(&got),
+                                got.info.restored,
+                                got.info.valid_to
+                            ),
+                            (ts(wvt), TxId(wtx), wv, wr, wend),
+                            "as_of {} vt {} tx {}",
+                            id,
+                            vt,
+                            tx
+                        );
+                    }
+                    (got, want) => prop_assert!(
+                        false,
+                        "as_of {id} vt {vt} tx {tx}: got {got:?}, want {want:?}"
+                    ),
+                }
+            }
+            let history = store
+                .history(
+                    &id,
+                    HistoryQuery {
+                        as_of_tx: Some(TxId(tx)),
+                        ..HistoryQuery::default()
+                    },
+                )
+                .unwrap();
+            let got: Vec<(Timestamp, TxId)> =
+                history.iter().map(|v| (v.valid_from, v.tx_id)).collect();
+            let want: Vec<(Timestamp, TxId)> = vis
+                .iter()
+                .map(|(&vt, &(t, _, _))| (ts(vt), TxId(t)))
+                .collect();
+            prop_assert_eq!(got, want, "history of {} at tx {}", id, tx);
+        }
+        let all = store
+            .history(
+                &id,
+                HistoryQuery {
+                    with_corrections: true,
+                    ..HistoryQuery::default()
+                },
+            )
+            .unwrap();
+        let got: Vec<(Timestamp, TxId, bool)> = all
+            .iter()
+            .map(|v| (v.valid_from, v.tx_id, v.object_hash.is_none()))
+            .collect();
+        let want: Vec<(Timestamp, TxId, bool)> = rows
+            .iter()
+            .map(|(&(vt, t), &(v, _))| (ts(vt), TxId(t), v.is_none()))
+            .collect();
+        prop_assert_eq!(got, want, "history with corrections of {}", id);
+    }
+    Ok(())
+}
+
+fn run(txs: Vec<Vec<MOp>>) -> Result<(), TestCaseError> {
+    let store = Store::in_memory().unwrap();
+    let mut model = Model {
+        entities: vec![None; ENTITIES],
+        last_tx: 0,
+    };
+    for tx_ops in txs {
+        let mut seen = Vec::new();
+        let mut ops = Vec::new();
+        let mut writes: Vec<MOp> = Vec::new();
+        let mut expect_not_found = false;
+        for op in tx_ops {
+            if seen.contains(&op.entity()) {
+                continue;
+            }
+            seen.push(op.entity());
+            let e = op.entity();
+            let exists = model.entities[e].is_some();
+            let op = match op {
+                MOp::Correction { e, v, pick } => {
+                    let from = model.entities[e]
+                        .as_ref()
+                        .and_then(|rows| {
+                            let keys: Vec<i64> = rows.keys().map(|k| k.0).collect();
+                            keys.get(pick % keys.len().max(1)).copied()
+                        })
+                        .unwrap_or(1);
+                    MOp::Put {
+                        e,
+                        v,
+                        from,
+                        to: None,
+                    }
+                }
+                other => other,
+            };
+            ops.push(match &op {
+                MOp::Put { e, v, from, to } => Op::put_at(object(*e, *v), ts(*from), to.map(ts)),
+                MOp::Delete { e, from, to } => {
+                    expect_not_found |= !exists;
+                    Op::Delete {
+                        entity: id(*e),
+                        valid_from: Some(ts(*from)),
+                        valid_to: to.map(ts),
+                    }
+                }
+                MOp::Evict { e } => {
+                    expect_not_found |= !exists;
+                    Op::Evict { entity: id(*e) }
+                }
+                MOp::Correction { .. } => unreachable!(),
+            });
+            writes.push(op);
+        }
+        let result = store.transact(ops, Origin::Other("oracle".into()));
+        if expect_not_found {
+            prop_assert!(matches!(result, Err(Error::NotFound { .. })), "{result:?}");
+            continue;
+        }
+        let receipt = result.unwrap();
+        model.last_tx += 1;
+        prop_assert_eq!(receipt.tx_id, TxId(model.last_tx));
+        let tx = model.last_tx;
+        for op in writes {
+            match op {
+                MOp::Put { e, v, from, to } => model_write(
+                    model.entities[e].get_or_insert_with(Rows::new),
+                    tx,
+                    from,
+                    to,
+                    Some(v),
+                ),
+                MOp::Delete { e, from, to } => model_write(
+                    model.entities[e].get_or_insert_with(Rows::new),
+                    tx,
+                    from,
+                    to,
+                    None,
+                ),
+                MOp::Evict { e } => model.entities[e] = None,
+                MOp::Correction { .. } => unreachable!(),
+            }
+        }
+    }
+    check(&store, &model)?;
+    prop_assert_eq!(store.fsck().unwrap(), vec![]);
+    store.fsck_rebuild().unwrap();
+    check(&store, &model)?;
+    prop_assert_eq!(store.fsck().unwrap(), vec![]);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn store_agrees_with_the_model(txs in prop::collection::vec(prop::collection::vec(op_strategy(), 1..3), 1..9)) {
+        run(txs)?;
+    }
+}
