@@ -483,6 +483,28 @@ impl Object {
         fields: Fields,
         content_omitted: Option<ContentOmitted>,
     ) -> Result<Self> {
+        Self::assemble(
+            id,
+            source,
+            file_hash,
+            content,
+            None,
+            fields,
+            content_omitted,
+        )
+    }
+
+    /// [`Object::from_parts`] with the content's hash already known, so it is not computed twice.
+    /// Every caller passes either `None` or the SHA-256 of `content`.
+    fn assemble(
+        id: Option<&str>,
+        source: Option<Source>,
+        file_hash: Option<Hash>,
+        content: Option<String>,
+        content_hash: Option<Hash>,
+        fields: Fields,
+        content_omitted: Option<ContentOmitted>,
+    ) -> Result<Self> {
         let object_type = fields.object_type();
         let (id, identity_hash) = match (&source, object_type) {
             (Some(source), ObjectType::File) => {
@@ -514,15 +536,19 @@ impl Object {
                 (id.to_string(), assigned_identity(object_type, id)?)
             }
         };
+        let content_hash = match (content_hash, content.as_deref()) {
+            (Some(known), Some(_)) => Some(known),
+            (_, text) => text.map(|c| sha256(c.as_bytes())),
+        };
         Self::check_fields(
             object_type,
             &id,
             file_hash.as_ref(),
             content.as_deref(),
+            content_hash.as_ref(),
             &fields,
             content_omitted,
         )?;
-        let content_hash = content.as_deref().map(|c| sha256(c.as_bytes()));
         let metadata_hash = sha256_json(&fields.to_json())?;
         let object_hash =
             composite_hash(file_hash.as_ref(), content_hash.as_ref(), &metadata_hash)?;
@@ -546,6 +572,7 @@ impl Object {
         id: &str,
         file_hash: Option<&Hash>,
         content: Option<&str>,
+        content_hash: Option<&Hash>,
         fields: &Fields,
         content_omitted: Option<ContentOmitted>,
     ) -> Result<()> {
@@ -570,8 +597,8 @@ impl Object {
                         f.char_count
                     )));
                 }
-                if let Some(text) = content {
-                    if file_hash != Some(&sha256(text.as_bytes())) {
+                if content.is_some() {
+                    if file_hash != content_hash {
                         return Err(Error::invalid_input(
                             "a text file's file_hash must be the hash of its content",
                         ));
@@ -658,16 +685,37 @@ impl Object {
     /// # Errors
     /// Never for a well-formed source; see [`Object::from_parts`].
     pub fn file_text(source: FilesystemSource, text: String) -> Result<Self> {
+        let file_hash = sha256(text.as_bytes());
+        Object::file_text_hashed(source, text, file_hash)
+    }
+
+    /// [`Object::file_text`] for a caller that has just hashed the text itself (the indexer hashes
+    /// every file as it reads it), so that a file is hashed once.
+    ///
+    /// The caller guarantees `file_hash` is the SHA-256 of `text`; debug builds check it.
+    ///
+    /// # Errors
+    /// Never for a well-formed source; see [`Object::from_parts`].
+    pub(crate) fn file_text_hashed(
+        source: FilesystemSource,
+        text: String,
+        file_hash: Hash,
+    ) -> Result<Self> {
+        debug_assert_eq!(
+            file_hash,
+            sha256(text.as_bytes()),
+            "file_text_hashed given a wrong hash"
+        );
         let fields = Fields::File(FileFields {
             file_type: file_type_of(&source.path),
             char_count: utf16_len(&text),
         });
-        let file_hash = sha256(text.as_bytes());
-        Object::from_parts(
+        Object::assemble(
             None,
             Some(Source::Filesystem(source)),
             Some(file_hash),
             Some(text),
+            Some(file_hash),
             fields,
             None,
         )

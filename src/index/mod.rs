@@ -15,7 +15,7 @@ mod walk;
 
 use std::io::Read;
 
-pub use read::{Body, DEFAULT_MAX_CONTENT_BYTES, Reading, read_stream};
+pub use read::{Body, DEFAULT_MAX_CONTENT_BYTES, Reading, read_stream, read_with_hint};
 pub use rules::{DEFAULT_DENY_GLOBS, DenyRules};
 pub use scan::{ScanOptions, ScanProgress, ScanSummary, Skipped, scan};
 pub use settings::{SETTINGS_FILE, Settings};
@@ -49,6 +49,53 @@ pub struct Planned {
     pub ops: Vec<Op>,
     /// Bytes read from the file while planning.
     pub bytes_read: u64,
+}
+
+/// A file read and turned into its object, ready to compare with the store: the part of indexing
+/// that needs no store, so a scan does it on its worker threads.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The file's object.
+    pub object: Object,
+    /// The raw bytes to keep beside it (binary files).
+    pub kept_bytes: Option<Vec<u8>>,
+    /// The byte size of a file whose bytes are not kept (too large).
+    pub size: Option<u64>,
+    /// Bytes read from the file.
+    pub bytes_read: u64,
+}
+
+impl Prepared {
+    /// Turns what was read at `source` into its object: text, binary (bytes kept) or too large.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the source does not make a valid file object.
+    pub fn new(source: FilesystemSource, reading: Reading) -> Result<Self> {
+        let bytes_read = reading.size;
+        let (object, kept_bytes, size) = match reading.body {
+            Body::Text(text) => (
+                Object::file_text_hashed(source, text, reading.file_hash)?,
+                None,
+                None,
+            ),
+            Body::Binary(bytes) => (
+                Object::file_omitted(source, Some(reading.file_hash), ContentOmitted::Binary)?,
+                Some(bytes),
+                None,
+            ),
+            Body::TooLarge => (
+                Object::file_omitted(source, Some(reading.file_hash), ContentOmitted::TooLarge)?,
+                None,
+                Some(reading.size),
+            ),
+        };
+        Ok(Prepared {
+            object,
+            kept_bytes,
+            size,
+            bytes_read,
+        })
+    }
 }
 
 /// Plans index operations against one store, with the store's deny rules and content limit.
@@ -122,29 +169,25 @@ impl<'s> Indexer<'s> {
         if self.deny.is_denied(&source.path) {
             return self.plan_denied(source);
         }
-        let bytes_read = reading.size;
-        let (object, kept_bytes, size) = match reading.body {
-            Body::Text(text) => (Object::file_text(source, text)?, None, None),
-            Body::Binary(bytes) => (
-                Object::file_omitted(source, Some(reading.file_hash), ContentOmitted::Binary)?,
-                Some(bytes),
-                None,
-            ),
-            Body::TooLarge => (
-                Object::file_omitted(source, Some(reading.file_hash), ContentOmitted::TooLarge)?,
-                None,
-                Some(reading.size),
-            ),
-        };
-        let current = self.store.get_if_known(object.id())?;
-        let action = match current.as_ref().and_then(|v| v.object.as_ref()) {
+        self.plan_prepared(Prepared::new(source, reading)?, mtime)
+    }
+
+    /// Plans a full index of a file already turned into an object (by a scan's worker thread):
+    /// compares it with the entity's current version and returns the put, if one is needed.
+    ///
+    /// # Errors
+    /// Store errors from looking up the current version.
+    pub fn plan_prepared(&self, prepared: Prepared, mtime: Option<Timestamp>) -> Result<Planned> {
+        let Prepared {
+            object,
+            kept_bytes,
+            size,
+            bytes_read,
+        } = prepared;
+        let current = self.current_hash(object.id())?;
+        let action = match current {
             None => Action::Created,
-            Some(existing)
-                if existing.file_hash() == object.file_hash()
-                    && existing.object_hash() == object.object_hash() =>
-            {
-                Action::Unchanged
-            }
+            Some(hash) if hash == *object.object_hash() => Action::Unchanged,
             Some(_) => Action::Updated,
         };
         let id = object.id().to_string();
@@ -165,15 +208,21 @@ impl<'s> Indexer<'s> {
         })
     }
 
+    /// The object hash of the entity's live version; `None` when it is unknown or deleted.
+    fn current_hash(&self, id: &str) -> Result<Option<crate::hash::Hash>> {
+        match self.store.version_info(id, None, None) {
+            Ok(info) => Ok(info.and_then(|info| info.object_hash)),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
     /// Plans the stub of a denied file, unless the entity already is one.
     fn plan_denied(&self, source: FilesystemSource) -> Result<Planned> {
         let stub = Object::file_omitted(source, None, ContentOmitted::Denied)?;
-        let current = self.store.get_if_known(stub.id())?;
-        let action = match current.as_ref().and_then(|v| v.object.as_ref()) {
+        let action = match self.current_hash(stub.id())? {
             None => Action::Created,
-            Some(existing) if existing.content_omitted() == Some(ContentOmitted::Denied) => {
-                Action::Unchanged
-            }
+            Some(hash) if hash == *stub.object_hash() => Action::Unchanged,
             Some(_) => Action::Updated,
         };
         let id = stub.id().to_string();
@@ -201,10 +250,7 @@ impl<'s> Indexer<'s> {
         } else {
             Object::file_stub(source)?
         };
-        let exists = self
-            .store
-            .get_if_known(stub.id())?
-            .is_some_and(|version| version.object.is_some());
+        let exists = self.current_hash(stub.id())?.is_some();
         let id = stub.id().to_string();
         if exists {
             return Ok(Planned {
@@ -233,10 +279,7 @@ impl<'s> Indexer<'s> {
             &crate::object::Source::Filesystem(source),
         )?
         .to_hex();
-        let exists = self
-            .store
-            .get_if_known(&id)?
-            .is_some_and(|version| version.object.is_some());
+        let exists = self.current_hash(&id)?.is_some();
         let (action, ops) = if exists {
             (Action::Deleted, vec![Op::delete(id.clone())])
         } else {

@@ -3,7 +3,7 @@
 
 use std::io::{self, Read};
 
-use crate::hash::{Hash, Sha256Stream};
+use crate::hash::{Hash, Sha256Stream, sha256};
 
 /// The default content limit: files larger than this keep no bytes (16 MiB).
 pub const DEFAULT_MAX_CONTENT_BYTES: u64 = 16 * 1024 * 1024;
@@ -33,15 +33,42 @@ pub struct Reading {
     pub body: Body,
 }
 
-/// Reads `reader` to the end in chunks, hashing every byte and holding at most `max_content_bytes`
-/// of them in memory.
+/// Reads `reader` to the end, hashing every byte once and holding at most `max_content_bytes` of
+/// them in memory.
 ///
 /// # Errors
 /// Whatever error the reader returns.
-pub fn read_stream(mut reader: impl Read, max_content_bytes: u64) -> io::Result<Reading> {
+pub fn read_stream(reader: impl Read, max_content_bytes: u64) -> io::Result<Reading> {
+    read_with_hint(reader, max_content_bytes, 0)
+}
+
+/// [`read_stream`] with the expected size (from a stat), so the buffer is allocated once.
+///
+/// # Errors
+/// Whatever error the reader returns.
+pub fn read_with_hint(
+    mut reader: impl Read,
+    max_content_bytes: u64,
+    size_hint: u64,
+) -> io::Result<Reading> {
+    let capacity =
+        usize::try_from(size_hint.min(max_content_bytes).saturating_add(1)).unwrap_or(CHUNK);
+    let mut kept = Vec::with_capacity(capacity);
+    (&mut reader)
+        .take(max_content_bytes.saturating_add(1))
+        .read_to_end(&mut kept)?;
+    if kept.len() as u64 <= max_content_bytes {
+        return Ok(Reading {
+            file_hash: sha256(&kept),
+            size: kept.len() as u64,
+            body: classify(kept),
+        });
+    }
+    // Over the limit: hash what was read, drop it, and stream the rest through the hash.
     let mut hasher = Sha256Stream::new();
-    let mut kept: Option<Vec<u8>> = Some(Vec::new());
-    let mut size: u64 = 0;
+    hasher.update(&kept);
+    let mut size = kept.len() as u64;
+    drop(kept);
     let mut chunk = vec![0u8; CHUNK];
     loop {
         let n = match reader.read(&mut chunk) {
@@ -50,23 +77,13 @@ pub fn read_stream(mut reader: impl Read, max_content_bytes: u64) -> io::Result<
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        let bytes = &chunk[..n];
-        hasher.update(bytes);
+        hasher.update(&chunk[..n]);
         size += n as u64;
-        if size > max_content_bytes {
-            kept = None;
-        } else if let Some(buffer) = kept.as_mut() {
-            buffer.extend_from_slice(bytes);
-        }
     }
-    let body = match kept {
-        None => Body::TooLarge,
-        Some(bytes) => classify(bytes),
-    };
     Ok(Reading {
         file_hash: hasher.finish(),
         size,
-        body,
+        body: Body::TooLarge,
     })
 }
 
@@ -84,7 +101,6 @@ pub fn classify(bytes: Vec<u8>) -> Body {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::sha256;
 
     #[test]
     fn text_binary_and_too_large() -> io::Result<()> {

@@ -172,6 +172,7 @@ pub fn scan(
         Some(Arc::new(rules))
     };
     let plan = WalkPlan {
+        filesystem_id: filesystem_id.clone(),
         roots: roots.clone(),
         deny: indexer.deny_rules().clone(),
         max_content_bytes: indexer.max_content_bytes(),
@@ -198,17 +199,17 @@ pub fn scan(
                 Found::Read {
                     path,
                     stat,
-                    reading,
+                    prepared,
                 } => {
                     summary.files += 1;
-                    summary.bytes_read += reading.size;
-                    let file_hash = reading.file_hash;
-                    let source = FilesystemSource {
-                        filesystem_id: filesystem_id.clone(),
-                        path: path.clone(),
+                    summary.bytes_read += prepared.bytes_read;
+                    let Some(file_hash) = prepared.object.file_hash().copied() else {
+                        // Prepared objects of read files always carry the hash of their bytes.
+                        summary.skip(path, "read without a hash".into());
+                        continue;
                     };
                     let mtime = Timestamp::saturating_from_micros(stat.mtime_ns / 1000);
-                    let planned = indexer.plan_reading(source, reading, Some(mtime))?;
+                    let planned = indexer.plan_prepared(prepared, Some(mtime))?;
                     batch.bytes += planned.bytes_read;
                     add(&mut summary, &mut batch, planned);
                     batch.stat.puts.push((

@@ -10,8 +10,10 @@ use std::sync::mpsc::SyncSender;
 use ignore::gitignore::Gitignore;
 use ignore::{WalkBuilder, WalkState};
 
-use super::read::{Reading, read_stream};
+use super::Prepared;
+use super::read::read_with_hint;
 use super::rules::DenyRules;
+use crate::object::FilesystemSource;
 use crate::store::{FileStat, StatEntry};
 
 /// What the walk found at one path.
@@ -28,8 +30,8 @@ pub enum Found {
         path: String,
         /// The stat taken before reading.
         stat: FileStat,
-        /// What was read.
-        reading: Reading,
+        /// What was read, as its object.
+        prepared: Prepared,
     },
     /// A deny rule matches: not read at all.
     Denied {
@@ -47,6 +49,8 @@ pub enum Found {
 
 /// What the walk needs: roots, rules, the stat cache, and which directories never to enter.
 pub struct WalkPlan {
+    /// The filesystem the roots are on (this machine's).
+    pub filesystem_id: String,
     /// Canonical absolute roots (directories or files).
     pub roots: Vec<PathBuf>,
     /// Deny rules: matching files are reported, never read.
@@ -150,16 +154,30 @@ fn visit_file(plan: &WalkPlan, path: &Path) -> Found {
     {
         return Found::Unchanged { path: canonical };
     }
-    let read = fs::File::open(path).and_then(|file| read_stream(file, plan.max_content_bytes));
-    match read {
-        Ok(reading) => Found::Read {
+    let read = fs::File::open(path)
+        .and_then(|file| read_with_hint(file, plan.max_content_bytes, stat.size));
+    let reading = match read {
+        Ok(reading) => reading,
+        Err(err) => {
+            return Found::Skipped {
+                path: path.to_path_buf(),
+                reason: format!("read failed: {err}"),
+            };
+        }
+    };
+    let source = FilesystemSource {
+        filesystem_id: plan.filesystem_id.clone(),
+        path: canonical.clone(),
+    };
+    match Prepared::new(source, reading) {
+        Ok(prepared) => Found::Read {
             path: canonical,
             stat,
-            reading,
+            prepared,
         },
         Err(err) => Found::Skipped {
             path: path.to_path_buf(),
-            reason: format!("read failed: {err}"),
+            reason: err.to_string(),
         },
     }
 }
