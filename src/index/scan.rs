@@ -209,7 +209,7 @@ pub fn scan(
                         continue;
                     };
                     let mtime = Timestamp::saturating_from_micros(stat.mtime_ns / 1000);
-                    let planned = indexer.plan_prepared(prepared, Some(mtime))?;
+                    let planned = indexer.plan_prepared(*prepared, Some(mtime))?;
                     batch.bytes += planned.bytes_read;
                     add(&mut summary, &mut batch, planned);
                     batch.stat.puts.push((

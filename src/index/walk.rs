@@ -31,7 +31,7 @@ pub enum Found {
         /// The stat taken before reading.
         stat: FileStat,
         /// What was read, as its object.
-        prepared: Prepared,
+        prepared: Box<Prepared>,
     },
     /// A deny rule matches: not read at all.
     Denied {
@@ -173,7 +173,7 @@ fn visit_file(plan: &WalkPlan, path: &Path) -> Found {
         Ok(prepared) => Found::Read {
             path: canonical,
             stat,
-            prepared,
+            prepared: Box::new(prepared),
         },
         Err(err) => Found::Skipped {
             path: path.to_path_buf(),
