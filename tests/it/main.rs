@@ -2,5 +2,6 @@
 //! the real `strata` binary.
 
 mod cli;
-mod resolve; // the mount resolver: mappings, path checks, symlinks, properties
+mod resolve;
+mod session; // sessions: triggers, sets, activation, render, resume, views, forks, CLI // the mount resolver: mappings, path checks, symlinks, properties
 mod store; // the bitemporal store: transactions, queries, log, evict, fsck, crashes // the strata binary end to end: index, edit, inspect, errors
