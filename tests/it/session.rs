@@ -1143,3 +1143,48 @@ fn cli_session_commands_end_to_end() -> TestResult {
     assert!(String::from_utf8(bad.stderr)?.contains("strata session ls"));
     Ok(())
 }
+
+// ---- deltas ------------------------------------------------------------------------------
+
+#[test]
+fn session_and_chat_documents_are_stored_as_deltas_and_read_back_whole() -> TestResult {
+    let store = Store::in_memory()?;
+    let mut s = new_session(&store)?;
+    s.append_turn(Role::User, "start".into(), vec![])?;
+    s.discover(
+        &(0..300)
+            .map(|i| format!("/data/file-{i}.txt"))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    )?;
+    s.commit()?;
+    let mut snapshots: Vec<(TxId, Sets, usize)> = Vec::new();
+    let mut per_commit = Vec::new();
+    for n in 0..80 {
+        let before = store.stats()?.stored_bytes;
+        s.record_toolcall(toolcall(Some(&format!("tc-{n}")), "ls", "x"))?;
+        let tx = s.commit()?.ok_or("no commit")?.tx_id;
+        per_commit.push(store.stats()?.stored_bytes - before);
+        snapshots.push((tx, s.sets().clone(), s.turns().len()));
+    }
+    let doc_bytes = s.document()?.to_json().to_string().len() as u64;
+    per_commit.sort_unstable();
+    let median = per_commit[per_commit.len() / 2];
+    assert!(
+        median * 10 < doc_bytes,
+        "a commit stores {median} bytes, the session document alone is {doc_bytes}"
+    );
+    for (tx, sets, turns) in snapshots.iter().step_by(7).chain(snapshots.last()) {
+        let view = Session::view_at(&store, &settings(), s.id(), *tx)?;
+        assert_eq!(view.sets(), sets, "view at tx {}", tx.0);
+        assert_eq!(view.turns().len(), *turns);
+    }
+    assert_eq!(store.fsck()?, vec![], "fsck resolves delta documents");
+    store.gc()?;
+    assert_eq!(store.fsck()?, vec![]);
+    let reloaded = Session::load(&store, &settings(), s.id())?;
+    assert_eq!(reloaded.sets(), s.sets());
+    Ok(())
+}
