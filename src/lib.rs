@@ -12,12 +12,14 @@
 //! - [`resolve`]: mount mappings between agent paths and canonical paths, path checks.
 //! - [`store`]: the bitemporal object store on redb ([`Store`]).
 //! - [`index`]: indexing files and scanning trees into the store ([`index::Indexer`]).
+//! - [`session`]: an agent runtime's context, persisted at every commit ([`session::Session`]).
 //! - `error`: [`Error`], the one error type.
 
 pub mod hash;
 pub mod index;
 pub mod object;
 pub mod resolve;
+pub mod session;
 pub mod store;
 
 mod error;

@@ -47,6 +47,9 @@ pub enum Command {
     Gc(JsonArgs),
     /// Entities, versions, transactions, bytes and the dedup ratio.
     Stats(JsonArgs),
+    /// Agent sessions: create, read, discover, activate, render, resume, fork.
+    #[command(subcommand)]
+    Session(super::session::SessionCommand),
 }
 
 /// `strata init`.

@@ -9,6 +9,7 @@ mod inspect;
 mod locate;
 mod output;
 mod refs;
+mod session;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -66,6 +67,7 @@ impl Ctx<'_> {
             Command::Evict(args) => self.evict(args),
             Command::Gc(args) => self.gc(args),
             Command::Stats(args) => self.stats(args),
+            Command::Session(command) => self.session(command),
         }
     }
 

@@ -215,6 +215,7 @@ pub(crate) fn ensure_doc(
     blobs: &mut BlobTables<'_>,
     object: &crate::object::Object,
     bytes: Option<&[u8]>,
+    delta_base: Option<&[u8; 32]>,
 ) -> Result<NewDoc> {
     let key = object.object_hash().0;
     let mut stored = 0;
@@ -248,7 +249,10 @@ pub(crate) fn ensure_doc(
                 stored += acquire_blob(blobs, &file_hash.0, bytes)?.unwrap_or(0);
                 file_blob = true;
             }
-            let fields = crate::hash::canonical_json(&object.fields().to_json())?;
+            let mut fields = crate::hash::canonical_json(&object.fields().to_json())?;
+            if let Some(base) = delta_base {
+                fields = super::doc_delta::encode(&docs.index, &docs.data, base, fields)?;
+            }
             let rec = DocRec {
                 file_hash: object.file_hash().map(|h| h.0),
                 content_hash: object.content_hash().map(|h| h.0),
@@ -279,11 +283,30 @@ pub(crate) fn doc_blobs(rec: &DocRec, file_blob: bool) -> Vec<[u8; 32]> {
     out
 }
 
-/// Reads a document record by object hash, with whether its file bytes are kept.
+/// Reads a document record by object hash, with whether its file bytes are kept; a delta
+/// document comes back with its full fields.
 ///
 /// # Errors
 /// [`Error::Corrupt`] when the index points nowhere or the record does not decode.
 pub(crate) fn read_doc(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    hash: &[u8; 32],
+) -> Result<Option<(DocRec, bool)>> {
+    match read_doc_raw(index, data, hash)? {
+        Some((rec, file_blob)) => Ok(Some((
+            super::doc_delta::resolved(index, data, rec)?,
+            file_blob,
+        ))),
+        None => Ok(None),
+    }
+}
+
+/// Reads a document record as stored (a delta document's fields stay a delta).
+///
+/// # Errors
+/// [`Error::Corrupt`] when the index points nowhere or the record does not decode.
+pub(crate) fn read_doc_raw(
     index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
     data: &impl ReadableTable<u64, &'static [u8]>,
     hash: &[u8; 32],

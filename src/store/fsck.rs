@@ -156,7 +156,9 @@ impl Store {
                 ));
                 continue;
             };
-            let rec: DocRec = match codec::decode(record.value(), "document") {
+            let rec: DocRec = match codec::decode(record.value(), "document")
+                .and_then(|rec| super::doc_delta::resolved(&doc_index, &doc_data, rec))
+            {
                 Ok(rec) => rec,
                 Err(e) => {
                     out.push(finding("doc_unreadable", subject, e.to_string()));

@@ -15,6 +15,7 @@
 
 mod blobs;
 mod codec;
+mod doc_delta;
 mod fsck;
 mod log;
 mod lookup;
@@ -605,11 +606,17 @@ impl W<'_> {
             }
         };
         check_range(id, valid_from, put.valid_to)?;
+        // Session and chat documents grow with every commit: store them as deltas.
+        let delta_base = match (&existing, object.object_type()) {
+            (Some(rec), ObjectType::Session | ObjectType::Chat) => self.delta_base(rec.eid)?,
+            _ => None,
+        };
         let stored = blobs::ensure_doc(
             &mut self.docs,
             &mut self.blobs,
             object,
             put.bytes.as_deref(),
+            delta_base.as_ref(),
         )?;
         let given = object.content().map_or(0, str::len) as u64
             + put

@@ -9,9 +9,11 @@ mod cli;
 mod resolve;
 // The JSON Schemas of schema/objects/ against the envelopes strata prints.
 mod schema;
+// Sessions: triggers, sets, activation, render, resume, views, forks, deltas, CLI.
+mod session;
 // The bitemporal store: transactions, queries, log, evict, fsck, crashes.
 mod store;
-// Canonical JSON and hash vectors of schema/vectors.json, recomputed with strata.
-mod vectors;
 // The proptest oracle: as_of and history against a BTreeMap model.
 mod temporal;
+// Canonical JSON and hash vectors of schema/vectors.json, recomputed with strata.
+mod vectors;

@@ -1,0 +1,141 @@
+//! Session benchmarks: resume of a session of 10 000 files whose stat is unchanged, a commit that
+//! adds 100 objects to such a session, and the store bytes one commit costs.
+//!
+//! Run: `cargo bench --bench session`. The bytes figures are printed once before the timings.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    missing_docs
+)]
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use serde_json::Map;
+use strata::index::Settings;
+use strata::object::{Role, ToolStatus};
+use strata::session::{Session, SessionOptions, ToolcallInput};
+use strata::store::Store;
+
+const FILES: usize = 10_000;
+
+/// A store on disk with one session that has read `FILES` small files (mtimes an hour old, so
+/// the stat cache vouches for them).
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    store: Store,
+    sid: String,
+}
+
+fn fixture(files: usize) -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let root: PathBuf = std::fs::canonicalize(tmp.path()).unwrap().join("tree");
+    let past = SystemTime::now() - Duration::from_secs(3600);
+    let mut paths = Vec::with_capacity(files);
+    for i in 0..files {
+        let dir = root.join(format!("d{}", i / 100));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("f{i}.txt"));
+        std::fs::write(&path, format!("file {i}\n{}\n", "x".repeat(150))).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+        paths.push(path.to_string_lossy().into_owned());
+    }
+    let store = Store::create(tmp.path().join("store")).unwrap();
+    let settings = Settings::default();
+    let sid = {
+        let mut session = Session::create(&store, &settings, SessionOptions::default()).unwrap();
+        for chunk in paths.chunks(1000) {
+            for path in chunk {
+                session.read(path).unwrap();
+            }
+            session.commit().unwrap();
+        }
+        session
+            .append_turn(Role::User, "start".into(), vec![])
+            .unwrap();
+        session.commit().unwrap();
+        session.id().to_string()
+    };
+    Fixture {
+        _tmp: tmp,
+        store,
+        sid,
+    }
+}
+
+fn call(n: usize) -> ToolcallInput {
+    ToolcallInput {
+        id: None,
+        tool: "grep".into(),
+        args: Map::new(),
+        args_display: None,
+        status: ToolStatus::Ok,
+        file_refs: None,
+        output: format!("result {n}"),
+    }
+}
+
+/// Store bytes (documents + contents, and the redb file) that `commits` commits of one tool call
+/// each add to a session of `files` files.
+fn bytes_per_commit(files: usize, commits: usize) {
+    let f = fixture(files);
+    let settings = Settings::default();
+    let mut session = Session::load(&f.store, &settings, &f.sid).unwrap();
+    let before = f.store.stats().unwrap();
+    for n in 0..commits {
+        session.record_toolcall(call(n)).unwrap();
+        session.commit().unwrap();
+    }
+    let after = f.store.stats().unwrap();
+    eprintln!(
+        "session of {files} files: {:.0} stored bytes (documents + contents) and {:.0} redb file bytes per commit adding one tool call (over {commits} commits)",
+        (after.stored_bytes - before.stored_bytes) as f64 / commits as f64,
+        (after.file_bytes.saturating_sub(before.file_bytes)) as f64 / commits as f64,
+    );
+}
+
+fn main() {
+    bytes_per_commit(100, 50);
+    bytes_per_commit(FILES, 20);
+    divan::main();
+}
+
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn resume_10000_unchanged_files(bencher: divan::Bencher) {
+    let f = fixture(FILES);
+    let settings = Settings::default();
+    bencher.bench_local(|| {
+        let (session, report) = Session::resume(&f.store, &settings, &f.sid).unwrap();
+        assert_eq!(report.vouched, FILES);
+        assert!(report.tx_id.is_none());
+        divan::black_box(session.sets().index().len());
+    });
+}
+
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn commit_adding_100_objects_to_10000_file_session(bencher: divan::Bencher) {
+    let f = fixture(FILES);
+    let settings = Settings::default();
+    bencher
+        .with_inputs(|| {
+            let mut session = Session::load(&f.store, &settings, &f.sid).unwrap();
+            session
+                .append_turn(Role::Assistant, "calls".into(), vec![])
+                .unwrap();
+            for n in 0..100 {
+                session.record_toolcall(call(n)).unwrap();
+            }
+            session
+        })
+        .bench_local_values(|mut session| {
+            session.commit().unwrap();
+            session
+        });
+}

@@ -1,0 +1,224 @@
+//! Resume: restore a session's latest commit and reconcile its files against disk, writing what
+//! changed as one commit.
+//!
+//! For each file of the session index on this machine's filesystem: a stat that the stat cache
+//! vouches for (same stat, same `file_hash`, racy-clean) proves it unchanged without reading; a
+//! changed file gets a new version dated by its mtime (clamped); a readable stub is upgraded; a
+//! file missing on disk gets a tombstone; a file that cannot be stat'ed for another reason, or
+//! lies on a filesystem strata cannot reach, keeps its last version. The sets never change.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::index::{Action, Settings};
+use crate::store::{FileStat, Store, TxReceipt};
+
+use super::{FileState, Meta, Session};
+
+/// One file whose version reconciliation changed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Reconciled {
+    /// The file's entity id.
+    pub id: String,
+    /// The path as the agent sees it.
+    pub path: String,
+    /// created (reappeared), updated (changed or stub upgraded) or deleted.
+    pub action: Action,
+}
+
+/// What [`Session::resume`] found and wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ResumeReport {
+    /// Files of the session checked against disk.
+    pub checked: usize,
+    /// Files the stat cache vouched for (not read).
+    pub vouched: usize,
+    /// Files read and hashed.
+    pub read: usize,
+    /// Files on a filesystem strata cannot reach (kept as they were).
+    pub unreachable: usize,
+    /// Files that exist but could not be stat'ed or read (kept as they were).
+    pub unreadable: usize,
+    /// The changes, in session index order.
+    pub changes: Vec<Reconciled>,
+    /// The commit that recorded them (`None` when nothing changed).
+    pub tx_id: Option<u64>,
+}
+
+/// The longest whole-segment directory prefix shared by `paths` (`/` when none).
+fn common_dir(paths: &[&str]) -> String {
+    let Some(first) = paths.first() else {
+        return "/".into();
+    };
+    let mut prefix: Vec<&str> = first.split('/').collect();
+    prefix.pop();
+    for path in &paths[1..] {
+        let segments: Vec<&str> = path.split('/').collect();
+        let shared = prefix
+            .iter()
+            .zip(&segments[..segments.len().saturating_sub(1)])
+            .take_while(|(a, b)| a == b)
+            .count();
+        prefix.truncate(shared);
+    }
+    let joined = prefix.join("/");
+    if joined.is_empty() {
+        "/".into()
+    } else {
+        joined
+    }
+}
+
+impl<'s> Session<'s> {
+    /// Opens session `sid` at its latest commit and reconciles its files against disk; what
+    /// changed is written as one commit, so the latest render shows it.
+    ///
+    /// # Errors
+    /// As [`Session::load`]; store errors from the commit.
+    pub fn resume(
+        store: &'s Store,
+        settings: &Settings,
+        sid: &str,
+    ) -> Result<(Self, ResumeReport)> {
+        let mut session = Session::load(store, settings, sid)?;
+        let report = session.reconcile()?;
+        Ok((session, report))
+    }
+
+    /// Reconciles every file of the index against disk and commits what changed.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn reconcile(&mut self) -> Result<ResumeReport> {
+        self.writable()?;
+        let machine = self.resolver.machine_id().to_string();
+        let files: Vec<(String, Meta)> = self
+            .sets
+            .index()
+            .ids()
+            .iter()
+            .filter_map(|id| match self.cache.get(id) {
+                Some(meta @ Meta::File { .. }) => Some((id.clone(), meta.clone())),
+                _ => None,
+            })
+            .collect();
+        let local: Vec<&str> = files
+            .iter()
+            .filter_map(|(_, meta)| match meta {
+                Meta::File { source, .. } if source.filesystem_id == machine => {
+                    Some(source.path.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        let cache = if local.is_empty() {
+            Default::default()
+        } else {
+            self.store.stat_cache(&machine, &common_dir(&local))?
+        };
+        let mut report = ResumeReport::default();
+        for (id, meta) in files {
+            let Meta::File {
+                source,
+                path,
+                file_hash,
+                state,
+                ..
+            } = meta
+            else {
+                continue;
+            };
+            report.checked += 1;
+            if source.filesystem_id != machine {
+                report.unreachable += 1;
+                continue;
+            }
+            let stat = match std::fs::metadata(&source.path) {
+                Ok(meta) if meta.is_file() => FileStat::of(&meta),
+                Ok(_) => {
+                    report.unreadable += 1;
+                    continue;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if state != FileState::Deleted {
+                        let planned = self.indexer.index_deletion(source.clone())?;
+                        self.stat_removes.push(source.path.clone());
+                        if planned.action == Action::Deleted {
+                            self.apply_planned(&planned, &source);
+                            report.changes.push(Reconciled {
+                                id,
+                                path,
+                                action: Action::Deleted,
+                            });
+                        }
+                    }
+                    continue;
+                }
+                Err(_) => {
+                    report.unreadable += 1;
+                    continue;
+                }
+            };
+            let vouched = matches!(
+                state,
+                FileState::Read | FileState::Binary | FileState::TooLarge
+            ) && cache.get(&source.path).is_some_and(|entry| {
+                Some(entry.file_hash) == file_hash && entry.vouches_for(&stat)
+            });
+            if vouched {
+                report.vouched += 1;
+                continue;
+            }
+            if state == FileState::Denied {
+                continue;
+            }
+            let planned =
+                match self.index_from_disk(source.clone(), std::path::Path::new(&source.path)) {
+                    Ok(planned) => planned,
+                    Err(Error::Io { .. }) => {
+                        report.unreadable += 1;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+            report.read += 1;
+            if planned.action != Action::Unchanged {
+                self.apply_planned(&planned, &source);
+                report.changes.push(Reconciled {
+                    id,
+                    path,
+                    action: planned.action,
+                });
+            }
+        }
+        let receipt: Option<TxReceipt> = if report.changes.is_empty() {
+            // Only stat cache entries may have changed: written without a transaction.
+            self.commit()?
+        } else {
+            let receipt = self.commit_forced()?;
+            Some(receipt)
+        };
+        report.tx_id = receipt.map(|r| r.tx_id.0);
+        Ok(report)
+    }
+
+    /// Commits even when the session document is unchanged (its files changed).
+    fn commit_forced(&mut self) -> Result<TxReceipt> {
+        self.commit()?.ok_or_else(|| {
+            Error::Storage("reconciliation changed files but wrote no commit".into())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common_dir;
+
+    #[test]
+    fn common_dir_is_whole_segments() {
+        assert_eq!(common_dir(&["/a/b/c.txt", "/a/b/d.txt"]), "/a/b");
+        assert_eq!(common_dir(&["/a/bc/x", "/a/b/y"]), "/a");
+        assert_eq!(common_dir(&["/x", "/y"]), "/");
+        assert_eq!(common_dir(&["/a/b/c.txt"]), "/a/b");
+    }
+}

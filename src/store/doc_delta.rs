@@ -1,0 +1,260 @@
+//! Delta documents: a new document of a session or a chat is stored as edits against the
+//! entity's previous document, so a commit costs the size of its change, not of the session.
+//!
+//! A delta is kept in [`DocRec::fields`] as `\u{1}` followed by JSON `{"b": base object hash,
+//! "d": depth, "e": [[start, removed, [tokens…]]…]}`, where tokens are the canonical fields JSON
+//! split at commas (ids in a set, members of an object). Canonical JSON never starts with
+//! `\u{1}`, so full and delta documents cannot be confused. Reading resolves the chain back to a
+//! full document; a chain is at most [`MAX_DEPTH`] deltas long (then a full document is stored),
+//! so a read applies at most that many. The object hash, the log and every API see full fields
+//! only. A base is always an earlier version of the same entity, so it lives as long as the
+//! deltas on it (only eviction of the whole entity removes either).
+
+use redb::ReadableTable;
+use serde::{Deserialize, Serialize};
+use similar::{Algorithm, DiffOp, capture_diff_slices};
+
+use super::Db as _;
+use super::W;
+use super::blobs::read_doc_raw;
+use super::codec::{self, DocRec, VersionRec};
+use crate::error::{Error, Result};
+
+/// The first character of a delta document's fields.
+const MARK: char = '\u{1}';
+/// The longest chain of deltas before a full document is stored again.
+pub(crate) const MAX_DEPTH: u32 = 64;
+
+#[derive(Serialize, Deserialize)]
+struct Delta {
+    /// The base document's object hash (hex).
+    b: String,
+    /// This delta's depth: 1 on a full document, base depth + 1 on a delta.
+    d: u32,
+    /// Edits in ascending order: (first base token, tokens removed, tokens inserted).
+    e: Vec<(usize, usize, Vec<String>)>,
+}
+
+fn tokens(fields: &str) -> Vec<&str> {
+    fields.split(',').collect()
+}
+
+fn parse(fields: &str) -> Result<Delta> {
+    serde_json::from_str(&fields[MARK.len_utf8()..])
+        .map_err(|e| Error::corrupt(format!("delta document does not parse: {e}")))
+}
+
+fn is_delta(fields: &str) -> bool {
+    fields.starts_with(MARK)
+}
+
+fn base_hash(delta: &Delta) -> Result<[u8; 32]> {
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(&delta.b, &mut out)
+        .map_err(|e| Error::corrupt(format!("delta base {}: {e}", delta.b)))?;
+    Ok(out)
+}
+
+fn apply<'a>(old: Vec<&'a str>, delta: &'a Delta) -> Result<Vec<&'a str>> {
+    let mut out: Vec<&str> = Vec::with_capacity(old.len());
+    let mut at = 0;
+    for (start, removed, inserted) in &delta.e {
+        if *start < at || start + removed > old.len() {
+            return Err(Error::corrupt(format!(
+                "delta on {} edits tokens {start}+{removed} of {}",
+                delta.b,
+                old.len()
+            )));
+        }
+        out.extend(&old[at..*start]);
+        out.extend(inserted.iter().map(String::as_str));
+        at = start + removed;
+    }
+    out.extend(&old[at..]);
+    Ok(out)
+}
+
+/// `rec` with its fields resolved to the full canonical JSON when it is a delta.
+///
+/// # Errors
+/// [`Error::Corrupt`] when a base is missing or a delta does not apply.
+pub(crate) fn resolved(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    mut rec: DocRec,
+) -> Result<DocRec> {
+    if !is_delta(&rec.fields) {
+        return Ok(rec);
+    }
+    let mut chain = vec![parse(&rec.fields)?];
+    let full = loop {
+        let base = base_hash(
+            chain
+                .last()
+                .ok_or_else(|| Error::corrupt("empty delta chain"))?,
+        )?;
+        let (base_rec, _) = read_doc_raw(index, data, &base)?.ok_or_else(|| {
+            Error::corrupt(format!("delta base {} is missing", hex::encode(base)))
+        })?;
+        if !is_delta(&base_rec.fields) {
+            break base_rec.fields;
+        }
+        if chain.len() > MAX_DEPTH as usize {
+            return Err(Error::corrupt("delta chain longer than its depth limit"));
+        }
+        chain.push(parse(&base_rec.fields)?);
+    };
+    // Applied on token lists, joined once: a chain costs one pass per delta over pointers.
+    let mut current = tokens(&full);
+    for delta in chain.iter().rev() {
+        current = apply(current, delta)?;
+    }
+    rec.fields = current.join(",");
+    Ok(rec)
+}
+
+/// The fields to store for a new document whose full fields are `fields`: a delta against the
+/// document `base` when that is shorter and the chain is not too long, else `fields`.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the base does not resolve.
+pub(crate) fn encode(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    base: &[u8; 32],
+    fields: String,
+) -> Result<String> {
+    let Some((raw, _)) = read_doc_raw(index, data, base)? else {
+        return Ok(fields);
+    };
+    let depth = if is_delta(&raw.fields) {
+        parse(&raw.fields)?.d
+    } else {
+        0
+    };
+    if depth >= MAX_DEPTH {
+        return Ok(fields);
+    }
+    let base_fields = resolved(index, data, raw)?.fields;
+    let old = tokens(&base_fields);
+    let new = tokens(&fields);
+    let mut edits = Vec::new();
+    for op in capture_diff_slices(Algorithm::Myers, &old, &new) {
+        let owned = |from: usize, len: usize| -> Vec<String> {
+            new[from..from + len]
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        };
+        match op {
+            DiffOp::Equal { .. } => {}
+            DiffOp::Delete {
+                old_index, old_len, ..
+            } => edits.push((old_index, old_len, Vec::new())),
+            DiffOp::Insert {
+                old_index,
+                new_index,
+                new_len,
+            } => edits.push((old_index, 0, owned(new_index, new_len))),
+            DiffOp::Replace {
+                old_index,
+                old_len,
+                new_index,
+                new_len,
+            } => edits.push((old_index, old_len, owned(new_index, new_len))),
+        }
+    }
+    let delta = Delta {
+        b: hex::encode(base),
+        d: depth + 1,
+        e: edits,
+    };
+    let text = serde_json::to_string(&delta)
+        .map_err(|e| Error::Storage(format!("encoding a delta: {e}")))?;
+    let encoded = format!("{MARK}{text}");
+    Ok(if encoded.len() < fields.len() {
+        encoded
+    } else {
+        fields
+    })
+}
+
+impl W<'_> {
+    /// The object hash of the latest version (greatest valid time, then tx) of entity `eid`, the
+    /// base of its next delta document; `None` when it has none or it is a tombstone.
+    pub(super) fn delta_base(&self, eid: u64) -> Result<Option<[u8; 32]>> {
+        let last = self
+            .by_tx
+            .range((eid, 0u64, i64::MIN)..=(eid, u64::MAX, i64::MAX))
+            .db()?
+            .next_back()
+            .transpose()
+            .db()?
+            .map(|(_, v)| v.value());
+        let Some((vt, tx)) = last else {
+            return Ok(None);
+        };
+        match self.versions.get((eid, vt, tx)).db()? {
+            Some(v) => Ok(codec::decode::<VersionRec>(v.value(), "version record")?.object_hash),
+            None => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edits_round_trip() -> Result<()> {
+        let base = r#"{"a":["x","y","z"],"b":["p"],"c":1}"#;
+        let new = r#"{"a":["x","z","w"],"b":["p","q"],"c":2}"#;
+        let old = tokens(base);
+        let next = tokens(new);
+        let mut e = Vec::new();
+        for op in capture_diff_slices(Algorithm::Myers, &old, &next) {
+            if let DiffOp::Replace {
+                old_index,
+                old_len,
+                new_index,
+                new_len,
+            } = op
+            {
+                e.push((
+                    old_index,
+                    old_len,
+                    next[new_index..new_index + new_len]
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
+                ));
+            } else if let DiffOp::Insert {
+                old_index,
+                new_index,
+                new_len,
+            } = op
+            {
+                e.push((
+                    old_index,
+                    0,
+                    next[new_index..new_index + new_len]
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
+                ));
+            } else if let DiffOp::Delete {
+                old_index, old_len, ..
+            } = op
+            {
+                e.push((old_index, old_len, Vec::new()));
+            }
+        }
+        let delta = Delta {
+            b: "00".repeat(32),
+            d: 1,
+            e,
+        };
+        assert_eq!(apply(tokens(base), &delta)?.join(","), new);
+        Ok(())
+    }
+}
