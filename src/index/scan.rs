@@ -1,7 +1,6 @@
 //! Tree scans: walk roots in parallel, plan every new and changed file, find deletions, and commit
 //! in large transactions together with the stat cache.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::sync_channel;
@@ -153,7 +152,7 @@ pub fn scan(
     let filesystem_id = machine_filesystem_id();
     let roots = canonical_roots(roots)?;
 
-    let mut cache = std::collections::HashMap::new();
+    let mut cache = rustc_hash::FxHashMap::default();
     for root in &roots {
         cache.extend(store.stat_cache(&filesystem_id, utf8_path(root)?)?);
     }
@@ -183,18 +182,19 @@ pub fn scan(
     };
 
     let mut summary = ScanSummary::default();
-    let mut seen: HashSet<String> = HashSet::new();
+    // Paths found by the walk; sorted afterwards to find deletions by binary search.
+    let mut seen: Vec<String> = Vec::new();
     let mut batch = Batch::new(&filesystem_id);
     let (sender, receiver) = sync_channel(4);
     std::thread::scope(|scope| -> Result<()> {
         let plan = &plan;
         scope.spawn(move || walk(plan, sender));
-        for found in receiver {
+        for found in receiver.into_iter().flatten() {
             match found {
                 Found::Unchanged { path, .. } => {
                     summary.files += 1;
                     summary.unchanged += 1;
-                    seen.insert(path);
+                    seen.push(path);
                 }
                 Found::Read {
                     path,
@@ -220,7 +220,7 @@ pub fn scan(
                             scan_start_ns: scan_start.as_micros().saturating_mul(1000),
                         },
                     ));
-                    seen.insert(path);
+                    seen.push(path);
                 }
                 Found::Denied { path, .. } => {
                     summary.files += 1;
@@ -231,12 +231,12 @@ pub fn scan(
                     };
                     let planned = indexer.index_file(source, std::io::empty(), None)?;
                     add(&mut summary, &mut batch, planned);
-                    seen.insert(path);
+                    seen.push(path);
                 }
                 Found::Skipped { path, reason } => {
                     summary.files += 1;
                     if let Some(text) = path.to_str() {
-                        seen.insert(text.to_string());
+                        seen.push(text.to_string());
                     }
                     summary.skip(path.display().to_string(), reason);
                 }
@@ -252,10 +252,11 @@ pub fn scan(
         Ok(())
     })?;
 
+    seen.sort_unstable();
     for root in &roots {
         let prefix = utf8_path(root)?;
         for (path, _id) in store.paths_under(&filesystem_id, prefix)? {
-            if seen.contains(&path) || std::fs::symlink_metadata(&path).is_ok() {
+            if seen.binary_search(&path).is_ok() || std::fs::symlink_metadata(&path).is_ok() {
                 // Seen, or still on disk but ignored or skipped: not a deletion.
                 continue;
             }

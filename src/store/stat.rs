@@ -1,7 +1,6 @@
 //! The stat cache: what the indexer saw of each file when it last read it, so that a scan can
 //! trust an unchanged file without reading it (git's index plays this part for `git status`).
 
-use std::collections::HashMap;
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 
@@ -108,13 +107,13 @@ impl Store {
         &self,
         filesystem_id: &str,
         prefix: &str,
-    ) -> Result<HashMap<String, StatEntry>> {
+    ) -> Result<rustc_hash::FxHashMap<String, StatEntry>> {
         let rtx = self.read()?;
         let table = rtx.open_table(STAT_CACHE).db()?;
         let base = prefix.trim_end_matches('/');
         let below_start = format!("{base}/");
         let below_end = format!("{base}0");
-        let mut out = HashMap::new();
+        let mut out = rustc_hash::FxHashMap::default();
         let mut add = |path: &str, bytes: &[u8]| -> Result<()> {
             let rec: StatRec = codec::decode(bytes, &format!("stat cache entry {path}"))?;
             out.insert(
