@@ -1,0 +1,89 @@
+//! Indexing benches (divan): a full index of 1 000 small source-like files into a fresh store, and
+//! a re-index of the same unchanged tree (stat cache only, no file read).
+//!
+//! Run: `cargo bench --bench index`. The tree is on the real filesystem (a temporary directory), the
+//! store a real redb file beside it.
+
+#![allow(
+    clippy::expect_used,
+    reason = "a benchmark program: a failed setup should stop it"
+)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use divan::Bencher;
+use divan::counter::ItemsCount;
+use strata::Store;
+use strata::index::{Indexer, ScanOptions, Settings, scan};
+
+fn main() {
+    divan::main();
+}
+
+/// Files in the tree.
+const FILES: usize = 1000;
+
+/// Writes `FILES` source-like files of 1–8 KiB in 20 directories, dated an hour back (so the
+/// racy-clean rule does not force reads), and returns the tree's root.
+fn tree(dir: &Path) -> PathBuf {
+    let root = dir.join("tree");
+    let line = "    let value = store.get(&key).map_err(Error::io)?; // a line of code\n";
+    let past = SystemTime::now() - Duration::from_secs(3600);
+    for i in 0..FILES {
+        let sub = root.join(format!("module{:02}", i % 20));
+        fs::create_dir_all(&sub).expect("create a directory of the bench tree");
+        let lines = 16 + (i * 7919) % 100;
+        let text: String = (0..lines)
+            .map(|n| format!("// file {i} line {n}\n{line}"))
+            .collect();
+        let path = sub.join(format!("file{i:04}.rs"));
+        fs::write(&path, text).expect("write a file of the bench tree");
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(past))
+            .expect("date a file of the bench tree");
+    }
+    root
+}
+
+fn index_once(store_dir: &Path, root: &Path) -> u64 {
+    let store = Store::open_or_create(store_dir).expect("open the bench store");
+    let settings = Settings::default();
+    let indexer = Indexer::new(&store, &settings).expect("make an indexer");
+    let summary = scan(
+        &indexer,
+        &[root.to_path_buf()],
+        &ScanOptions::default(),
+        &mut |_| {},
+    )
+    .expect("scan the bench tree");
+    summary.files
+}
+
+#[divan::bench(sample_count = 10, counter = ItemsCount::new(FILES))]
+fn full_index_1000_files(bencher: Bencher) {
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let root = tree(tmp.path());
+    let mut round = 0;
+    bencher
+        .with_inputs(|| {
+            round += 1;
+            tmp.path().join(format!("store{round}"))
+        })
+        .bench_local_values(|store_dir| {
+            let files = index_once(&store_dir, &root);
+            assert_eq!(files, FILES as u64);
+        });
+}
+
+#[divan::bench(sample_count = 20, counter = ItemsCount::new(FILES))]
+fn unchanged_reindex_1000_files(bencher: Bencher) {
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let root = tree(tmp.path());
+    let store_dir = tmp.path().join("store");
+    index_once(&store_dir, &root);
+    bencher.bench_local(|| index_once(&store_dir, &root));
+}
