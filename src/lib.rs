@@ -29,3 +29,8 @@ pub use hash::Hash;
 pub use object::{FilesystemSource, Object, ObjectType, Source};
 pub use resolve::{FilesystemResolver, MountMapping};
 pub use store::{Op, Origin, Store, Timestamp, TxId, TxReceipt};
+
+/// The README's Rust examples, compiled and run as doctests so that they stay true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -169,7 +169,7 @@ pub struct LogArgs {
     /// Only transactions after this one.
     #[arg(long, value_name = "TX")]
     pub since: Option<u64>,
-    /// At most this many transactions (the newest).
+    /// At most this many transactions: the newest, or the first after --since.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
     #[command(flatten)]

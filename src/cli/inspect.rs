@@ -97,8 +97,11 @@ pub(super) fn ls(store: &Store, ctx: &mut Ctx<'_>, args: LsArgs) -> Result<ExitC
         let size = size_of(store, &version)?;
         let state = match &version.object {
             None => "deleted",
-            Some(o) if o.is_stub() => "stub",
-            Some(o) => o.content_omitted().map_or("", ContentOmitted::as_str),
+            Some(o) => match o.content_omitted() {
+                Some(reason) => reason.as_str(),
+                None if o.is_stub() => "stub",
+                None => "",
+            },
         };
         json_rows.push(json!({
             "path": path,

@@ -277,8 +277,17 @@ impl Ctx<'_> {
 
     fn log(&mut self, args: LogArgs) -> Result<ExitCode> {
         let store = self.open_existing()?;
-        let records = store.log(args.since.map(TxId), args.limit.unwrap_or(usize::MAX))?;
         let head = store.chain_head()?;
+        // Without --since, --limit keeps the newest transactions, as `git log -n` does.
+        let since = match (args.since, args.limit) {
+            (Some(since), _) => Some(TxId(since)),
+            (None, Some(limit)) => {
+                let last = head.map_or(0, |(tx, _)| tx.0);
+                Some(TxId(last.saturating_sub(limit as u64)))
+            }
+            (None, None) => None,
+        };
+        let records = store.log(since, args.limit.unwrap_or(usize::MAX))?;
         if args.json.json {
             let records: Vec<_> = records.iter().map(|r| r.to_json()).collect();
             let head = head.map(|(tx, chain)| json!({"tx_id": tx.0, "chain": hex(&chain)}));

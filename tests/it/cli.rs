@@ -180,6 +180,10 @@ fn index_edit_delete_recreate_and_inspect() -> TestResult {
     // Log and fsck.
     let log = f.json(&["log", "--json"])?;
     assert_eq!(log["records"].as_array().map(Vec::len), Some(3));
+    let newest = f.json(&["log", "--json", "--limit", "1"])?;
+    assert_eq!(newest["records"][0]["tx_id"], 3, "{newest}");
+    let after_first = f.json(&["log", "--json", "--since", "1", "--limit", "1"])?;
+    assert_eq!(after_first["records"][0]["tx_id"], 2, "{after_first}");
     assert!(f.ok(&["fsck"])?.starts_with("ok"));
 
     // ls lists the live files.
@@ -218,6 +222,21 @@ fn binary_denied_and_ignored_files() -> TestResult {
     assert_eq!(envelope["content_omitted"], "binary");
     assert_eq!(envelope["content"], Value::Null);
 
+    let ls = f.json(&["ls", "--json"])?;
+    let states: Vec<(&str, &str)> = ls
+        .as_array()
+        .ok_or("array")?
+        .iter()
+        .map(|row| {
+            let path = row["path"].as_str().unwrap_or("?");
+            (
+                path.rsplit('/').next().unwrap_or(path),
+                row["state"].as_str().unwrap_or("?"),
+            )
+        })
+        .collect();
+    assert!(states.contains(&(".env", "denied")), "{states:?}");
+    assert!(states.contains(&("img.bin", "binary")), "{states:?}");
     let env = f.json(&["show", ".env", "--json"])?;
     assert_eq!(env["content_omitted"], "denied");
     assert_eq!(env["file_hash"], Value::Null);
