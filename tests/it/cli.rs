@@ -91,6 +91,28 @@ impl Fixture {
     }
 }
 
+/// A validator for a schema file under `schema/`.
+fn validator(relative: &str) -> Result<jsonschema::Validator, Box<dyn std::error::Error>> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("schema")
+        .join(relative);
+    let schema: Value = serde_json::from_str(&fs::read_to_string(path)?)?;
+    Ok(jsonschema::draft202012::new(&schema).map_err(|e| e.to_string())?)
+}
+
+/// Fails with every schema error of `instance`.
+fn check(validator: &jsonschema::Validator, instance: &Value) -> TestResult {
+    let errors: Vec<String> = validator
+        .iter_errors(instance)
+        .map(|e| e.to_string())
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{instance} does not match its schema: {errors:?}").into())
+    }
+}
+
 fn count(summary: &Value, key: &str) -> u64 {
     summary[key].as_u64().unwrap_or(u64::MAX)
 }
@@ -177,8 +199,21 @@ fn index_edit_delete_recreate_and_inspect() -> TestResult {
     let by_id = f.json(&["show", &format!("id:{}", &id[..12]), "--json"])?;
     assert_eq!(by_id["xt/id"], envelope["xt/id"]);
 
-    // Log and fsck.
+    // Every envelope validates against its schema, at every version.
+    let file_schema = validator("objects/file.schema.json")?;
+    check(&file_schema, &envelope)?;
+    check(
+        &file_schema,
+        &f.json(&["show", "src/lib.rs", "--json", "--as-of-tx", &first_tx])?,
+    )?;
+    check(&file_schema, &f.json(&["show", "README.md", "--json"])?)?;
+
+    // Log and fsck; every log record validates against the record schema.
     let log = f.json(&["log", "--json"])?;
+    let record_schema = validator("tx_record.schema.json")?;
+    for record in log["records"].as_array().ok_or("records")? {
+        check(&record_schema, record)?;
+    }
     assert_eq!(log["records"].as_array().map(Vec::len), Some(3));
     let newest = f.json(&["log", "--json", "--limit", "1"])?;
     assert_eq!(newest["records"][0]["tx_id"], 3, "{newest}");
@@ -238,6 +273,9 @@ fn binary_denied_and_ignored_files() -> TestResult {
     assert!(states.contains(&(".env", "denied")), "{states:?}");
     assert!(states.contains(&("img.bin", "binary")), "{states:?}");
     let env = f.json(&["show", ".env", "--json"])?;
+    let file_schema = validator("objects/file.schema.json")?;
+    check(&file_schema, &env)?;
+    check(&file_schema, &envelope)?;
     assert_eq!(env["content_omitted"], "denied");
     assert_eq!(env["file_hash"], Value::Null);
     let err = f.fails(&["cat", ".env"], 2)?;
@@ -284,8 +322,15 @@ fn errors_say_what_to_do_and_change_nothing() -> TestResult {
         "failed commands wrote nothing"
     );
 
-    // Evict with --yes erases it from every answer.
+    // Evict with --yes erases it from every answer; the log keeps the digests, and its records
+    // still match the schema.
     f.ok(&["evict", "a.txt", "--yes"])?;
+    let log = f.json(&["log", "--json"])?;
+    let record_schema = validator("tx_record.schema.json")?;
+    for record in log["records"].as_array().ok_or("records")? {
+        check(&record_schema, record)?;
+    }
+    assert_eq!(log["records"][0]["ops"][0]["body"], Value::Null, "{log}");
     let err = f.fails(&["history", "a.txt"], 2)?;
     assert!(!err.is_empty());
     assert!(f.ok(&["fsck"])?.starts_with("ok"));
