@@ -8,6 +8,34 @@ use super::tables::{ENTITIES, PATHS, TX_LOG};
 use super::{Db as _, Store, Timestamp, TxId, Version};
 use crate::error::{Error, Result};
 
+/// Calls `visit` with every (path, value) of a `(filesystem id, path)`-keyed table at `prefix` or
+/// below it, whole path segments only (`/a/b` matches `/a/b` and `/a/b/c`, not `/a/bc`), in path
+/// order.
+pub(super) fn for_each_under<V: redb::Value + 'static>(
+    table: &impl ReadableTable<(&'static str, &'static str), V>,
+    filesystem_id: &str,
+    prefix: &str,
+    mut visit: impl FnMut(&str, V::SelfType<'_>) -> Result<()>,
+) -> Result<()> {
+    let base = prefix.trim_end_matches('/');
+    // The exact path, then everything under `base/` ('0' is the byte after '/').
+    let below_start = format!("{base}/");
+    let below_end = format!("{base}0");
+    if !base.is_empty()
+        && let Some(value) = table.get((filesystem_id, base)).db()?
+    {
+        visit(base, value.value())?;
+    }
+    for entry in table
+        .range((filesystem_id, below_start.as_str())..(filesystem_id, below_end.as_str()))
+        .db()?
+    {
+        let (key, value) = entry.db()?;
+        visit(key.value().1, value.value())?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// The entity id of the file at exactly `path` on `filesystem_id`, if the store knows one.
     ///
@@ -30,22 +58,11 @@ impl Store {
     pub fn paths_under(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<(String, String)>> {
         let rtx = self.read()?;
         let paths = rtx.open_table(PATHS).db()?;
-        let base = prefix.trim_end_matches('/');
-        let below_start = format!("{base}/");
-        let below_end = format!("{base}0");
         let mut out = Vec::new();
-        if !base.is_empty()
-            && let Some(v) = paths.get((filesystem_id, base)).db()?
-        {
-            out.push((base.to_string(), v.value().to_string()));
-        }
-        for entry in paths
-            .range((filesystem_id, below_start.as_str())..(filesystem_id, below_end.as_str()))
-            .db()?
-        {
-            let (key, value) = entry.db()?;
-            out.push((key.value().1.to_string(), value.value().to_string()));
-        }
+        for_each_under(&paths, filesystem_id, prefix, |path, id| {
+            out.push((path.to_string(), id.to_string()));
+            Ok(())
+        })?;
         Ok(out)
     }
 

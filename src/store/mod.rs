@@ -1137,25 +1137,11 @@ impl Store {
     /// # Errors
     /// [`Error::Storage`] when redb fails.
     pub fn entity_ids_by_path(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<String>> {
-        let rtx = self.read()?;
-        let paths = rtx.open_table(PATHS).db()?;
-        let base = prefix.trim_end_matches('/');
-        let mut out = Vec::new();
-        // The exact path, then everything under `base/` ('0' is the byte after '/').
-        let below_start = format!("{base}/");
-        let below_end = format!("{base}0");
-        if !base.is_empty()
-            && let Some(v) = paths.get((filesystem_id, base)).db()?
-        {
-            out.push(v.value().to_string());
-        }
-        for entry in paths
-            .range((filesystem_id, below_start.as_str())..(filesystem_id, below_end.as_str()))
-            .db()?
-        {
-            out.push(entry.db()?.1.value().to_string());
-        }
-        Ok(out)
+        Ok(self
+            .paths_under(filesystem_id, prefix)?
+            .into_iter()
+            .map(|(_, id)| id)
+            .collect())
     }
 
     /// The bytes stored under `hash` (a `content_hash`, or the `file_hash` of kept raw bytes).

@@ -110,11 +110,8 @@ impl Store {
     ) -> Result<rustc_hash::FxHashMap<String, StatEntry>> {
         let rtx = self.read()?;
         let table = rtx.open_table(STAT_CACHE).db()?;
-        let base = prefix.trim_end_matches('/');
-        let below_start = format!("{base}/");
-        let below_end = format!("{base}0");
         let mut out = rustc_hash::FxHashMap::default();
-        let mut add = |path: &str, bytes: &[u8]| -> Result<()> {
+        super::lookup::for_each_under(&table, filesystem_id, prefix, |path, bytes| {
             let rec: StatRec = codec::decode(bytes, &format!("stat cache entry {path}"))?;
             out.insert(
                 path.to_string(),
@@ -130,19 +127,7 @@ impl Store {
                 },
             );
             Ok(())
-        };
-        if !base.is_empty()
-            && let Some(v) = table.get((filesystem_id, base)).db()?
-        {
-            add(base, v.value())?;
-        }
-        for entry in table
-            .range((filesystem_id, below_start.as_str())..(filesystem_id, below_end.as_str()))
-            .db()?
-        {
-            let (key, value) = entry.db()?;
-            add(key.value().1, value.value())?;
-        }
+        })?;
         Ok(out)
     }
 
