@@ -57,11 +57,11 @@ impl Ctx<'_> {
             Command::Init(args) => self.init(args),
             Command::Mount(command) => self.mount(command),
             Command::Index(args) => self.index(args),
-            Command::Ls(args) => inspect::ls(&self.open_existing()?, &mut self, args),
-            Command::Show(args) => inspect::show(&self.open_existing()?, &mut self, args),
-            Command::Cat(args) => inspect::cat(&self.open_existing()?, &mut self, args),
-            Command::History(args) => inspect::history(&self.open_existing()?, &mut self, args),
-            Command::Diff(args) => inspect::diff(&self.open_existing()?, &mut self, args),
+            Command::Ls(args) => inspect::ls(&self.open_reading()?, &mut self, args),
+            Command::Show(args) => inspect::show(&self.open_reading()?, &mut self, args),
+            Command::Cat(args) => inspect::cat(&self.open_reading()?, &mut self, args),
+            Command::History(args) => inspect::history(&self.open_reading()?, &mut self, args),
+            Command::Diff(args) => inspect::diff(&self.open_reading()?, &mut self, args),
             Command::Log(args) => self.log(args),
             Command::Fsck(args) => self.fsck(args),
             Command::Evict(args) => self.evict(args),
@@ -76,8 +76,22 @@ impl Ctx<'_> {
         self.located.dir()
     }
 
-    /// Opens the store, which must exist.
+    /// Opens the store, which must exist, for reading only (no file write, no fsync).
+    fn open_reading(&self) -> Result<Store> {
+        self.check_exists()?;
+        let dir = self.dir();
+        Store::open_read_only(dir).with_context(|| format!("opening store {}", dir.display()))
+    }
+
+    /// Opens the store, which must exist, for reading and writing.
     fn open_existing(&self) -> Result<Store> {
+        self.check_exists()?;
+        let dir = self.dir();
+        Store::open(dir).with_context(|| format!("opening store {}", dir.display()))
+    }
+
+    /// Fails, saying how to make one, when there is no store where the command looks.
+    fn check_exists(&self) -> Result<()> {
         if let Located::Missing(_) = self.located {
             bail!(
                 "no strata store in {} or any directory above it; run `strata init` to create one \
@@ -93,7 +107,7 @@ impl Ctx<'_> {
                 dir.display()
             );
         }
-        Store::open(dir).with_context(|| format!("opening store {}", dir.display()))
+        Ok(())
     }
 
     /// Opens the store, creating it (and saying so on stderr) when there is none.
@@ -137,7 +151,7 @@ impl Ctx<'_> {
     }
 
     fn mount(&mut self, command: MountCommand) -> Result<ExitCode> {
-        self.open_existing()?;
+        self.check_exists()?;
         let dir = self.dir().to_path_buf();
         let mut settings = Settings::load(&dir)?;
         match command {
@@ -276,7 +290,7 @@ impl Ctx<'_> {
     }
 
     fn log(&mut self, args: LogArgs) -> Result<ExitCode> {
-        let store = self.open_existing()?;
+        let store = self.open_reading()?;
         let head = store.chain_head()?;
         // Without --since, --limit keeps the newest transactions, as `git log -n` does.
         let since = match (args.since, args.limit) {
@@ -331,7 +345,11 @@ impl Ctx<'_> {
     }
 
     fn fsck(&mut self, args: FsckArgs) -> Result<ExitCode> {
-        let store = self.open_existing()?;
+        let store = if args.rebuild {
+            self.open_existing()?
+        } else {
+            self.open_reading()?
+        };
         if args.rebuild {
             store.fsck_rebuild()?;
             if !args.json.json {
@@ -423,7 +441,7 @@ impl Ctx<'_> {
     }
 
     fn stats(&mut self, args: JsonArgs) -> Result<ExitCode> {
-        let store = self.open_existing()?;
+        let store = self.open_reading()?;
         let stats = store.stats()?;
         if args.json {
             writeln!(

@@ -50,6 +50,19 @@ pub enum SessionCommand {
     History(IdArgs),
 }
 
+impl SessionCommand {
+    /// Whether the command only reads the store (it can open it read-only).
+    fn only_reads(&self) -> bool {
+        matches!(
+            self,
+            SessionCommand::Ls(_)
+                | SessionCommand::Show(_)
+                | SessionCommand::Render(_)
+                | SessionCommand::History(_)
+        )
+    }
+}
+
 /// `--json`.
 #[derive(Debug, Args, Clone, Copy)]
 pub struct JsonFlag {
@@ -276,9 +289,10 @@ impl Ctx<'_> {
     }
 
     pub(super) fn session(&mut self, command: SessionCommand) -> Result<ExitCode> {
-        let writing = matches!(command, SessionCommand::New(_));
-        let store = if writing {
+        let store = if matches!(command, SessionCommand::New(_)) {
             self.open_or_create()?
+        } else if command.only_reads() {
+            self.open_reading()?
         } else {
             self.open_existing()?
         };

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use redb::{ReadableTable, ReadableTableMetadata};
 
 use super::codec::{self, DocRec, OpRec, TxHeaderRec, VersionRec};
 use super::tables::*;

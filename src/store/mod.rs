@@ -19,6 +19,7 @@ mod doc_delta;
 mod fsck;
 mod log;
 mod lookup;
+mod readonly;
 mod stat;
 mod tables;
 mod temporal;
@@ -27,8 +28,7 @@ mod time;
 use std::path::{Path, PathBuf};
 
 use redb::{
-    Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata, Table,
-    WriteTransaction,
+    Database, ReadTransaction, ReadableTable, ReadableTableMetadata, Table, WriteTransaction,
 };
 
 pub use fsck::{Finding, GcReport};
@@ -50,7 +50,7 @@ pub const DB_FILE: &str = "store.redb";
 /// The informational lock file's name inside the store directory.
 pub const LOCK_FILE: &str = "store.lock";
 /// redb's page cache: enough for a CLI run's working set, far below redb's 1 GiB default.
-const CACHE_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const CACHE_BYTES: usize = 64 * 1024 * 1024;
 /// Whether commits save the allocator state so that reopening after a crash is quick.
 const QUICK_REPAIR: bool = true;
 
@@ -294,7 +294,7 @@ impl Stats {
 
 /// A bitemporal object store: one redb database, held by one process at a time.
 pub struct Store {
-    db: Database,
+    db: readonly::Db,
     dir: Option<PathBuf>,
 }
 
@@ -651,7 +651,7 @@ fn check_range(id: &str, from: i64, to: Option<Timestamp>) -> Result<()> {
     Ok(())
 }
 
-fn lock_holder(dir: &Path) -> String {
+pub(crate) fn lock_holder(dir: &Path) -> String {
     match std::fs::read_to_string(dir.join(LOCK_FILE)) {
         Ok(text) if !text.trim().is_empty() => text.trim().replace('\n', ", "),
         _ => "unknown holder".to_string(),
@@ -726,7 +726,10 @@ impl Store {
         let db = Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .db()?;
-        let store = Store { db, dir: None };
+        let store = Store {
+            db: readonly::Db::Writable(db),
+            dir: None,
+        };
         store.init(true, Path::new(":memory:"))?;
         Ok(store)
     }
@@ -752,7 +755,7 @@ impl Store {
         };
         write_lock_file(dir)?;
         let store = Store {
-            db,
+            db: readonly::Db::Writable(db),
             dir: Some(dir.to_path_buf()),
         };
         store.init(create, &path)?;
@@ -771,6 +774,11 @@ impl Store {
             tx.commit().db()?;
             return Ok(());
         }
+        self.check_format(path)
+    }
+
+    /// Refuses a file that is not a strata store or has another format version.
+    fn check_format(&self, path: &Path) -> Result<()> {
         let tx = self.db.begin_read().db()?;
         let meta = tx.open_table(META).map_err(|e| {
             Error::corrupt(format!(
@@ -1203,7 +1211,9 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
-        if let Some(dir) = &self.dir {
+        if let Some(dir) = &self.dir
+            && !self.db.is_read_only()
+        {
             // Best effort: a lock file left behind is only informational.
             let _ = std::fs::remove_file(dir.join(LOCK_FILE));
         }
