@@ -256,8 +256,10 @@ pub fn scan(
     for root in &roots {
         let prefix = utf8_path(root)?;
         for (path, _id) in store.paths_under(&filesystem_id, prefix)? {
-            if seen.binary_search(&path).is_ok() || std::fs::symlink_metadata(&path).is_ok() {
-                // Seen, or still on disk but ignored or skipped: not a deletion.
+            // Seen, or still on disk as a file but ignored or skipped: not a deletion. A
+            // directory now at the path means the file is gone.
+            let on_disk = std::fs::symlink_metadata(&path).is_ok_and(|meta| !meta.is_dir());
+            if seen.binary_search(&path).is_ok() || on_disk {
                 continue;
             }
             let source = FilesystemSource {

@@ -412,3 +412,25 @@ fn index_creates_the_default_store_and_finds_it_from_below() -> TestResult {
     assert!(!Path::new(rows[0]["path"].as_str().unwrap_or("")).starts_with(f.tree.join(".strata")));
     Ok(())
 }
+
+#[test]
+fn a_file_replaced_by_a_directory_is_deleted() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("notes", b"a file at first\n")?;
+    f.index()?;
+    fs::remove_file(f.tree.join("notes"))?;
+    f.write("notes/inner.md", b"now a directory\n")?;
+    let summary = f.index()?;
+    assert_eq!(count(&summary, "deleted"), 1, "{summary}");
+    assert_eq!(count(&summary, "created"), 1, "{summary}");
+    let ls = f.json(&["ls", "--json"])?;
+    let paths: Vec<&str> = ls
+        .as_array()
+        .ok_or("array")?
+        .iter()
+        .filter_map(|row| row["path"].as_str())
+        .collect();
+    assert_eq!(paths.len(), 1, "only notes/inner.md lives: {paths:?}");
+    assert!(paths[0].ends_with("notes/inner.md"), "{paths:?}");
+    Ok(())
+}
