@@ -25,7 +25,7 @@ pub struct ScanOptions {
     pub batch_files: usize,
     /// Commit after this many bytes of planned content.
     pub batch_bytes: u64,
-    /// Directories never entered (the store directory).
+    /// Directories never entered, besides the store's own directory (always skipped).
     pub skip_dirs: Vec<PathBuf>,
     /// Extra ignore globs (gitignore syntax), as in the settings.
     pub ignore: Vec<String>,
@@ -151,6 +151,25 @@ pub fn scan(
     let store = indexer.store();
     let filesystem_id = machine_filesystem_id();
     let roots = canonical_roots(roots)?;
+    // Directories never entered, as the walk meets them (canonical paths).
+    let skip_dirs: Vec<PathBuf> = options
+        .skip_dirs
+        .iter()
+        .chain(store.dir().map(std::path::Path::to_path_buf).as_ref())
+        .map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()))
+        .collect();
+    for root in &roots {
+        if let Some(dir) = skip_dirs.iter().find(|dir| root.starts_with(dir)) {
+            return Err(Error::invalid_path(
+                root.display().to_string(),
+                format!(
+                    "it is inside {}, which scans never enter (the store directory); index the \
+                     tree around it instead",
+                    dir.display()
+                ),
+            ));
+        }
+    }
 
     let mut cache = rustc_hash::FxHashMap::default();
     for root in &roots {
@@ -176,7 +195,7 @@ pub fn scan(
         deny: indexer.deny_rules().clone(),
         max_content_bytes: indexer.max_content_bytes(),
         cache: Arc::new(cache),
-        skip_dirs: options.skip_dirs.clone(),
+        skip_dirs,
         ignore,
         threads: options.threads,
     };
@@ -324,4 +343,37 @@ fn canonical_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>> {
         }
     }
     Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::Settings;
+    use crate::store::Store;
+
+    #[test]
+    fn the_store_directory_is_skipped_without_being_named() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let tree = std::fs::canonicalize(tmp.path()).map_err(|e| Error::io("canonicalize", e))?;
+        std::fs::write(tree.join("a.txt"), "a\n").map_err(|e| Error::io("write", e))?;
+        let store = Store::open_or_create(tree.join(".strata"))?;
+        let indexer = Indexer::new(&store, &Settings::default())?;
+        let summary = scan(
+            &indexer,
+            &[tree.clone()],
+            &ScanOptions::default(),
+            &mut |_| {},
+        )?;
+        assert_eq!(summary.files, 1, "{summary:?}");
+        let err = scan(
+            &indexer,
+            &[tree.join(".strata")],
+            &ScanOptions::default(),
+            &mut |_| {},
+        )
+        .map(|_| ())
+        .unwrap_err();
+        assert!(err.to_string().contains("store directory"), "{err}");
+        Ok(())
+    }
 }

@@ -434,3 +434,40 @@ fn a_file_replaced_by_a_directory_is_deleted() -> TestResult {
     assert!(paths[0].ends_with("notes/inner.md"), "{paths:?}");
     Ok(())
 }
+
+#[test]
+fn the_store_directory_is_never_indexed_even_as_a_root() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("a.txt", b"a\n")?;
+    // The store inside the tree, named on the command line as a root, or a directory inside it.
+    let store = f.tree.join(".strata");
+    let run = |args: &[&str]| -> Result<Output, Box<dyn std::error::Error>> {
+        Ok(Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(args)
+            .current_dir(&f.tree)
+            .env_remove("STRATA_STORE")
+            .output()?)
+    };
+    assert!(run(&["index", "--quiet"])?.status.success());
+    let before = run(&["log", "--json"])?.stdout;
+    for root in [".strata", ".strata/", "./.strata/../.strata"] {
+        let output = run(&["index", root, "--quiet", "--json"])?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{root}: {stderr}");
+        assert!(stderr.contains("store"), "{root}: {stderr}");
+    }
+    assert_eq!(
+        run(&["log", "--json"])?.stdout,
+        before,
+        "nothing was written"
+    );
+    let ls: Value = serde_json::from_slice(&run(&["ls", "--all", "--json"])?.stdout)?;
+    assert!(
+        ls.as_array().ok_or("array")?.iter().all(|row| !row["path"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with(store.to_str().unwrap_or("?"))),
+        "{ls}"
+    );
+    Ok(())
+}
