@@ -384,15 +384,28 @@ pub(super) fn diff(store: &Store, ctx: &mut Ctx<'_>, args: DiffArgs) -> Result<E
         Some(source) => source.as_filesystem().path.clone(),
         None => id.clone(),
     };
-    let old_label = from_tx.map_or("/dev/null".into(), |tx| format!("a{name} (tx {tx})"));
-    let new_label = format!("b{name} (tx {to_tx})");
+    // A side where the entity does not exist (not yet, or deleted) is /dev/null, as in git: a
+    // deleted file is not an empty one.
+    let exists = |version: &Option<Version>| version.as_ref().is_some_and(|v| v.object.is_some());
+    let old_label = match from_tx {
+        Some(tx) if exists(&old) => format!("a{name} (tx {tx})"),
+        _ => "/dev/null".into(),
+    };
+    let new_label = if exists(&new) {
+        format!("b{name} (tx {to_tx})")
+    } else {
+        "/dev/null".into()
+    };
     let diff = similar::TextDiff::from_lines(&old_text, &new_text);
-    write!(
-        ctx.out,
-        "{}",
-        diff.unified_diff()
-            .context_radius(3)
-            .header(&old_label, &new_label)
-    )?;
+    let text = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&old_label, &new_label)
+        .to_string();
+    if text.is_empty() && exists(&old) != exists(&new) {
+        // Created or deleted without a line of content (an empty file): say so all the same.
+        writeln!(ctx.out, "--- {old_label}\n+++ {new_label}")?;
+    }
+    write!(ctx.out, "{text}")?;
     Ok(ExitCode::SUCCESS)
 }

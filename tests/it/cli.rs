@@ -471,3 +471,28 @@ fn the_store_directory_is_never_indexed_even_as_a_root() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn diff_shows_a_deletion_against_dev_null() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("gone.txt", b"one\ntwo\n")?;
+    f.write("empty.txt", b"")?;
+    f.index()?;
+    fs::remove_file(f.tree.join("gone.txt"))?;
+    fs::remove_file(f.tree.join("empty.txt"))?;
+    f.index()?;
+    let diff = f.ok(&["diff", "gone.txt"])?;
+    assert!(diff.contains("--- a"), "{diff}");
+    assert!(diff.contains("+++ /dev/null"), "{diff}");
+    assert!(diff.contains("-one\n-two\n"), "{diff}");
+    // An empty file deleted: no line changes, but the diff still says the file went.
+    let diff = f.ok(&["diff", "empty.txt"])?;
+    assert!(diff.contains("+++ /dev/null"), "{diff}");
+    // And re-created: from /dev/null.
+    f.write("gone.txt", b"one\ntwo\n")?;
+    f.index()?;
+    let diff = f.ok(&["diff", "gone.txt"])?;
+    assert!(diff.contains("--- /dev/null"), "{diff}");
+    assert!(diff.contains("+one\n+two\n"), "{diff}");
+    Ok(())
+}
