@@ -150,7 +150,7 @@ pub fn scan(
     let scan_start = Timestamp::now();
     let store = indexer.store();
     let filesystem_id = machine_filesystem_id();
-    let roots = canonical_roots(roots)?;
+    let (roots, walked) = canonical_roots(store, &filesystem_id, roots)?;
     // Directories never entered, as the walk meets them (canonical paths).
     let skip_dirs: Vec<PathBuf> = options
         .skip_dirs
@@ -191,7 +191,7 @@ pub fn scan(
     };
     let plan = WalkPlan {
         filesystem_id: filesystem_id.clone(),
-        roots: roots.clone(),
+        roots: walked,
         deny: indexer.deny_rules().clone(),
         max_content_bytes: indexer.max_content_bytes(),
         cache: Arc::new(cache),
@@ -323,26 +323,72 @@ fn commit(indexer: &Indexer<'_>, batch: &mut Batch, summary: &mut ScanSummary) -
     Ok(())
 }
 
-/// Canonicalises each root (absolute, symlinks resolved, UTF-8), refusing ones that do not exist.
-fn canonical_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut out: Vec<PathBuf> = Vec::new();
+/// Canonicalises each root (absolute, symlinks resolved, UTF-8). A root that is gone from disk
+/// but has files in the store is kept (its files get tombstones) but not walked; one that is
+/// neither on disk nor in the store is refused. Returns every root to check for deletions, and
+/// those to walk.
+fn canonical_roots(
+    store: &crate::store::Store,
+    filesystem_id: &str,
+    roots: &[PathBuf],
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let mut out: Vec<(PathBuf, bool)> = Vec::new();
     for root in roots {
-        let canonical = std::fs::canonicalize(root).map_err(|e| {
+        let refuse = |e: std::io::Error| {
             Error::invalid_path(root.display().to_string(), format!("cannot index it: {e}"))
-        })?;
-        utf8_path(&canonical)?;
-        out.push(canonical);
+        };
+        match std::fs::canonicalize(root) {
+            Ok(canonical) => {
+                utf8_path(&canonical)?;
+                out.push((canonical, true));
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                let canonical = canonical_missing(root).ok_or_else(|| {
+                    Error::invalid_path(
+                        root.display().to_string(),
+                        format!("cannot index it: {err}"),
+                    )
+                })?;
+                if store
+                    .paths_under(filesystem_id, utf8_path(&canonical)?)?
+                    .is_empty()
+                {
+                    return Err(refuse(err));
+                }
+                out.push((canonical, false));
+            }
+            Err(err) => return Err(refuse(err)),
+        }
     }
     // A root inside another root is scanned once, by the outer one.
     out.sort();
-    out.dedup();
-    let mut kept: Vec<PathBuf> = Vec::new();
+    out.dedup_by(|a, b| a.0 == b.0);
+    let mut kept: Vec<(PathBuf, bool)> = Vec::new();
     for root in out {
-        if !kept.iter().any(|outer: &PathBuf| root.starts_with(outer)) {
+        if !kept.iter().any(|(outer, _)| root.0.starts_with(outer)) {
             kept.push(root);
         }
     }
-    Ok(kept)
+    let walked = kept
+        .iter()
+        .filter(|(_, on_disk)| *on_disk)
+        .map(|(r, _)| r.clone())
+        .collect();
+    Ok((kept.into_iter().map(|(r, _)| r).collect(), walked))
+}
+
+/// The canonical form of a path that does not exist: its nearest existing ancestor canonicalised,
+/// then the rest as written (`.` and `..` taken lexically).
+fn canonical_missing(root: &std::path::Path) -> Option<PathBuf> {
+    let cwd = std::env::current_dir().ok()?;
+    let absolute = PathBuf::from(crate::resolve::absolute_path(root, &cwd).ok()?);
+    let (base, rest) = absolute.ancestors().find_map(|dir| {
+        Some((
+            std::fs::canonicalize(dir).ok()?,
+            absolute.strip_prefix(dir).ok()?,
+        ))
+    })?;
+    Some(base.join(rest))
 }
 
 #[cfg(test)]

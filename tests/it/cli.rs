@@ -496,3 +496,27 @@ fn diff_shows_a_deletion_against_dev_null() -> TestResult {
     assert!(diff.contains("+one\n+two\n"), "{diff}");
     Ok(())
 }
+
+#[test]
+fn indexing_a_path_that_is_gone_records_its_deletion() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("a.txt", b"a\n")?;
+    f.write("dir/x.txt", b"x\n")?;
+    f.write("dir/sub/y.txt", b"y\n")?;
+    f.write("keep.txt", b"k\n")?;
+    f.index()?;
+    fs::remove_file(f.tree.join("a.txt"))?;
+    fs::remove_dir_all(f.tree.join("dir"))?;
+    let summary = f.json(&["index", "a.txt", "dir", "--quiet", "--json"])?;
+    assert_eq!(count(&summary, "deleted"), 3, "{summary}");
+    assert_eq!(count(&summary, "files"), 0, "{summary}");
+    assert_eq!(count(&summary, "skipped"), 0, "{summary}");
+    let ls = f.json(&["ls", "--json"])?;
+    assert_eq!(ls.as_array().map(Vec::len), Some(1), "{ls}");
+    // A path neither on disk nor in the store is still refused, and writes nothing.
+    let log = f.ok(&["log", "--json"])?;
+    let err = f.fails(&["index", "never/was"], 2)?;
+    assert!(err.contains("never/was"), "{err}");
+    assert_eq!(f.ok(&["log", "--json"])?, log);
+    Ok(())
+}
