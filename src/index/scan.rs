@@ -406,7 +406,7 @@ mod tests {
         let indexer = Indexer::new(&store, &Settings::default())?;
         let summary = scan(
             &indexer,
-            &[tree.clone()],
+            std::slice::from_ref(&tree),
             &ScanOptions::default(),
             &mut |_| {},
         )?;
