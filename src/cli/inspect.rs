@@ -191,13 +191,14 @@ pub(super) fn show(store: &Store, ctx: &mut Ctx<'_>, args: ShowArgs) -> Result<E
     if let Some(size) = size_of(store, &version)? {
         rows.push(vec!["size".into(), output::bytes(size)]);
     }
-    if object.is_stub() {
-        rows.push(vec!["content".into(), "[unread]".into()]);
-    } else if let Some(reason) = object.content_omitted() {
+    // A denied file has no file hash either, so it looks like a stub: the reason comes first.
+    if let Some(reason) = object.content_omitted() {
         rows.push(vec![
             "content".into(),
             format!("null ({})", reason.as_str()),
         ]);
+    } else if object.is_stub() {
+        rows.push(vec!["content".into(), "[unread]".into()]);
     }
     output::table(ctx.out, &["FIELD", "VALUE"], &rows)?;
     Ok(ExitCode::SUCCESS)

@@ -520,3 +520,18 @@ fn indexing_a_path_that_is_gone_records_its_deletion() -> TestResult {
     assert_eq!(f.ok(&["log", "--json"])?, log);
     Ok(())
 }
+
+#[test]
+fn show_says_why_a_denied_file_has_no_content() -> TestResult {
+    let f = Fixture::new()?;
+    f.write(".env", b"TOKEN=abc\n")?;
+    f.index()?;
+    let shown = f.ok(&["show", ".env"])?;
+    let content = shown
+        .lines()
+        .find(|line| line.starts_with("content "))
+        .ok_or("a content row")?;
+    assert!(content.contains("denied"), "{shown}");
+    assert!(!content.contains("[unread]"), "{shown}");
+    Ok(())
+}
