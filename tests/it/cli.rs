@@ -535,3 +535,19 @@ fn show_says_why_a_denied_file_has_no_content() -> TestResult {
     assert!(!content.contains("[unread]"), "{shown}");
     Ok(())
 }
+
+#[test]
+fn a_refused_index_creates_no_store() -> TestResult {
+    let f = Fixture::new()?;
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["index", "no/such/dir", "--quiet"])
+        .current_dir(&f.tree)
+        .env_remove("STRATA_STORE")
+        .output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no/such/dir"), "{stderr}");
+    assert!(!stderr.contains("created"), "{stderr}");
+    assert!(!f.tree.join(".strata").exists(), "no store was left behind");
+    Ok(())
+}
