@@ -551,3 +551,28 @@ fn a_refused_index_creates_no_store() -> TestResult {
     assert!(!f.tree.join(".strata").exists(), "no store was left behind");
     Ok(())
 }
+
+#[test]
+fn a_refused_session_new_creates_no_store() -> TestResult {
+    let f = Fixture::new()?;
+    for args in [
+        &["session", "new", "--mount", "relative=/x"][..],
+        &["session", "new", "--system-prompt", "no-such-prompt.md"][..],
+        &["session", "new", "--id", "a\tb"][..],
+        &["session", "new", "--default-filesystem", " "][..],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(args)
+            .current_dir(&f.tree)
+            .env_remove("STRATA_STORE")
+            .output()?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(!stderr.contains("created"), "{args:?}: {stderr}");
+        assert!(
+            !f.tree.join(".strata").exists(),
+            "{args:?} left a store behind"
+        );
+    }
+    Ok(())
+}
