@@ -113,7 +113,7 @@ pub(super) fn ls(store: &Store, ctx: &mut Ctx<'_>, args: LsArgs) -> Result<ExitC
             "state": if state.is_empty() { "text" } else { state },
         }));
         rows.push(vec![
-            path,
+            output::path(&path),
             size.map_or("-".into(), output::bytes),
             versions.to_string(),
             version.info.valid_from.to_rfc3339(),
@@ -150,7 +150,7 @@ pub(super) fn show(store: &Store, ctx: &mut Ctx<'_>, args: ShowArgs) -> Result<E
     ];
     if let Some(source) = object.source() {
         let fs = source.as_filesystem();
-        rows.push(vec!["path".into(), fs.path.clone()]);
+        rows.push(vec!["path".into(), output::path(&fs.path)]);
         rows.push(vec!["filesystem".into(), fs.filesystem_id.clone()]);
     }
     rows.push(vec![
@@ -291,7 +291,11 @@ pub(super) fn history(store: &Store, ctx: &mut Ctx<'_>, args: HistoryArgs) -> Re
     }
     let entity = store.entity(&id)?;
     let title = match &entity.source {
-        Some(source) => format!("{} ({})", source.as_filesystem().path, output::short(&id)),
+        Some(source) => format!(
+            "{} ({})",
+            output::path(&source.as_filesystem().path),
+            output::short(&id)
+        ),
         None => format!("{id} ({})", entity.object_type),
     };
     writeln!(ctx.out, "{title}")?;
@@ -382,7 +386,7 @@ pub(super) fn diff(store: &Store, ctx: &mut Ctx<'_>, args: DiffArgs) -> Result<E
     let old_text = diff_text(store, old.as_ref())?;
     let new_text = diff_text(store, new.as_ref())?;
     let name = match store.entity(&id)?.source {
-        Some(source) => source.as_filesystem().path.clone(),
+        Some(source) => output::path(&source.as_filesystem().path),
         None => id.clone(),
     };
     // A side where the entity does not exist (not yet, or deleted) is /dev/null, as in git: a

@@ -278,7 +278,12 @@ impl Ctx<'_> {
                 }
             }
             for skipped in &summary.skipped_files {
-                writeln!(self.out, "skipped {}: {}", skipped.path, skipped.reason)?;
+                writeln!(
+                    self.out,
+                    "skipped {}: {}",
+                    output::path(&skipped.path),
+                    skipped.reason
+                )?;
             }
         }
         Ok(ExitCode::SUCCESS)

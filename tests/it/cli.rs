@@ -576,3 +576,35 @@ fn a_refused_session_new_creates_no_store() -> TestResult {
     }
     Ok(())
 }
+
+#[test]
+fn human_output_quotes_paths_with_control_characters() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("two\nlines.txt", b"x\n")?;
+    f.write("plain name.txt", b"y\n")?;
+    f.index()?;
+    let ls = f.ok(&["ls"])?;
+    assert_eq!(
+        ls.lines().count(),
+        3,
+        "a header and one line per file: {ls}"
+    );
+    assert!(ls.contains("/two\\nlines.txt\""), "{ls}");
+    assert!(
+        ls.contains("/plain name.txt "),
+        "ordinary names stay as they are: {ls}"
+    );
+    let history = f.ok(&["history", "two\nlines.txt"])?;
+    assert!(
+        history.lines().next().is_some_and(|l| l.contains("\\n")),
+        "{history}"
+    );
+    // JSON keeps the path exactly.
+    let rows = f.json(&["ls", "--json"])?;
+    assert!(rows.as_array().ok_or("array")?.iter().any(|r| {
+        r["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("/two\nlines.txt"))
+    }));
+    Ok(())
+}
