@@ -721,11 +721,16 @@ impl Object {
         )
     }
 
-    /// A file given as raw bytes: text when they are UTF-8, else a binary file with null content.
+    /// A file given as raw bytes: text when they are UTF-8 without a NUL byte (as the indexer and
+    /// git decide), else a binary file with null content.
     ///
     /// # Errors
     /// See [`Object::from_parts`].
     pub fn file_bytes(source: FilesystemSource, bytes: Vec<u8>) -> Result<Self> {
+        if bytes.contains(&0) {
+            let file_hash = sha256(&bytes);
+            return Object::file_omitted(source, Some(file_hash), ContentOmitted::Binary);
+        }
         match String::from_utf8(bytes) {
             Ok(text) => Object::file_text(source, text),
             Err(err) => {
@@ -1087,6 +1092,11 @@ mod tests {
         assert_eq!(binary.content_omitted(), Some(ContentOmitted::Binary));
         assert_eq!(binary.file_hash(), Some(&sha256(&[0xff, 0x00, 0xfe])));
         assert!(!binary.is_stub());
+        // UTF-8 holding a NUL byte is binary, as the indexer (and git) decide: the same bytes
+        // make the same object whichever way they arrive.
+        let nul = Object::file_bytes(source("/x/z.dat"), b"a\0b".to_vec())?;
+        assert_eq!(nul.content(), None);
+        assert_eq!(nul.content_omitted(), Some(ContentOmitted::Binary));
         Ok(())
     }
 

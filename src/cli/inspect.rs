@@ -113,7 +113,7 @@ pub(super) fn ls(store: &Store, ctx: &mut Ctx<'_>, args: LsArgs) -> Result<ExitC
             "state": if state.is_empty() { "text" } else { state },
         }));
         rows.push(vec![
-            path,
+            output::path(&path),
             size.map_or("-".into(), output::bytes),
             versions.to_string(),
             version.info.valid_from.to_rfc3339(),
@@ -150,7 +150,7 @@ pub(super) fn show(store: &Store, ctx: &mut Ctx<'_>, args: ShowArgs) -> Result<E
     ];
     if let Some(source) = object.source() {
         let fs = source.as_filesystem();
-        rows.push(vec!["path".into(), fs.path.clone()]);
+        rows.push(vec!["path".into(), output::path(&fs.path)]);
         rows.push(vec!["filesystem".into(), fs.filesystem_id.clone()]);
     }
     rows.push(vec![
@@ -191,13 +191,14 @@ pub(super) fn show(store: &Store, ctx: &mut Ctx<'_>, args: ShowArgs) -> Result<E
     if let Some(size) = size_of(store, &version)? {
         rows.push(vec!["size".into(), output::bytes(size)]);
     }
-    if object.is_stub() {
-        rows.push(vec!["content".into(), "[unread]".into()]);
-    } else if let Some(reason) = object.content_omitted() {
+    // A denied file has no file hash either, so it looks like a stub: the reason comes first.
+    if let Some(reason) = object.content_omitted() {
         rows.push(vec![
             "content".into(),
             format!("null ({})", reason.as_str()),
         ]);
+    } else if object.is_stub() {
+        rows.push(vec!["content".into(), "[unread]".into()]);
     }
     output::table(ctx.out, &["FIELD", "VALUE"], &rows)?;
     Ok(ExitCode::SUCCESS)
@@ -290,7 +291,11 @@ pub(super) fn history(store: &Store, ctx: &mut Ctx<'_>, args: HistoryArgs) -> Re
     }
     let entity = store.entity(&id)?;
     let title = match &entity.source {
-        Some(source) => format!("{} ({})", source.as_filesystem().path, output::short(&id)),
+        Some(source) => format!(
+            "{} ({})",
+            output::path(&source.as_filesystem().path),
+            output::short(&id)
+        ),
         None => format!("{id} ({})", entity.object_type),
     };
     writeln!(ctx.out, "{title}")?;
@@ -381,18 +386,31 @@ pub(super) fn diff(store: &Store, ctx: &mut Ctx<'_>, args: DiffArgs) -> Result<E
     let old_text = diff_text(store, old.as_ref())?;
     let new_text = diff_text(store, new.as_ref())?;
     let name = match store.entity(&id)?.source {
-        Some(source) => source.as_filesystem().path.clone(),
+        Some(source) => output::path(&source.as_filesystem().path),
         None => id.clone(),
     };
-    let old_label = from_tx.map_or("/dev/null".into(), |tx| format!("a{name} (tx {tx})"));
-    let new_label = format!("b{name} (tx {to_tx})");
+    // A side where the entity does not exist (not yet, or deleted) is /dev/null, as in git: a
+    // deleted file is not an empty one.
+    let exists = |version: &Option<Version>| version.as_ref().is_some_and(|v| v.object.is_some());
+    let old_label = match from_tx {
+        Some(tx) if exists(&old) => format!("a{name} (tx {tx})"),
+        _ => "/dev/null".into(),
+    };
+    let new_label = if exists(&new) {
+        format!("b{name} (tx {to_tx})")
+    } else {
+        "/dev/null".into()
+    };
     let diff = similar::TextDiff::from_lines(&old_text, &new_text);
-    write!(
-        ctx.out,
-        "{}",
-        diff.unified_diff()
-            .context_radius(3)
-            .header(&old_label, &new_label)
-    )?;
+    let text = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&old_label, &new_label)
+        .to_string();
+    if text.is_empty() && exists(&old) != exists(&new) {
+        // Created or deleted without a line of content (an empty file): say so all the same.
+        writeln!(ctx.out, "--- {old_label}\n+++ {new_label}")?;
+    }
+    write!(ctx.out, "{text}")?;
     Ok(ExitCode::SUCCESS)
 }

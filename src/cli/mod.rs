@@ -223,15 +223,24 @@ impl Ctx<'_> {
     }
 
     fn index(&mut self, args: IndexArgs) -> Result<ExitCode> {
-        let store = self.open_or_create()?;
-        let dir = self.dir().to_path_buf();
-        let settings = Settings::load(&dir)?;
-        let indexer = Indexer::new(&store, &settings)?;
         let roots: Vec<PathBuf> = if args.paths.is_empty() {
             vec![self.cwd.clone()]
         } else {
             args.paths.iter().map(|p| self.cwd.join(p)).collect()
         };
+        if !self.dir().join(strata::store::DB_FILE).exists() {
+            // A new store knows no files, so a missing root is an error: say so before creating it.
+            if let Some(missing) = roots
+                .iter()
+                .find(|root| std::fs::symlink_metadata(root).is_err())
+            {
+                bail!("cannot index {}: it does not exist", missing.display());
+            }
+        }
+        let store = self.open_or_create()?;
+        let dir = self.dir().to_path_buf();
+        let settings = Settings::load(&dir)?;
+        let indexer = Indexer::new(&store, &settings)?;
         let options = ScanOptions {
             skip_dirs: vec![std::fs::canonicalize(&dir).unwrap_or(dir.clone())],
             ignore: settings.ignore.clone(),
@@ -283,7 +292,12 @@ impl Ctx<'_> {
                 }
             }
             for skipped in &summary.skipped_files {
-                writeln!(self.out, "skipped {}: {}", skipped.path, skipped.reason)?;
+                writeln!(
+                    self.out,
+                    "skipped {}: {}",
+                    output::path(&skipped.path),
+                    skipped.reason
+                )?;
             }
         }
         Ok(ExitCode::SUCCESS)

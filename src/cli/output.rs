@@ -46,6 +46,17 @@ pub fn bytes(n: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
+/// A path for human output: as it is, or, when it holds a control character (a newline, a tab),
+/// quoted with escapes as a JSON string, so that one path stays one line (git quotes such paths
+/// too). `--json` output keeps paths exactly.
+pub fn path(path: &str) -> String {
+    if path.chars().any(char::is_control) {
+        serde_json::Value::String(path.to_string()).to_string()
+    } else {
+        path.to_string()
+    }
+}
+
 /// The first 12 hex characters of a hash, as git shortens commit ids.
 pub fn short(hex: &str) -> String {
     hex.chars().take(12).collect()
@@ -72,6 +83,13 @@ mod tests {
             "A    LONG HEADER  C\nxyz  1            last\nw    22\n"
         );
         Ok(())
+    }
+
+    #[test]
+    fn paths_with_control_characters_are_quoted() {
+        assert_eq!(path("/a b/ü.txt"), "/a b/ü.txt");
+        assert_eq!(path("/a\nb"), "\"/a\\nb\"");
+        assert_eq!(path("/t\tab"), "\"/t\\tab\"");
     }
 
     #[test]

@@ -289,7 +289,32 @@ impl Ctx<'_> {
     }
 
     pub(super) fn session(&mut self, command: SessionCommand) -> Result<ExitCode> {
-        let store = if matches!(command, SessionCommand::New(_)) {
+        let writing = matches!(command, SessionCommand::New(_));
+        // `new` may create the store: check its arguments first, so a refused one leaves nothing.
+        let new_parts = match &command {
+            SessionCommand::New(args) => {
+                let mounts = parse_mounts(&args.mounts)?;
+                let system_prompt = match &args.system_prompt {
+                    Some(path) => std::fs::read_to_string(self.cwd.join(path))
+                        .with_context(|| format!("reading the system prompt {}", path.display()))?,
+                    None => String::new(),
+                };
+                if !self.dir().join(strata::store::DB_FILE).exists() {
+                    // No store yet: try the session on a scratch store, so that a refused id or
+                    // filesystem id does not leave a new empty store behind.
+                    let options = SessionOptions {
+                        session_id: args.id.clone(),
+                        mounts: mounts.clone(),
+                        default_filesystem_id: args.default_filesystem.clone(),
+                        system_prompt: String::new(),
+                    };
+                    Session::create(&Store::in_memory()?, &Settings::default(), options)?;
+                }
+                Some((mounts, system_prompt))
+            }
+            _ => None,
+        };
+        let store = if writing {
             self.open_or_create()?
         } else if command.only_reads() {
             self.open_reading()?
@@ -299,13 +324,9 @@ impl Ctx<'_> {
         let settings = Settings::load(self.dir())?;
         match command {
             SessionCommand::New(args) => {
+                let (extra_mounts, system_prompt) = new_parts.unwrap_or_default();
                 let mut mounts = settings.mounts.clone();
-                mounts.extend(parse_mounts(&args.mounts)?);
-                let system_prompt = match &args.system_prompt {
-                    Some(path) => std::fs::read_to_string(self.cwd.join(path))
-                        .with_context(|| format!("reading the system prompt {}", path.display()))?,
-                    None => String::new(),
-                };
+                mounts.extend(extra_mounts);
                 let options = SessionOptions {
                     session_id: args.id,
                     mounts,

@@ -25,7 +25,7 @@ pub struct ScanOptions {
     pub batch_files: usize,
     /// Commit after this many bytes of planned content.
     pub batch_bytes: u64,
-    /// Directories never entered (the store directory).
+    /// Directories never entered, besides the store's own directory (always skipped).
     pub skip_dirs: Vec<PathBuf>,
     /// Extra ignore globs (gitignore syntax), as in the settings.
     pub ignore: Vec<String>,
@@ -150,7 +150,26 @@ pub fn scan(
     let scan_start = Timestamp::now();
     let store = indexer.store();
     let filesystem_id = machine_filesystem_id();
-    let roots = canonical_roots(roots)?;
+    let (roots, walked) = canonical_roots(store, &filesystem_id, roots)?;
+    // Directories never entered, as the walk meets them (canonical paths).
+    let skip_dirs: Vec<PathBuf> = options
+        .skip_dirs
+        .iter()
+        .chain(store.dir().map(std::path::Path::to_path_buf).as_ref())
+        .map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()))
+        .collect();
+    for root in &roots {
+        if let Some(dir) = skip_dirs.iter().find(|dir| root.starts_with(dir)) {
+            return Err(Error::invalid_path(
+                root.display().to_string(),
+                format!(
+                    "it is inside {}, which scans never enter (the store directory); index the \
+                     tree around it instead",
+                    dir.display()
+                ),
+            ));
+        }
+    }
 
     let mut cache = rustc_hash::FxHashMap::default();
     for root in &roots {
@@ -172,11 +191,11 @@ pub fn scan(
     };
     let plan = WalkPlan {
         filesystem_id: filesystem_id.clone(),
-        roots: roots.clone(),
+        roots: walked,
         deny: indexer.deny_rules().clone(),
         max_content_bytes: indexer.max_content_bytes(),
         cache: Arc::new(cache),
-        skip_dirs: options.skip_dirs.clone(),
+        skip_dirs,
         ignore,
         threads: options.threads,
     };
@@ -212,14 +231,10 @@ pub fn scan(
                     let planned = indexer.plan_prepared(*prepared, Some(mtime))?;
                     batch.bytes += planned.bytes_read;
                     add(&mut summary, &mut batch, planned);
-                    batch.stat.puts.push((
-                        path.clone(),
-                        StatEntry {
-                            stat,
-                            file_hash,
-                            scan_start_ns: scan_start.as_micros().saturating_mul(1000),
-                        },
-                    ));
+                    batch
+                        .stat
+                        .puts
+                        .push((path.clone(), stat_entry(stat, file_hash, scan_start)));
                     seen.push(path);
                 }
                 Found::Denied { path, .. } => {
@@ -256,8 +271,10 @@ pub fn scan(
     for root in &roots {
         let prefix = utf8_path(root)?;
         for (path, _id) in store.paths_under(&filesystem_id, prefix)? {
-            if seen.binary_search(&path).is_ok() || std::fs::symlink_metadata(&path).is_ok() {
-                // Seen, or still on disk but ignored or skipped: not a deletion.
+            // Seen, or still on disk as a file but ignored or skipped: not a deletion. A
+            // directory now at the path means the file is gone.
+            let on_disk = std::fs::symlink_metadata(&path).is_ok_and(|meta| !meta.is_dir());
+            if seen.binary_search(&path).is_ok() || on_disk {
                 continue;
             }
             let source = FilesystemSource {
@@ -275,6 +292,23 @@ pub fn scan(
     commit(indexer, &mut batch, &mut summary)?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// The stat cache entry of a file read by a scan that started at `scan_start`. The start is
+/// floored to the whole second: file times come from the kernel's coarse clock (a tick, or a
+/// second on some filesystems), which lags the precise clock, so a write made just after the scan
+/// started can carry an mtime just before it; git compares with a file time for the same reason.
+fn stat_entry(
+    stat: crate::store::FileStat,
+    file_hash: crate::hash::Hash,
+    scan_start: Timestamp,
+) -> StatEntry {
+    let start_ns = scan_start.as_micros().saturating_mul(1000);
+    StatEntry {
+        stat,
+        file_hash,
+        scan_start_ns: start_ns - start_ns.rem_euclid(1_000_000_000),
+    }
 }
 
 /// Counts a planned file and queues its ops.
@@ -302,24 +336,124 @@ fn commit(indexer: &Indexer<'_>, batch: &mut Batch, summary: &mut ScanSummary) -
     Ok(())
 }
 
-/// Canonicalises each root (absolute, symlinks resolved, UTF-8), refusing ones that do not exist.
-fn canonical_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut out: Vec<PathBuf> = Vec::new();
+/// Canonicalises each root (absolute, symlinks resolved, UTF-8). A root that is gone from disk
+/// but has files in the store is kept (its files get tombstones) but not walked; one that is
+/// neither on disk nor in the store is refused. Returns every root to check for deletions, and
+/// those to walk.
+fn canonical_roots(
+    store: &crate::store::Store,
+    filesystem_id: &str,
+    roots: &[PathBuf],
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let mut out: Vec<(PathBuf, bool)> = Vec::new();
     for root in roots {
-        let canonical = std::fs::canonicalize(root).map_err(|e| {
+        let refuse = |e: std::io::Error| {
             Error::invalid_path(root.display().to_string(), format!("cannot index it: {e}"))
-        })?;
-        utf8_path(&canonical)?;
-        out.push(canonical);
+        };
+        match std::fs::canonicalize(root) {
+            Ok(canonical) => {
+                utf8_path(&canonical)?;
+                out.push((canonical, true));
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                let canonical = canonical_missing(root).ok_or_else(|| {
+                    Error::invalid_path(
+                        root.display().to_string(),
+                        format!("cannot index it: {err}"),
+                    )
+                })?;
+                if store
+                    .paths_under(filesystem_id, utf8_path(&canonical)?)?
+                    .is_empty()
+                {
+                    return Err(refuse(err));
+                }
+                out.push((canonical, false));
+            }
+            Err(err) => return Err(refuse(err)),
+        }
     }
     // A root inside another root is scanned once, by the outer one.
     out.sort();
-    out.dedup();
-    let mut kept: Vec<PathBuf> = Vec::new();
+    out.dedup_by(|a, b| a.0 == b.0);
+    let mut kept: Vec<(PathBuf, bool)> = Vec::new();
     for root in out {
-        if !kept.iter().any(|outer: &PathBuf| root.starts_with(outer)) {
+        if !kept.iter().any(|(outer, _)| root.0.starts_with(outer)) {
             kept.push(root);
         }
     }
-    Ok(kept)
+    let walked = kept
+        .iter()
+        .filter(|(_, on_disk)| *on_disk)
+        .map(|(r, _)| r.clone())
+        .collect();
+    Ok((kept.into_iter().map(|(r, _)| r).collect(), walked))
+}
+
+/// The canonical form of a path that does not exist: its nearest existing ancestor canonicalised,
+/// then the rest as written (`.` and `..` taken lexically).
+fn canonical_missing(root: &std::path::Path) -> Option<PathBuf> {
+    let cwd = std::env::current_dir().ok()?;
+    let absolute = PathBuf::from(crate::resolve::absolute_path(root, &cwd).ok()?);
+    let (base, rest) = absolute.ancestors().find_map(|dir| {
+        Some((
+            std::fs::canonicalize(dir).ok()?,
+            absolute.strip_prefix(dir).ok()?,
+        ))
+    })?;
+    Some(base.join(rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::Settings;
+    use crate::store::Store;
+
+    #[test]
+    fn a_write_stamped_by_the_coarse_clock_just_before_the_scan_is_racy() -> Result<()> {
+        let start = Timestamp::from_micros(1_700_000_000_123_456)?;
+        // The kernel stamped the write 3 ms before the scan's precise start (one coarse tick).
+        let stat = crate::store::FileStat {
+            size: 5,
+            mtime_ns: 1_700_000_000_120_456_000,
+            ctime_ns: 1_700_000_000_120_456_000,
+            inode: 9,
+        };
+        let entry = stat_entry(stat, crate::hash::sha256(b"hello"), start);
+        assert!(!entry.vouches_for(&stat), "{entry:?}");
+        // A file last written in an earlier second is trusted.
+        let old = crate::store::FileStat {
+            mtime_ns: 1_699_999_999_900_000_000,
+            ..stat
+        };
+        assert!(stat_entry(old, entry.file_hash, start).vouches_for(&old));
+        Ok(())
+    }
+
+    #[test]
+    fn the_store_directory_is_skipped_without_being_named() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let tree = std::fs::canonicalize(tmp.path()).map_err(|e| Error::io("canonicalize", e))?;
+        std::fs::write(tree.join("a.txt"), "a\n").map_err(|e| Error::io("write", e))?;
+        let store = Store::open_or_create(tree.join(".strata"))?;
+        let indexer = Indexer::new(&store, &Settings::default())?;
+        let summary = scan(
+            &indexer,
+            std::slice::from_ref(&tree),
+            &ScanOptions::default(),
+            &mut |_| {},
+        )?;
+        assert_eq!(summary.files, 1, "{summary:?}");
+        let err = scan(
+            &indexer,
+            &[tree.join(".strata")],
+            &ScanOptions::default(),
+            &mut |_| {},
+        )
+        .map(|_| ())
+        .unwrap_err();
+        assert!(err.to_string().contains("store directory"), "{err}");
+        Ok(())
+    }
 }

@@ -412,3 +412,199 @@ fn index_creates_the_default_store_and_finds_it_from_below() -> TestResult {
     assert!(!Path::new(rows[0]["path"].as_str().unwrap_or("")).starts_with(f.tree.join(".strata")));
     Ok(())
 }
+
+#[test]
+fn a_file_replaced_by_a_directory_is_deleted() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("notes", b"a file at first\n")?;
+    f.index()?;
+    fs::remove_file(f.tree.join("notes"))?;
+    f.write("notes/inner.md", b"now a directory\n")?;
+    let summary = f.index()?;
+    assert_eq!(count(&summary, "deleted"), 1, "{summary}");
+    assert_eq!(count(&summary, "created"), 1, "{summary}");
+    let ls = f.json(&["ls", "--json"])?;
+    let paths: Vec<&str> = ls
+        .as_array()
+        .ok_or("array")?
+        .iter()
+        .filter_map(|row| row["path"].as_str())
+        .collect();
+    assert_eq!(paths.len(), 1, "only notes/inner.md lives: {paths:?}");
+    assert!(paths[0].ends_with("notes/inner.md"), "{paths:?}");
+    Ok(())
+}
+
+#[test]
+fn the_store_directory_is_never_indexed_even_as_a_root() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("a.txt", b"a\n")?;
+    // The store inside the tree, named on the command line as a root, or a directory inside it.
+    let store = f.tree.join(".strata");
+    let run = |args: &[&str]| -> Result<Output, Box<dyn std::error::Error>> {
+        Ok(Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(args)
+            .current_dir(&f.tree)
+            .env_remove("STRATA_STORE")
+            .output()?)
+    };
+    assert!(run(&["index", "--quiet"])?.status.success());
+    let before = run(&["log", "--json"])?.stdout;
+    for root in [".strata", ".strata/", "./.strata/../.strata"] {
+        let output = run(&["index", root, "--quiet", "--json"])?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{root}: {stderr}");
+        assert!(stderr.contains("store"), "{root}: {stderr}");
+    }
+    assert_eq!(
+        run(&["log", "--json"])?.stdout,
+        before,
+        "nothing was written"
+    );
+    let ls: Value = serde_json::from_slice(&run(&["ls", "--all", "--json"])?.stdout)?;
+    assert!(
+        ls.as_array().ok_or("array")?.iter().all(|row| !row["path"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with(store.to_str().unwrap_or("?"))),
+        "{ls}"
+    );
+    Ok(())
+}
+
+#[test]
+fn diff_shows_a_deletion_against_dev_null() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("gone.txt", b"one\ntwo\n")?;
+    f.write("empty.txt", b"")?;
+    f.index()?;
+    fs::remove_file(f.tree.join("gone.txt"))?;
+    fs::remove_file(f.tree.join("empty.txt"))?;
+    f.index()?;
+    let diff = f.ok(&["diff", "gone.txt"])?;
+    assert!(diff.contains("--- a"), "{diff}");
+    assert!(diff.contains("+++ /dev/null"), "{diff}");
+    assert!(diff.contains("-one\n-two\n"), "{diff}");
+    // An empty file deleted: no line changes, but the diff still says the file went.
+    let diff = f.ok(&["diff", "empty.txt"])?;
+    assert!(diff.contains("+++ /dev/null"), "{diff}");
+    // And re-created: from /dev/null.
+    f.write("gone.txt", b"one\ntwo\n")?;
+    f.index()?;
+    let diff = f.ok(&["diff", "gone.txt"])?;
+    assert!(diff.contains("--- /dev/null"), "{diff}");
+    assert!(diff.contains("+one\n+two\n"), "{diff}");
+    Ok(())
+}
+
+#[test]
+fn indexing_a_path_that_is_gone_records_its_deletion() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("a.txt", b"a\n")?;
+    f.write("dir/x.txt", b"x\n")?;
+    f.write("dir/sub/y.txt", b"y\n")?;
+    f.write("keep.txt", b"k\n")?;
+    f.index()?;
+    fs::remove_file(f.tree.join("a.txt"))?;
+    fs::remove_dir_all(f.tree.join("dir"))?;
+    let summary = f.json(&["index", "a.txt", "dir", "--quiet", "--json"])?;
+    assert_eq!(count(&summary, "deleted"), 3, "{summary}");
+    assert_eq!(count(&summary, "files"), 0, "{summary}");
+    assert_eq!(count(&summary, "skipped"), 0, "{summary}");
+    let ls = f.json(&["ls", "--json"])?;
+    assert_eq!(ls.as_array().map(Vec::len), Some(1), "{ls}");
+    // A path neither on disk nor in the store is still refused, and writes nothing.
+    let log = f.ok(&["log", "--json"])?;
+    let err = f.fails(&["index", "never/was"], 2)?;
+    assert!(err.contains("never/was"), "{err}");
+    assert_eq!(f.ok(&["log", "--json"])?, log);
+    Ok(())
+}
+
+#[test]
+fn show_says_why_a_denied_file_has_no_content() -> TestResult {
+    let f = Fixture::new()?;
+    f.write(".env", b"TOKEN=abc\n")?;
+    f.index()?;
+    let shown = f.ok(&["show", ".env"])?;
+    let content = shown
+        .lines()
+        .find(|line| line.starts_with("content "))
+        .ok_or("a content row")?;
+    assert!(content.contains("denied"), "{shown}");
+    assert!(!content.contains("[unread]"), "{shown}");
+    Ok(())
+}
+
+#[test]
+fn a_refused_index_creates_no_store() -> TestResult {
+    let f = Fixture::new()?;
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["index", "no/such/dir", "--quiet"])
+        .current_dir(&f.tree)
+        .env_remove("STRATA_STORE")
+        .output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no/such/dir"), "{stderr}");
+    assert!(!stderr.contains("created"), "{stderr}");
+    assert!(!f.tree.join(".strata").exists(), "no store was left behind");
+    Ok(())
+}
+
+#[test]
+fn a_refused_session_new_creates_no_store() -> TestResult {
+    let f = Fixture::new()?;
+    for args in [
+        &["session", "new", "--mount", "relative=/x"][..],
+        &["session", "new", "--system-prompt", "no-such-prompt.md"][..],
+        &["session", "new", "--id", "a\tb"][..],
+        &["session", "new", "--default-filesystem", " "][..],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(args)
+            .current_dir(&f.tree)
+            .env_remove("STRATA_STORE")
+            .output()?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(!stderr.contains("created"), "{args:?}: {stderr}");
+        assert!(
+            !f.tree.join(".strata").exists(),
+            "{args:?} left a store behind"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn human_output_quotes_paths_with_control_characters() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("two\nlines.txt", b"x\n")?;
+    f.write("plain name.txt", b"y\n")?;
+    f.index()?;
+    let ls = f.ok(&["ls"])?;
+    assert_eq!(
+        ls.lines().count(),
+        3,
+        "a header and one line per file: {ls}"
+    );
+    assert!(ls.contains("/two\\nlines.txt\""), "{ls}");
+    assert!(
+        ls.contains("/plain name.txt "),
+        "ordinary names stay as they are: {ls}"
+    );
+    let history = f.ok(&["history", "two\nlines.txt"])?;
+    assert!(
+        history.lines().next().is_some_and(|l| l.contains("\\n")),
+        "{history}"
+    );
+    // JSON keeps the path exactly.
+    let rows = f.json(&["ls", "--json"])?;
+    assert!(rows.as_array().ok_or("array")?.iter().any(|r| {
+        r["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("/two\nlines.txt"))
+    }));
+    Ok(())
+}
