@@ -186,6 +186,9 @@ pub struct Session<'s> {
     turns: Vec<Turn>,
     system_prompt: String,
     cache: HashMap<String, Meta>,
+    /// The on-disk spelling of files whose identity path differs from it (case-insensitive
+    /// mounts lowercase the identity path): the path to open them by.
+    spellings: HashMap<String, String>,
     /// Ops waiting for the next commit, at most one per entity.
     pending: Vec<Op>,
     pending_at: HashMap<String, usize>,
@@ -363,6 +366,7 @@ impl<'s> Session<'s> {
             turns: Vec::new(),
             system_prompt: String::new(),
             cache: HashMap::new(),
+            spellings: HashMap::new(),
             pending: Vec::new(),
             pending_at: HashMap::new(),
             stat_puts: Vec::new(),
@@ -480,12 +484,18 @@ impl<'s> Session<'s> {
         let ids: Vec<&str> = self.sets.index().ids().iter().map(String::as_str).collect();
         let stored = self.store.metadata_many(&ids, at)?;
         let mut cache = HashMap::with_capacity(ids.len());
+        let mut spellings = HashMap::new();
         for (id, stored) in ids.iter().zip(stored) {
-            if let Some(meta) = stored.and_then(|s| meta_of_stored(&self.resolver, &s)) {
+            let Some(stored) = stored else { continue };
+            if let Some(spelling) = &stored.info.spelling {
+                spellings.insert(id.to_string(), spelling.clone());
+            }
+            if let Some(meta) = meta_of_stored(&self.resolver, &stored) {
                 cache.insert(id.to_string(), meta);
             }
         }
         self.cache = cache;
+        self.spellings = spellings;
         Ok(())
     }
 
@@ -745,6 +755,35 @@ impl<'s> Session<'s> {
         Ok(planned)
     }
 
+    /// Remembers the on-disk spelling of a file whose identity path differs from the path it
+    /// was opened by (a case-insensitive mount), on its put too, so that resume opens it by it.
+    fn record_spelling(&mut self, planned: &mut Planned, resolved: &crate::resolve::ResolvedPath) {
+        if resolved.open_path == resolved.canonical_path {
+            self.spellings.remove(&planned.id);
+            return;
+        }
+        if let Some(Op::Put(put)) = planned.ops.first_mut() {
+            put.spelling = Some(resolved.open_path.clone());
+        }
+        self.spellings
+            .insert(planned.id.clone(), resolved.open_path.clone());
+    }
+
+    /// Carries a recorded spelling `open` over to the new version `planned` puts.
+    fn keep_spelling(planned: &mut Planned, open: &str, canonical: &str) {
+        if open != canonical
+            && let Some(Op::Put(put)) = planned.ops.first_mut()
+        {
+            put.spelling = Some(open.to_string());
+        }
+    }
+
+    /// The path to open file `id` (identity path `canonical`) by: its recorded on-disk
+    /// spelling, or the identity path itself.
+    fn open_path<'a>(&'a self, id: &str, canonical: &'a str) -> &'a str {
+        self.spellings.get(id).map_or(canonical, String::as_str)
+    }
+
     fn source_of(
         &self,
         agent_path: &str,
@@ -770,7 +809,8 @@ impl<'s> Session<'s> {
         self.writable()?;
         let (source, resolved) = self.source_of(agent_path)?;
         let real = self.resolver.check_symlinks(&resolved)?;
-        let planned = self.index_from_disk(source.clone(), &real)?;
+        let mut planned = self.index_from_disk(source.clone(), &real)?;
+        self.record_spelling(&mut planned, &resolved);
         self.after_read(planned, &source)
     }
 
@@ -810,14 +850,15 @@ impl<'s> Session<'s> {
         self.writable()?;
         let sources = agent_paths
             .iter()
-            .map(|p| self.source_of(p).map(|(s, _)| s))
+            .map(|p| self.source_of(p))
             .collect::<Result<Vec<_>>>()?;
         let mut out = Vec::with_capacity(sources.len());
-        for source in sources {
+        for (source, resolved) in sources {
             let path = self
                 .resolver
                 .reverse_resolve(&source.filesystem_id, &source.path);
-            let planned = self.indexer.discover_file(source.clone())?;
+            let mut planned = self.indexer.discover_file(source.clone())?;
+            self.record_spelling(&mut planned, &resolved);
             let action = if self.pending_at.contains_key(&planned.id) {
                 Action::Unchanged
             } else {
@@ -1027,7 +1068,12 @@ impl<'s> Session<'s> {
                 "it lies on a filesystem strata cannot read; the runtime must supply its bytes",
             ));
         }
-        let planned = self.index_from_disk(source.clone(), std::path::Path::new(&source.path))?;
+        let id =
+            crate::object::sourced_identity(ObjectType::File, &Source::Filesystem(source.clone()))?
+                .to_hex();
+        let open = self.open_path(&id, &source.path).to_string();
+        let mut planned = self.index_from_disk(source.clone(), std::path::Path::new(&open))?;
+        Self::keep_spelling(&mut planned, &open, &source.path);
         if let Some(Op::Put(put)) = planned.ops.first()
             && put.object.is_stub()
         {
