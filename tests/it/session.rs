@@ -1214,7 +1214,7 @@ fn resume_opens_a_case_insensitive_mounts_files_by_their_on_disk_spelling() -> T
     assert_eq!(report.checked, 1);
     assert_eq!(report.unreadable, 0);
     tree.write("docs/README.MD", "# hello, edited")?;
-    let (mut s, report) = Session::resume(&store, &settings(), &sid)?;
+    let (s, report) = Session::resume(&store, &settings(), &sid)?;
     assert_eq!(report.changes.len(), 1, "{:?}", report.changes);
     assert_eq!(report.changes[0].action, Action::Updated);
     let text = s.render(&RenderOptions::default())?;
