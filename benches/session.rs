@@ -101,7 +101,84 @@ fn bytes_per_commit(files: usize, commits: usize) {
     );
 }
 
+/// Profiling aid: `SESSION_PROFILE=resume|commit SESSION_PROFILE_DIR=/tmp/x` runs only that
+/// operation in a loop over a fixture kept in the directory (built on first use), for `perf`.
+fn profile(what: &str, dir: &str) {
+    let store_dir = PathBuf::from(dir).join("store");
+    let sid_file = PathBuf::from(dir).join("sid");
+    let (store, sid) = if sid_file.exists() {
+        (
+            Store::open(&store_dir).unwrap(),
+            std::fs::read_to_string(&sid_file).unwrap(),
+        )
+    } else {
+        let f = fixture(FILES);
+        let sid = f.sid.clone();
+        drop(f.store);
+        std::fs::create_dir_all(dir).unwrap();
+        // The fixture's files live in its temp dir: keep it by leaking it.
+        std::fs::rename(f._tmp.path().join("store"), &store_dir).unwrap();
+        std::mem::forget(f._tmp);
+        std::fs::write(&sid_file, &sid).unwrap();
+        (Store::open(&store_dir).unwrap(), sid)
+    };
+    let settings = Settings::default();
+    for _ in 0..20 {
+        let t = std::time::Instant::now();
+        match what {
+            "phases" => {
+                let session = Session::load(&store, &settings, &sid).unwrap();
+                eprintln!("load {:?}", t.elapsed());
+                let ids: Vec<&str> = session
+                    .sets()
+                    .index()
+                    .ids()
+                    .iter()
+                    .map(String::as_str)
+                    .collect();
+                let t1 = std::time::Instant::now();
+                let metas = store.metadata_many(&ids, None).unwrap();
+                eprintln!("metadata_many {:?}", t1.elapsed());
+                let t1 = std::time::Instant::now();
+                for m in metas.iter().flatten() {
+                    if let Some(strata::Source::Filesystem(fs)) = &m.source {
+                        divan::black_box(std::fs::metadata(&fs.path).ok());
+                    }
+                }
+                eprintln!("stat {:?}", t1.elapsed());
+                let t1 = std::time::Instant::now();
+                divan::black_box(session.document().unwrap());
+                eprintln!("document {:?}", t1.elapsed());
+            }
+            "resume" => {
+                let (_s, report) = Session::resume(&store, &settings, &sid).unwrap();
+                assert_eq!(report.vouched, FILES);
+            }
+            _ => {
+                let mut session = Session::load(&store, &settings, &sid).unwrap();
+                session
+                    .append_turn(Role::Assistant, "calls".into(), vec![])
+                    .unwrap();
+                for n in 0..100 {
+                    session.record_toolcall(call(n)).unwrap();
+                }
+                let t = std::time::Instant::now();
+                session.commit().unwrap();
+                eprintln!("commit {:?}", t.elapsed());
+            }
+        }
+        eprintln!("{what} {:?}", t.elapsed());
+    }
+}
+
 fn main() {
+    if let (Ok(what), Ok(dir)) = (
+        std::env::var("SESSION_PROFILE"),
+        std::env::var("SESSION_PROFILE_DIR"),
+    ) {
+        profile(&what, &dir);
+        return;
+    }
     bytes_per_commit(100, 50);
     bytes_per_commit(FILES, 20);
     divan::main();

@@ -38,8 +38,8 @@ use crate::object::{
 };
 use crate::resolve::{FilesystemResolver, MountMapping, machine_filesystem_id};
 use crate::store::{
-    FileStat, HistoryQuery, Op, Order, Origin, StatEntry, StatUpdate, Store, Timestamp, TxId,
-    TxReceipt, Version,
+    FileStat, HistoryQuery, ObjectMeta, Op, Order, Origin, StatEntry, StatUpdate, Store, Timestamp,
+    TxId, TxReceipt, Version,
 };
 
 /// The format of the `session_config:{sid}` object's JSON.
@@ -186,6 +186,9 @@ pub struct Session<'s> {
     turns: Vec<Turn>,
     system_prompt: String,
     cache: HashMap<String, Meta>,
+    /// The on-disk spelling of files whose identity path differs from it (case-insensitive
+    /// mounts lowercase the identity path): the path to open them by.
+    spellings: HashMap<String, String>,
     /// Ops waiting for the next commit, at most one per entity.
     pending: Vec<Op>,
     pending_at: HashMap<String, usize>,
@@ -196,6 +199,8 @@ pub struct Session<'s> {
     config_dirty: bool,
     /// The session object hash of the last commit (`None` before the first).
     committed: Option<Hash>,
+    /// The sets' revision at the last commit (or load): unchanged sets need no rehash.
+    committed_revision: Option<u64>,
     /// The chat object hash of the last commit (`None` before the first).
     committed_chat: Option<Hash>,
     last_tx: Option<TxId>,
@@ -251,6 +256,41 @@ fn meta_of(resolver: &FilesystemResolver, object: &Object) -> Option<Meta> {
                 file_type: f.file_type.clone(),
                 char_count: f.char_count,
                 file_hash: object.file_hash().copied(),
+                state,
+            })
+        }
+        Fields::Toolcall(f) => Some(Meta::Toolcall {
+            tool: f.tool.clone(),
+            status: f.status,
+        }),
+        _ => None,
+    }
+}
+
+/// The metadata cache entry of a version read with [`Store::metadata_many`] (no content read).
+fn meta_of_stored(resolver: &FilesystemResolver, stored: &ObjectMeta) -> Option<Meta> {
+    let Some(doc) = &stored.document else {
+        return stored
+            .source
+            .as_ref()
+            .map(|s| deleted_meta(resolver, s.as_filesystem().clone()));
+    };
+    match &doc.fields {
+        Fields::File(f) => {
+            let source = stored.source.as_ref()?.as_filesystem().clone();
+            let state = match stored.info.content_omitted {
+                Some(ContentOmitted::Denied) => FileState::Denied,
+                Some(ContentOmitted::Binary) => FileState::Binary,
+                Some(ContentOmitted::TooLarge) => FileState::TooLarge,
+                None if doc.file_hash.is_none() => FileState::Stub,
+                None => FileState::Read,
+            };
+            Some(Meta::File {
+                path: resolver.reverse_resolve(&source.filesystem_id, &source.path),
+                source,
+                file_type: f.file_type.clone(),
+                char_count: f.char_count,
+                file_hash: doc.file_hash,
                 state,
             })
         }
@@ -326,6 +366,7 @@ impl<'s> Session<'s> {
             turns: Vec::new(),
             system_prompt: String::new(),
             cache: HashMap::new(),
+            spellings: HashMap::new(),
             pending: Vec::new(),
             pending_at: HashMap::new(),
             stat_puts: Vec::new(),
@@ -334,6 +375,7 @@ impl<'s> Session<'s> {
             prompt_dirty: true,
             config_dirty: true,
             committed: None,
+            committed_revision: None,
             committed_chat: None,
             last_tx: None,
             view: None,
@@ -368,22 +410,27 @@ impl<'s> Session<'s> {
                 other => other,
             }
         };
-        let version = read(&session_entity(sid))?.ok_or_else(|| match at {
-            Some(tx) => Error::not_found(format!(
-                "session {sid} at tx {} (it did not exist yet); see `strata session history {sid}`",
-                tx.0
-            )),
-            None => unknown_session(sid),
-        })?;
-        let Some(object) = version.object else {
+        // The session and chat documents are read as stored metadata: their fields are all a
+        // session needs, and the stored object hash is what the next commit's match compares.
+        let version = store
+            .metadata(&session_entity(sid), at)?
+            .ok_or_else(|| match at {
+                Some(tx) => Error::not_found(format!(
+                    "session {sid} at tx {} (it did not exist yet); see `strata session history {sid}`",
+                    tx.0
+                )),
+                None => unknown_session(sid),
+            })?;
+        let Some(document) = version.document else {
             return Err(Error::not_found(format!("session {sid} (it was deleted)")));
         };
-        let Fields::Session(fields) = object.fields().clone() else {
+        let Fields::Session(fields) = document.fields else {
             return Err(Error::corrupt(format!(
                 "session:{sid} is a {}, not a session",
-                object.object_type()
+                version.object_type
             )));
         };
+        let session_hash = version.info.object_hash;
         let config: SessionConfig = match read(&config_entity(sid))?.and_then(|v| v.object) {
             Some(config) => serde_json::from_str(config.content().unwrap_or(""))
                 .map_err(|e| Error::corrupt(format!("session_config:{sid} does not parse: {e}")))?,
@@ -396,11 +443,13 @@ impl<'s> Session<'s> {
         };
         let resolver =
             FilesystemResolver::new(config.mounts.clone(), config.default_filesystem_id.clone())?;
-        let chat = read(&fields.chat_ref)?.and_then(|v| v.object);
-        let committed_chat = chat.as_ref().map(|c| *c.object_hash());
-        let turns = match chat {
-            Some(chat) => match chat.fields() {
-                Fields::Chat(c) => c.turns.clone(),
+        let chat = store
+            .metadata(&fields.chat_ref, at)?
+            .filter(|c| !c.is_tombstone());
+        let committed_chat = chat.as_ref().and_then(|c| c.info.object_hash);
+        let turns = match chat.and_then(|c| c.document) {
+            Some(chat) => match chat.fields {
+                Fields::Chat(c) => c.turns,
                 _ => return Err(Error::corrupt(format!("{} is not a chat", fields.chat_ref))),
             },
             None => Vec::new(),
@@ -421,48 +470,32 @@ impl<'s> Session<'s> {
         session.chat_dirty = false;
         session.prompt_dirty = false;
         session.config_dirty = false;
-        session.committed = Some(*object.object_hash());
+        session.committed = session_hash;
+        session.committed_revision = Some(session.sets.revision());
         session.committed_chat = committed_chat;
         session.last_tx = Some(version.info.tx_id);
         session.rebuild_cache(at)?;
         Ok(session)
     }
 
-    /// Rebuilds the metadata cache of every indexed object as the store knew it at `at`.
+    /// Rebuilds the metadata cache of every indexed object as the store knew it at `at`, from
+    /// the stored metadata alone (no content is read, no object rebuilt).
     fn rebuild_cache(&mut self, at: Option<TxId>) -> Result<()> {
-        let ids: Vec<String> = self.sets.index().ids().to_vec();
-        let versions: Vec<Option<Version>> = match at {
-            None => {
-                let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-                self.store.get_many(&refs)?
+        let ids: Vec<&str> = self.sets.index().ids().iter().map(String::as_str).collect();
+        let stored = self.store.metadata_many(&ids, at)?;
+        let mut cache = HashMap::with_capacity(ids.len());
+        let mut spellings = HashMap::new();
+        for (id, stored) in ids.iter().zip(stored) {
+            let Some(stored) = stored else { continue };
+            if let Some(spelling) = &stored.info.spelling {
+                spellings.insert(id.to_string(), spelling.clone());
             }
-            Some(tx) => ids
-                .iter()
-                .map(|id| match self.store.as_of(id, None, Some(tx)) {
-                    Err(Error::NotFound { .. }) => Ok(None),
-                    other => other,
-                })
-                .collect::<Result<_>>()?,
-        };
-        self.cache.clear();
-        for (id, version) in ids.iter().zip(versions) {
-            let meta = match version.and_then(|v| v.object) {
-                Some(object) => meta_of(&self.resolver, &object),
-                None => match self.store.entity(id) {
-                    Ok(info) => match info.source {
-                        Some(Source::Filesystem(source)) => {
-                            Some(deleted_meta(&self.resolver, source))
-                        }
-                        None => None,
-                    },
-                    Err(Error::NotFound { .. }) => None,
-                    Err(e) => return Err(e),
-                },
-            };
-            if let Some(meta) = meta {
-                self.cache.insert(id.clone(), meta);
+            if let Some(meta) = meta_of_stored(&self.resolver, &stored) {
+                cache.insert(id.to_string(), meta);
             }
         }
+        self.cache = cache;
+        self.spellings = spellings;
         Ok(())
     }
 
@@ -722,6 +755,35 @@ impl<'s> Session<'s> {
         Ok(planned)
     }
 
+    /// Remembers the on-disk spelling of a file whose identity path differs from the path it
+    /// was opened by (a case-insensitive mount), on its put too, so that resume opens it by it.
+    fn record_spelling(&mut self, planned: &mut Planned, resolved: &crate::resolve::ResolvedPath) {
+        if resolved.open_path == resolved.canonical_path {
+            self.spellings.remove(&planned.id);
+            return;
+        }
+        if let Some(Op::Put(put)) = planned.ops.first_mut() {
+            put.spelling = Some(resolved.open_path.clone());
+        }
+        self.spellings
+            .insert(planned.id.clone(), resolved.open_path.clone());
+    }
+
+    /// Carries a recorded spelling `open` over to the new version `planned` puts.
+    fn keep_spelling(planned: &mut Planned, open: &str, canonical: &str) {
+        if open != canonical
+            && let Some(Op::Put(put)) = planned.ops.first_mut()
+        {
+            put.spelling = Some(open.to_string());
+        }
+    }
+
+    /// The path to open file `id` (identity path `canonical`) by: its recorded on-disk
+    /// spelling, or the identity path itself.
+    fn open_path<'a>(&'a self, id: &str, canonical: &'a str) -> &'a str {
+        self.spellings.get(id).map_or(canonical, String::as_str)
+    }
+
     fn source_of(
         &self,
         agent_path: &str,
@@ -747,7 +809,8 @@ impl<'s> Session<'s> {
         self.writable()?;
         let (source, resolved) = self.source_of(agent_path)?;
         let real = self.resolver.check_symlinks(&resolved)?;
-        let planned = self.index_from_disk(source.clone(), &real)?;
+        let mut planned = self.index_from_disk(source.clone(), &real)?;
+        self.record_spelling(&mut planned, &resolved);
         self.after_read(planned, &source)
     }
 
@@ -787,14 +850,15 @@ impl<'s> Session<'s> {
         self.writable()?;
         let sources = agent_paths
             .iter()
-            .map(|p| self.source_of(p).map(|(s, _)| s))
+            .map(|p| self.source_of(p))
             .collect::<Result<Vec<_>>>()?;
         let mut out = Vec::with_capacity(sources.len());
-        for source in sources {
+        for (source, resolved) in sources {
             let path = self
                 .resolver
                 .reverse_resolve(&source.filesystem_id, &source.path);
-            let planned = self.indexer.discover_file(source.clone())?;
+            let mut planned = self.indexer.discover_file(source.clone())?;
+            self.record_spelling(&mut planned, &resolved);
             let action = if self.pending_at.contains_key(&planned.id) {
                 Action::Unchanged
             } else {
@@ -1004,7 +1068,12 @@ impl<'s> Session<'s> {
                 "it lies on a filesystem strata cannot read; the runtime must supply its bytes",
             ));
         }
-        let planned = self.index_from_disk(source.clone(), std::path::Path::new(&source.path))?;
+        let id =
+            crate::object::sourced_identity(ObjectType::File, &Source::Filesystem(source.clone()))?
+                .to_hex();
+        let open = self.open_path(&id, &source.path).to_string();
+        let mut planned = self.index_from_disk(source.clone(), std::path::Path::new(&open))?;
+        Self::keep_spelling(&mut planned, &open, &source.path);
         if let Some(Op::Put(put)) = planned.ops.first()
             && put.object.is_stub()
         {
@@ -1139,7 +1208,16 @@ impl<'s> Session<'s> {
             || self.chat_dirty
             || self.prompt_dirty
             || self.config_dirty
-            || self.committed != Some(*self.document()?.object_hash()))
+            || self.sets_changed()?)
+    }
+
+    /// Whether the session document differs from the last commit's. Hashes the document only
+    /// when the sets changed since (the revision counter moved).
+    fn sets_changed(&self) -> Result<bool> {
+        if self.committed.is_some() && self.committed_revision == Some(self.sets.revision()) {
+            return Ok(false);
+        }
+        Ok(self.committed != Some(*self.document()?.object_hash()))
     }
 
     /// Writes everything new (indexed files, tool calls, chat, system prompt) and the session
@@ -1151,22 +1229,26 @@ impl<'s> Session<'s> {
     /// Store errors; on error nothing is written and the session keeps its uncommitted changes.
     pub fn commit(&mut self) -> Result<Option<TxReceipt>> {
         self.writable()?;
-        let session = self.document()?;
-        let stat = StatUpdate {
-            filesystem_id: self.resolver.machine_id().to_string(),
-            puts: std::mem::take(&mut self.stat_puts),
-            removes: std::mem::take(&mut self.stat_removes),
-        };
         let changed = !self.pending.is_empty()
             || self.chat_dirty
             || self.prompt_dirty
             || self.config_dirty
-            || self.committed != Some(*session.object_hash());
+            || self.sets_changed()?;
         if !changed {
-            self.store
-                .transact_with_stat(Vec::new(), Origin::Session, stat)?;
+            if !self.stat_puts.is_empty() || !self.stat_removes.is_empty() {
+                let stat = StatUpdate {
+                    filesystem_id: self.resolver.machine_id().to_string(),
+                    puts: self.stat_puts.clone(),
+                    removes: self.stat_removes.clone(),
+                };
+                self.store
+                    .transact_with_stat(Vec::new(), Origin::Session, stat)?;
+                self.stat_puts.clear();
+                self.stat_removes.clear();
+            }
             return Ok(None);
         }
+        let session = self.document()?;
         let mut ops = self.pending.clone();
         let mut chat_hash = self.committed_chat;
         if self.chat_dirty {
@@ -1203,12 +1285,22 @@ impl<'s> Session<'s> {
             expected: self.committed,
         });
         ops.push(Op::put(session));
+        let revision = self.sets.revision();
+        // The stat cache entries are taken only now: an error above leaves them queued, and a
+        // failed transaction gives them back.
+        let stat = StatUpdate {
+            filesystem_id: self.resolver.machine_id().to_string(),
+            puts: std::mem::take(&mut self.stat_puts),
+            removes: std::mem::take(&mut self.stat_removes),
+        };
         let receipt = match self
             .store
             .transact_with_stat(ops, Origin::Session, stat.clone())
         {
             Ok(Some(receipt)) => receipt,
             Ok(None) => {
+                self.stat_puts = stat.puts;
+                self.stat_removes = stat.removes;
                 return Err(Error::Storage(
                     "a session commit wrote no transaction".into(),
                 ));
@@ -1225,6 +1317,7 @@ impl<'s> Session<'s> {
         self.prompt_dirty = false;
         self.config_dirty = false;
         self.committed = Some(hash);
+        self.committed_revision = Some(revision);
         self.committed_chat = chat_hash;
         self.last_tx = Some(receipt.tx_id);
         Ok(Some(receipt))

@@ -133,7 +133,9 @@ impl<'s> Session<'s> {
                 report.unreachable += 1;
                 continue;
             }
-            let stat = match std::fs::metadata(&source.path) {
+            // A case-insensitive mount's identity path is lowercased: open the on-disk spelling.
+            let open = self.open_path(&id, &source.path).to_string();
+            let stat = match std::fs::metadata(&open) {
                 Ok(meta) if meta.is_file() => FileStat::of(&meta),
                 Ok(_) => {
                     report.unreadable += 1;
@@ -172,8 +174,8 @@ impl<'s> Session<'s> {
             if state == FileState::Denied {
                 continue;
             }
-            let planned =
-                match self.index_from_disk(source.clone(), std::path::Path::new(&source.path)) {
+            let mut planned =
+                match self.index_from_disk(source.clone(), std::path::Path::new(&open)) {
                     Ok(planned) => planned,
                     Err(Error::Io { .. }) => {
                         report.unreadable += 1;
@@ -182,6 +184,7 @@ impl<'s> Session<'s> {
                     Err(e) => return Err(e),
                 };
             report.read += 1;
+            Self::keep_spelling(&mut planned, &open, &source.path);
             if planned.action != Action::Unchanged {
                 self.apply_planned(&planned, &source);
                 report.changes.push(Reconciled {

@@ -76,13 +76,26 @@ impl OrderedSet {
 
 /// The session index, metadata pool, active set and pinned set, with their invariants enforced
 /// by every method: active ⊆ pool ⊆ index, pinned ⊆ pool, the index append-only.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Sets {
     index: OrderedSet,
     pool: OrderedSet,
     active: OrderedSet,
     pinned: OrderedSet,
+    /// Bumped by every mutation that may have changed a set: equal revisions mean equal sets.
+    revision: u64,
 }
+
+impl PartialEq for Sets {
+    fn eq(&self, other: &Self) -> bool {
+        self.index == other.index
+            && self.pool == other.pool
+            && self.active == other.active
+            && self.pinned == other.pinned
+    }
+}
+
+impl Eq for Sets {}
 
 impl Sets {
     /// Sets restored from a session document, checked against the invariants.
@@ -100,6 +113,7 @@ impl Sets {
             pool: OrderedSet::from_ids(pool),
             active: OrderedSet::from_ids(active),
             pinned: OrderedSet::from_ids(pinned),
+            revision: 0,
         };
         sets.check()
             .map_err(|e| Error::corrupt(format!("session sets: {e}")))?;
@@ -156,35 +170,55 @@ impl Sets {
 
     /// Adds `id` to the index (append-only, idempotent).
     pub(crate) fn add_to_index(&mut self, id: &str) {
-        self.index.push(id.to_string());
+        if !self.index.contains(id) {
+            self.revision += 1;
+            self.index.push(id.to_string());
+        }
     }
 
     /// Adds `id` to the index and the pool.
     pub(crate) fn add_to_pool(&mut self, id: &str) {
         self.add_to_index(id);
-        self.pool.push(id.to_string());
+        if !self.pool.contains(id) {
+            self.revision += 1;
+            self.pool.push(id.to_string());
+        }
     }
 
     /// Adds `id` to index, pool and the end of the active set (most recently activated).
     pub(crate) fn add_active(&mut self, id: &str) {
         self.add_to_pool(id);
-        self.active.push_to_end(id.to_string());
+        if self.active.ids().last().map(String::as_str) != Some(id) {
+            self.revision += 1;
+            self.active.push_to_end(id.to_string());
+        }
     }
 
     /// Removes `id` from the active set; it stays in the pool. False when it was not active.
     pub(crate) fn remove_active(&mut self, id: &str) -> bool {
-        self.active.remove(id)
+        let removed = self.active.remove(id);
+        self.revision += u64::from(removed);
+        removed
     }
 
     /// Pins `id`, which must be in the pool. False when it already was pinned.
     pub(crate) fn pin(&mut self, id: &str) -> bool {
         debug_assert!(self.pool.contains(id));
-        self.pinned.push(id.to_string())
+        let pinned = self.pinned.push(id.to_string());
+        self.revision += u64::from(pinned);
+        pinned
     }
 
     /// Unpins `id`. False when it was not pinned.
     pub(crate) fn unpin(&mut self, id: &str) -> bool {
-        self.pinned.remove(id)
+        let unpinned = self.pinned.remove(id);
+        self.revision += u64::from(unpinned);
+        unpinned
+    }
+
+    /// A counter bumped by every change: the sets are unchanged while it stays the same.
+    pub(crate) fn revision(&self) -> u64 {
+        self.revision
     }
 }
 

@@ -19,6 +19,7 @@ mod doc_delta;
 mod fsck;
 mod log;
 mod lookup;
+mod metadata;
 mod readonly;
 mod stat;
 mod tables;
@@ -33,6 +34,7 @@ use redb::{
 
 pub use fsck::{Finding, GcReport};
 pub use log::{LoggedOp, Origin, TxRecord};
+pub use metadata::{DocumentMeta, ObjectMeta};
 pub use stat::{FileStat, StatEntry, StatUpdate};
 pub use time::{Timestamp, TxId};
 

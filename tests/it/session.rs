@@ -1188,3 +1188,45 @@ fn session_and_chat_documents_are_stored_as_deltas_and_read_back_whole() -> Test
     assert_eq!(reloaded.sets(), s.sets());
     Ok(())
 }
+
+#[test]
+fn resume_opens_a_case_insensitive_mounts_files_by_their_on_disk_spelling() -> TestResult {
+    let tree = Tree::new()?;
+    let on_disk = tree.write("docs/README.MD", "# hello")?;
+    let store = Store::in_memory()?;
+    let options = SessionOptions {
+        mounts: vec![MountMapping::new("/work", path_str(&tree.root)).as_case_insensitive()],
+        ..SessionOptions::default()
+    };
+    let (sid, id) = {
+        let mut s = Session::create(&store, &settings(), options)?;
+        let touched = s.read("/work/docs/README.MD")?;
+        assert_eq!(touched.action, Action::Created);
+        s.commit()?;
+        (s.id().to_string(), touched.id)
+    };
+    // The identity path is lowercased; the version records the spelling it was opened by.
+    let info = store.version_info(&id, None, None)?.ok_or("no version")?;
+    assert_eq!(info.spelling.as_deref(), Some(on_disk.as_str()));
+    assert!(!Path::new(&tree.path("docs/readme.md")).exists());
+    let (_, report) = Session::resume(&store, &settings(), &sid)?;
+    assert!(report.changes.is_empty(), "{:?}", report.changes);
+    assert_eq!(report.checked, 1);
+    assert_eq!(report.unreadable, 0);
+    tree.write("docs/README.MD", "# hello, edited")?;
+    let (s, report) = Session::resume(&store, &settings(), &sid)?;
+    assert_eq!(report.changes.len(), 1, "{:?}", report.changes);
+    assert_eq!(report.changes[0].action, Action::Updated);
+    let text = s.render(&RenderOptions::default())?;
+    assert!(text.contains("# hello, edited"), "{text}");
+    // The new version keeps the spelling, so the next resume finds the file again.
+    let info = store.version_info(&id, None, None)?.ok_or("no version")?;
+    assert_eq!(info.spelling.as_deref(), Some(on_disk.as_str()));
+    let (_, report) = Session::resume(&store, &settings(), &sid)?;
+    assert!(report.changes.is_empty(), "{:?}", report.changes);
+    fs::remove_file(&on_disk)?;
+    let (_, report) = Session::resume(&store, &settings(), &sid)?;
+    assert_eq!(report.changes.len(), 1);
+    assert_eq!(report.changes[0].action, Action::Deleted);
+    Ok(())
+}

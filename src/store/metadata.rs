@@ -1,0 +1,212 @@
+//! Metadata-only reads: a version's row and its document's fields, without reading content blobs
+//! or rebuilding (and rehashing) whole objects.
+//!
+//! [`Store::as_of`] rebuilds every object from its parts and checks that it hashes to the stored
+//! object hash; that is the right default, and `fsck` checks every document the same way. A
+//! caller that needs only what a metadata line shows (a session's metadata cache over thousands
+//! of files) reads [`ObjectMeta`] instead: the stored object hash is taken as recorded and the
+//! content is not read, so one entity costs a few table lookups and the parse of its fields.
+
+use super::{R, Store, TxId, VersionInfo, blobs, entity_info, entity_rec, temporal, version_info};
+use crate::error::{Error, Result};
+use crate::hash::Hash;
+use crate::object::{Fields, ObjectType, Source};
+
+/// What a version of an entity is, without its content: for metadata lines and caches.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObjectMeta {
+    /// The version row (times, object hash as stored, size, spelling, content_omitted).
+    pub info: VersionInfo,
+    /// The entity's type.
+    pub object_type: ObjectType,
+    /// Its source, for files.
+    pub source: Option<Source>,
+    /// The version's document; `None` for a tombstone.
+    pub document: Option<DocumentMeta>,
+}
+
+/// The document of a version as stored: hashes and typed fields, no content.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DocumentMeta {
+    /// `file_hash` (files that were read).
+    pub file_hash: Option<Hash>,
+    /// `content_hash` (`None` when the content is null).
+    pub content_hash: Option<Hash>,
+    /// The typed metadata fields.
+    pub fields: Fields,
+}
+
+impl ObjectMeta {
+    /// Whether the entity does not exist in this version.
+    pub fn is_tombstone(&self) -> bool {
+        self.document.is_none()
+    }
+}
+
+/// Parses stored fields JSON of an `object_type` document straight into [`Fields`].
+fn parse_fields(object_type: ObjectType, json: &str) -> Result<Fields> {
+    fn typed<T: serde::de::DeserializeOwned>(json: &str) -> serde_json::Result<T> {
+        serde_json::from_str(json)
+    }
+    let parsed = match object_type {
+        ObjectType::File => typed(json).map(Fields::File),
+        ObjectType::Toolcall => typed(json).map(Fields::Toolcall),
+        ObjectType::Chat => typed(json).map(Fields::Chat),
+        ObjectType::Session => typed(json).map(Fields::Session),
+        ObjectType::SystemPrompt => {
+            let value: serde_json::Value = serde_json::from_str(json)
+                .map_err(|e| Error::corrupt(format!("system_prompt fields: {e}")))?;
+            return Fields::from_json(object_type, value)
+                .map_err(|e| Error::corrupt(format!("stored document: {e}")));
+        }
+    };
+    parsed.map_err(|e| Error::corrupt(format!("stored {object_type} fields: {e}")))
+}
+
+impl R {
+    /// The metadata of the version of `id` visible at valid time `now` as of `tx`.
+    fn meta_at(&self, id: &str, now: i64, tx: u64) -> Result<Option<ObjectMeta>> {
+        let Some(entity) = entity_rec(&self.entities, id)? else {
+            return Ok(None);
+        };
+        let Some((row, is_max)) =
+            temporal::as_of_row(&self.versions, &self.by_tx, entity.eid, now, tx)?
+        else {
+            return Ok(None);
+        };
+        let end = if is_max {
+            None
+        } else {
+            temporal::valid_to(&self.versions, entity.eid, row.vt, tx)?
+        };
+        let info = version_info(id, &row, end);
+        let object_type: ObjectType = entity.object_type.parse()?;
+        let document = match &row.rec.object_hash {
+            None => None,
+            Some(hash) => {
+                let (doc, _) =
+                    blobs::read_doc(&self.doc_index, &self.doc_data, hash)?.ok_or_else(|| {
+                        Error::corrupt(format!(
+                            "version of {id} points at missing document {}",
+                            hex::encode(hash)
+                        ))
+                    })?;
+                Some(DocumentMeta {
+                    file_hash: doc.file_hash.map(Hash),
+                    content_hash: doc.content_hash.map(Hash),
+                    fields: parse_fields(object_type, &doc.fields)?,
+                })
+            }
+        };
+        Ok(Some(ObjectMeta {
+            info,
+            object_type,
+            source: entity_info(id, &entity)?.source,
+            document,
+        }))
+    }
+}
+
+impl Store {
+    /// The metadata of the versions of `ids` valid now as known at transaction `tx` (latest when
+    /// `None`), in one read transaction; `None` for an unknown id or one with no version visible
+    /// there. Content is not read and objects are not rehashed (see the module notes);
+    /// [`Store::as_of`] and `fsck` verify.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when a version points at a missing document or its fields do not parse.
+    pub fn metadata_many(&self, ids: &[&str], tx: Option<TxId>) -> Result<Vec<Option<ObjectMeta>>> {
+        let rtx = self.read()?;
+        let r = R::open(&rtx)?;
+        let now = r.now()?;
+        let tx = tx.map_or(u64::MAX, |t| t.0);
+        ids.iter().map(|id| r.meta_at(id, now, tx)).collect()
+    }
+
+    /// [`Store::metadata_many`] for one id.
+    ///
+    /// # Errors
+    /// As [`Store::metadata_many`].
+    pub fn metadata(&self, id: &str, tx: Option<TxId>) -> Result<Option<ObjectMeta>> {
+        Ok(self.metadata_many(&[id], tx)?.pop().flatten())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::{FilesystemSource, Object, ToolStatus, ToolcallFields};
+    use crate::store::{Op, Origin};
+
+    fn source(path: &str) -> FilesystemSource {
+        FilesystemSource {
+            filesystem_id: "fs".into(),
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn metadata_matches_the_rebuilt_object() -> Result<()> {
+        let store = Store::in_memory()?;
+        let file = Object::file_text(source("/a/b.rs"), "fn main() {}\n".into())?;
+        let call = Object::toolcall(
+            "toolcall:1",
+            ToolcallFields {
+                tool: "grep".into(),
+                args: serde_json::Map::new(),
+                args_display: None,
+                status: ToolStatus::Fail,
+                chat_ref: "chat:s".into(),
+                file_refs: None,
+            },
+            "no match".into(),
+        )?;
+        let file_id = file.id().to_string();
+        let first = store.transact(vec![Op::put(file), Op::put(call)], Origin::Cli)?;
+        let ids = [file_id.as_str(), "toolcall:1", "unknown"];
+        let metas = store.metadata_many(&ids, None)?;
+        for (id, meta) in ids.iter().zip(&metas).take(2) {
+            let meta = meta.as_ref().ok_or_else(|| Error::not_found(*id))?;
+            let version = store.get(id)?.ok_or_else(|| Error::not_found(*id))?;
+            let object = version.object.ok_or_else(|| Error::not_found(*id))?;
+            assert_eq!(meta.info, version.info);
+            assert_eq!(meta.object_type, object.object_type());
+            assert_eq!(meta.source.as_ref(), object.source());
+            let doc = meta
+                .document
+                .as_ref()
+                .ok_or_else(|| Error::not_found(*id))?;
+            assert_eq!(&doc.fields, object.fields());
+            assert_eq!(doc.file_hash.as_ref(), object.file_hash());
+            assert_eq!(doc.content_hash.as_ref(), object.content_hash());
+        }
+        assert_eq!(metas[2], None);
+        store.transact(vec![Op::delete(file_id.clone())], Origin::Cli)?;
+        let gone = store
+            .metadata(&file_id, None)?
+            .ok_or_else(|| Error::not_found("tombstone"))?;
+        assert!(gone.is_tombstone());
+        assert_eq!(
+            gone.source,
+            Some(Source::Filesystem(source("/a/b.rs"))),
+            "a tombstone still names its source"
+        );
+        let then = store
+            .metadata(&file_id, Some(first.tx_id))?
+            .ok_or_else(|| Error::not_found("as of the first tx"))?;
+        assert!(!then.is_tombstone(), "as of the first tx the file existed");
+        Ok(())
+    }
+
+    #[test]
+    fn corrupt_fields_are_reported() {
+        assert!(matches!(
+            parse_fields(ObjectType::File, "{\"nope\":1}"),
+            Err(Error::Corrupt { .. })
+        ));
+        assert!(matches!(
+            parse_fields(ObjectType::SystemPrompt, "{\"x\":1}"),
+            Err(Error::Corrupt { .. })
+        ));
+    }
+}
