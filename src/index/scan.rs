@@ -231,10 +231,10 @@ pub fn scan(
                     let planned = indexer.plan_prepared(*prepared, Some(mtime))?;
                     batch.bytes += planned.bytes_read;
                     add(&mut summary, &mut batch, planned);
-                    batch
-                        .stat
-                        .puts
-                        .push((path.clone(), stat_entry(stat, file_hash, scan_start)));
+                    batch.stat.puts.push((
+                        path.clone(),
+                        StatEntry::recorded(stat, file_hash, scan_start),
+                    ));
                     seen.push(path);
                 }
                 Found::Denied { path, .. } => {
@@ -292,23 +292,6 @@ pub fn scan(
     commit(indexer, &mut batch, &mut summary)?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
-}
-
-/// The stat cache entry of a file read by a scan that started at `scan_start`. The start is
-/// floored to the whole second: file times come from the kernel's coarse clock (a tick, or a
-/// second on some filesystems), which lags the precise clock, so a write made just after the scan
-/// started can carry an mtime just before it; git compares with a file time for the same reason.
-fn stat_entry(
-    stat: crate::store::FileStat,
-    file_hash: crate::hash::Hash,
-    scan_start: Timestamp,
-) -> StatEntry {
-    let start_ns = scan_start.as_micros().saturating_mul(1000);
-    StatEntry {
-        stat,
-        file_hash,
-        scan_start_ns: start_ns - start_ns.rem_euclid(1_000_000_000),
-    }
 }
 
 /// Counts a planned file and queues its ops.
@@ -420,14 +403,14 @@ mod tests {
             ctime_ns: 1_700_000_000_120_456_000,
             inode: 9,
         };
-        let entry = stat_entry(stat, crate::hash::sha256(b"hello"), start);
+        let entry = StatEntry::recorded(stat, crate::hash::sha256(b"hello"), start);
         assert!(!entry.vouches_for(&stat), "{entry:?}");
         // A file last written in an earlier second is trusted.
         let old = crate::store::FileStat {
             mtime_ns: 1_699_999_999_900_000_000,
             ..stat
         };
-        assert!(stat_entry(old, entry.file_hash, start).vouches_for(&old));
+        assert!(StatEntry::recorded(old, entry.file_hash, start).vouches_for(&old));
         Ok(())
     }
 

@@ -743,14 +743,8 @@ impl<'s> Session<'s> {
         let path = source.path.clone();
         let planned = self.indexer.plan_reading(source, reading, Some(mtime))?;
         if on_machine {
-            self.stat_puts.push((
-                path,
-                StatEntry {
-                    stat,
-                    file_hash,
-                    scan_start_ns: scan_start.as_micros().saturating_mul(1000),
-                },
-            ));
+            self.stat_puts
+                .push((path, StatEntry::recorded(stat, file_hash, scan_start)));
         }
         Ok(planned)
     }

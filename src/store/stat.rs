@@ -49,6 +49,20 @@ pub struct StatEntry {
 }
 
 impl StatEntry {
+    /// The entry of a file whose bytes hashed to `file_hash`, read by a scan that started at
+    /// `scan_start`. The start is floored to the whole second: file times come from the kernel's
+    /// coarse clock (a tick, or a second on some filesystems), which lags the precise clock, so a
+    /// write made just after the scan started can carry an mtime just before it; git compares
+    /// with a file time for the same reason.
+    pub fn recorded(stat: FileStat, file_hash: Hash, scan_start: super::Timestamp) -> Self {
+        let start_ns = scan_start.as_micros().saturating_mul(1000);
+        StatEntry {
+            stat,
+            file_hash,
+            scan_start_ns: start_ns - start_ns.rem_euclid(1_000_000_000),
+        }
+    }
+
     /// Whether this entry proves a file with stat `now` unchanged: every stat field equal, and
     /// (git's racy-clean rule) the file's mtime older than the start of the recording scan, so a
     /// write in the same clock tick as that scan's read cannot hide.
