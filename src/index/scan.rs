@@ -1,7 +1,7 @@
 //! Tree scans: walk roots in parallel, plan every new and changed file, find deletions, and commit
 //! in large transactions together with the stat cache.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::sync_channel;
 use std::time::Instant;
@@ -271,10 +271,8 @@ pub fn scan(
     for root in &roots {
         let prefix = utf8_path(root)?;
         for (path, _id) in store.paths_under(&filesystem_id, prefix)? {
-            // Seen, or still on disk as a file but ignored or skipped: not a deletion. A
-            // directory now at the path means the file is gone.
-            let on_disk = std::fs::symlink_metadata(&path).is_ok_and(|meta| !meta.is_dir());
-            if seen.binary_search(&path).is_ok() || on_disk {
+            // Seen, or still on disk as a file but ignored or skipped: not a deletion.
+            if seen.binary_search(&path).is_ok() || !is_gone(Path::new(&path)) {
                 continue;
             }
             let source = FilesystemSource {
@@ -292,6 +290,19 @@ pub fn scan(
     commit(indexer, &mut batch, &mut summary)?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// Whether the file at `path` is gone: nothing there, a directory there now, or a parent that is
+/// no longer a directory. Any other error (a directory made unreadable) proves nothing, and a
+/// scan that cannot see a file must not record its deletion.
+fn is_gone(path: &Path) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta.is_dir(),
+        Err(err) => matches!(
+            err.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+        ),
+    }
 }
 
 /// Counts a planned file and queues its ops.
@@ -437,6 +448,26 @@ mod tests {
         .map(|_| ())
         .unwrap_err();
         assert!(err.to_string().contains("store directory"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn only_a_missing_file_counts_as_gone() -> std::io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let file = tmp.path().join("f");
+        std::fs::write(&file, b"x")?;
+        assert!(!is_gone(&file));
+        assert!(is_gone(&tmp.path().join("missing")));
+        assert!(
+            is_gone(&file.join("below-a-file")),
+            "a parent that is a file"
+        );
+        std::fs::remove_file(&file)?;
+        std::fs::create_dir(&file)?;
+        assert!(is_gone(&file), "a directory where the file was");
+        // A path too long to stat is an error other than NotFound: not a deletion.
+        let long = tmp.path().join("x".repeat(5000));
+        assert!(!is_gone(&long));
         Ok(())
     }
 }
