@@ -268,6 +268,12 @@ fn version_size(store: &Store, info: &VersionInfo) -> Result<Option<u64>> {
 }
 
 pub(super) fn history(store: &Store, ctx: &mut Ctx<'_>, args: HistoryArgs) -> Result<ExitCode> {
+    if args.as_of.valid_at.is_some() {
+        bail!(
+            "history lists the versions at every valid time, so --valid-at does not apply; use \
+             --as-of-tx or --tx-time to list them as the store knew them then"
+        );
+    }
     let id = resolve_ref(store, &ctx.cwd, &args.reference)?;
     let (_, tx) = as_of(store, &args.as_of)?;
     let query = HistoryQuery {

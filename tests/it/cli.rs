@@ -314,6 +314,11 @@ fn errors_say_what_to_do_and_change_nothing() -> TestResult {
     assert!(err.contains("strata ls"), "{err}");
     let err = f.fails(&["show", "a.txt", "--as-of-tx", "99"], 2)?;
     assert!(err.contains("1 to 1"), "{err}");
+    let err = f.fails(
+        &["history", "a.txt", "--valid-at", "2020-01-01T00:00:00Z"],
+        2,
+    )?;
+    assert!(err.contains("--as-of-tx"), "{err}");
     let err = f.fails(&["show", "a.txt", "--valid-at", "yesterday"], 2)?;
     assert!(err.contains("--valid-at"), "{err}");
     assert_eq!(
