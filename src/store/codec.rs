@@ -4,7 +4,8 @@
 //! of the public API, so the encoding can change here alone.
 //!
 //! Blob records are `[format][method][payload]`, where the method says how the payload is
-//! compressed (see [`encode_blob`]); lz4_flex is the only other crate used for it.
+//! compressed (see [`encode_blob`]): zstd for what it shrinks, raw otherwise; records written
+//! with LZ4 (lz4_flex) by earlier builds still decode.
 
 use bincode::{Decode, Encode};
 
@@ -151,19 +152,78 @@ pub fn decode<T: Decode<()>>(bytes: &[u8], what: &str) -> Result<T> {
 
 /// Blob payload stored as given.
 const METHOD_RAW: u8 = 0;
-/// Blob payload compressed with LZ4 (block format, uncompressed size prepended).
+/// Blob payload compressed with LZ4 (block format, uncompressed size prepended); read only.
 const METHOD_LZ4: u8 = 1;
+/// Blob payload compressed as one zstd frame (its header holds the uncompressed size).
+const METHOD_ZSTD: u8 = 2;
+/// zstd's level for blobs. Measured on 20 000 slices of 1–8 KiB of Rust sources: LZ4 0.386 of
+/// the bytes, zstd 1 0.275, zstd 3 0.269, zstd 6 0.254 at twice the time of 3.
+const ZSTD_LEVEL: i32 = 3;
+/// The largest blob a zstd record may claim to decode to (a corrupt header must not make us
+/// allocate without bound).
+const MAX_BLOB: u64 = 1 << 40;
 
-/// Encodes a blob: `[format][method][payload]`. The payload is LZ4-compressed when that saves
-/// at least an eighth of the bytes (source text: about half), else stored raw (binary and
-/// already-compressed files cost two bytes more than their size).
+thread_local! {
+    /// One zstd compression context per thread: making a new one per blob tripled the time.
+    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+    /// One zstd decompression context per thread.
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// `bytes` compressed as one zstd frame, `None` when zstd fails (it does not on memory input).
+fn zstd_compress(bytes: &[u8]) -> Option<Vec<u8>> {
+    COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = zstd::bulk::Compressor::new(ZSTD_LEVEL).ok();
+        }
+        slot.as_mut()?.compress(bytes).ok()
+    })
+}
+
+fn zstd_decompress(payload: &[u8], what: &str) -> Result<Vec<u8>> {
+    let size = zstd::zstd_safe::get_frame_content_size(payload)
+        .ok()
+        .flatten()
+        .filter(|n| *n <= MAX_BLOB)
+        .ok_or_else(|| Error::corrupt(format!("{what} has no valid zstd frame header")))?;
+    DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(
+                zstd::bulk::Decompressor::new()
+                    .map_err(|e| Error::Storage(format!("making a zstd context: {e}")))?,
+            );
+        }
+        let Some(d) = slot.as_mut() else {
+            return Err(Error::Storage("no zstd context".into()));
+        };
+        let out = d
+            .decompress(payload, size as usize)
+            .map_err(|e| Error::corrupt(format!("{what} does not decompress: {e}")))?;
+        if out.len() as u64 != size {
+            return Err(Error::corrupt(format!(
+                "{what} decompresses to {} bytes, its header says {size}",
+                out.len()
+            )));
+        }
+        Ok(out)
+    })
+}
+
+/// Encodes a blob: `[format][method][payload]`. The payload is zstd-compressed when that saves
+/// at least an eighth of the bytes (source text: about 0.27 of its size), else stored raw
+/// (binary and already-compressed files cost two bytes more than their size).
 pub fn encode_blob(bytes: &[u8]) -> Vec<u8> {
-    let compressed = lz4_flex::compress_prepend_size(bytes);
-    let (method, payload) = if compressed.len() + compressed.len() / 7 <= bytes.len() {
-        (METHOD_LZ4, compressed.as_slice())
-    } else {
-        (METHOD_RAW, bytes)
-    };
+    let compressed = zstd_compress(bytes).unwrap_or_default();
+    let (method, payload) =
+        if !compressed.is_empty() && compressed.len() + compressed.len() / 7 <= bytes.len() {
+            (METHOD_ZSTD, compressed.as_slice())
+        } else {
+            (METHOD_RAW, bytes)
+        };
     let mut out = Vec::with_capacity(payload.len() + 2);
     out.push(RECORD_FORMAT);
     out.push(method);
@@ -178,6 +238,7 @@ pub fn encode_blob(bytes: &[u8]) -> Vec<u8> {
 pub fn decode_blob(record: &[u8], what: &str) -> Result<Vec<u8>> {
     match record {
         [RECORD_FORMAT, METHOD_RAW, payload @ ..] => Ok(payload.to_vec()),
+        [RECORD_FORMAT, METHOD_ZSTD, payload @ ..] => zstd_decompress(payload, what),
         [RECORD_FORMAT, METHOD_LZ4, payload @ ..] => lz4_flex::decompress_size_prepended(payload)
             .map_err(|e| Error::corrupt(format!("{what} does not decompress: {e}"))),
         [format, method, ..] => Err(Error::corrupt(format!(
@@ -235,7 +296,7 @@ mod tests {
         assert_eq!(decode_blob(&encode_blob(b"abc"), "b")?, b"abc");
         let text = "fn main() { println!(\"hello\"); }\n".repeat(50);
         let record = encode_blob(text.as_bytes());
-        assert_eq!(record[1], METHOD_LZ4);
+        assert_eq!(record[1], METHOD_ZSTD);
         assert!(record.len() < text.len() / 4);
         assert_eq!(decode_blob(&record, "b")?, text.as_bytes());
         let mut broken = record.clone();
@@ -245,6 +306,17 @@ mod tests {
             Err(Error::Corrupt { .. })
         ));
         assert!(decode_blob(&[1], "b").is_err());
+        // Records of earlier builds (LZ4) still decode.
+        let mut lz4 = vec![RECORD_FORMAT, METHOD_LZ4];
+        lz4.extend_from_slice(&lz4_flex::compress_prepend_size(text.as_bytes()));
+        assert_eq!(decode_blob(&lz4, "b")?, text.as_bytes());
+        // A zstd record whose frame header is garbage is corrupt, not a panic or a huge allocation.
+        let mut garbage = vec![RECORD_FORMAT, METHOD_ZSTD];
+        garbage.extend_from_slice(&[0xff; 16]);
+        assert!(matches!(
+            decode_blob(&garbage, "b"),
+            Err(Error::Corrupt { .. })
+        ));
         Ok(())
     }
 }

@@ -42,8 +42,9 @@ use blobs::{BlobTables, DocTables};
 use codec::{EntityRec, FirstRec, OpRec, TxHeaderRec, VersionRec};
 use tables::*;
 
-/// The format version of the store file this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version of the store file this build reads and writes (1: blobs in LZ4; 2: blobs
+/// in zstd).
+pub const FORMAT_VERSION: u32 = 2;
 /// The store file's name inside the store directory.
 pub const DB_FILE: &str = "store.redb";
 /// The informational lock file's name inside the store directory.
