@@ -18,7 +18,9 @@ use strata::object::{FilesystemSource, Object};
 use strata::store::{HistoryQuery, Op, Origin, Put, Store, Timestamp, TxId};
 
 fn main() {
-    if std::env::var_os("STRATA_STORE_REPORT").is_some() {
+    if let Some(path) = std::env::var_os("STRATA_TABLES_OF") {
+        table_report(std::path::Path::new(&path));
+    } else if std::env::var_os("STRATA_STORE_REPORT").is_some() {
         report();
     } else {
         divan::main();

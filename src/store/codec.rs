@@ -150,6 +150,52 @@ pub fn decode<T: Decode<()>>(bytes: &[u8], what: &str) -> Result<T> {
     }
 }
 
+/// Key tag of an id that is a SHA-256 in lowercase hex: the 32 bytes follow.
+const ID_HASH: u8 = 0;
+/// Key tag of any other id: its UTF-8 follows.
+const ID_TEXT: u8 = 1;
+
+/// An entity or filesystem id as stored in keys: a 64-character lowercase hex id (file entities,
+/// filesystem ids) as a tag byte and its 32 bytes, anything else as a tag byte and its UTF-8.
+/// Hex ids keep their order among themselves (hex digits sort like the nibbles they spell).
+pub fn id_key(id: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(33.max(id.len() + 1));
+    let is_hash = id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    match hex::decode(id) {
+        Ok(bytes) if is_hash => {
+            out.push(ID_HASH);
+            out.extend_from_slice(&bytes);
+        }
+        _ => {
+            out.push(ID_TEXT);
+            out.extend_from_slice(id.as_bytes());
+        }
+    }
+    out
+}
+
+/// The key of an id that is not a hash (and of every such id that starts with `prefix`).
+pub fn text_id_key(prefix: &str) -> Vec<u8> {
+    let mut out = vec![ID_TEXT];
+    out.extend_from_slice(prefix.as_bytes());
+    out
+}
+
+/// The id spelled by a key of [`id_key`]; `what` names it for the error.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the key has an unknown tag, a hash of the wrong length or text that
+/// is not UTF-8.
+pub fn id_of_key(key: &[u8], what: &str) -> Result<String> {
+    match key.split_first() {
+        Some((&ID_HASH, bytes)) if bytes.len() == 32 => Ok(hex::encode(bytes)),
+        Some((&ID_TEXT, text)) => std::str::from_utf8(text)
+            .map(str::to_string)
+            .map_err(|_| Error::corrupt(format!("{what} is not UTF-8"))),
+        _ => Err(Error::corrupt(format!("{what} is not a stored id"))),
+    }
+}
+
 /// Blob payload stored as given.
 const METHOD_RAW: u8 = 0;
 /// Blob payload compressed with LZ4 (block format, uncompressed size prepended); read only.
@@ -294,6 +340,21 @@ mod tests {
             Err(Error::Corrupt { .. })
         ));
         assert_eq!(decode_blob(&encode_blob(b"abc"), "b")?, b"abc");
+        let hash_id = "0123456789abcdef".repeat(4);
+        for id in [
+            hash_id.as_str(),
+            "session:x",
+            "",
+            "0123456789ABCDEF",
+            &hash_id[..63],
+        ] {
+            assert_eq!(id_of_key(&id_key(id), "id")?, id);
+        }
+        assert_eq!(id_key(&hash_id).len(), 33);
+        assert_eq!(id_key(&"A".repeat(64))[0], ID_TEXT);
+        assert!(id_of_key(&[ID_HASH, 1, 2], "id").is_err());
+        assert!(id_of_key(&[9], "id").is_err());
+        assert!(id_of_key(&[ID_TEXT, 0xff], "id").is_err());
         let text = "fn main() { println!(\"hello\"); }\n".repeat(50);
         let record = encode_blob(text.as_bytes());
         assert_eq!(record[1], METHOD_ZSTD);

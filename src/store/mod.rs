@@ -312,14 +312,14 @@ pub(crate) struct W<'t> {
     meta: Table<'t, &'static str, &'static [u8]>,
     blobs: BlobTables<'t>,
     docs: DocTables<'t>,
-    entities: Table<'t, &'static str, &'static [u8]>,
-    entity_ids: Table<'t, u64, &'static str>,
+    entities: Table<'t, &'static [u8], &'static [u8]>,
+    entity_ids: Table<'t, u64, &'static [u8]>,
     versions: Table<'t, (u64, i64, u64), &'static [u8]>,
     by_tx: Table<'t, (u64, u64, i64), (i64, u64)>,
     entity_ops: Table<'t, (u64, u64, u32), ()>,
     tx_log: Table<'t, u64, &'static [u8]>,
     tx_ops: Table<'t, (u64, u32), &'static [u8]>,
-    paths: Table<'t, (&'static str, &'static str), &'static str>,
+    paths: Table<'t, (&'static [u8], &'static str), &'static [u8]>,
 }
 
 impl<'t> W<'t> {
@@ -370,10 +370,10 @@ const STORED_BYTES: &str = "stored_bytes";
 const PUT_BYTES: &str = "put_bytes";
 
 fn entity_rec(
-    entities: &impl ReadableTable<&'static str, &'static [u8]>,
+    entities: &impl ReadableTable<&'static [u8], &'static [u8]>,
     id: &str,
 ) -> Result<Option<EntityRec>> {
-    match entities.get(id).db()? {
+    match entities.get(codec::id_key(id).as_slice()).db()? {
         Some(v) => Ok(Some(codec::decode(v.value(), &format!("entity {id}"))?)),
         None => Ok(None),
     }
@@ -476,13 +476,17 @@ impl W<'_> {
             object_type: first.object_type.clone(),
             source: first.source.clone(),
         };
+        let key = codec::id_key(id);
         self.entities
-            .insert(id, codec::encode(&rec)?.as_slice())
+            .insert(key.as_slice(), codec::encode(&rec)?.as_slice())
             .db()?;
-        self.entity_ids.insert(eid, id).db()?;
+        self.entity_ids.insert(eid, key.as_slice()).db()?;
         if let Some((filesystem_id, path)) = &first.source {
             self.paths
-                .insert((filesystem_id.as_str(), path.as_str()), id)
+                .insert(
+                    (codec::id_key(filesystem_id).as_slice(), path.as_str()),
+                    key.as_slice(),
+                )
                 .db()?;
         }
         Ok(eid)
@@ -543,11 +547,11 @@ impl W<'_> {
             self.entity_ops.remove((e, tx, n)).db()?;
             self.tx_ops.remove((tx, n)).db()?;
         }
-        self.entities.remove(id).db()?;
+        self.entities.remove(codec::id_key(id).as_slice()).db()?;
         self.entity_ids.remove(eid).db()?;
         if let Some((filesystem_id, path)) = &rec.source {
             self.paths
-                .remove((filesystem_id.as_str(), path.as_str()))
+                .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
                 .db()?;
         }
         self.add_counter(STORED_BYTES, -(freed as i64))?;
@@ -946,7 +950,9 @@ impl Store {
             if !evicted_paths.is_empty() {
                 let mut cache = wtx.open_table(STAT_CACHE).db()?;
                 for (filesystem_id, path) in &evicted_paths {
-                    cache.remove((filesystem_id.as_str(), path.as_str())).db()?;
+                    cache
+                        .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
+                        .db()?;
                 }
             }
             TxReceipt {
@@ -1146,16 +1152,21 @@ impl Store {
         // The exact path, then everything under `base/` ('0' is the byte after '/').
         let below_start = format!("{base}/");
         let below_end = format!("{base}0");
+        let fs = codec::id_key(filesystem_id);
+        let fs = fs.as_slice();
         if !base.is_empty()
-            && let Some(v) = paths.get((filesystem_id, base)).db()?
+            && let Some(v) = paths.get((fs, base)).db()?
         {
-            out.push(v.value().to_string());
+            out.push(codec::id_of_key(v.value(), "entity id in paths")?);
         }
         for entry in paths
-            .range((filesystem_id, below_start.as_str())..(filesystem_id, below_end.as_str()))
+            .range((fs, below_start.as_str())..(fs, below_end.as_str()))
             .db()?
         {
-            out.push(entry.db()?.1.value().to_string());
+            out.push(codec::id_of_key(
+                entry.db()?.1.value(),
+                "entity id in paths",
+            )?);
         }
         Ok(out)
     }
@@ -1182,14 +1193,16 @@ impl Store {
         let mut out = Vec::new();
         for entry in r.entities.iter().db()? {
             let (key, value) = entry.db()?;
-            let id = key.value();
+            let id = codec::id_of_key(key.value(), "entity key")?;
             let rec: EntityRec = codec::decode(value.value(), &format!("entity {id}"))?;
             let live = temporal::as_of_row(&r.versions, &r.by_tx, rec.eid, now, u64::MAX)?
                 .is_some_and(|(row, _)| row.rec.object_hash.is_some());
             if live {
-                out.push(entity_info(id, &rec)?);
+                out.push(entity_info(&id, &rec)?);
             }
         }
+        // Keys put hex ids before the others; callers get id order.
+        out.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(out)
     }
 
@@ -1256,7 +1269,7 @@ fn entity_info(id: &str, rec: &EntityRec) -> Result<EntityInfo> {
 /// The read tables a query uses.
 pub(crate) struct R {
     meta: redb::ReadOnlyTable<&'static str, &'static [u8]>,
-    entities: redb::ReadOnlyTable<&'static str, &'static [u8]>,
+    entities: redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
     versions: redb::ReadOnlyTable<(u64, i64, u64), &'static [u8]>,
     by_tx: redb::ReadOnlyTable<(u64, u64, i64), (i64, u64)>,
     tx_log: redb::ReadOnlyTable<u64, &'static [u8]>,

@@ -78,7 +78,8 @@ impl StatUpdate {
 /// Writes `update` into the stat cache inside `wtx`.
 pub(super) fn apply(wtx: &WriteTransaction, update: &StatUpdate) -> Result<()> {
     let mut table = wtx.open_table(STAT_CACHE).db()?;
-    let fs = update.filesystem_id.as_str();
+    let fs = codec::id_key(&update.filesystem_id);
+    let fs = fs.as_slice();
     for (path, entry) in &update.puts {
         let rec = StatRec {
             size: entry.stat.size,
@@ -114,6 +115,8 @@ impl Store {
         let base = prefix.trim_end_matches('/');
         let below_start = format!("{base}/");
         let below_end = format!("{base}0");
+        let fs = codec::id_key(filesystem_id);
+        let fs = fs.as_slice();
         let mut out = HashMap::new();
         let mut add = |path: &str, bytes: &[u8]| -> Result<()> {
             let rec: StatRec = codec::decode(bytes, &format!("stat cache entry {path}"))?;
@@ -133,12 +136,12 @@ impl Store {
             Ok(())
         };
         if !base.is_empty()
-            && let Some(v) = table.get((filesystem_id, base)).db()?
+            && let Some(v) = table.get((fs, base)).db()?
         {
             add(base, v.value())?;
         }
         for entry in table
-            .range((filesystem_id, below_start.as_str())..(filesystem_id, below_end.as_str()))
+            .range((fs, below_start.as_str())..(fs, below_end.as_str()))
             .db()?
         {
             let (key, value) = entry.db()?;
