@@ -14,6 +14,62 @@ use crate::error::{Error, Result};
 /// The version byte at the start of every record this build writes.
 pub const RECORD_FORMAT: u8 = 1;
 
+/// An entity or filesystem id inside a record, encoded as its [`id_key`] (a hash id in 34
+/// bytes instead of 65); it reads as a `&str`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IdStr(pub String);
+
+impl std::ops::Deref for IdStr {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for IdStr {
+    fn from(id: &str) -> Self {
+        IdStr(id.to_string())
+    }
+}
+
+impl From<String> for IdStr {
+    fn from(id: String) -> Self {
+        IdStr(id)
+    }
+}
+
+impl Encode for IdStr {
+    fn encode<E: bincode::enc::Encoder>(
+        &self,
+        encoder: &mut E,
+    ) -> std::result::Result<(), bincode::error::EncodeError> {
+        id_key(&self.0).encode(encoder)
+    }
+}
+
+impl<Context> Decode<Context> for IdStr {
+    fn decode<D: bincode::de::Decoder<Context = Context>>(
+        decoder: &mut D,
+    ) -> std::result::Result<Self, bincode::error::DecodeError> {
+        let key: Vec<u8> = Decode::decode(decoder)?;
+        id_of_key(&key, "id")
+            .map(IdStr)
+            .map_err(|e| bincode::error::DecodeError::OtherString(e.to_string()))
+    }
+}
+
+bincode::impl_borrow_decode!(IdStr);
+
+/// In JSON (op digests, the log) an id is its text, as before.
+impl serde::Serialize for IdStr {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
 /// An entity row: its dense number, its type, and its source when it has one.
 #[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
 pub struct EntityRec {
@@ -22,7 +78,7 @@ pub struct EntityRec {
     /// The object type as its name (`file`, `toolcall`, …).
     pub object_type: String,
     /// (filesystem id, canonical path) for files.
-    pub source: Option<(String, String)>,
+    pub source: Option<(IdStr, String)>,
 }
 
 /// A version row: what the entity was from its valid_from on, as learned at its tx.
@@ -72,7 +128,7 @@ pub struct FirstRec {
     /// The object type's name.
     pub object_type: String,
     /// (filesystem id, path) for files.
-    pub source: Option<(String, String)>,
+    pub source: Option<(IdStr, String)>,
 }
 
 /// The body of one op, with its valid times resolved.
@@ -81,7 +137,7 @@ pub enum OpRec {
     /// A put of a document (or, with `object_hash: None`, a delete).
     Write {
         /// The entity id.
-        entity: String,
+        entity: IdStr,
         /// Resolved valid_from in µs.
         valid_from: i64,
         /// valid_to in µs, when given.
@@ -100,12 +156,12 @@ pub enum OpRec {
     /// An eviction of the entity.
     Evict {
         /// The entity id.
-        entity: String,
+        entity: IdStr,
     },
     /// A precondition that held.
     Match {
         /// The entity id.
-        entity: String,
+        entity: IdStr,
         /// The expected object hash, `None` for "absent".
         expected: Option<[u8; 32]>,
     },

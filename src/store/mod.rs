@@ -589,7 +589,7 @@ impl W<'_> {
                 object_type: object.object_type().as_str().to_string(),
                 source: object.source().map(|s| {
                     let fs = s.as_filesystem();
-                    (fs.filesystem_id.clone(), fs.path.clone())
+                    (fs.filesystem_id.as_str().into(), fs.path.clone())
                 }),
             }),
         };
@@ -628,7 +628,7 @@ impl W<'_> {
         self.add_counter(PUT_BYTES, given as i64)?;
         self.add_counter(STORED_BYTES, stored.stored as i64)?;
         Ok(OpRec::Write {
-            entity: id.to_string(),
+            entity: id.into(),
             valid_from,
             valid_to: put.valid_to.map(Timestamp::as_micros),
             object_hash: Some(object.object_hash().0),
@@ -900,7 +900,7 @@ impl Store {
                         let from = valid_from.map_or(tx_time, Timestamp::as_micros);
                         check_range(entity, from, *valid_to)?;
                         OpRec::Write {
-                            entity: entity.clone(),
+                            entity: entity.as_str().into(),
                             valid_from: from,
                             valid_to: valid_to.map(Timestamp::as_micros),
                             object_hash: None,
@@ -915,14 +915,14 @@ impl Store {
                             return Err(unknown_entity(entity));
                         };
                         if let Some(source) = rec.source {
-                            evicted_paths.push(source);
+                            evicted_paths.push((source.0.0, source.1));
                         }
                         OpRec::Evict {
-                            entity: entity.clone(),
+                            entity: entity.as_str().into(),
                         }
                     }
                     Op::Match { entity, expected } => OpRec::Match {
-                        entity: entity.clone(),
+                        entity: entity.as_str().into(),
                         expected: expected.map(|h| h.0),
                     },
                 };
@@ -1259,7 +1259,7 @@ fn entity_info(id: &str, rec: &EntityRec) -> Result<EntityInfo> {
         object_type: rec.object_type.parse()?,
         source: rec.source.as_ref().map(|(filesystem_id, path)| {
             Source::Filesystem(FilesystemSource {
-                filesystem_id: filesystem_id.clone(),
+                filesystem_id: filesystem_id.0.clone(),
                 path: path.clone(),
             })
         }),
