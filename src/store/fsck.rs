@@ -418,6 +418,7 @@ impl Store {
                     }
                 }
             }
+            w.finish()?;
         }
         wtx.commit().db()?;
         Ok(())
