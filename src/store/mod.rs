@@ -296,9 +296,8 @@ impl Stats {
 pub struct Store {
     db: Database,
     dir: Option<PathBuf>,
-    /// Length of `store.redb` when this handle opened it: a longer file on drop means redb grew
-    /// it (by doubling, below 4 GiB), and the handle compacts it (see `Drop`).
-    opened_len: u64,
+    /// (length, bytes allocated on disk) of `store.redb` when this handle opened it (see `Drop`).
+    opened: (u64, u64),
 }
 
 impl std::fmt::Debug for Store {
@@ -743,7 +742,7 @@ impl Store {
         let store = Store {
             db,
             dir: None,
-            opened_len: 0,
+            opened: (0, 0),
         };
         store.init(true, Path::new(":memory:"))?;
         Ok(store)
@@ -772,7 +771,7 @@ impl Store {
         let store = Store {
             db,
             dir: Some(dir.to_path_buf()),
-            opened_len: file_len(&path),
+            opened: file_size(&path),
         };
         store.init(create, &path)?;
         Ok(store)
@@ -1244,21 +1243,29 @@ impl Store {
     }
 }
 
-fn file_len(path: &Path) -> u64 {
-    std::fs::metadata(path).map_or(0, |m| m.len())
+/// (length, bytes allocated on disk) of a file; (0, 0) when it cannot be read.
+fn file_size(path: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).map_or((0, 0), |m| (m.len(), m.blocks() * 512))
 }
 
 impl Drop for Store {
-    /// Compacts the file when it grew while this handle held it, then removes the lock file.
+    /// Compacts the file after a large write, then removes the lock file.
     ///
     /// redb grows a file below 4 GiB by doubling it, so after a large write the file's length is
     /// up to twice the pages in use (100 000 incompressible contents: 1 028 MiB long, 560 MiB
     /// used). `Database::compact` moves the last pages into free ones and truncates the file
-    /// (there is no public way to make redb grow by less). Best effort: a failure leaves a
-    /// longer file, never a wrong one.
+    /// (there is no public way to make redb grow by less). It costs about 25 ms even when there
+    /// is little to move (several two-phase commits), which doubled the time of a small
+    /// re-index; so it runs only when the file grew and the bytes allocated on disk grew by at
+    /// least an eighth since the handle opened it. After a small write the file may be up to
+    /// twice as long as its content, in a sparse tail that takes no disk space; the next large
+    /// write compacts it. Best effort: a failure leaves a longer file, never a wrong one.
     fn drop(&mut self) {
         if let Some(dir) = &self.dir {
-            if file_len(&dir.join(DB_FILE)) > self.opened_len {
+            let (len, allocated) = file_size(&dir.join(DB_FILE));
+            let (opened_len, opened_allocated) = self.opened;
+            if len > opened_len && allocated >= opened_allocated + opened_allocated / 8 {
                 let _ = self.db.compact();
             }
             // Best effort: a lock file left behind is only informational.
