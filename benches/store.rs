@@ -18,7 +18,9 @@ use strata::object::{FilesystemSource, Object};
 use strata::store::{HistoryQuery, Op, Origin, Put, Store, Timestamp, TxId};
 
 fn main() {
-    if std::env::var_os("STRATA_STORE_REPORT").is_some() {
+    if let Some(path) = std::env::var_os("STRATA_TABLES_OF") {
+        table_report(std::path::Path::new(&path));
+    } else if std::env::var_os("STRATA_STORE_REPORT").is_some() {
         report();
     } else {
         divan::main();
@@ -234,19 +236,26 @@ fn size_report(name: &str, make: impl Fn(usize, &mut u64) -> (Object, Option<Vec
         store.transact(ops, Origin::Indexer).unwrap();
     }
     let elapsed = start.elapsed();
+    let long = std::fs::metadata(dir.path().join("store.redb"))
+        .unwrap()
+        .len();
+    let closing = Instant::now();
     drop(store);
+    let closing = closing.elapsed();
     let meta = std::fs::metadata(dir.path().join("store.redb")).unwrap();
     let size = meta.len();
     let on_disk = std::os::unix::fs::MetadataExt::blocks(&meta) * 512;
     println!(
-        "{name}: {} contents, {:.1} MiB put, store.redb {:.1} MiB long ({:.1} MiB allocated), ratio {:.3} ({:.3} allocated), {:.1} s to write",
+        "{name}: {} contents, {:.1} MiB put, store.redb {:.1} MiB long ({:.1} MiB allocated), ratio {:.3} ({:.3} allocated), {:.1} s to write, {:.2} s to close (file {:.1} MiB long before)",
         batches * 1000,
         put as f64 / 1048576.0,
         size as f64 / 1048576.0,
         on_disk as f64 / 1048576.0,
         size as f64 / put as f64,
         on_disk as f64 / put as f64,
-        elapsed.as_secs_f64()
+        elapsed.as_secs_f64(),
+        closing.as_secs_f64(),
+        long as f64 / 1048576.0
     );
     if std::env::var_os("STRATA_REPORT_TABLES").is_some() {
         table_report(&dir.path().join("store.redb"));

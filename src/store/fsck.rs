@@ -212,10 +212,26 @@ impl Store {
         let mut eids = HashMap::new();
         for entry in entities.iter().db()? {
             let (key, value) = entry.db()?;
-            let id = key.value().to_string();
+            let id = match codec::id_of_key(key.value(), "entity key") {
+                Ok(id) => id,
+                Err(e) => {
+                    out.push(finding(
+                        "entity_unreadable",
+                        hex::encode(key.value()),
+                        e.to_string(),
+                    ));
+                    continue;
+                }
+            };
             match codec::decode::<codec::EntityRec>(value.value(), "entity") {
                 Ok(rec) => {
-                    let back = entity_ids.get(rec.eid).db()?.map(|v| v.value().to_string());
+                    let back = entity_ids
+                        .get(rec.eid)
+                        .db()?
+                        .map(|v| codec::id_of_key(v.value(), "entity_ids value"))
+                        .transpose()
+                        .ok()
+                        .flatten();
                     if back.as_deref() != Some(id.as_str()) {
                         out.push(finding(
                             "index",
@@ -404,6 +420,7 @@ impl Store {
                     }
                 }
             }
+            w.finish()?;
         }
         wtx.commit().db()?;
         Ok(())

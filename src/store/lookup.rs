@@ -8,11 +8,11 @@ use super::tables::{ENTITIES, PATHS, TX_LOG};
 use super::{Db as _, Store, Timestamp, TxId, Version};
 use crate::error::{Error, Result};
 
-/// Calls `visit` with every (path, value) of a `(filesystem id, path)`-keyed table at `prefix` or
+/// Calls `visit` with every (path, value) of a `(filesystem id key, path)`-keyed table at `prefix` or
 /// below it, whole path segments only (`/a/b` matches `/a/b` and `/a/b/c`, not `/a/bc`), in path
 /// order.
 pub(super) fn for_each_under<V: redb::Value + 'static>(
-    table: &impl ReadableTable<(&'static str, &'static str), V>,
+    table: &impl ReadableTable<(&'static [u8], &'static str), V>,
     filesystem_id: &str,
     prefix: &str,
     mut visit: impl FnMut(&str, V::SelfType<'_>) -> Result<()>,
@@ -21,13 +21,15 @@ pub(super) fn for_each_under<V: redb::Value + 'static>(
     // The exact path, then everything under `base/` ('0' is the byte after '/').
     let below_start = format!("{base}/");
     let below_end = format!("{base}0");
+    let fs = codec::id_key(filesystem_id);
+    let fs = fs.as_slice();
     if !base.is_empty()
-        && let Some(value) = table.get((filesystem_id, base)).db()?
+        && let Some(value) = table.get((fs, base)).db()?
     {
         visit(base, value.value())?;
     }
     for entry in table
-        .range((filesystem_id, below_start.as_str())..(filesystem_id, below_end.as_str()))
+        .range((fs, below_start.as_str())..(fs, below_end.as_str()))
         .db()?
     {
         let (key, value) = entry.db()?;
@@ -44,10 +46,12 @@ impl Store {
     pub fn entity_at_path(&self, filesystem_id: &str, path: &str) -> Result<Option<String>> {
         let rtx = self.read()?;
         let paths = rtx.open_table(PATHS).db()?;
-        Ok(paths
-            .get((filesystem_id, path))
+        let fs = codec::id_key(filesystem_id);
+        paths
+            .get((fs.as_slice(), path))
             .db()?
-            .map(|v| v.value().to_string()))
+            .map(|v| codec::id_of_key(v.value(), "entity id in paths"))
+            .transpose()
     }
 
     /// The (path, entity id) pairs of the files on `filesystem_id` at `prefix` or below it (whole
@@ -60,7 +64,10 @@ impl Store {
         let paths = rtx.open_table(PATHS).db()?;
         let mut out = Vec::new();
         for_each_under(&paths, filesystem_id, prefix, |path, id| {
-            out.push((path.to_string(), id.to_string()));
+            out.push((
+                path.to_string(),
+                codec::id_of_key(id, "entity id in paths")?,
+            ));
             Ok(())
         })?;
         Ok(out)
@@ -73,7 +80,7 @@ impl Store {
     pub fn entity_exists(&self, id: &str) -> Result<bool> {
         let rtx = self.read()?;
         let entities = rtx.open_table(ENTITIES).db()?;
-        Ok(entities.get(id).db()?.is_some())
+        Ok(entities.get(codec::id_key(id).as_slice()).db()?.is_some())
     }
 
     /// Up to `limit` entity ids that start with `prefix`, in id order.
@@ -84,13 +91,40 @@ impl Store {
         let rtx = self.read()?;
         let entities = rtx.open_table(ENTITIES).db()?;
         let mut out = Vec::new();
-        for entry in entities.range(prefix..).db()? {
+        // Ids that are not hashes: their keys are a tag byte and the id, in id order.
+        let text = codec::text_id_key(prefix);
+        for entry in entities.range(text.as_slice()..).db()? {
             let (key, _) = entry.db()?;
-            let id = key.value();
-            if !id.starts_with(prefix) || out.len() >= limit {
+            let key = key.value();
+            if !key.starts_with(&text) || out.len() >= limit {
                 break;
             }
-            out.push(id.to_string());
+            out.push(codec::id_of_key(key, "entity key")?);
+        }
+        // Hash ids (33-byte keys): every key whose hex starts with the prefix lies from the
+        // prefix padded with '0' on.
+        if prefix.len() <= 64
+            && prefix
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
+            let low = codec::id_key(&format!("{prefix:0<64}"));
+            let mut hash_ids = Vec::new();
+            for entry in entities.range(low.as_slice()..).db()? {
+                let (key, _) = entry.db()?;
+                let key = key.value();
+                if key.len() != 33 || key[0] != low[0] || hash_ids.len() >= limit {
+                    break;
+                }
+                let id = codec::id_of_key(key, "entity key")?;
+                if !id.starts_with(prefix) {
+                    break;
+                }
+                hash_ids.push(id);
+            }
+            out.extend(hash_ids);
+            out.sort();
+            out.truncate(limit);
         }
         Ok(out)
     }
@@ -138,5 +172,72 @@ impl Store {
             Err(Error::NotFound { .. }) => Ok(None),
             other => other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::{FilesystemSource, Object};
+    use crate::store::{Op, Origin};
+
+    #[test]
+    fn ids_with_prefix_finds_hash_ids_and_named_ids_in_id_order() -> Result<()> {
+        let store = Store::in_memory()?;
+        let mut ops = Vec::new();
+        for i in 0..20 {
+            let source = FilesystemSource {
+                filesystem_id: "f".repeat(64),
+                path: format!("/t/{i}.txt"),
+            };
+            ops.push(Op::put(Object::file_text(source, format!("{i}"))?));
+        }
+        for name in ["a", "ab", "b"] {
+            ops.push(Op::put(Object::system_prompt(name, "p".to_string())?));
+        }
+        store.transact(ops, Origin::Cli)?;
+        let mut all: Vec<String> = store.live_entities()?.into_iter().map(|e| e.id).collect();
+        assert_eq!(all.len(), 23);
+        let sorted = {
+            let mut s = all.clone();
+            s.sort();
+            s
+        };
+        assert_eq!(all, sorted, "live_entities is in id order");
+        assert_eq!(store.ids_with_prefix("", 100)?, all);
+        assert_eq!(store.ids_with_prefix("", 5)?, all[..5]);
+        let hash_id = all
+            .iter()
+            .find(|id| id.len() == 64)
+            .cloned()
+            .unwrap_or_default();
+        for len in [1, 2, 7, 63, 64] {
+            let prefix = &hash_id[..len];
+            let want: Vec<String> = all
+                .iter()
+                .filter(|id| id.starts_with(prefix))
+                .cloned()
+                .collect();
+            assert_eq!(store.ids_with_prefix(prefix, 100)?, want, "prefix {prefix}");
+        }
+        assert_eq!(
+            store.ids_with_prefix("system_prompt:a", 10)?,
+            vec!["system_prompt:a", "system_prompt:ab"]
+        );
+        assert!(store.ids_with_prefix("zz", 10)?.is_empty());
+        all.retain(|id| id.len() == 64);
+        let fs = "f".repeat(64);
+        let under: Vec<String> = store
+            .paths_under(&fs, "/t")?
+            .into_iter()
+            .map(|(_, id)| id)
+            .collect();
+        assert_eq!(under.len(), 20);
+        assert_eq!(
+            store.entity_at_path(&fs, "/t/3.txt")?.as_deref(),
+            under.get(13).map(String::as_str)
+        );
+        assert!(store.entity_exists(&hash_id)?);
+        Ok(())
     }
 }

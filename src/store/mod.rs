@@ -45,8 +45,9 @@ use blobs::{BlobTables, DocTables};
 use codec::{EntityRec, FirstRec, OpRec, TxHeaderRec, VersionRec};
 use tables::*;
 
-/// The format version of the store file this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version of the store file this build reads and writes (1: blobs in LZ4; 2: blobs
+/// in zstd).
+pub const FORMAT_VERSION: u32 = 2;
 /// The store file's name inside the store directory.
 pub const DB_FILE: &str = "store.redb";
 /// The informational lock file's name inside the store directory.
@@ -298,6 +299,8 @@ impl Stats {
 pub struct Store {
     db: readonly::Db,
     dir: Option<PathBuf>,
+    /// (length, bytes allocated on disk) of `store.redb` when this handle opened it (see `Drop`).
+    opened: (u64, u64),
 }
 
 impl std::fmt::Debug for Store {
@@ -311,14 +314,18 @@ pub(crate) struct W<'t> {
     meta: Table<'t, &'static str, &'static [u8]>,
     blobs: BlobTables<'t>,
     docs: DocTables<'t>,
-    entities: Table<'t, &'static str, &'static [u8]>,
-    entity_ids: Table<'t, u64, &'static str>,
+    entities: Table<'t, &'static [u8], &'static [u8]>,
+    entity_ids: Table<'t, u64, &'static [u8]>,
     versions: Table<'t, (u64, i64, u64), &'static [u8]>,
     by_tx: Table<'t, (u64, u64, i64), (i64, u64)>,
     entity_ops: Table<'t, (u64, u64, u32), ()>,
     tx_log: Table<'t, u64, &'static [u8]>,
     tx_ops: Table<'t, (u64, u32), &'static [u8]>,
-    paths: Table<'t, (&'static str, &'static str), &'static str>,
+    paths: Table<'t, (&'static [u8], &'static str), &'static [u8]>,
+    /// `paths` rows of the entities this transaction created, inserted in key order by
+    /// [`W::finish`]: a scan's files arrive in no useful order, and random inserts left the
+    /// table's pages 42 % full (`tools/bench --small`).
+    new_paths: Vec<(Vec<u8>, String, Vec<u8>)>,
 }
 
 impl<'t> W<'t> {
@@ -341,7 +348,20 @@ impl<'t> W<'t> {
             tx_log: tx.open_table(TX_LOG).db()?,
             tx_ops: tx.open_table(TX_OPS).db()?,
             paths: tx.open_table(PATHS).db()?,
+            new_paths: Vec::new(),
         })
+    }
+
+    /// Writes what the transaction's ops deferred (new `paths` rows, in key order).
+    fn finish(&mut self) -> Result<()> {
+        let mut rows = std::mem::take(&mut self.new_paths);
+        rows.sort();
+        for (fs, path, id) in &rows {
+            self.paths
+                .insert((fs.as_slice(), path.as_str()), id.as_slice())
+                .db()?;
+        }
+        Ok(())
     }
 
     fn add_counter(&mut self, name: &str, delta: i64) -> Result<()> {
@@ -369,10 +389,10 @@ const STORED_BYTES: &str = "stored_bytes";
 const PUT_BYTES: &str = "put_bytes";
 
 fn entity_rec(
-    entities: &impl ReadableTable<&'static str, &'static [u8]>,
+    entities: &impl ReadableTable<&'static [u8], &'static [u8]>,
     id: &str,
 ) -> Result<Option<EntityRec>> {
-    match entities.get(id).db()? {
+    match entities.get(codec::id_key(id).as_slice()).db()? {
         Some(v) => Ok(Some(codec::decode(v.value(), &format!("entity {id}"))?)),
         None => Ok(None),
     }
@@ -475,14 +495,14 @@ impl W<'_> {
             object_type: first.object_type.clone(),
             source: first.source.clone(),
         };
+        let key = codec::id_key(id);
         self.entities
-            .insert(id, codec::encode(&rec)?.as_slice())
+            .insert(key.as_slice(), codec::encode(&rec)?.as_slice())
             .db()?;
-        self.entity_ids.insert(eid, id).db()?;
+        self.entity_ids.insert(eid, key.as_slice()).db()?;
         if let Some((filesystem_id, path)) = &first.source {
-            self.paths
-                .insert((filesystem_id.as_str(), path.as_str()), id)
-                .db()?;
+            self.new_paths
+                .push((codec::id_key(filesystem_id), path.clone(), key));
         }
         Ok(eid)
     }
@@ -542,11 +562,11 @@ impl W<'_> {
             self.entity_ops.remove((e, tx, n)).db()?;
             self.tx_ops.remove((tx, n)).db()?;
         }
-        self.entities.remove(id).db()?;
+        self.entities.remove(codec::id_key(id).as_slice()).db()?;
         self.entity_ids.remove(eid).db()?;
         if let Some((filesystem_id, path)) = &rec.source {
             self.paths
-                .remove((filesystem_id.as_str(), path.as_str()))
+                .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
                 .db()?;
         }
         self.add_counter(STORED_BYTES, -(freed as i64))?;
@@ -584,7 +604,7 @@ impl W<'_> {
                 object_type: object.object_type().as_str().to_string(),
                 source: object.source().map(|s| {
                     let fs = s.as_filesystem();
-                    (fs.filesystem_id.clone(), fs.path.clone())
+                    (fs.filesystem_id.as_str().into(), fs.path.clone())
                 }),
             }),
         };
@@ -629,7 +649,7 @@ impl W<'_> {
         self.add_counter(PUT_BYTES, given as i64)?;
         self.add_counter(STORED_BYTES, stored.stored as i64)?;
         Ok(OpRec::Write {
-            entity: id.to_string(),
+            entity: id.into(),
             valid_from,
             valid_to: put.valid_to.map(Timestamp::as_micros),
             object_hash: Some(object.object_hash().0),
@@ -731,6 +751,7 @@ impl Store {
         let store = Store {
             db: readonly::Db::Writable(db),
             dir: None,
+            opened: (0, 0),
         };
         store.init(true, Path::new(":memory:"))?;
         Ok(store)
@@ -759,6 +780,7 @@ impl Store {
         let store = Store {
             db: readonly::Db::Writable(db),
             dir: Some(dir.to_path_buf()),
+            opened: file_size(&path),
         };
         store.init(create, &path)?;
         Ok(store)
@@ -904,7 +926,7 @@ impl Store {
                         let from = valid_from.map_or(tx_time, Timestamp::as_micros);
                         check_range(entity, from, *valid_to)?;
                         OpRec::Write {
-                            entity: entity.clone(),
+                            entity: entity.as_str().into(),
                             valid_from: from,
                             valid_to: valid_to.map(Timestamp::as_micros),
                             object_hash: None,
@@ -919,14 +941,14 @@ impl Store {
                             return Err(unknown_entity(entity));
                         };
                         if let Some(source) = rec.source {
-                            evicted_paths.push(source);
+                            evicted_paths.push((source.0.0, source.1));
                         }
                         OpRec::Evict {
-                            entity: entity.clone(),
+                            entity: entity.as_str().into(),
                         }
                     }
                     Op::Match { entity, expected } => OpRec::Match {
-                        entity: entity.clone(),
+                        entity: entity.as_str().into(),
                         expected: expected.map(|h| h.0),
                     },
                 };
@@ -951,10 +973,13 @@ impl Store {
             w.tx_log
                 .insert(tx, codec::encode(&header)?.as_slice())
                 .db()?;
+            w.finish()?;
             if !evicted_paths.is_empty() {
                 let mut cache = wtx.open_table(STAT_CACHE).db()?;
                 for (filesystem_id, path) in &evicted_paths {
-                    cache.remove((filesystem_id.as_str(), path.as_str())).db()?;
+                    cache
+                        .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
+                        .db()?;
                 }
             }
             TxReceipt {
@@ -1176,14 +1201,16 @@ impl Store {
         let mut out = Vec::new();
         for entry in r.entities.iter().db()? {
             let (key, value) = entry.db()?;
-            let id = key.value();
+            let id = codec::id_of_key(key.value(), "entity key")?;
             let rec: EntityRec = codec::decode(value.value(), &format!("entity {id}"))?;
             let live = temporal::as_of_row(&r.versions, &r.by_tx, rec.eid, now, u64::MAX)?
                 .is_some_and(|(row, _)| row.rec.object_hash.is_some());
             if live {
-                out.push(entity_info(id, &rec)?);
+                out.push(entity_info(&id, &rec)?);
             }
         }
+        // Keys put hex ids before the others; callers get id order.
+        out.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(out)
     }
 
@@ -1211,11 +1238,36 @@ impl Store {
     }
 }
 
+/// (length, bytes allocated on disk) of a file; (0, 0) when it cannot be read.
+fn file_size(path: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).map_or((0, 0), |m| (m.len(), m.blocks() * 512))
+}
+
 impl Drop for Store {
+    /// Compacts the file after a large write, then removes the lock file.
+    ///
+    /// redb grows a file below 4 GiB by doubling it, so after a large write the file's length is
+    /// up to twice the pages in use (100 000 incompressible contents: 1 028 MiB long, 560 MiB
+    /// used). `Database::compact` moves the last pages into free ones and truncates the file
+    /// (there is no public way to make redb grow by less). It costs about 25 ms even when there
+    /// is little to move (several two-phase commits), which doubled the time of a small
+    /// re-index; so it runs only when the file grew and the bytes allocated on disk grew by at
+    /// least an eighth since the handle opened it. After a small write the file may be up to
+    /// twice as long as its content, in a sparse tail that takes no disk space; the next large
+    /// write compacts it. Best effort: a failure leaves a longer file, never a wrong one.
     fn drop(&mut self) {
         if let Some(dir) = &self.dir
             && !self.db.is_read_only()
         {
+            let (len, allocated) = file_size(&dir.join(DB_FILE));
+            let (opened_len, opened_allocated) = self.opened;
+            if len > opened_len
+                && allocated >= opened_allocated + opened_allocated / 8
+                && let Some(db) = self.db.writable()
+            {
+                let _ = db.compact();
+            }
             // Best effort: a lock file left behind is only informational.
             let _ = std::fs::remove_file(dir.join(LOCK_FILE));
         }
@@ -1228,7 +1280,7 @@ fn entity_info(id: &str, rec: &EntityRec) -> Result<EntityInfo> {
         object_type: rec.object_type.parse()?,
         source: rec.source.as_ref().map(|(filesystem_id, path)| {
             Source::Filesystem(FilesystemSource {
-                filesystem_id: filesystem_id.clone(),
+                filesystem_id: filesystem_id.0.clone(),
                 path: path.clone(),
             })
         }),
@@ -1238,7 +1290,7 @@ fn entity_info(id: &str, rec: &EntityRec) -> Result<EntityInfo> {
 /// The read tables a query uses.
 pub(crate) struct R {
     meta: redb::ReadOnlyTable<&'static str, &'static [u8]>,
-    entities: redb::ReadOnlyTable<&'static str, &'static [u8]>,
+    entities: redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
     versions: redb::ReadOnlyTable<(u64, i64, u64), &'static [u8]>,
     by_tx: redb::ReadOnlyTable<(u64, u64, i64), (i64, u64)>,
     tx_log: redb::ReadOnlyTable<u64, &'static [u8]>,

@@ -44,6 +44,14 @@ impl Db {
         }
     }
 
+    /// The read-write handle, for what only it can do (compaction).
+    pub(crate) fn writable(&mut self) -> Option<&mut Database> {
+        match self {
+            Db::Writable(db) => Some(db),
+            Db::ReadOnly(_) => None,
+        }
+    }
+
     /// Whether this handle only reads.
     pub(crate) fn is_read_only(&self) -> bool {
         matches!(self, Db::ReadOnly(_))
@@ -88,6 +96,7 @@ impl Store {
                 let store = Store {
                     db: Db::ReadOnly(db),
                     dir: Some(dir.to_path_buf()),
+                    opened: (0, 0),
                 };
                 store.check_format(&path)?;
                 Ok(store)

@@ -91,8 +91,12 @@ impl StatUpdate {
 /// Writes `update` into the stat cache inside `wtx`.
 pub(super) fn apply(wtx: &WriteTransaction, update: &StatUpdate) -> Result<()> {
     let mut table = wtx.open_table(STAT_CACHE).db()?;
-    let fs = update.filesystem_id.as_str();
-    for (path, entry) in &update.puts {
+    let fs = codec::id_key(&update.filesystem_id);
+    let fs = fs.as_slice();
+    // In path order: random inserts leave redb's pages about half full.
+    let mut puts: Vec<_> = update.puts.iter().collect();
+    puts.sort_by(|a, b| a.0.cmp(&b.0));
+    for (path, entry) in puts {
         let rec = StatRec {
             size: entry.stat.size,
             mtime_ns: entry.stat.mtime_ns,

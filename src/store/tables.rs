@@ -4,7 +4,8 @@
 //! go in append order (documents keyed by an ascending sequence number, blobs in a chunked
 //! byte stream) (append order packs redb's pages
 //! full), and a small `*_index` table maps a hash to (sequence, reference count). Entities get a
-//! dense `u64` number (`eid`) so that version keys are 24 fixed bytes.
+//! dense `u64` number (`eid`) so that version keys are 24 fixed bytes. Entity and filesystem
+//! ids in keys are `codec::id_key`s: a SHA-256 hex id takes 33 bytes instead of 64.
 //!
 //! To add a table (the indexer's `stat_cache`), define it here and open it where it is used;
 //! [`create_all`] makes every table exist so that readers never meet a missing one.
@@ -36,10 +37,11 @@ pub const DOC_DATA: TableDefinition<u64, &[u8]> = TableDefinition::new("doc_data
 pub const DOC_INDEX: TableDefinition<[u8; 32], (u64, u64, bool)> =
     TableDefinition::new("doc_index");
 
-/// `entities`: entity id (`xt/id`) → entity record (eid, type, source).
-pub const ENTITIES: TableDefinition<&str, &[u8]> = TableDefinition::new("entities");
-/// `entity_ids`: eid → entity id, the reverse of `entities`.
-pub const ENTITY_IDS: TableDefinition<u64, &str> = TableDefinition::new("entity_ids");
+/// `entities`: entity id (`xt/id`, as `codec::id_key`: 33 bytes for a hex id) → entity record
+/// (eid, type, source).
+pub const ENTITIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entities");
+/// `entity_ids`: eid → entity id (as `codec::id_key`), the reverse of `entities`.
+pub const ENTITY_IDS: TableDefinition<u64, &[u8]> = TableDefinition::new("entity_ids");
 
 /// `versions`: (eid, valid_from µs, tx_id) → version record (object hash or tombstone, extras).
 pub const VERSIONS: TableDefinition<(u64, i64, u64), &[u8]> = TableDefinition::new("versions");
@@ -56,12 +58,14 @@ pub const TX_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("tx_log");
 /// `tx_ops`: (tx_id, op index) → op body; evicted bodies are removed, their digests stay.
 pub const TX_OPS: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("tx_ops");
 
-/// `paths`: (filesystem id, canonical path) → entity id of the file there.
-pub const PATHS: TableDefinition<(&str, &str), &str> = TableDefinition::new("paths");
+/// `paths`: (filesystem id, canonical path) → entity id of the file there (both ids as
+/// `codec::id_key`).
+pub const PATHS: TableDefinition<(&[u8], &str), &[u8]> = TableDefinition::new("paths");
 
-/// `stat_cache`: (filesystem id, canonical path) → stat record (`codec::StatRec`): what the
-/// indexer saw when it last read the file, so that an unchanged file is not read again.
-pub const STAT_CACHE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("stat_cache");
+/// `stat_cache`: (filesystem id as `codec::id_key`, canonical path) → stat record
+/// (`codec::StatRec`): what the indexer saw when it last read the file, so that an unchanged
+/// file is not read again.
+pub const STAT_CACHE: TableDefinition<(&[u8], &str), &[u8]> = TableDefinition::new("stat_cache");
 
 /// Creates every table that does not exist yet.
 ///

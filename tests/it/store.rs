@@ -737,7 +737,7 @@ fn another_format_version_is_refused() {
             err,
             Error::FormatVersion {
                 found: 99,
-                supported: 1,
+                supported: strata::store::FORMAT_VERSION,
                 ..
             }
         ),
