@@ -22,7 +22,7 @@ pub use settings::{SETTINGS_FILE, Settings};
 
 use crate::error::{Error, Result};
 use crate::object::{ContentOmitted, FilesystemSource, Object};
-use crate::store::{Op, Put, Store, Timestamp, ValidFrom};
+use crate::store::{EncodedBlob, Op, Put, Store, Timestamp, ValidFrom};
 
 /// What indexing did to an entity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -63,6 +63,8 @@ pub struct Prepared {
     pub size: Option<u64>,
     /// Bytes read from the file.
     pub bytes_read: u64,
+    /// The content's blob record, compressed here rather than in the writing thread.
+    pub encoded: Option<EncodedBlob>,
 }
 
 impl Prepared {
@@ -89,11 +91,13 @@ impl Prepared {
                 Some(reading.size),
             ),
         };
+        let encoded = EncodedBlob::of(&object, kept_bytes.as_deref());
         Ok(Prepared {
             object,
             kept_bytes,
             size,
             bytes_read,
+            encoded,
         })
     }
 }
@@ -183,6 +187,7 @@ impl<'s> Indexer<'s> {
             kept_bytes,
             size,
             bytes_read,
+            encoded,
         } = prepared;
         let current = self.current_hash(object.id())?;
         let action = match current {
@@ -198,6 +203,7 @@ impl<'s> Indexer<'s> {
             put.valid_from = mtime.map_or(ValidFrom::TxTime, ValidFrom::MtimeClamped);
             put.bytes = kept_bytes;
             put.size = size;
+            put.encoded = encoded;
             vec![Op::Put(Box::new(put))]
         };
         Ok(Planned {

@@ -126,6 +126,7 @@ pub(crate) fn acquire_blob(
     t: &mut BlobTables<'_>,
     hash: &[u8; 32],
     bytes: &[u8],
+    encoded: Option<&super::EncodedBlob>,
 ) -> Result<Option<u64>> {
     let existing = t.index.get(hash).db()?.map(|v| v.value());
     match existing {
@@ -134,7 +135,10 @@ pub(crate) fn acquire_blob(
             Ok(None)
         }
         None => {
-            let record = codec::encode_blob(bytes);
+            let record = match encoded.and_then(|e| e.record_for(hash)) {
+                Some(record) => record.to_vec(),
+                None => codec::encode_blob(bytes),
+            };
             let offset = append(&mut t.data, &record)?;
             t.index
                 .insert(hash, (offset, record.len() as u64, 1))
@@ -215,6 +219,7 @@ pub(crate) fn ensure_doc(
     blobs: &mut BlobTables<'_>,
     object: &crate::object::Object,
     bytes: Option<&[u8]>,
+    encoded: Option<&super::EncodedBlob>,
     delta_base: Option<&[u8; 32]>,
 ) -> Result<NewDoc> {
     let key = object.object_hash().0;
@@ -236,17 +241,17 @@ pub(crate) fn ensure_doc(
             if let (Some(bytes), false) = (keep_bytes, file_blob)
                 && let Some(file_hash) = object.file_hash()
             {
-                stored += acquire_blob(blobs, &file_hash.0, bytes)?.unwrap_or(0);
+                stored += acquire_blob(blobs, &file_hash.0, bytes, encoded)?.unwrap_or(0);
                 docs.index.insert(&key, (seq, refs, true)).db()?;
             }
         }
         None => {
             if let (Some(content), Some(hash)) = (object.content(), object.content_hash()) {
-                stored += acquire_blob(blobs, &hash.0, content.as_bytes())?.unwrap_or(0);
+                stored += acquire_blob(blobs, &hash.0, content.as_bytes(), encoded)?.unwrap_or(0);
             }
             let mut file_blob = false;
             if let (Some(bytes), Some(file_hash)) = (keep_bytes, object.file_hash()) {
-                stored += acquire_blob(blobs, &file_hash.0, bytes)?.unwrap_or(0);
+                stored += acquire_blob(blobs, &file_hash.0, bytes, encoded)?.unwrap_or(0);
                 file_blob = true;
             }
             let mut fields = crate::hash::canonical_json(&object.fields().to_json())?;

@@ -97,6 +97,10 @@ pub struct Put {
     pub size: Option<u64>,
     /// The on-disk spelling of the path (case-insensitive mounts).
     pub spelling: Option<String>,
+    /// The blob record of the content (or of the kept bytes), compressed ahead of the write: a scan
+    /// compresses on its worker threads so the one thread that writes does not. `None`: the
+    /// write compresses it when the blob is new.
+    pub encoded: Option<EncodedBlob>,
 }
 
 impl Put {
@@ -109,7 +113,44 @@ impl Put {
             bytes: None,
             size: None,
             spelling: None,
+            encoded: None,
         }
+    }
+}
+
+/// A blob record made ahead of a write: the compressed content of an object (or its kept raw
+/// bytes), keyed by the hash the object itself carries, so the two cannot disagree.
+#[derive(Clone, Debug)]
+pub struct EncodedBlob {
+    hash: [u8; 32],
+    record: Vec<u8>,
+}
+
+impl EncodedBlob {
+    /// Compresses the content of `object`, or else `kept` (the raw bytes of a binary file, which
+    /// must hash to its `file_hash`; the write checks that); `None` when there is neither.
+    pub fn of(object: &Object, kept: Option<&[u8]>) -> Option<Self> {
+        match (
+            object.content(),
+            object.content_hash(),
+            kept,
+            object.file_hash(),
+        ) {
+            (Some(content), Some(hash), _, _) => Some(EncodedBlob {
+                hash: hash.0,
+                record: codec::encode_blob(content.as_bytes()),
+            }),
+            (None, _, Some(bytes), Some(file_hash)) => Some(EncodedBlob {
+                hash: file_hash.0,
+                record: codec::encode_blob(bytes),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The record, if it is the one for the blob of `hash`.
+    pub(crate) fn record_for(&self, hash: &[u8; 32]) -> Option<&[u8]> {
+        (self.hash == *hash).then_some(self.record.as_slice())
     }
 }
 
@@ -638,6 +679,7 @@ impl W<'_> {
             &mut self.blobs,
             object,
             put.bytes.as_deref(),
+            put.encoded.as_ref(),
             delta_base.as_ref(),
         )?;
         let given = object.content().map_or(0, str::len) as u64
