@@ -433,7 +433,13 @@ pub fn file_type_of(path: &str) -> String {
 
 /// The length of `text` in UTF-16 code units, as JavaScript's `string.length` counts it.
 pub fn utf16_len(text: &str) -> u64 {
-    text.chars().map(|c| c.len_utf16() as u64).sum()
+    // One UTF-16 unit per character, two for a character beyond the BMP: count the bytes that
+    // start a character, plus the lead bytes of 4-byte sequences (0xF0 and up). A plain byte loop
+    // that the compiler vectorises; the char loop took 6% of a tree scan.
+    text.as_bytes()
+        .iter()
+        .map(|&b| u64::from((b & 0xC0) != 0x80) + u64::from(b >= 0xF0))
+        .sum()
 }
 
 /// The chat transcript: one `role: content` block per turn, blank-line separated.
@@ -1181,5 +1187,13 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn utf16_len_counts_utf16_units(text in "\\PC*") {
+            let expected: u64 = text.chars().map(|c| c.len_utf16() as u64).sum();
+            proptest::prop_assert_eq!(utf16_len(&text), expected);
+        }
     }
 }
