@@ -1223,11 +1223,22 @@ impl<'s> Session<'s> {
     /// Store errors; on error nothing is written and the session keeps its uncommitted changes.
     pub fn commit(&mut self) -> Result<Option<TxReceipt>> {
         self.writable()?;
+        // The session document is built (and hashed) once: only when the sets moved since the
+        // last commit, and then it is both the change test and the document written.
+        let sets_moved =
+            self.committed.is_none() || self.committed_revision != Some(self.sets.revision());
+        let document = if sets_moved {
+            Some(self.document()?)
+        } else {
+            None
+        };
         let changed = !self.pending.is_empty()
             || self.chat_dirty
             || self.prompt_dirty
             || self.config_dirty
-            || self.sets_changed()?;
+            || document
+                .as_ref()
+                .is_some_and(|d| self.committed != Some(*d.object_hash()));
         if !changed {
             if !self.stat_puts.is_empty() || !self.stat_removes.is_empty() {
                 let stat = StatUpdate {
@@ -1242,7 +1253,10 @@ impl<'s> Session<'s> {
             }
             return Ok(None);
         }
-        let session = self.document()?;
+        let session = match document {
+            Some(document) => document,
+            None => self.document()?,
+        };
         let mut ops = self.pending.clone();
         let mut chat_hash = self.committed_chat;
         if self.chat_dirty {

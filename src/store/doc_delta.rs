@@ -10,6 +10,8 @@
 //! only. A base is always an earlier version of the same entity, so it lives as long as the
 //! deltas on it (only eviction of the whole entity removes either).
 
+use std::sync::{Arc, Mutex};
+
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 use similar::{Algorithm, DiffOp, capture_diff_slices};
@@ -122,10 +124,11 @@ pub(crate) fn encode(
     index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
     data: &impl ReadableTable<u64, &'static [u8]>,
     base: &[u8; 32],
-    fields: String,
+    cache: Option<&BaseCache>,
+    fields: &str,
 ) -> Result<String> {
     let Some((raw, _)) = read_doc_raw(index, data, base)? else {
-        return Ok(fields);
+        return Ok(fields.to_string());
     };
     let depth = if is_delta(&raw.fields) {
         parse(&raw.fields)?.d
@@ -133,11 +136,15 @@ pub(crate) fn encode(
         0
     };
     if depth >= MAX_DEPTH {
-        return Ok(fields);
+        return Ok(fields.to_string());
     }
-    let base_fields = resolved(index, data, raw)?.fields;
+    let cached = cache.and_then(|c| c.get(base));
+    let base_fields: Arc<str> = match cached {
+        Some(full) => full,
+        None => resolved(index, data, raw)?.fields.into(),
+    };
     let old = tokens(&base_fields);
-    let new = tokens(&fields);
+    let new = tokens(fields);
     let mut edits = Vec::new();
     for op in capture_diff_slices(Algorithm::Myers, &old, &new) {
         let owned = |from: usize, len: usize| -> Vec<String> {
@@ -175,8 +182,40 @@ pub(crate) fn encode(
     Ok(if encoded.len() < fields.len() {
         encoded
     } else {
-        fields
+        fields.to_string()
     })
+}
+
+/// The full fields of the latest session and chat documents this store handle wrote, by object
+/// hash, so that the next delta on one does not rebuild it from its chain. An object hash fixes
+/// its fields (it hashes them), so an entry is never wrong, even for a document whose
+/// transaction failed; the depth of a base is always read from the store.
+#[derive(Debug, Default)]
+pub(crate) struct BaseCache(Mutex<Vec<([u8; 32], Arc<str>)>>);
+
+/// How many documents [`BaseCache`] keeps (a few sessions written by one handle at once).
+const CACHED_BASES: usize = 8;
+
+impl BaseCache {
+    fn get(&self, hash: &[u8; 32]) -> Option<Arc<str>> {
+        let entries = self.0.lock().ok()?;
+        entries
+            .iter()
+            .find(|(h, _)| h == hash)
+            .map(|(_, f)| Arc::clone(f))
+    }
+
+    /// Remembers the full `fields` of document `hash` (the most recent first out last).
+    pub(crate) fn put(&self, hash: [u8; 32], fields: Arc<str>) {
+        // A poisoned lock only loses the cache: deltas then rebuild their base from the store.
+        if let Ok(mut entries) = self.0.lock() {
+            entries.retain(|(h, _)| *h != hash);
+            if entries.len() >= CACHED_BASES {
+                entries.remove(0);
+            }
+            entries.push((hash, fields));
+        }
+    }
 }
 
 impl W<'_> {
