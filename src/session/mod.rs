@@ -1031,13 +1031,15 @@ impl<'s> Session<'s> {
     /// # Errors
     /// The original's texts: `Object not found`, `Cannot activate {type}: infrastructure objects
     /// cannot be activated`, `Object not in session`, `Source inaccessible - cannot upgrade stub`
-    /// (the object stays in the pool, shown `[unread]`).
+    /// (then nothing changes: a stub in the pool stays there, shown `[unread]`; one only in the
+    /// index stays out of the pool).
     pub fn activate(&mut self, id: &str) -> Result<()> {
         self.writable()?;
         if !self.sets.index().contains(id) {
             return Err(self.not_in_session(id)?);
         }
-        self.sets.add_to_pool(id);
+        // The source is read before any set changes: a failed activation leaves the session
+        // exactly as it was (an object only in the index stays out of the pool).
         if let Some(Meta::File { source, state, .. }) = self.cache.get(id).cloned()
             && matches!(
                 state,
@@ -1050,12 +1052,23 @@ impl<'s> Session<'s> {
                 ))
             })?;
         }
+        self.sets.add_to_pool(id);
         self.sets.add_active(id);
         Ok(())
     }
 
-    /// Reads a stub's source from disk; an error when it cannot be read or stays a stub.
+    /// Reads a stub's source from disk; an error when it cannot be read or stays a stub, and then
+    /// nothing is queued (not even the stat cache entry of the read).
     fn upgrade(&mut self, source: &FilesystemSource) -> Result<()> {
+        let stats = self.stat_puts.len();
+        let result = self.try_upgrade(source);
+        if result.is_err() {
+            self.stat_puts.truncate(stats);
+        }
+        result
+    }
+
+    fn try_upgrade(&mut self, source: &FilesystemSource) -> Result<()> {
         if source.filesystem_id != self.resolver.machine_id() {
             return Err(Error::invalid_path(
                 source.path.as_str(),
