@@ -141,14 +141,9 @@ fn sectioned_diff(old: &[&str], new: &[&str]) -> Vec<DiffOp> {
     out
 }
 
-/// The longest change this module writes as one replacement without looking for common tokens
-/// inside it.
-const SMALL_CHANGE: usize = 256;
-
 /// The diff of `old[o]` and `new[n]`: their common prefix and suffix are skipped in one pass;
-/// a short middle is one replacement, a long one goes to Myers (whose cost grows with the span
-/// times the number of changes, and which allocates per recursion: 19 ms on a 10 000-file session
-/// document where this takes well under one).
+/// a pure insertion or deletion (an append to a set) is then one op, anything else goes to Myers
+/// on the middle only (its cost grows with the span times the number of changes).
 fn span_diff(
     old: &[&str],
     o: std::ops::Range<usize>,
@@ -171,7 +166,7 @@ fn span_diff(
     if o.is_empty() && n.is_empty() {
         return Vec::new();
     }
-    if o.len() > SMALL_CHANGE && n.len() > SMALL_CHANGE {
+    if o.len() > 1 && !n.is_empty() || n.len() > 1 && !o.is_empty() {
         // Ranges over the whole slices: the ops carry absolute indices.
         return capture_diff(Algorithm::Myers, old, o, new, n);
     }
