@@ -1,7 +1,8 @@
 //! Session benchmarks: resume of a session of 10 000 files whose stat is unchanged, a commit that
 //! adds 100 objects to such a session, and the store bytes one commit costs.
 //!
-//! Run: `cargo bench --bench session`. The bytes figures are printed once before the timings.
+//! Run: `cargo bench --bench session`. The bytes figures (per tool-call commit, per turn commit)
+//! are printed once before the timings.
 
 #![allow(
     clippy::unwrap_used,
@@ -101,6 +102,40 @@ fn bytes_per_commit(files: usize, commits: usize) {
     );
 }
 
+/// Store bytes one commit appending one turn (~200 characters) costs once the chat has `turns`
+/// turns: the chat document is a delta, its transcript (the chat's content) is stored whole.
+fn bytes_per_turn_commit(turns: usize, commits: usize) {
+    let f = fixture(10);
+    let settings = Settings::default();
+    let mut session = Session::load(&f.store, &settings, &f.sid).unwrap();
+    // Hex of a multiplicative hash: text zstd cannot shrink to nothing, as it would a repetition.
+    let turn = |n: usize| {
+        (0..24)
+            .map(|k| format!("{:08x}", ((n * 31 + k) as u32).wrapping_mul(2_654_435_761)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for n in 0..turns {
+        session.append_turn(Role::User, turn(n), vec![]).unwrap();
+        if n % 50 == 49 {
+            session.commit().unwrap();
+        }
+    }
+    session.commit().unwrap();
+    let before = f.store.stats().unwrap();
+    for n in 0..commits {
+        session
+            .append_turn(Role::Assistant, turn(n), vec![])
+            .unwrap();
+        session.commit().unwrap();
+    }
+    let after = f.store.stats().unwrap();
+    eprintln!(
+        "chat of {turns} turns: {:.0} stored bytes per commit appending one turn of ~200 characters (over {commits} commits)",
+        (after.stored_bytes - before.stored_bytes) as f64 / commits as f64,
+    );
+}
+
 /// Profiling aid: `SESSION_PROFILE=resume|commit SESSION_PROFILE_DIR=/tmp/x` runs only that
 /// operation in a loop over a fixture kept in the directory (built on first use), for `perf`.
 fn profile(what: &str, dir: &str) {
@@ -181,6 +216,8 @@ fn main() {
     }
     bytes_per_commit(100, 50);
     bytes_per_commit(FILES, 20);
+    bytes_per_turn_commit(100, 20);
+    bytes_per_turn_commit(1000, 20);
     divan::main();
 }
 

@@ -14,12 +14,13 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result};
-use crate::hash::{Hash, sha256, sha256_json};
+use crate::hash::{Hash, canonical_json, sha256, sha256_json};
 
 /// The five kinds of object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -319,6 +320,19 @@ impl Fields {
         value.unwrap_or_else(|_| json!({}))
     }
 
+    /// The canonical JSON (JCS) text of [`Fields::to_json`]: what `metadata_hash` hashes and the
+    /// store keeps. A session's fields (arrays of ids, growing with the session) are written
+    /// directly, without building a JSON value; the others go through [`canonical_json`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when a value holds an integer beyond ±2^53.
+    pub fn canonical_json(&self) -> Result<String> {
+        match self {
+            Fields::Session(f) => Ok(session_canonical_json(f)),
+            _ => canonical_json(&self.to_json()),
+        }
+    }
+
     /// Parses the metadata fields of an object of type `object_type` from their JSON object.
     ///
     /// # Errors
@@ -374,6 +388,83 @@ impl Fields {
     }
 }
 
+/// Appends `text` as a JCS string: quoted, `"` and `\\` escaped, U+0008/0009/000A/000C/000D as
+/// `\b \t \n \f \r`, other controls below U+0020 as `\u00xx` (lowercase hex), the rest
+/// literal (RFC 8785 §3.2.2.2, ECMAScript's `JSON.stringify`).
+fn push_jcs_string(out: &mut String, text: &str) {
+    out.push('"');
+    let mut from = 0;
+    for (i, b) in text.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x09 => "\\t",
+            0x0a => "\\n",
+            0x0c => "\\f",
+            0x0d => "\\r",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&text[from..i]);
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        } else {
+            out.push_str(escape);
+        }
+        from = i + 1;
+    }
+    out.push_str(&text[from..]);
+    out.push('"');
+}
+
+fn push_jcs_strings(out: &mut String, items: &[String]) {
+    out.push('[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_jcs_string(out, item);
+    }
+    out.push(']');
+}
+
+/// The canonical JSON of a session's fields, written directly: its keys in JCS order (sorted by
+/// UTF-16 code units; all ASCII here), each value a string or an array of strings. Equal to
+/// `canonical_json(&Fields::Session(f).to_json())` byte for byte (tested).
+fn session_canonical_json(f: &SessionFields) -> String {
+    let ids: usize = [
+        &f.active_set,
+        &f.metadata_pool,
+        &f.pinned_set,
+        &f.session_index,
+    ]
+    .iter()
+    .flat_map(|v| v.iter())
+    .map(|s| s.len() + 3)
+    .sum();
+    let mut out = String::with_capacity(ids + 256);
+    out.push_str("{\"active_set\":");
+    push_jcs_strings(&mut out, &f.active_set);
+    out.push_str(",\"chat_ref\":");
+    push_jcs_string(&mut out, &f.chat_ref);
+    out.push_str(",\"metadata_pool\":");
+    push_jcs_strings(&mut out, &f.metadata_pool);
+    out.push_str(",\"pinned_set\":");
+    push_jcs_strings(&mut out, &f.pinned_set);
+    out.push_str(",\"session_id\":");
+    push_jcs_string(&mut out, &f.session_id);
+    out.push_str(",\"session_index\":");
+    push_jcs_strings(&mut out, &f.session_index);
+    out.push_str(",\"system_prompt_ref\":");
+    push_jcs_string(&mut out, &f.system_prompt_ref);
+    out.push('}');
+    out
+}
+
 /// One object: envelope, hashes, content and type-specific fields, always consistent.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Object {
@@ -384,6 +475,9 @@ pub struct Object {
     content: Option<String>,
     content_hash: Option<Hash>,
     fields: Fields,
+    /// The canonical JSON of `fields` (what `metadata_hash` hashes), kept so that the store
+    /// writes it without serialising the fields again; shared by clones.
+    metadata_json: Arc<str>,
     metadata_hash: Hash,
     object_hash: Hash,
     content_omitted: Option<ContentOmitted>,
@@ -555,7 +649,8 @@ impl Object {
             &fields,
             content_omitted,
         )?;
-        let metadata_hash = sha256_json(&fields.to_json())?;
+        let metadata_json: Arc<str> = fields.canonical_json()?.into();
+        let metadata_hash = sha256(metadata_json.as_bytes());
         let object_hash =
             composite_hash(file_hash.as_ref(), content_hash.as_ref(), &metadata_hash)?;
         Ok(Object {
@@ -566,6 +661,7 @@ impl Object {
             content,
             content_hash,
             fields,
+            metadata_json,
             metadata_hash,
             object_hash,
             content_omitted,
@@ -858,6 +954,16 @@ impl Object {
     /// The entity id (`xt/id`).
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The canonical JSON of the fields: the text `metadata_hash` is the SHA-256 of.
+    pub fn metadata_json(&self) -> &str {
+        &self.metadata_json
+    }
+
+    /// The canonical JSON of the fields, shared (the store keeps it as a delta base).
+    pub fn metadata_json_shared(&self) -> Arc<str> {
+        Arc::clone(&self.metadata_json)
     }
 
     /// The object's type.
@@ -1194,6 +1300,70 @@ mod tests {
         fn utf16_len_counts_utf16_units(text in "\\PC*") {
             let expected: u64 = text.chars().map(|c| c.len_utf16() as u64).sum();
             proptest::prop_assert_eq!(utf16_len(&text), expected);
+        }
+    }
+
+    fn session_fields(ids: Vec<String>, sid: String) -> SessionFields {
+        let n = ids.len();
+        SessionFields {
+            chat_ref: format!("chat:{sid}"),
+            system_prompt_ref: format!("system_prompt:{sid}"),
+            session_id: sid,
+            session_index: ids.clone(),
+            metadata_pool: ids[n / 3..].to_vec(),
+            active_set: ids.iter().rev().take(n / 2).cloned().collect(),
+            pinned_set: ids.iter().step_by(3).cloned().collect(),
+        }
+    }
+
+    fn jcs_of(fields: &Fields) -> Result<String> {
+        crate::hash::canonical_json(&fields.to_json())
+    }
+
+    #[test]
+    fn session_canonical_json_is_jcs_on_escapes_and_non_ascii() -> Result<()> {
+        let mut ids: Vec<String> = (0u32..0x80)
+            .filter_map(char::from_u32)
+            .map(|c| format!("a{c}b"))
+            .collect();
+        ids.extend(
+            [
+                "",
+                "\"",
+                "\\",
+                "\u{7f}",
+                "\u{80}",
+                "é",
+                "\u{2028}",
+                "\u{2029}",
+                "\u{feff}",
+                "😀",
+                "\u{10ffff}",
+                "\u{0}\u{1f}",
+                "x\"y\\z\n\t",
+                "日本語",
+                "\u{1d11e}",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        for sid in ["s", "a\u{1}\"é😀"] {
+            let fields = Fields::Session(session_fields(ids.clone(), sid.to_string()));
+            assert_eq!(fields.canonical_json()?, jcs_of(&fields)?);
+        }
+        let empty = Fields::Session(session_fields(Vec::new(), String::new()));
+        assert_eq!(empty.canonical_json()?, jcs_of(&empty)?);
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn session_canonical_json_matches_jcs(
+            ids in proptest::collection::vec(proptest::prelude::any::<String>(), 0..40),
+            sid in proptest::prelude::any::<String>(),
+        ) {
+            let fields = Fields::Session(session_fields(ids, sid));
+            proptest::prop_assert_eq!(fields.canonical_json()?, jcs_of(&fields)?);
         }
     }
 }

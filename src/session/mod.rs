@@ -1031,13 +1031,15 @@ impl<'s> Session<'s> {
     /// # Errors
     /// The original's texts: `Object not found`, `Cannot activate {type}: infrastructure objects
     /// cannot be activated`, `Object not in session`, `Source inaccessible - cannot upgrade stub`
-    /// (the object stays in the pool, shown `[unread]`).
+    /// (then nothing changes: a stub in the pool stays there, shown `[unread]`; one only in the
+    /// index stays out of the pool).
     pub fn activate(&mut self, id: &str) -> Result<()> {
         self.writable()?;
         if !self.sets.index().contains(id) {
             return Err(self.not_in_session(id)?);
         }
-        self.sets.add_to_pool(id);
+        // The source is read before any set changes: a failed activation leaves the session
+        // exactly as it was (an object only in the index stays out of the pool).
         if let Some(Meta::File { source, state, .. }) = self.cache.get(id).cloned()
             && matches!(
                 state,
@@ -1050,12 +1052,23 @@ impl<'s> Session<'s> {
                 ))
             })?;
         }
+        self.sets.add_to_pool(id);
         self.sets.add_active(id);
         Ok(())
     }
 
-    /// Reads a stub's source from disk; an error when it cannot be read or stays a stub.
+    /// Reads a stub's source from disk; an error when it cannot be read or stays a stub, and then
+    /// nothing is queued (not even the stat cache entry of the read).
     fn upgrade(&mut self, source: &FilesystemSource) -> Result<()> {
+        let stats = self.stat_puts.len();
+        let result = self.try_upgrade(source);
+        if result.is_err() {
+            self.stat_puts.truncate(stats);
+        }
+        result
+    }
+
+    fn try_upgrade(&mut self, source: &FilesystemSource) -> Result<()> {
         if source.filesystem_id != self.resolver.machine_id() {
             return Err(Error::invalid_path(
                 source.path.as_str(),
@@ -1223,11 +1236,22 @@ impl<'s> Session<'s> {
     /// Store errors; on error nothing is written and the session keeps its uncommitted changes.
     pub fn commit(&mut self) -> Result<Option<TxReceipt>> {
         self.writable()?;
+        // The session document is built (and hashed) once: only when the sets moved since the
+        // last commit, and then it is both the change test and the document written.
+        let sets_moved =
+            self.committed.is_none() || self.committed_revision != Some(self.sets.revision());
+        let document = if sets_moved {
+            Some(self.document()?)
+        } else {
+            None
+        };
         let changed = !self.pending.is_empty()
             || self.chat_dirty
             || self.prompt_dirty
             || self.config_dirty
-            || self.sets_changed()?;
+            || document
+                .as_ref()
+                .is_some_and(|d| self.committed != Some(*d.object_hash()));
         if !changed {
             if !self.stat_puts.is_empty() || !self.stat_removes.is_empty() {
                 let stat = StatUpdate {
@@ -1242,7 +1266,10 @@ impl<'s> Session<'s> {
             }
             return Ok(None);
         }
-        let session = self.document()?;
+        let session = match document {
+            Some(document) => document,
+            None => self.document()?,
+        };
         let mut ops = self.pending.clone();
         let mut chat_hash = self.committed_chat;
         if self.chat_dirty {

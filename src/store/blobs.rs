@@ -221,6 +221,7 @@ pub(crate) fn ensure_doc(
     bytes: Option<&[u8]>,
     encoded: Option<&super::EncodedBlob>,
     delta_base: Option<&[u8; 32]>,
+    base_cache: Option<&super::doc_delta::BaseCache>,
 ) -> Result<NewDoc> {
     let key = object.object_hash().0;
     let mut stored = 0;
@@ -254,10 +255,17 @@ pub(crate) fn ensure_doc(
                 stored += acquire_blob(blobs, &file_hash.0, bytes, encoded)?.unwrap_or(0);
                 file_blob = true;
             }
-            let mut fields = crate::hash::canonical_json(&object.fields().to_json())?;
-            if let Some(base) = delta_base {
-                fields = super::doc_delta::encode(&docs.index, &docs.data, base, fields)?;
-            }
+            // The object keeps its canonical fields JSON (it hashed it): no second serialising.
+            let fields = match delta_base {
+                Some(base) => super::doc_delta::encode(
+                    &docs.index,
+                    &docs.data,
+                    base,
+                    base_cache,
+                    object.metadata_json(),
+                )?,
+                None => object.metadata_json().to_string(),
+            };
             let rec = DocRec {
                 file_hash: object.file_hash().map(|h| h.0),
                 content_hash: object.content_hash().map(|h| h.0),

@@ -342,6 +342,8 @@ pub struct Store {
     dir: Option<PathBuf>,
     /// (length, bytes allocated on disk) of `store.redb` when this handle opened it (see `Drop`).
     opened: (u64, u64),
+    /// The latest session and chat documents written, the bases of their next deltas.
+    base_cache: doc_delta::BaseCache,
 }
 
 impl std::fmt::Debug for Store {
@@ -367,6 +369,8 @@ pub(crate) struct W<'t> {
     /// [`W::finish`]: a scan's files arrive in no useful order, and random inserts left the
     /// table's pages 42 % full (`tools/bench --small`).
     new_paths: Vec<(Vec<u8>, String, Vec<u8>)>,
+    /// The handle's cache of delta bases (`None` when replaying the log).
+    base_cache: Option<&'t doc_delta::BaseCache>,
 }
 
 impl<'t> W<'t> {
@@ -390,6 +394,7 @@ impl<'t> W<'t> {
             tx_ops: tx.open_table(TX_OPS).db()?,
             paths: tx.open_table(PATHS).db()?,
             new_paths: Vec::new(),
+            base_cache: None,
         })
     }
 
@@ -681,7 +686,13 @@ impl W<'_> {
             put.bytes.as_deref(),
             put.encoded.as_ref(),
             delta_base.as_ref(),
+            self.base_cache,
         )?;
+        if let (Some(cache), ObjectType::Session | ObjectType::Chat) =
+            (self.base_cache, object.object_type())
+        {
+            cache.put(object.object_hash().0, object.metadata_json_shared());
+        }
         let given = object.content().map_or(0, str::len) as u64
             + put
                 .bytes
@@ -794,6 +805,7 @@ impl Store {
             db: readonly::Db::Writable(db),
             dir: None,
             opened: (0, 0),
+            base_cache: doc_delta::BaseCache::default(),
         };
         store.init(true, Path::new(":memory:"))?;
         Ok(store)
@@ -823,6 +835,7 @@ impl Store {
             db: readonly::Db::Writable(db),
             dir: Some(dir.to_path_buf()),
             opened: file_size(&path),
+            base_cache: doc_delta::BaseCache::default(),
         };
         store.init(create, &path)?;
         Ok(store)
@@ -926,6 +939,7 @@ impl Store {
         let wtx = self.begin_write()?;
         let receipt = {
             let mut w = W::open(&wtx)?;
+            w.base_cache = Some(&self.base_cache);
             let last = match w.tx_log.last().db()? {
                 Some((k, v)) => Some((
                     k.value(),

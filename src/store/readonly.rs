@@ -97,6 +97,7 @@ impl Store {
                     db: Db::ReadOnly(db),
                     dir: Some(dir.to_path_buf()),
                     opened: (0, 0),
+                    base_cache: super::doc_delta::BaseCache::default(),
                 };
                 store.check_format(&path)?;
                 Ok(store)

@@ -305,6 +305,39 @@ fn activation_stub_stays_stub_if_source_inaccessible() -> TestResult {
 }
 
 #[test]
+fn failed_activation_of_an_unpooled_stub_leaves_the_session_as_it_was() -> TestResult {
+    let tree = Tree::new()?;
+    let store = Store::in_memory()?;
+    let mut s = new_session(&store)?;
+    let id = s.discover(&[&tree.path("gone.md")])?[0].id.clone();
+    s.commit()?;
+    // A session document (as another runtime may write) with the stub in the index only.
+    let mut fields = match s.document()?.fields() {
+        strata::object::Fields::Session(f) => f.clone(),
+        _ => return Err("not a session".into()),
+    };
+    fields.metadata_pool.retain(|p| *p != id);
+    let sid = s.id().to_string();
+    drop(s);
+    store.transact(
+        vec![strata::store::Op::put(strata::Object::session(fields)?)],
+        strata::store::Origin::Session,
+    )?;
+    let mut s = Session::load(&store, &Settings::default(), &sid)?;
+    let before = s.sets().clone();
+    let text = error_text(s.activate(&id));
+    assert!(
+        text.contains("Source inaccessible - cannot upgrade stub"),
+        "{text}"
+    );
+    assert_eq!(s.sets(), &before);
+    assert!(!s.sets().pool().contains(&id));
+    assert!(!s.has_changes()?);
+    assert_eq!(s.commit()?, None);
+    Ok(())
+}
+
+#[test]
 fn activation_error_texts() -> TestResult {
     let tree = Tree::new()?;
     let a = tree.write("a.md", "alpha")?;
