@@ -14,7 +14,7 @@ use super::{Action, Indexer, Planned};
 use crate::error::{Error, Result};
 use crate::object::FilesystemSource;
 use crate::resolve::{machine_filesystem_id, utf8_path};
-use crate::store::{Op, Origin, StatEntry, StatUpdate, Timestamp, TxId};
+use crate::store::{EncodedBlob, Op, Origin, StatEntry, StatUpdate, Timestamp, TxId};
 
 /// How a scan runs.
 #[derive(Clone, Debug)]
@@ -36,7 +36,7 @@ impl Default for ScanOptions {
         ScanOptions {
             threads: 0,
             batch_files: 4096,
-            batch_bytes: 64 * 1024 * 1024,
+            batch_bytes: 32 * 1024 * 1024,
             skip_dirs: Vec::new(),
             ignore: Vec::new(),
         }
@@ -228,8 +228,10 @@ pub fn scan(
                         continue;
                     };
                     let mtime = Timestamp::saturating_from_micros(stat.mtime_ns / 1000);
+                    // Content and its compressed record both wait in memory until the commit.
+                    let encoded_len = prepared.encoded.as_ref().map_or(0, EncodedBlob::len);
                     let planned = indexer.plan_prepared(*prepared, Some(mtime))?;
-                    batch.bytes += planned.bytes_read;
+                    batch.bytes += planned.bytes_read + encoded_len;
                     add(&mut summary, &mut batch, planned);
                     batch.stat.puts.push((
                         path.clone(),

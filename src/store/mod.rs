@@ -53,7 +53,7 @@ pub const DB_FILE: &str = "store.redb";
 /// The informational lock file's name inside the store directory.
 pub const LOCK_FILE: &str = "store.lock";
 /// redb's page cache: enough for a CLI run's working set, far below redb's 1 GiB default.
-pub(crate) const CACHE_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const CACHE_BYTES: usize = 32 * 1024 * 1024;
 /// Whether commits save the allocator state so that reopening after a crash is quick.
 const QUICK_REPAIR: bool = true;
 
@@ -146,6 +146,16 @@ impl EncodedBlob {
             }),
             _ => None,
         }
+    }
+
+    /// The record's length in bytes (what it holds in memory).
+    pub fn len(&self) -> u64 {
+        self.record.len() as u64
+    }
+
+    /// Whether the record is empty (it never is: a record has at least its header).
+    pub fn is_empty(&self) -> bool {
+        self.record.is_empty()
     }
 
     /// The record, if it is the one for the blob of `hash`.
