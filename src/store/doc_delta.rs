@@ -35,9 +35,12 @@ struct Delta {
     b: String,
     /// This delta's depth: 1 on a full document, base depth + 1 on a delta.
     d: u32,
-    /// Edits in ascending order: (first base token, tokens removed, tokens inserted).
-    e: Vec<(usize, usize, Vec<String>)>,
+    /// Edits in ascending order.
+    e: Vec<Edit>,
 }
+
+/// One edit of a token list: (first base token, tokens removed, tokens inserted).
+type Edit = (usize, usize, Vec<String>);
 
 fn tokens(fields: &str) -> Vec<&str> {
     fields.split(',').collect()
@@ -110,6 +113,38 @@ fn sections<'a>(tokens: &[&'a str]) -> Vec<(usize, &'a str)> {
         .filter(|(_, t)| t.as_bytes().contains(&b':'))
         .filter_map(|(i, t)| key_of(t).map(|k| (i, k)))
         .collect()
+}
+
+/// The edits that turn the token list `old` into `new`: (index in `old`, tokens removed there,
+/// tokens inserted there), in order.
+fn edits_of(old: &[&str], new: &[&str]) -> Vec<Edit> {
+    let owned = |from: usize, len: usize| -> Vec<String> {
+        new[from..from + len]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let mut edits = Vec::new();
+    for op in sectioned_diff(old, new) {
+        match op {
+            DiffOp::Equal { .. } => {}
+            DiffOp::Delete {
+                old_index, old_len, ..
+            } => edits.push((old_index, old_len, Vec::new())),
+            DiffOp::Insert {
+                old_index,
+                new_index,
+                new_len,
+            } => edits.push((old_index, 0, owned(new_index, new_len))),
+            DiffOp::Replace {
+                old_index,
+                old_len,
+                new_index,
+                new_len,
+            } => edits.push((old_index, old_len, owned(new_index, new_len))),
+        }
+    }
+    edits
 }
 
 /// The diff of two token lists. When both start their keys in the same sequence (a session
@@ -259,32 +294,7 @@ pub(crate) fn encode(
     };
     let old = tokens(&base_fields);
     let new = tokens(fields);
-    let mut edits = Vec::new();
-    for op in sectioned_diff(&old, &new) {
-        let owned = |from: usize, len: usize| -> Vec<String> {
-            new[from..from + len]
-                .iter()
-                .map(|s| s.to_string())
-                .collect()
-        };
-        match op {
-            DiffOp::Equal { .. } => {}
-            DiffOp::Delete {
-                old_index, old_len, ..
-            } => edits.push((old_index, old_len, Vec::new())),
-            DiffOp::Insert {
-                old_index,
-                new_index,
-                new_len,
-            } => edits.push((old_index, 0, owned(new_index, new_len))),
-            DiffOp::Replace {
-                old_index,
-                old_len,
-                new_index,
-                new_len,
-            } => edits.push((old_index, old_len, owned(new_index, new_len))),
-        }
-    }
+    let edits = edits_of(&old, &new);
     let delta = Delta {
         b: hex::encode(base),
         d: depth + 1,
@@ -361,32 +371,7 @@ mod tests {
     /// Applies `sectioned_diff`'s ops to `base` and checks it gives `new`.
     fn round_trip(base: &str, new: &str) -> Result<()> {
         let (old, next) = (tokens(base), tokens(new));
-        let mut e = Vec::new();
-        for op in sectioned_diff(&old, &next) {
-            let owned = |from: usize, len: usize| -> Vec<String> {
-                next[from..from + len]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect()
-            };
-            match op {
-                DiffOp::Equal { .. } => {}
-                DiffOp::Delete {
-                    old_index, old_len, ..
-                } => e.push((old_index, old_len, Vec::new())),
-                DiffOp::Insert {
-                    old_index,
-                    new_index,
-                    new_len,
-                } => e.push((old_index, 0, owned(new_index, new_len))),
-                DiffOp::Replace {
-                    old_index,
-                    old_len,
-                    new_index,
-                    new_len,
-                } => e.push((old_index, old_len, owned(new_index, new_len))),
-            }
-        }
+        let e = edits_of(&old, &next);
         let delta = Delta {
             b: "00".repeat(32),
             d: 1,
