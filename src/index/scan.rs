@@ -218,6 +218,7 @@ pub fn scan(
                 Found::Read {
                     path,
                     stat,
+                    stable,
                     prepared,
                 } => {
                     summary.files += 1;
@@ -233,10 +234,16 @@ pub fn scan(
                     let planned = indexer.plan_prepared(*prepared, Some(mtime))?;
                     batch.bytes += planned.bytes_read + encoded_len;
                     add(&mut summary, &mut batch, planned);
-                    batch.stat.puts.push((
-                        path.clone(),
-                        StatEntry::recorded(stat, file_hash, scan_start),
-                    ));
+                    if stable {
+                        batch.stat.puts.push((
+                            path.clone(),
+                            StatEntry::recorded(stat, file_hash, scan_start),
+                        ));
+                    } else {
+                        // Still changing after several reads: store what was read, but let the
+                        // next scan read it again.
+                        batch.stat.removes.push(path.clone());
+                    }
                     seen.push(path);
                 }
                 Found::Denied { path, .. } => {

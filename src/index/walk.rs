@@ -10,7 +10,7 @@ use ignore::gitignore::Gitignore;
 use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 
 use super::Prepared;
-use super::read::read_with_hint;
+use super::read::{Reading, read_with_hint};
 use super::rules::DenyRules;
 use crate::object::FilesystemSource;
 use crate::store::{FileStat, StatEntry};
@@ -29,6 +29,9 @@ pub enum Found {
         path: String,
         /// The stat taken before reading.
         stat: FileStat,
+        /// Whether the stat was the same after the read as before it: only then may the stat
+        /// cache vouch for these bytes later.
+        stable: bool,
         /// What was read, as its object.
         prepared: Box<Prepared>,
     },
@@ -181,6 +184,33 @@ impl Drop for Visitor<'_> {
     }
 }
 
+/// Reads made of a file that keeps changing before its read is taken as it is.
+const READ_ATTEMPTS: usize = 3;
+
+/// Reads the file at `path` with `read` (given the expected size) until its stat is the same after
+/// a read as before it, at most [`READ_ATTEMPTS`] times: a file written while it was read would
+/// otherwise be stored as bytes that never existed together and then trusted by the stat cache.
+/// Returns the last reading, the stat it was taken under, and whether it settled.
+fn read_settled(
+    path: &Path,
+    mut stat: FileStat,
+    mut read: impl FnMut(&Path, u64) -> std::io::Result<Reading>,
+) -> std::io::Result<(Reading, FileStat, bool)> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let reading = read(path, stat.size)?;
+        let after = FileStat::of(&fs::symlink_metadata(path)?);
+        if after == stat {
+            return Ok((reading, stat, true));
+        }
+        if attempt >= READ_ATTEMPTS {
+            return Ok((reading, after, false));
+        }
+        stat = after;
+    }
+}
+
 /// Stats one regular file and reads it unless the cache vouches for it or a rule denies it.
 fn visit_file(plan: &WalkPlan, path: &Path) -> Found {
     let Some(canonical) = path.to_str().map(str::to_string) else {
@@ -209,10 +239,11 @@ fn visit_file(plan: &WalkPlan, path: &Path) -> Found {
     {
         return Found::Unchanged { path: canonical };
     }
-    let read = fs::File::open(path)
-        .and_then(|file| read_with_hint(file, plan.max_content_bytes, stat.size));
-    let reading = match read {
-        Ok(reading) => reading,
+    let settled = read_settled(path, stat, |path, size| {
+        fs::File::open(path).and_then(|file| read_with_hint(file, plan.max_content_bytes, size))
+    });
+    let (reading, stat, stable) = match settled {
+        Ok(settled) => settled,
         Err(err) => {
             return Found::Skipped {
                 path: path.to_path_buf(),
@@ -228,11 +259,71 @@ fn visit_file(plan: &WalkPlan, path: &Path) -> Found {
         Ok(prepared) => Found::Read {
             path: canonical,
             stat,
+            stable,
             prepared: Box::new(prepared),
         },
         Err(err) => Found::Skipped {
             path: path.to_path_buf(),
             reason: err.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::read::read_stream;
+    use std::io::Write as _;
+
+    fn stat_of(path: &Path) -> std::io::Result<FileStat> {
+        Ok(FileStat::of(&fs::symlink_metadata(path)?))
+    }
+
+    #[test]
+    fn a_file_written_during_its_read_is_read_again() -> std::io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let path = tmp.path().join("f.txt");
+        fs::write(&path, b"first")?;
+        let mut calls = 0;
+        let (reading, stat, stable) = read_settled(&path, stat_of(&path)?, |path, _| {
+            calls += 1;
+            let reading = read_stream(fs::File::open(path)?, 1024)?;
+            if calls == 1 {
+                // A writer appends while the first read is under way.
+                fs::OpenOptions::new()
+                    .append(true)
+                    .open(path)?
+                    .write_all(b" and more")?;
+            }
+            Ok(reading)
+        })?;
+        assert_eq!(calls, 2);
+        assert!(stable);
+        assert_eq!(
+            reading.body,
+            super::super::Body::Text("first and more".into())
+        );
+        assert_eq!(stat, stat_of(&path)?);
+        Ok(())
+    }
+
+    #[test]
+    fn a_file_that_keeps_changing_is_not_vouched_for() -> std::io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let path = tmp.path().join("f.txt");
+        fs::write(&path, b"x")?;
+        let mut calls = 0;
+        let (_, _, stable) = read_settled(&path, stat_of(&path)?, |path, _| {
+            calls += 1;
+            let reading = read_stream(fs::File::open(path)?, 1024)?;
+            fs::OpenOptions::new()
+                .append(true)
+                .open(path)?
+                .write_all(b"x")?;
+            Ok(reading)
+        })?;
+        assert_eq!(calls, READ_ATTEMPTS);
+        assert!(!stable, "an unsettled read must not enter the stat cache");
+        Ok(())
     }
 }
