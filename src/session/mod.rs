@@ -241,24 +241,13 @@ fn unknown_session(sid: &str) -> Error {
 /// The metadata cache entry of a current object (`None` for infrastructure objects).
 fn meta_of(resolver: &FilesystemResolver, object: &Object) -> Option<Meta> {
     match object.fields() {
-        Fields::File(f) => {
-            let source = object.source()?.as_filesystem().clone();
-            let state = match object.content_omitted() {
-                Some(ContentOmitted::Denied) => FileState::Denied,
-                Some(ContentOmitted::Binary) => FileState::Binary,
-                Some(ContentOmitted::TooLarge) => FileState::TooLarge,
-                None if object.is_stub() => FileState::Stub,
-                None => FileState::Read,
-            };
-            Some(Meta::File {
-                path: resolver.reverse_resolve(&source.filesystem_id, &source.path),
-                source,
-                file_type: f.file_type.clone(),
-                char_count: f.char_count,
-                file_hash: object.file_hash().copied(),
-                state,
-            })
-        }
+        Fields::File(f) => Some(file_meta(
+            resolver,
+            object.source()?.as_filesystem().clone(),
+            f,
+            object.file_hash().copied(),
+            object.content_omitted(),
+        )),
         Fields::Toolcall(f) => Some(Meta::Toolcall {
             tool: f.tool.clone(),
             status: f.status,
@@ -276,29 +265,44 @@ fn meta_of_stored(resolver: &FilesystemResolver, stored: &ObjectMeta) -> Option<
             .map(|s| deleted_meta(resolver, s.as_filesystem().clone()));
     };
     match &doc.fields {
-        Fields::File(f) => {
-            let source = stored.source.as_ref()?.as_filesystem().clone();
-            let state = match stored.info.content_omitted {
-                Some(ContentOmitted::Denied) => FileState::Denied,
-                Some(ContentOmitted::Binary) => FileState::Binary,
-                Some(ContentOmitted::TooLarge) => FileState::TooLarge,
-                None if doc.file_hash.is_none() => FileState::Stub,
-                None => FileState::Read,
-            };
-            Some(Meta::File {
-                path: resolver.reverse_resolve(&source.filesystem_id, &source.path),
-                source,
-                file_type: f.file_type.clone(),
-                char_count: f.char_count,
-                file_hash: doc.file_hash,
-                state,
-            })
-        }
+        Fields::File(f) => Some(file_meta(
+            resolver,
+            stored.source.as_ref()?.as_filesystem().clone(),
+            f,
+            doc.file_hash,
+            stored.info.content_omitted,
+        )),
         Fields::Toolcall(f) => Some(Meta::Toolcall {
             tool: f.tool.clone(),
             status: f.status,
         }),
         _ => None,
+    }
+}
+
+/// The metadata cache entry of a live file version: its fields, its hash (`None` for a stub) and
+/// why its content is null, if it is.
+fn file_meta(
+    resolver: &FilesystemResolver,
+    source: FilesystemSource,
+    fields: &crate::object::FileFields,
+    file_hash: Option<crate::hash::Hash>,
+    content_omitted: Option<ContentOmitted>,
+) -> Meta {
+    let state = match content_omitted {
+        Some(ContentOmitted::Denied) => FileState::Denied,
+        Some(ContentOmitted::Binary) => FileState::Binary,
+        Some(ContentOmitted::TooLarge) => FileState::TooLarge,
+        None if file_hash.is_none() => FileState::Stub,
+        None => FileState::Read,
+    };
+    Meta::File {
+        path: resolver.reverse_resolve(&source.filesystem_id, &source.path),
+        source,
+        file_type: fields.file_type.clone(),
+        char_count: fields.char_count,
+        file_hash,
+        state,
     }
 }
 

@@ -346,15 +346,7 @@ impl W<'_> {
     /// The object hash of the latest version (greatest valid time, then tx) of entity `eid`, the
     /// base of its next delta document; `None` when it has none or it is a tombstone.
     pub(super) fn delta_base(&self, eid: u64) -> Result<Option<[u8; 32]>> {
-        let last = self
-            .by_tx
-            .range((eid, 0u64, i64::MIN)..=(eid, u64::MAX, i64::MAX))
-            .db()?
-            .next_back()
-            .transpose()
-            .db()?
-            .map(|(_, v)| v.value());
-        let Some((vt, tx)) = last else {
+        let Some((vt, tx)) = self.latest_row(eid)? else {
             return Ok(None);
         };
         match self.versions.get((eid, vt, tx)).db()? {

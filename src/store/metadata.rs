@@ -7,7 +7,7 @@
 //! of files) reads [`ObjectMeta`] instead: the stored object hash is taken as recorded and the
 //! content is not read, so one entity costs a few table lookups and the parse of its fields.
 
-use super::{R, Store, TxId, VersionInfo, blobs, entity_info, entity_rec, temporal, version_info};
+use super::{R, Store, TxId, VersionInfo, blobs, entity_info, entity_rec};
 use crate::error::{Error, Result};
 use crate::hash::Hash;
 use crate::object::{Fields, ObjectType, Source};
@@ -69,17 +69,9 @@ impl R {
         let Some(entity) = entity_rec(&self.entities, id)? else {
             return Ok(None);
         };
-        let Some((row, is_max)) =
-            temporal::as_of_row(&self.versions, &self.by_tx, entity.eid, now, tx)?
-        else {
+        let Some((info, row)) = self.info_row(id, entity.eid, now, tx)? else {
             return Ok(None);
         };
-        let end = if is_max {
-            None
-        } else {
-            temporal::valid_to(&self.versions, entity.eid, row.vt, tx)?
-        };
-        let info = version_info(id, &row, end);
         let object_type: ObjectType = entity.object_type.parse()?;
         let document = match &row.rec.object_hash {
             None => None,

@@ -570,20 +570,24 @@ impl W<'_> {
         self.versions
             .insert((eid, vt, tx), codec::encode(rec)?.as_slice())
             .db()?;
-        let last = self
+        let max = match self.latest_row(eid)? {
+            Some((max_vt, max_tx)) if max_vt > vt => (max_vt, max_tx),
+            _ => (vt, tx),
+        };
+        self.by_tx.insert((eid, tx, vt), max).db()?;
+        Ok(())
+    }
+
+    /// (valid_from, tx) of the latest row of entity `eid` (greatest valid time, then tx).
+    pub(super) fn latest_row(&self, eid: u64) -> Result<Option<(i64, u64)>> {
+        Ok(self
             .by_tx
             .range((eid, 0u64, i64::MIN)..=(eid, u64::MAX, i64::MAX))
             .db()?
             .next_back()
             .transpose()
             .db()?
-            .map(|(_, v)| v.value());
-        let max = match last {
-            Some((max_vt, max_tx)) if max_vt > vt => (max_vt, max_tx),
-            _ => (vt, tx),
-        };
-        self.by_tx.insert((eid, tx, vt), max).db()?;
-        Ok(())
+            .map(|(_, v)| v.value()))
     }
 
     fn evict(&mut self, id: &str, rec: &EntityRec) -> Result<()> {
@@ -1421,17 +1425,28 @@ impl R {
             None => self.now()?,
         };
         let tx = tx.map_or(u64::MAX, |t| t.0);
-        let Some((row, is_max)) =
-            temporal::as_of_row(&self.versions, &self.by_tx, entity.eid, vt, tx)?
+        Ok(self.info_row(id, entity.eid, vt, tx)?.map(|(info, _)| info))
+    }
+
+    /// The version row of entity `eid` visible at valid time `vt` as of transaction `tx`, with
+    /// its info (valid_to included); `None` when nothing is visible there.
+    pub(crate) fn info_row(
+        &self,
+        id: &str,
+        eid: u64,
+        vt: i64,
+        tx: u64,
+    ) -> Result<Option<(VersionInfo, temporal::Row)>> {
+        let Some((row, is_max)) = temporal::as_of_row(&self.versions, &self.by_tx, eid, vt, tx)?
         else {
             return Ok(None);
         };
         let end = if is_max {
             None
         } else {
-            temporal::valid_to(&self.versions, entity.eid, row.vt, tx)?
+            temporal::valid_to(&self.versions, eid, row.vt, tx)?
         };
-        Ok(Some(version_info(id, &row, end)))
+        Ok(Some((version_info(id, &row, end), row)))
     }
 
     /// Rebuilds the envelope of `id` from its entity row, document and content.
