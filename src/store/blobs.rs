@@ -2,8 +2,15 @@
 //! each stored once in append order and reference-counted.
 //!
 //! A blob's count is the number of documents that use it (by `content_hash`, or by `file_hash`
-//! when the raw bytes of a binary file are kept); a document's count is the number of version
-//! rows that point at it. Eviction releases what it unreferenced; `gc` recounts from scratch.
+//! when the raw bytes of a binary file are kept) plus the number of suffix records based on it;
+//! a document's count is the number of version rows that point at it. Eviction releases what it
+//! unreferenced; `gc` recounts from scratch.
+//!
+//! A blob that starts with the bytes of the entity's previous content (a chat transcript after
+//! a turn) is stored as a suffix record on an earlier blob of that chain: record `n` is based on
+//! record `n & (n - 1)` (a skip-delta, as in Subversion), so reading one follows at most
+//! log2(n) + 1 records, and a commit stores its own turn plus, on average, log2(n) / 2 earlier
+//! ones, never the whole transcript.
 
 use redb::{ReadableTable, Table};
 
@@ -148,18 +155,144 @@ pub(crate) fn acquire_blob(
     }
 }
 
-/// Drops one reference to a blob, erasing it at zero; returns the bytes freed.
-pub(crate) fn release_blob(t: &mut BlobTables<'_>, hash: &[u8; 32]) -> Result<u64> {
-    let Some((offset, len, refs)) = t.index.get(hash).db()?.map(|v| v.value()) else {
-        return Ok(0);
-    };
-    if refs > 1 {
-        t.index.insert(hash, (offset, len, refs - 1)).db()?;
-        return Ok(0);
+/// Blobs shorter than this are stored whole even when they extend the previous content: a
+/// suffix record's header (46 bytes) and the read of its base would not pay.
+const MIN_SUFFIX_BASE: u64 = 256;
+
+/// Adds one reference to the blob of `bytes` (hash `hash`) like [`acquire_blob`], storing it as
+/// a suffix record when it starts with the bytes of a blob on the chain of `previous` (the
+/// content of the entity's previous version); returns the stored size when it was new.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the chain of `previous` does not read.
+pub(crate) fn acquire_blob_after(
+    t: &mut BlobTables<'_>,
+    hash: &[u8; 32],
+    bytes: &[u8],
+    previous: &[u8; 32],
+) -> Result<Option<u64>> {
+    if t.index.get(hash).db()?.is_some() {
+        return acquire_blob(t, hash, bytes, None);
     }
-    t.index.remove(hash).db()?;
-    erase_blob(t, offset, len)?;
-    Ok(len)
+    let Some((base, seq, base_len)) = suffix_base(t, previous)? else {
+        return acquire_blob(t, hash, bytes, None);
+    };
+    let fits = base_len >= MIN_SUFFIX_BASE
+        && (base_len as usize) <= bytes.len()
+        && sha256(&bytes[..base_len as usize]).0 == base;
+    if !fits {
+        return acquire_blob(t, hash, bytes, None);
+    }
+    let record =
+        codec::encode_suffix_blob(seq, bytes.len() as u64, &base, &bytes[base_len as usize..]);
+    let offset = append(&mut t.data, &record)?;
+    t.index
+        .insert(hash, (offset, record.len() as u64, 1))
+        .db()?;
+    let (b_offset, b_len, b_refs) = t
+        .index
+        .get(&base)
+        .db()?
+        .map(|v| v.value())
+        .ok_or_else(|| Error::corrupt(format!("blob {} vanished", hex::encode(base))))?;
+    t.index.insert(&base, (b_offset, b_len, b_refs + 1)).db()?;
+    Ok(Some(record.len() as u64))
+}
+
+/// The base for the next record of the chain whose latest blob is `previous`: (base hash, the
+/// new record's number, the base's length). Record `n` is based on record `n & (n - 1)`, which
+/// is always on the chain of record `n - 1`. `None` when `previous` is not stored or its chain is
+/// as long as a `u32` counts.
+fn suffix_base(t: &BlobTables<'_>, previous: &[u8; 32]) -> Result<Option<([u8; 32], u32, u64)>> {
+    let Some(mut header) = header_of(&t.index, &t.data, previous)? else {
+        return Ok(None);
+    };
+    let Some(seq) = header.seq.checked_add(1) else {
+        return Ok(None);
+    };
+    let target = seq & (seq - 1);
+    let mut at = *previous;
+    while header.seq > target {
+        let Some(base) = header.base else {
+            return Ok(None);
+        };
+        at = base;
+        let Some(next) = header_of(&t.index, &t.data, &at)? else {
+            return Err(Error::corrupt(format!(
+                "blob {} is based on missing blob {}",
+                hex::encode(previous),
+                hex::encode(at)
+            )));
+        };
+        header = next;
+    }
+    if header.seq != target {
+        return Ok(None);
+    }
+    let len = match header.len {
+        Some(len) => len,
+        None => read_blob(&t.index, &t.data, &at)?.map_or(0, |b| b.len() as u64),
+    };
+    Ok(Some((at, seq, len)))
+}
+
+/// The header of the record of blob `hash`; `None` when it is not stored.
+fn header_of(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, u64)>,
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    hash: &[u8; 32],
+) -> Result<Option<codec::BlobHeader>> {
+    let Some((offset, len, _)) = index.get(hash).db()?.map(|v| v.value()) else {
+        return Ok(None);
+    };
+    record_header(data, hash, offset, len).map(Some)
+}
+
+/// The header of the blob record of `hash` at (`offset`, `len`), read without its payload.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the range is missing or the header is unknown.
+pub(crate) fn record_header(
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    hash: &[u8; 32],
+    offset: u64,
+    len: u64,
+) -> Result<codec::BlobHeader> {
+    let what = format!("blob {}", hex::encode(hash));
+    let prefix =
+        read_range(data, offset, len.min(codec::SUFFIX_HEADER as u64))?.ok_or_else(|| {
+            Error::corrupt(format!(
+                "{what} points at bytes {offset}..{} of the blob stream, which are missing",
+                offset + len
+            ))
+        })?;
+    let mut header = codec::blob_header(&prefix, &what)?;
+    if header.len.is_none() && prefix.get(1) == Some(&0) {
+        // A raw record: its payload is the bytes.
+        header.len = Some(len.saturating_sub(2));
+    }
+    Ok(header)
+}
+
+/// Drops one reference to a blob, erasing it at zero (and then dropping its reference to its
+/// base, for a suffix record); returns the bytes freed.
+pub(crate) fn release_blob(t: &mut BlobTables<'_>, hash: &[u8; 32]) -> Result<u64> {
+    let mut freed = 0;
+    let mut next = Some(*hash);
+    while let Some(hash) = next.take() {
+        let Some((offset, len, refs)) = t.index.get(&hash).db()?.map(|v| v.value()) else {
+            break;
+        };
+        if refs > 1 {
+            t.index.insert(&hash, (offset, len, refs - 1)).db()?;
+            break;
+        }
+        next = record_header(&t.data, &hash, offset, len)?.base;
+        t.index.remove(&hash).db()?;
+        erase_blob(t, offset, len)?;
+        freed += len;
+    }
+    Ok(freed)
 }
 
 /// Erases a blob's record from the stream (its index row is the caller's).
@@ -167,10 +300,11 @@ pub(crate) fn erase_blob(t: &mut BlobTables<'_>, offset: u64, len: u64) -> Resul
     erase_range(&mut t.data, offset, len)
 }
 
-/// Reads a blob's bytes.
+/// Reads a blob's bytes, following a suffix record back to its whole base.
 ///
 /// # Errors
-/// [`Error::Corrupt`] when the index points past the stream or the record does not decode.
+/// [`Error::Corrupt`] when the index points past the stream, a record does not decode or a
+/// base is missing.
 pub(crate) fn read_blob(
     index: &impl ReadableTable<[u8; 32], (u64, u64, u64)>,
     data: &impl ReadableTable<u64, &'static [u8]>,
@@ -179,27 +313,74 @@ pub(crate) fn read_blob(
     let Some((offset, len, _)) = index.get(hash).db()?.map(|v| v.value()) else {
         return Ok(None);
     };
-    read_at(data, hash, offset, len).map(Some)
+    read_at(index, data, hash, offset, len).map(Some)
 }
 
-/// Reads and decodes the blob record of `hash` at (`offset`, `len`).
+/// The longest chain of suffix records a read follows: record `n` is based on `n & (n - 1)`,
+/// so a chain of `u32` numbers has at most 33 records.
+const MAX_CHAIN: usize = 33;
+
+/// Reads the blob of `hash` whose record is at (`offset`, `len`), following a suffix record
+/// back to its whole base.
 ///
 /// # Errors
-/// [`Error::Corrupt`] when the range is missing or the record does not decode.
+/// [`Error::Corrupt`] when a range is missing, a record does not decode, a base is missing or
+/// the assembled bytes are not the length the record says.
 pub(crate) fn read_at(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, u64)>,
     data: &impl ReadableTable<u64, &'static [u8]>,
     hash: &[u8; 32],
     offset: u64,
     len: u64,
 ) -> Result<Vec<u8>> {
-    let record = read_range(data, offset, len)?.ok_or_else(|| {
-        Error::corrupt(format!(
-            "blob {} points at bytes {offset}..{} of the blob stream, which are missing",
-            hex::encode(hash),
-            offset + len
-        ))
-    })?;
-    codec::decode_blob(&record, &format!("blob {}", hex::encode(hash)))
+    let mut suffixes: Vec<(Vec<u8>, u64)> = Vec::new();
+    let (mut at, mut offset, mut len) = (*hash, offset, len);
+    let whole = loop {
+        let what = format!("blob {}", hex::encode(at));
+        let record = read_range(data, offset, len)?.ok_or_else(|| {
+            Error::corrupt(format!(
+                "{what} points at bytes {offset}..{} of the blob stream, which are missing",
+                offset + len
+            ))
+        })?;
+        match codec::decode_blob_record(&record, &what)? {
+            codec::BlobRecord::Whole(bytes) => break bytes,
+            codec::BlobRecord::Suffix {
+                base,
+                suffix,
+                len: total,
+                ..
+            } => {
+                if suffixes.len() >= MAX_CHAIN {
+                    return Err(Error::corrupt(format!(
+                        "blob {} has a chain of suffix records longer than {MAX_CHAIN}",
+                        hex::encode(hash)
+                    )));
+                }
+                suffixes.push((suffix, total));
+                let (b_offset, b_len, _) =
+                    index.get(&base).db()?.map(|v| v.value()).ok_or_else(|| {
+                        Error::corrupt(format!(
+                            "{what} is based on blob {}, which is missing",
+                            hex::encode(base)
+                        ))
+                    })?;
+                (at, offset, len) = (base, b_offset, b_len);
+            }
+        }
+    };
+    let mut bytes = whole;
+    for (suffix, total) in suffixes.into_iter().rev() {
+        bytes.extend_from_slice(&suffix);
+        if bytes.len() as u64 != total {
+            return Err(Error::corrupt(format!(
+                "blob {} reassembles to {} bytes where its record says {total}",
+                hex::encode(hash),
+                bytes.len()
+            )));
+        }
+    }
+    Ok(bytes)
 }
 
 /// The bytes the new document of `object` brings (its content, and the kept raw bytes of a
@@ -248,7 +429,18 @@ pub(crate) fn ensure_doc(
         }
         None => {
             if let (Some(content), Some(hash)) = (object.content(), object.content_hash()) {
-                stored += acquire_blob(blobs, &hash.0, content.as_bytes(), encoded)?.unwrap_or(0);
+                let previous = match delta_base {
+                    Some(base) => read_doc_raw(&docs.index, &docs.data, base)?
+                        .and_then(|(rec, _)| rec.content_hash),
+                    None => None,
+                };
+                stored += match previous {
+                    Some(previous) => {
+                        acquire_blob_after(blobs, &hash.0, content.as_bytes(), &previous)?
+                    }
+                    None => acquire_blob(blobs, &hash.0, content.as_bytes(), encoded)?,
+                }
+                .unwrap_or(0);
             }
             let mut file_blob = false;
             if let (Some(bytes), Some(file_hash)) = (keep_bytes, object.file_hash()) {

@@ -5,7 +5,8 @@
 //!
 //! Blob records are `[format][method][payload]`, where the method says how the payload is
 //! compressed (see [`encode_blob`]): zstd for what it shrinks, raw otherwise; records written
-//! with LZ4 (lz4_flex) by earlier builds still decode.
+//! with LZ4 (lz4_flex) by earlier builds still decode. A suffix record (see
+//! [`encode_suffix_blob`]) holds only what a blob adds to an earlier blob it starts with.
 
 use bincode::{Decode, Encode};
 
@@ -315,6 +316,115 @@ fn zstd_decompress(payload: &[u8], what: &str) -> Result<Vec<u8>> {
     })
 }
 
+/// A blob record whose bytes are another blob's bytes followed by a suffix: the way a chat
+/// transcript grows. Its header is `[format][METHOD_SUFFIX][seq: u32 LE][len: u64 LE][base hash]`,
+/// then the suffix as `[method][payload]` like a whole blob.
+const METHOD_SUFFIX: u8 = 3;
+/// Bytes of a suffix record before its suffix's method byte.
+pub const SUFFIX_HEADER: usize = 2 + 4 + 8 + 32;
+
+/// A blob record decoded: whole bytes, or a suffix on a base blob.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BlobRecord {
+    /// The blob's bytes.
+    Whole(Vec<u8>),
+    /// The blob is the bytes of blob `base` followed by `suffix`.
+    Suffix {
+        /// The record's place in its chain of suffixes (1 on a whole blob).
+        seq: u32,
+        /// The whole blob's length in bytes.
+        len: u64,
+        /// SHA-256 of the base blob.
+        base: [u8; 32],
+        /// The bytes after the base's.
+        suffix: Vec<u8>,
+    },
+}
+
+/// What the first [`SUFFIX_HEADER`] bytes of a blob record say about it, without its payload.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BlobHeader {
+    /// The record's place in its chain of suffixes: 0 for a whole blob.
+    pub seq: u32,
+    /// The base blob of a suffix record.
+    pub base: Option<[u8; 32]>,
+    /// The whole blob's length in bytes, when the header says it (suffix records, zstd frames).
+    pub len: Option<u64>,
+}
+
+/// Encodes a suffix record: the blob of `len` bytes that are those of blob `base` followed by
+/// `suffix`, number `seq` in its chain.
+pub fn encode_suffix_blob(seq: u32, len: u64, base: &[u8; 32], suffix: &[u8]) -> Vec<u8> {
+    let inner = encode_blob(suffix);
+    let mut out = Vec::with_capacity(SUFFIX_HEADER + inner.len() - 1);
+    out.push(RECORD_FORMAT);
+    out.push(METHOD_SUFFIX);
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(base);
+    out.extend_from_slice(&inner[1..]);
+    out
+}
+
+/// Reads the header of a blob record from its first bytes (at most [`SUFFIX_HEADER`] are
+/// needed; a whole record also works); `what` names it for the error.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the header is unknown or truncated.
+pub fn blob_header(prefix: &[u8], what: &str) -> Result<BlobHeader> {
+    match prefix {
+        [RECORD_FORMAT, METHOD_SUFFIX, rest @ ..] if rest.len() >= SUFFIX_HEADER - 2 => {
+            let (seq, rest) = rest.split_at(4);
+            let (len, rest) = rest.split_at(8);
+            let mut base = [0u8; 32];
+            base.copy_from_slice(&rest[..32]);
+            Ok(BlobHeader {
+                seq: u32::from_le_bytes(seq.try_into().unwrap_or_default()),
+                base: Some(base),
+                len: Some(u64::from_le_bytes(len.try_into().unwrap_or_default())),
+            })
+        }
+        [RECORD_FORMAT, METHOD_SUFFIX, ..] => Err(Error::corrupt(format!("{what} is truncated"))),
+        [RECORD_FORMAT, METHOD_ZSTD, payload @ ..] => Ok(BlobHeader {
+            seq: 0,
+            base: None,
+            len: zstd::zstd_safe::get_frame_content_size(payload)
+                .ok()
+                .flatten(),
+        }),
+        [RECORD_FORMAT, METHOD_RAW | METHOD_LZ4, ..] => Ok(BlobHeader {
+            seq: 0,
+            base: None,
+            len: None,
+        }),
+        [format, method, ..] => Err(Error::corrupt(format!(
+            "{what} has record format {format} and method {method}, which this strata does not read"
+        ))),
+        _ => Err(Error::corrupt(format!("{what} is truncated"))),
+    }
+}
+
+/// Decodes a blob record, whole or suffix; `what` names it for the error.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the header is unknown or the payload does not decompress.
+pub fn decode_blob_record(record: &[u8], what: &str) -> Result<BlobRecord> {
+    let header = blob_header(record, what)?;
+    match header.base {
+        Some(base) => {
+            let mut inner = vec![RECORD_FORMAT];
+            inner.extend_from_slice(record.get(SUFFIX_HEADER..).unwrap_or_default());
+            Ok(BlobRecord::Suffix {
+                seq: header.seq,
+                len: header.len.unwrap_or_default(),
+                base,
+                suffix: decode_blob(&inner, what)?,
+            })
+        }
+        None => decode_blob(record, what).map(BlobRecord::Whole),
+    }
+}
+
 /// Encodes a blob: `[format][method][payload]`. The payload is zstd-compressed when that saves
 /// at least an eighth of the bytes (source text: about 0.27 of its size), else stored raw
 /// (binary and already-compressed files cost two bytes more than their size).
@@ -333,10 +443,11 @@ pub fn encode_blob(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Decodes a blob record into its bytes; `what` names it for the error.
+/// Decodes a whole blob record into its bytes; `what` names it for the error.
 ///
 /// # Errors
-/// [`Error::Corrupt`] when the header is unknown or the payload does not decompress.
+/// [`Error::Corrupt`] when the header is unknown, the payload does not decompress, or the
+/// record is a suffix record (which [`decode_blob_record`] reads).
 pub fn decode_blob(record: &[u8], what: &str) -> Result<Vec<u8>> {
     match record {
         [RECORD_FORMAT, METHOD_RAW, payload @ ..] => Ok(payload.to_vec()),
@@ -434,6 +545,43 @@ mod tests {
             decode_blob(&garbage, "b"),
             Err(Error::Corrupt { .. })
         ));
+        Ok(())
+    }
+
+    #[test]
+    fn suffix_records_round_trip_and_say_their_base() -> Result<()> {
+        let base = [7u8; 32];
+        for suffix in [b"".as_slice(), b"user: hi", "ab".repeat(3000).as_bytes()] {
+            let record = encode_suffix_blob(5, 100 + suffix.len() as u64, &base, suffix);
+            let header = blob_header(&record[..SUFFIX_HEADER], "b")?;
+            assert_eq!(
+                header,
+                BlobHeader {
+                    seq: 5,
+                    base: Some(base),
+                    len: Some(100 + suffix.len() as u64)
+                }
+            );
+            assert_eq!(
+                decode_blob_record(&record, "b")?,
+                BlobRecord::Suffix {
+                    seq: 5,
+                    len: 100 + suffix.len() as u64,
+                    base,
+                    suffix: suffix.to_vec()
+                }
+            );
+            assert!(decode_blob(&record, "b").is_err());
+            assert!(blob_header(&record[..SUFFIX_HEADER - 1], "b").is_err());
+        }
+        let text = "fn main() {}\n".repeat(100);
+        let whole = encode_blob(text.as_bytes());
+        assert_eq!(blob_header(&whole, "b")?.len, Some(text.len() as u64));
+        assert_eq!(blob_header(&whole, "b")?.base, None);
+        assert_eq!(
+            decode_blob_record(&whole, "b")?,
+            BlobRecord::Whole(text.into_bytes())
+        );
         Ok(())
     }
 }

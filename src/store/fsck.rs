@@ -94,6 +94,8 @@ impl Store {
         let blob_data = rtx.open_table(BLOB_DATA).db()?;
         let mut blob_refs: HashMap<[u8; 32], u64> = HashMap::new();
         let mut ranges = Vec::new();
+        // References from suffix records to their bases, which count like documents'.
+        let mut suffix_refs: HashMap<[u8; 32], u64> = HashMap::new();
         for entry in blob_index.iter().db()? {
             let (key, value) = entry.db()?;
             let hash = key.value();
@@ -101,7 +103,12 @@ impl Store {
             let subject = hex::encode(hash);
             blob_refs.insert(hash, refs);
             ranges.push((offset, len, subject.clone()));
-            match blobs::read_at(&blob_data, &hash, offset, len) {
+            if let Ok(header) = blobs::record_header(&blob_data, &hash, offset, len)
+                && let Some(base) = header.base
+            {
+                *suffix_refs.entry(base).or_default() += 1;
+            }
+            match blobs::read_at(&blob_index, &blob_data, &hash, offset, len) {
                 Err(Error::Corrupt { what }) if what.contains("missing") => {
                     out.push(finding("blob_missing", subject, what));
                 }
@@ -139,7 +146,7 @@ impl Store {
         let doc_index = rtx.open_table(DOC_INDEX).db()?;
         let doc_data = rtx.open_table(DOC_DATA).db()?;
         let mut doc_refs: HashMap<[u8; 32], u64> = HashMap::new();
-        let mut counted_blobs: HashMap<[u8; 32], u64> = HashMap::new();
+        let mut counted_blobs = suffix_refs;
         let mut doc_seqs = HashSet::new();
         for entry in doc_index.iter().db()? {
             let (key, value) = entry.db()?;
@@ -201,7 +208,9 @@ impl Store {
                 out.push(finding(
                     "blob_refs",
                     hex::encode(hash),
-                    format!("reference count {stored}, but {counted} documents use it"),
+                    format!(
+                        "reference count {stored}, but {counted} documents and suffix records use it"
+                    ),
                 ));
             }
         }
@@ -475,6 +484,26 @@ impl Store {
             for entry in w.blobs.index.iter().db()? {
                 let (k, v) = entry.db()?;
                 all_blobs.push((k.value(), v.value()));
+            }
+            // A live suffix record keeps its base alive: propagate along the chains, reading
+            // each live blob's header once.
+            let locations: HashMap<[u8; 32], (u64, u64)> = all_blobs
+                .iter()
+                .map(|(hash, (offset, len, _))| (*hash, (*offset, *len)))
+                .collect();
+            let mut live: Vec<[u8; 32]> = blob_counts.keys().copied().collect();
+            while let Some(hash) = live.pop() {
+                let Some((offset, len)) = locations.get(&hash) else {
+                    continue;
+                };
+                if let Some(base) = blobs::record_header(&w.blobs.data, &hash, *offset, *len)?.base
+                {
+                    let count = blob_counts.entry(base).or_default();
+                    *count += 1;
+                    if *count == 1 {
+                        live.push(base);
+                    }
+                }
             }
             for (hash, (offset, len, refs)) in all_blobs {
                 let counted = blob_counts.get(&hash).copied().unwrap_or(0);

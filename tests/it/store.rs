@@ -894,3 +894,106 @@ fn hash_of_bytes_is_the_blob_key() {
         b"key me"
     );
 }
+
+/// Turn `n` of a test chat: ~200 characters of hex that zstd cannot shrink to nothing.
+fn chat_turn(n: usize) -> strata::object::Turn {
+    strata::object::Turn {
+        role: if n.is_multiple_of(2) {
+            strata::object::Role::User
+        } else {
+            strata::object::Role::Assistant
+        },
+        content: (0..24)
+            .map(|k| format!("{:08x}", ((n * 31 + k) as u32).wrapping_mul(2_654_435_761)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        toolcall_refs: None,
+    }
+}
+
+#[test]
+fn a_growing_chat_transcript_costs_its_new_turns_not_the_whole_chat() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let turns: Vec<_> = (0..300).map(chat_turn).collect();
+    let mut txs = Vec::new();
+    let mut per_commit = Vec::new();
+    for k in 1..=turns.len() {
+        let chat = Object::chat("one", turns[..k].to_vec()).unwrap();
+        let before = store.stats().unwrap().stored_bytes;
+        txs.push(
+            store
+                .transact(vec![Op::put(chat)], Origin::Session)
+                .unwrap()
+                .tx_id,
+        );
+        per_commit.push(store.stats().unwrap().stored_bytes - before);
+    }
+    let whole = strata::object::transcript(&turns).len() as u64;
+    let late = &mut per_commit[200..].to_vec();
+    late.sort_unstable();
+    let median = late[late.len() / 2];
+    assert!(
+        median * 20 < whole,
+        "a commit of one turn stores {median} bytes; the transcript is {whole}"
+    );
+    // Every version reads back whole, as of its own transaction.
+    for (k, tx) in txs.iter().enumerate().step_by(13).chain([(299, &txs[299])]) {
+        let v = store.as_of("chat:one", None, Some(*tx)).unwrap().unwrap();
+        let content = v.object.unwrap().content().unwrap().to_string();
+        assert_eq!(
+            content,
+            strata::object::transcript(&turns[..=k]),
+            "version {k}"
+        );
+    }
+    assert_eq!(store.fsck().unwrap(), vec![]);
+    assert_eq!(store.gc().unwrap(), Default::default());
+
+    // A second chat sharing the first 100 turns shares their blobs, then diverges; evicting the
+    // first chat leaves every version of the second readable, and evicting both leaves nothing.
+    let mut other: Vec<_> = turns[..100].to_vec();
+    other.extend((1000..1100).map(chat_turn));
+    let mut other_txs = Vec::new();
+    for k in 1..=other.len() {
+        let chat = Object::chat("one", other[..k].to_vec()).unwrap();
+        // Same session ref, another entity id: a chat of a forked session.
+        let put = Put::new(
+            Object::from_parts(
+                Some("chat:two"),
+                None,
+                None,
+                chat.content().map(str::to_string),
+                chat.fields().clone(),
+                None,
+            )
+            .unwrap(),
+        );
+        other_txs.push(
+            store
+                .transact(vec![Op::Put(Box::new(put))], Origin::Session)
+                .unwrap()
+                .tx_id,
+        );
+    }
+    store.evict("chat:one", Origin::Cli).unwrap();
+    for (k, tx) in other_txs.iter().enumerate().step_by(7) {
+        let v = store.as_of("chat:two", None, Some(*tx)).unwrap().unwrap();
+        let content = v.object.unwrap().content().unwrap().to_string();
+        assert_eq!(
+            content,
+            strata::object::transcript(&other[..=k]),
+            "version {k}"
+        );
+    }
+    assert_eq!(store.fsck().unwrap(), vec![]);
+    assert_eq!(store.gc().unwrap(), Default::default());
+    store.evict("chat:two", Origin::Cli).unwrap();
+    assert_eq!(
+        store.stats().unwrap().blobs,
+        0,
+        "evict released every suffix and base"
+    );
+    assert_eq!(store.fsck().unwrap(), vec![]);
+    assert_eq!(store.gc().unwrap(), Default::default());
+}
