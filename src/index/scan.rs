@@ -258,10 +258,9 @@ pub fn scan(
                     seen.push(path);
                 }
                 Found::Skipped { path, reason } => {
+                    // Not marked seen: a regular file skipped for a read error is still there
+                    // (`is_gone` keeps it); a symlink that replaced an indexed file is not.
                     summary.files += 1;
-                    if let Some(text) = path.to_str() {
-                        seen.push(text.to_string());
-                    }
                     summary.skip(path.display().to_string(), reason);
                 }
             }
@@ -301,12 +300,13 @@ pub fn scan(
     Ok(summary)
 }
 
-/// Whether the file at `path` is gone: nothing there, a directory there now, or a parent that is
-/// no longer a directory. Any other error (a directory made unreadable) proves nothing, and a
-/// scan that cannot see a file must not record its deletion.
+/// Whether the file at `path` is gone: nothing there, something other than a regular file there
+/// now (a directory, a symlink: links are not followed), or a parent that is no longer a
+/// directory. Any other error (a directory made unreadable) proves nothing, and a scan that
+/// cannot see a file must not record its deletion.
 fn is_gone(path: &Path) -> bool {
     match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta.is_dir(),
+        Ok(meta) => !meta.is_file(),
         Err(err) => matches!(
             err.kind(),
             std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
@@ -474,6 +474,9 @@ mod tests {
         std::fs::remove_file(&file)?;
         std::fs::create_dir(&file)?;
         assert!(is_gone(&file), "a directory where the file was");
+        std::fs::remove_dir(&file)?;
+        std::os::unix::fs::symlink(tmp.path(), &file)?;
+        assert!(is_gone(&file), "a symlink where the file was");
         // A path too long to stat is an error other than NotFound: not a deletion.
         let long = tmp.path().join("x".repeat(5000));
         assert!(!is_gone(&long));

@@ -441,6 +441,28 @@ fn a_file_replaced_by_a_directory_is_deleted() -> TestResult {
 }
 
 #[test]
+fn a_file_replaced_by_a_symlink_is_deleted() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("target.md", b"the link's target\n")?;
+    f.write("notes.md", b"a regular file at first\n")?;
+    f.index()?;
+    fs::remove_file(f.tree.join("notes.md"))?;
+    std::os::unix::fs::symlink("target.md", f.tree.join("notes.md"))?;
+    let summary = f.index()?;
+    assert_eq!(count(&summary, "deleted"), 1, "{summary}");
+    let ls = f.json(&["ls", "--json"])?;
+    let paths: Vec<&str> = ls
+        .as_array()
+        .ok_or("array")?
+        .iter()
+        .filter_map(|row| row["path"].as_str())
+        .collect();
+    assert_eq!(paths.len(), 1, "only target.md lives: {paths:?}");
+    assert!(paths[0].ends_with("target.md"), "{paths:?}");
+    Ok(())
+}
+
+#[test]
 fn the_store_directory_is_never_indexed_even_as_a_root() -> TestResult {
     let f = Fixture::new()?;
     f.write("a.txt", b"a\n")?;
