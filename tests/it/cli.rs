@@ -222,13 +222,7 @@ fn index_edit_delete_recreate_and_inspect() -> TestResult {
     assert!(f.ok(&["fsck"])?.starts_with("ok"));
 
     // ls lists the live files.
-    let ls = f.json(&["ls", "--json"])?;
-    let paths: Vec<&str> = ls
-        .as_array()
-        .ok_or("array")?
-        .iter()
-        .filter_map(|row| row["path"].as_str())
-        .collect();
+    let paths = live_paths(&f)?;
     assert_eq!(paths.len(), 3, "{paths:?}");
     assert!(
         paths
@@ -418,6 +412,17 @@ fn index_creates_the_default_store_and_finds_it_from_below() -> TestResult {
     Ok(())
 }
 
+/// The paths `strata ls` lists.
+fn live_paths(f: &Fixture) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let ls = f.json(&["ls", "--json"])?;
+    Ok(ls
+        .as_array()
+        .ok_or("array")?
+        .iter()
+        .filter_map(|row| row["path"].as_str().map(str::to_string))
+        .collect())
+}
+
 #[test]
 fn a_file_replaced_by_a_directory_is_deleted() -> TestResult {
     let f = Fixture::new()?;
@@ -428,13 +433,7 @@ fn a_file_replaced_by_a_directory_is_deleted() -> TestResult {
     let summary = f.index()?;
     assert_eq!(count(&summary, "deleted"), 1, "{summary}");
     assert_eq!(count(&summary, "created"), 1, "{summary}");
-    let ls = f.json(&["ls", "--json"])?;
-    let paths: Vec<&str> = ls
-        .as_array()
-        .ok_or("array")?
-        .iter()
-        .filter_map(|row| row["path"].as_str())
-        .collect();
+    let paths = live_paths(&f)?;
     assert_eq!(paths.len(), 1, "only notes/inner.md lives: {paths:?}");
     assert!(paths[0].ends_with("notes/inner.md"), "{paths:?}");
     Ok(())
@@ -450,13 +449,7 @@ fn a_file_replaced_by_a_symlink_is_deleted() -> TestResult {
     std::os::unix::fs::symlink("target.md", f.tree.join("notes.md"))?;
     let summary = f.index()?;
     assert_eq!(count(&summary, "deleted"), 1, "{summary}");
-    let ls = f.json(&["ls", "--json"])?;
-    let paths: Vec<&str> = ls
-        .as_array()
-        .ok_or("array")?
-        .iter()
-        .filter_map(|row| row["path"].as_str())
-        .collect();
+    let paths = live_paths(&f)?;
     assert_eq!(paths.len(), 1, "only target.md lives: {paths:?}");
     assert!(paths[0].ends_with("target.md"), "{paths:?}");
     Ok(())
