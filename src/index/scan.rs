@@ -173,7 +173,12 @@ pub fn scan(
 
     let mut cache = rustc_hash::FxHashMap::default();
     for root in &roots {
-        cache.extend(store.stat_cache(&filesystem_id, utf8_path(root)?)?);
+        let part = store.stat_cache(&filesystem_id, utf8_path(root)?)?;
+        if cache.is_empty() {
+            cache = part;
+        } else {
+            cache.extend(part);
+        }
     }
     let ignore = if options.ignore.is_empty() {
         None
@@ -201,8 +206,9 @@ pub fn scan(
     };
 
     let mut summary = ScanSummary::default();
-    // Paths found by the walk; sorted afterwards to find deletions by binary search.
-    let mut seen: Vec<String> = Vec::new();
+    // Paths found by the walk, to find deletions among the stored paths.
+    let mut seen: rustc_hash::FxHashSet<String> =
+        rustc_hash::FxHashSet::with_capacity_and_hasher(plan.cache.len(), Default::default());
     let mut batch = Batch::new(&filesystem_id);
     let (sender, receiver) = sync_channel(4);
     std::thread::scope(|scope| -> Result<()> {
@@ -213,7 +219,7 @@ pub fn scan(
                 Found::Unchanged { path, .. } => {
                     summary.files += 1;
                     summary.unchanged += 1;
-                    seen.push(path);
+                    seen.insert(path);
                 }
                 Found::Read {
                     path,
@@ -244,7 +250,7 @@ pub fn scan(
                         // next scan read it again.
                         batch.stat.removes.push(path.clone());
                     }
-                    seen.push(path);
+                    seen.insert(path);
                 }
                 Found::Denied { path, .. } => {
                     summary.files += 1;
@@ -255,7 +261,7 @@ pub fn scan(
                     };
                     let planned = indexer.index_file(source, std::io::empty(), None)?;
                     add(&mut summary, &mut batch, planned);
-                    seen.push(path);
+                    seen.insert(path);
                 }
                 Found::Skipped { path, reason } => {
                     // Not marked seen: a regular file skipped for a read error is still there
@@ -275,12 +281,11 @@ pub fn scan(
         Ok(())
     })?;
 
-    seen.sort_unstable();
     for root in &roots {
         let prefix = utf8_path(root)?;
-        for (path, _id) in store.paths_under(&filesystem_id, prefix)? {
+        for path in store.indexed_paths_under(&filesystem_id, prefix)? {
             // Seen, or still on disk as a file but ignored or skipped: not a deletion.
-            if seen.binary_search(&path).is_ok() || !is_gone(Path::new(&path)) {
+            if seen.contains(&path) || !is_gone(Path::new(&path)) {
                 continue;
             }
             let source = FilesystemSource {
