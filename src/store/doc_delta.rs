@@ -5,10 +5,12 @@
 //! "d": depth, "e": [[start, removed, [tokens…]]…]}`, where tokens are the canonical fields JSON
 //! split at commas (ids in a set, members of an object). Canonical JSON never starts with
 //! `\u{1}`, so full and delta documents cannot be confused. Reading resolves the chain back to a
-//! full document; a chain is at most [`MAX_DEPTH`] deltas long (then a full document is stored),
-//! so a read applies at most that many. The object hash, the log and every API see full fields
-//! only. A base is always an earlier version of the same entity, so it lives as long as the
-//! deltas on it (only eviction of the whole entity removes either).
+//! full document. `d` numbers the documents of a chain (0 for the full one at its start), and
+//! delta `n` is based on document `n & (n - 1)` (Subversion's skip-deltas): a read applies at
+//! most log2(n) + 1 deltas, and a delta holds the changes of on average log2(n) / 2 commits, so
+//! no commit ever stores the whole document again. The object hash, the log and every API see
+//! full fields only. A base is always an earlier version of the same entity, so it lives as
+//! long as the deltas on it (only eviction of the whole entity removes either).
 
 use std::sync::{Arc, Mutex};
 
@@ -26,17 +28,26 @@ use crate::error::{Error, Result};
 
 /// The first character of a delta document's fields.
 const MARK: char = '\u{1}';
-/// The longest chain of deltas before a full document is stored again.
-pub(crate) const MAX_DEPTH: u32 = 64;
+/// The longest chain of deltas a read follows: a skip-delta chain of `u32` numbers has at most
+/// 32 (chains written before skip-deltas were linear and at most 64 long).
+const MAX_CHAIN: usize = 64;
 
 #[derive(Serialize, Deserialize)]
 struct Delta {
     /// The base document's object hash (hex).
     b: String,
-    /// This delta's depth: 1 on a full document, base depth + 1 on a delta.
+    /// This delta's number in its chain: the full document at its start is 0, and delta `d`
+    /// is based on document `d & (d - 1)`.
     d: u32,
     /// Edits in ascending order.
     e: Vec<Edit>,
+}
+
+/// A delta's base and number, read without its edits.
+#[derive(Deserialize)]
+struct Head {
+    b: String,
+    d: u32,
 }
 
 /// One edit of a token list: (first base token, tokens removed, tokens inserted).
@@ -51,15 +62,24 @@ fn parse(fields: &str) -> Result<Delta> {
         .map_err(|e| Error::corrupt(format!("delta document does not parse: {e}")))
 }
 
+fn parse_head(fields: &str) -> Result<Head> {
+    serde_json::from_str(&fields[MARK.len_utf8()..])
+        .map_err(|e| Error::corrupt(format!("delta document does not parse: {e}")))
+}
+
 fn is_delta(fields: &str) -> bool {
     fields.starts_with(MARK)
 }
 
-fn base_hash(delta: &Delta) -> Result<[u8; 32]> {
+fn hash_of(hex_hash: &str) -> Result<[u8; 32]> {
     let mut out = [0u8; 32];
-    hex::decode_to_slice(&delta.b, &mut out)
-        .map_err(|e| Error::corrupt(format!("delta base {}: {e}", delta.b)))?;
+    hex::decode_to_slice(hex_hash, &mut out)
+        .map_err(|e| Error::corrupt(format!("delta base {hex_hash}: {e}")))?;
     Ok(out)
+}
+
+fn base_hash(delta: &Delta) -> Result<[u8; 32]> {
+    hash_of(&delta.b)
 }
 
 fn apply<'a>(old: Vec<&'a str>, delta: &'a Delta) -> Result<Vec<&'a str>> {
@@ -250,7 +270,7 @@ pub(crate) fn resolved(
         if !is_delta(&base_rec.fields) {
             break base_rec.fields;
         }
-        if chain.len() > MAX_DEPTH as usize {
+        if chain.len() > MAX_CHAIN {
             return Err(Error::corrupt("delta chain longer than its depth limit"));
         }
         chain.push(parse(&base_rec.fields)?);
@@ -264,40 +284,41 @@ pub(crate) fn resolved(
     Ok(rec)
 }
 
-/// The fields to store for a new document whose full fields are `fields`: a delta against the
-/// document `base` when that is shorter and the chain is not too long, else `fields`.
+/// The fields to store for a new document whose full fields are `fields`, the next of the chain
+/// whose latest document is `previous`: a delta against document `n & (n - 1)` of that chain
+/// (found walking back from `previous`) when that is shorter, else `fields`.
 ///
 /// # Errors
-/// [`Error::Corrupt`] when the base does not resolve.
+/// [`Error::Corrupt`] when the chain does not read or a base does not resolve.
 pub(crate) fn encode(
     index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
     data: &impl ReadableTable<u64, &'static [u8]>,
-    base: &[u8; 32],
+    previous: &[u8; 32],
     cache: Option<&BaseCache>,
     fields: &str,
 ) -> Result<String> {
-    let Some((raw, _)) = read_doc_raw(index, data, base)? else {
+    let Some((base, number)) = skip_base(index, data, previous)? else {
         return Ok(fields.to_string());
     };
-    let depth = if is_delta(&raw.fields) {
-        parse(&raw.fields)?.d
-    } else {
-        0
-    };
-    if depth >= MAX_DEPTH {
-        return Ok(fields.to_string());
-    }
-    let cached = cache.and_then(|c| c.get(base));
-    let base_fields: Arc<str> = match cached {
+    let base_fields: Arc<str> = match cache.and_then(|c| c.get(&base)) {
         Some(full) => full,
-        None => resolved(index, data, raw)?.fields.into(),
+        None => {
+            let (raw, _) = read_doc_raw(index, data, &base)?.ok_or_else(|| {
+                Error::corrupt(format!("delta base {} is missing", hex::encode(base)))
+            })?;
+            let full: Arc<str> = resolved(index, data, raw)?.fields.into();
+            if let Some(cache) = cache {
+                cache.put(base, Arc::clone(&full));
+            }
+            full
+        }
     };
     let old = tokens(&base_fields);
     let new = tokens(fields);
     let edits = edits_of(&old, &new);
     let delta = Delta {
         b: hex::encode(base),
-        d: depth + 1,
+        d: number,
         e: edits,
     };
     let text = serde_json::to_string(&delta)
@@ -310,6 +331,55 @@ pub(crate) fn encode(
     })
 }
 
+/// The base of the next delta after document `previous` and that delta's number: number
+/// `n = previous + 1` is based on document `n & (n - 1)`, which is always on the chain of
+/// `previous` (it clears the lowest set bit of `n`; the chain of `n - 1` clears its set bits one
+/// by one). `None` when `previous` is not stored, its chain is as long as a `u32` counts, or the
+/// chain skips the number (a store written by another rule): then a full document is stored.
+fn skip_base(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    previous: &[u8; 32],
+) -> Result<Option<([u8; 32], u32)>> {
+    let number_of = |hash: &[u8; 32]| -> Result<Option<(u32, Option<[u8; 32]>)>> {
+        let Some((raw, _)) = read_doc_raw(index, data, hash)? else {
+            return Ok(None);
+        };
+        if !is_delta(&raw.fields) {
+            return Ok(Some((0, None)));
+        }
+        let head = parse_head(&raw.fields)?;
+        Ok(Some((head.d, Some(hash_of(&head.b)?))))
+    };
+    let Some((mut at_number, mut base)) = number_of(previous)? else {
+        return Ok(None);
+    };
+    let Some(number) = at_number.checked_add(1) else {
+        return Ok(None);
+    };
+    let target = number & (number - 1);
+    let mut at = *previous;
+    while at_number > target {
+        let Some(next) = base else {
+            return Ok(None);
+        };
+        let Some((n, b)) = number_of(&next)? else {
+            return Err(Error::corrupt(format!(
+                "delta base {} is missing",
+                hex::encode(next)
+            )));
+        };
+        if n >= at_number {
+            return Err(Error::corrupt(format!(
+                "delta chain of {} does not descend",
+                hex::encode(previous)
+            )));
+        }
+        (at, at_number, base) = (next, n, b);
+    }
+    Ok((at_number == target).then_some((at, number)))
+}
+
 /// The full fields of the latest session and chat documents this store handle wrote, by object
 /// hash, so that the next delta on one does not rebuild it from its chain. An object hash fixes
 /// its fields (it hashes them), so an entry is never wrong, even for a document whose
@@ -317,19 +387,23 @@ pub(crate) fn encode(
 #[derive(Debug, Default)]
 pub(crate) struct BaseCache(Mutex<Vec<([u8; 32], Arc<str>)>>);
 
-/// How many documents [`BaseCache`] keeps (a few sessions written by one handle at once).
-const CACHED_BASES: usize = 8;
+/// How many documents [`BaseCache`] keeps, least recently used out first: the last few of a
+/// chain are the bases of the next deltas (a few sessions written by one handle at once).
+const CACHED_BASES: usize = 12;
 
 impl BaseCache {
+    /// The fields of document `hash` when cached; a hit becomes the most recent entry, so the
+    /// bases that skip-deltas come back to stay.
     fn get(&self, hash: &[u8; 32]) -> Option<Arc<str>> {
-        let entries = self.0.lock().ok()?;
-        entries
-            .iter()
-            .find(|(h, _)| h == hash)
-            .map(|(_, f)| Arc::clone(f))
+        let mut entries = self.0.lock().ok()?;
+        let at = entries.iter().position(|(h, _)| h == hash)?;
+        let entry = entries.remove(at);
+        let fields = Arc::clone(&entry.1);
+        entries.push(entry);
+        Some(fields)
     }
 
-    /// Remembers the full `fields` of document `hash` (the most recent first out last).
+    /// Remembers the full `fields` of document `hash` as the most recent entry.
     pub(crate) fn put(&self, hash: [u8; 32], fields: Arc<str>) {
         // A poisoned lock only loses the cache: deltas then rebuild their base from the store.
         if let Ok(mut entries) = self.0.lock() {
