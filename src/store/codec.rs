@@ -10,6 +10,7 @@
 use bincode::{Decode, Encode};
 
 use crate::error::{Error, Result};
+use crate::object::ContentOmitted;
 
 /// The version byte at the start of every record this build writes.
 pub const RECORD_FORMAT: u8 = 1;
@@ -81,21 +82,55 @@ pub struct EntityRec {
     pub source: Option<(IdStr, String)>,
 }
 
+/// Why a file's content is null, in one byte (the JSON spells it `binary`, `too_large`,
+/// `denied`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Encode, Decode)]
+pub enum Omitted {
+    /// Not UTF-8 text.
+    Binary,
+    /// Above the size limit.
+    TooLarge,
+    /// Not readable.
+    Denied,
+}
+
+impl From<ContentOmitted> for Omitted {
+    fn from(reason: ContentOmitted) -> Self {
+        match reason {
+            ContentOmitted::Binary => Omitted::Binary,
+            ContentOmitted::TooLarge => Omitted::TooLarge,
+            ContentOmitted::Denied => Omitted::Denied,
+        }
+    }
+}
+
+impl From<Omitted> for ContentOmitted {
+    fn from(reason: Omitted) -> Self {
+        match reason {
+            Omitted::Binary => ContentOmitted::Binary,
+            Omitted::TooLarge => ContentOmitted::TooLarge,
+            Omitted::Denied => ContentOmitted::Denied,
+        }
+    }
+}
+
 /// A version row: what the entity was from its valid_from on, as learned at its tx.
 #[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
 pub struct VersionRec {
     /// The document's object hash; `None` for a tombstone.
     pub object_hash: Option<[u8; 32]>,
-    /// The transaction's time in µs (copied here to answer without reading the log).
-    pub tx_time: i64,
+    /// The transaction's time in µs minus the row's valid_from (the key holds that): 0, one
+    /// byte instead of nine, for the usual put valid from its transaction's time. Kept here to
+    /// answer without reading the log.
+    pub tx_after: i64,
     /// Whether this row restores the earlier value at the end of a ranged put or delete.
     pub restored: bool,
     /// Byte size of a file whose bytes were not kept.
     pub size: Option<u64>,
     /// The on-disk spelling of the path on a case-insensitive mount.
     pub spelling: Option<String>,
-    /// Why the content is null (`binary`, `too_large`, `denied`).
-    pub content_omitted: Option<String>,
+    /// Why the content is null.
+    pub content_omitted: Option<Omitted>,
 }
 
 /// A document: the hashed fields of an object, content by reference, no identity.
@@ -151,7 +186,7 @@ pub enum OpRec {
         /// On-disk spelling.
         spelling: Option<String>,
         /// Why the content is null.
-        content_omitted: Option<String>,
+        content_omitted: Option<Omitted>,
     },
     /// An eviction of the entity.
     Evict {
@@ -375,7 +410,7 @@ mod tests {
     fn records_round_trip_and_bad_bytes_are_corrupt() -> Result<()> {
         let rec = VersionRec {
             object_hash: Some([7; 32]),
-            tx_time: 5,
+            tx_after: 5,
             restored: false,
             size: None,
             spelling: Some("/A/b".into()),

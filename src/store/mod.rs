@@ -46,8 +46,8 @@ use codec::{EntityRec, FirstRec, OpRec, TxHeaderRec, VersionRec};
 use tables::*;
 
 /// The format version of the store file this build reads and writes (1: blobs in LZ4; 2: blobs
-/// in zstd).
-pub const FORMAT_VERSION: u32 = 2;
+/// in zstd; 3: compact metadata records, see docs/store.md).
+pub const FORMAT_VERSION: u32 = 3;
 /// The store file's name inside the store directory.
 pub const DB_FILE: &str = "store.redb";
 /// The informational lock file's name inside the store directory.
@@ -464,31 +464,18 @@ fn ts(micros: i64) -> Timestamp {
     Timestamp::saturating_from_micros(micros)
 }
 
-fn omitted_name(reason: Option<ContentOmitted>) -> Option<String> {
-    reason.map(|r| r.as_str().to_string())
-}
-
-fn omitted_parse(name: Option<&str>) -> Option<ContentOmitted> {
-    match name? {
-        "binary" => Some(ContentOmitted::Binary),
-        "too_large" => Some(ContentOmitted::TooLarge),
-        "denied" => Some(ContentOmitted::Denied),
-        _ => None,
-    }
-}
-
 fn version_info(entity: &str, row: &temporal::Row, valid_to: Option<i64>) -> VersionInfo {
     VersionInfo {
         entity: entity.to_string(),
         valid_from: ts(row.vt),
         valid_to: valid_to.map(ts),
         tx_id: TxId(row.tx),
-        tx_time: ts(row.rec.tx_time),
+        tx_time: ts(row.tx_time()),
         object_hash: row.rec.object_hash.map(Hash),
         restored: row.rec.restored,
         size: row.rec.size,
         spelling: row.rec.spelling.clone(),
-        content_omitted: omitted_parse(row.rec.content_omitted.as_deref()),
+        content_omitted: row.rec.content_omitted.map(ContentOmitted::from),
     }
 }
 
@@ -514,13 +501,20 @@ impl W<'_> {
                 };
                 let new = VersionRec {
                     object_hash: *object_hash,
-                    tx_time,
+                    tx_after: 0,
                     restored: false,
                     size: *size,
                     spelling: spelling.clone(),
-                    content_omitted: content_omitted.clone(),
+                    content_omitted: *content_omitted,
                 };
-                let rows = temporal::plan_write(&self.versions, eid, *valid_from, *valid_to, &new)?;
+                let rows = temporal::plan_write(
+                    &self.versions,
+                    eid,
+                    *valid_from,
+                    *valid_to,
+                    &new,
+                    tx_time,
+                )?;
                 for (vt, rec) in rows {
                     self.insert_row(eid, vt, tx, &rec)?;
                 }
@@ -723,7 +717,7 @@ impl W<'_> {
             first,
             size: put.size,
             spelling: put.spelling.clone(),
-            content_omitted: omitted_name(object.content_omitted()),
+            content_omitted: object.content_omitted().map(codec::Omitted::from),
         })
     }
 }

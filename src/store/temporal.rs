@@ -24,6 +24,13 @@ pub(crate) struct Row {
     pub rec: VersionRec,
 }
 
+impl Row {
+    /// The writing transaction's time in µs.
+    pub fn tx_time(&self) -> i64 {
+        self.vt.saturating_add(self.rec.tx_after)
+    }
+}
+
 fn row(vt: i64, tx: u64, bytes: &[u8]) -> Result<Row> {
     Ok(Row {
         vt,
@@ -167,12 +174,15 @@ fn visible_desc_until(
 ///
 /// Deviation from XTDB: the restoring row at `end` carries the writing transaction, not the
 /// restored row's (same answers for every query; keeps rows append-only in tx order).
+///
+/// Every row planned gets `tx_after` for the writing transaction's time `tx_time`.
 pub(crate) fn plan_write(
     versions: &impl ReadableTable<(u64, i64, u64), &'static [u8]>,
     eid: u64,
     start: i64,
     end: Option<i64>,
     new: &VersionRec,
+    tx_time: i64,
 ) -> Result<Vec<(i64, VersionRec)>> {
     let mut out = vec![(start, new.clone())];
     match end {
@@ -187,12 +197,11 @@ pub(crate) fn plan_write(
                 Some(r) if r.vt == end => None,
                 Some(r) => Some(VersionRec {
                     restored: true,
-                    tx_time: new.tx_time,
                     ..r.rec.clone()
                 }),
                 None => Some(VersionRec {
                     object_hash: None,
-                    tx_time: new.tx_time,
+                    tx_after: 0,
                     restored: true,
                     size: None,
                     spelling: None,
@@ -230,5 +239,8 @@ pub(crate) fn plan_write(
         }
     }
     out.sort_by_key(|(vt, _)| *vt);
+    for (vt, rec) in &mut out {
+        rec.tx_after = tx_time.saturating_sub(*vt);
+    }
     Ok(out)
 }
