@@ -5,7 +5,7 @@ use std::fmt;
 
 use redb::{ReadableTable, ReadableTableMetadata};
 
-use super::codec::{self, DocRec, OpRec, TxHeaderRec, VersionRec};
+use super::codec::{self, DocRec, TxHeaderRec, VersionRec};
 use super::tables::*;
 use super::{Db as _, Op, Origin, Store, TxReceipt, W, blobs, log};
 use crate::error::{Error, Result};
@@ -320,7 +320,7 @@ impl Store {
         let tx_ops = rtx.open_table(TX_OPS).db()?;
         let mut chain = [0u8; 32];
         let mut expected_tx = 1;
-        let mut digests: HashMap<u64, Vec<[u8; 32]>> = HashMap::new();
+        let mut digests: HashMap<u64, (i64, Vec<[u8; 32]>)> = HashMap::new();
         for entry in tx_log.iter().db()? {
             let (key, value) = entry.db()?;
             let tx = key.value();
@@ -353,14 +353,17 @@ impl Store {
                 ));
             }
             chain = header.chain;
-            digests.insert(tx, header.digests);
+            digests.insert(tx, (header.tx_time, header.digests));
         }
         for entry in tx_ops.iter().db()? {
             let (key, value) = entry.db()?;
             let (tx, n) = key.value();
             let subject = format!("op {n} of tx {tx}");
-            let stored = digests.get(&tx).and_then(|d| d.get(n as usize)).copied();
-            match codec::decode::<OpRec>(value.value(), "op") {
+            let (tx_time, stored) = match digests.get(&tx) {
+                Some((tx_time, d)) => (*tx_time, d.get(n as usize).copied()),
+                None => (0, None),
+            };
+            match codec::decode_op(value.value(), tx_time, "op") {
                 Ok(op) => {
                     let computed = log::op_digest(&op)?;
                     if stored != Some(computed) {
@@ -415,7 +418,7 @@ impl Store {
                 for n in 0..count as u32 {
                     let body = w.tx_ops.get((tx, n)).db()?.map(|v| v.value().to_vec());
                     if let Some(body) = body {
-                        let op: OpRec = codec::decode(&body, &format!("op {n} of tx {tx}"))?;
+                        let op = codec::decode_op(&body, tx_time, &format!("op {n} of tx {tx}"))?;
                         w.apply(tx, tx_time, n, &op)?;
                     }
                 }

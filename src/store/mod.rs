@@ -645,17 +645,17 @@ impl W<'_> {
         let existing = entity_rec(&self.entities, id)?;
         let first = match &existing {
             Some(rec) => {
-                if rec.object_type != object.object_type().as_str() {
+                if *rec.object_type != *object.object_type().as_str() {
                     return Err(Error::Conflict {
                         entity: id.to_string(),
                         expected: format!("a {}", object.object_type()),
-                        actual: format!("a {} with this id", rec.object_type),
+                        actual: format!("a {} with this id", &*rec.object_type),
                     });
                 }
                 None
             }
             None => Some(FirstRec {
-                object_type: object.object_type().as_str().to_string(),
+                object_type: object.object_type().into(),
                 source: object.source().map(|s| {
                     let fs = s.as_filesystem();
                     (fs.filesystem_id.as_str().into(), fs.path.clone())
@@ -1019,7 +1019,7 @@ impl Store {
                 let n = n as u32;
                 w.apply(tx, tx_time, n, &body)?;
                 w.tx_ops
-                    .insert((tx, n), codec::encode(&body)?.as_slice())
+                    .insert((tx, n), codec::encode_op(&body, tx_time)?.as_slice())
                     .db()?;
                 bodies.push(body);
             }
@@ -1181,8 +1181,9 @@ impl Store {
             let mut ops = Vec::with_capacity(header.digests.len());
             for (n, digest) in header.digests.iter().enumerate() {
                 let body = match tx_ops.get((tx, n as u32)).db()? {
-                    Some(v) => Some(log::op_json(&codec::decode(
+                    Some(v) => Some(log::op_json(&codec::decode_op(
                         v.value(),
+                        header.tx_time,
                         &format!("op {n} of tx {tx}"),
                     )?)),
                     None => None,
