@@ -384,7 +384,7 @@ impl Store {
         Ok(out)
     }
 
-    /// Regenerates `entities`, `versions`, `versions_by_tx`, `entity_ops` and `paths` from the
+    /// Regenerates `entities`, `versions`, `versions_by_tx`, `match_ops` and `paths` from the
     /// log and the content tables, honouring evictions, and recounts document references.
     ///
     /// # Errors
@@ -395,7 +395,7 @@ impl Store {
         wtx.delete_table(ENTITY_IDS).db()?;
         wtx.delete_table(VERSIONS).db()?;
         wtx.delete_table(VERSIONS_BY_TX).db()?;
-        wtx.delete_table(ENTITY_OPS).db()?;
+        wtx.delete_table(MATCH_OPS).db()?;
         wtx.delete_table(PATHS).db()?;
         {
             let mut w = W::open(&wtx)?;

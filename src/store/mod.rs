@@ -371,7 +371,7 @@ pub(crate) struct W<'t> {
     entity_ids: Table<'t, u64, &'static [u8]>,
     versions: Table<'t, (u64, i64, u64), &'static [u8]>,
     by_tx: Table<'t, (u64, u64, i64), (i64, u64)>,
-    entity_ops: Table<'t, (u64, u64, u32), ()>,
+    match_ops: Table<'t, (u64, u64, u32), ()>,
     tx_log: Table<'t, u64, &'static [u8]>,
     tx_ops: Table<'t, (u64, u32), &'static [u8]>,
     paths: Table<'t, (&'static [u8], &'static str), &'static [u8]>,
@@ -399,7 +399,7 @@ impl<'t> W<'t> {
             entity_ids: tx.open_table(ENTITY_IDS).db()?,
             versions: tx.open_table(VERSIONS).db()?,
             by_tx: tx.open_table(VERSIONS_BY_TX).db()?,
-            entity_ops: tx.open_table(ENTITY_OPS).db()?,
+            match_ops: tx.open_table(MATCH_OPS).db()?,
             tx_log: tx.open_table(TX_LOG).db()?,
             tx_ops: tx.open_table(TX_OPS).db()?,
             paths: tx.open_table(PATHS).db()?,
@@ -502,6 +502,7 @@ impl W<'_> {
                 let new = VersionRec {
                     object_hash: *object_hash,
                     tx_after: 0,
+                    op: n,
                     restored: false,
                     size: *size,
                     spelling: spelling.clone(),
@@ -518,7 +519,6 @@ impl W<'_> {
                 for (vt, rec) in rows {
                     self.insert_row(eid, vt, tx, &rec)?;
                 }
-                self.entity_ops.insert((eid, tx, n), ()).db()?;
             }
             OpRec::Evict { entity } => {
                 if let Some(rec) = entity_rec(&self.entities, entity)? {
@@ -527,7 +527,7 @@ impl W<'_> {
             }
             OpRec::Match { entity, .. } => {
                 if let Some(rec) = entity_rec(&self.entities, entity)? {
-                    self.entity_ops.insert((rec.eid, tx, n), ()).db()?;
+                    self.match_ops.insert((rec.eid, tx, n), ()).db()?;
                 }
             }
         }
@@ -594,26 +594,32 @@ impl W<'_> {
         {
             let (key, value) = entry.db()?;
             let rec: VersionRec = codec::decode(value.value(), "version record")?;
-            rows.push((key.value(), rec.object_hash));
+            rows.push((key.value(), rec.object_hash, rec.op));
         }
         let mut freed: u64 = 0;
-        for (key, hash) in rows {
+        // The entity's op bodies: the writes that made its rows, and its matches.
+        let mut ops = std::collections::BTreeSet::new();
+        for (key, hash, op) in rows {
+            ops.insert((key.2, op));
             self.versions.remove(key).db()?;
             self.by_tx.remove((key.0, key.2, key.1)).db()?;
             if let Some(hash) = hash {
                 freed += blobs::release_doc(&mut self.docs, &mut self.blobs, &hash)?;
             }
         }
-        let mut ops = Vec::new();
+        let mut matches = Vec::new();
         for entry in self
-            .entity_ops
+            .match_ops
             .range((eid, 0u64, 0u32)..=(eid, u64::MAX, u32::MAX))
             .db()?
         {
-            ops.push(entry.db()?.0.value());
+            matches.push(entry.db()?.0.value());
         }
-        for (e, tx, n) in ops {
-            self.entity_ops.remove((e, tx, n)).db()?;
+        for (e, tx, n) in matches {
+            self.match_ops.remove((e, tx, n)).db()?;
+            ops.insert((tx, n));
+        }
+        for (tx, n) in ops {
             self.tx_ops.remove((tx, n)).db()?;
         }
         self.entities.remove(codec::id_key(id).as_slice()).db()?;

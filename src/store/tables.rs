@@ -50,8 +50,9 @@ pub const VERSIONS: TableDefinition<(u64, i64, u64), &[u8]> = TableDefinition::n
 /// that answers "valid now as of an old transaction" with one lookup.
 pub const VERSIONS_BY_TX: TableDefinition<(u64, u64, i64), (i64, u64)> =
     TableDefinition::new("versions_by_tx");
-/// `entity_ops`: (eid, tx_id, op index) → (): where an entity's op bodies are, for eviction.
-pub const ENTITY_OPS: TableDefinition<(u64, u64, u32), ()> = TableDefinition::new("entity_ops");
+/// `match_ops`: (eid, tx_id, op index) → (): where an entity's match ops are, for eviction (the
+/// bodies of its writes are found through the op index of its version rows).
+pub const MATCH_OPS: TableDefinition<(u64, u64, u32), ()> = TableDefinition::new("match_ops");
 
 /// `tx_log`: tx_id → transaction header (tx_time, origin, op digests, chain).
 pub const TX_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("tx_log");
@@ -81,7 +82,7 @@ pub fn create_all(tx: &WriteTransaction) -> Result<()> {
     tx.open_table(ENTITY_IDS).db()?;
     tx.open_table(VERSIONS).db()?;
     tx.open_table(VERSIONS_BY_TX).db()?;
-    tx.open_table(ENTITY_OPS).db()?;
+    tx.open_table(MATCH_OPS).db()?;
     tx.open_table(TX_LOG).db()?;
     tx.open_table(TX_OPS).db()?;
     tx.open_table(PATHS).db()?;

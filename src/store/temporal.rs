@@ -175,7 +175,8 @@ fn visible_desc_until(
 /// Deviation from XTDB: the restoring row at `end` carries the writing transaction, not the
 /// restored row's (same answers for every query; keeps rows append-only in tx order).
 ///
-/// Every row planned gets `tx_after` for the writing transaction's time `tx_time`.
+/// Every row planned gets `tx_after` for the writing transaction's time `tx_time` and the
+/// writing op's index.
 pub(crate) fn plan_write(
     versions: &impl ReadableTable<(u64, i64, u64), &'static [u8]>,
     eid: u64,
@@ -202,6 +203,7 @@ pub(crate) fn plan_write(
                 None => Some(VersionRec {
                     object_hash: None,
                     tx_after: 0,
+                    op: new.op,
                     restored: true,
                     size: None,
                     spelling: None,
@@ -241,6 +243,7 @@ pub(crate) fn plan_write(
     out.sort_by_key(|(vt, _)| *vt);
     for (vt, rec) in &mut out {
         rec.tx_after = tx_time.saturating_sub(*vt);
+        rec.op = new.op;
     }
     Ok(out)
 }
