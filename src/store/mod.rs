@@ -374,11 +374,11 @@ pub(crate) struct W<'t> {
     match_ops: Table<'t, (u64, u64, u32), ()>,
     tx_log: Table<'t, u64, &'static [u8]>,
     tx_ops: Table<'t, (u64, u32), &'static [u8]>,
-    paths: Table<'t, (&'static [u8], &'static str), &'static [u8]>,
+    paths: Table<'t, (&'static [u8], &'static str), u64>,
     /// `paths` rows of the entities this transaction created, inserted in key order by
     /// [`W::finish`]: a scan's files arrive in no useful order, and random inserts left the
     /// table's pages 42 % full (`tools/bench --small`).
-    new_paths: Vec<(Vec<u8>, String, Vec<u8>)>,
+    new_paths: Vec<(Vec<u8>, String, u64)>,
     /// The handle's cache of delta bases (`None` when replaying the log).
     base_cache: Option<&'t doc_delta::BaseCache>,
 }
@@ -412,9 +412,9 @@ impl<'t> W<'t> {
     fn finish(&mut self) -> Result<()> {
         let mut rows = std::mem::take(&mut self.new_paths);
         rows.sort();
-        for (fs, path, id) in &rows {
+        for (fs, path, eid) in &rows {
             self.paths
-                .insert((fs.as_slice(), path.as_str()), id.as_slice())
+                .insert((fs.as_slice(), path.as_str()), *eid)
                 .db()?;
         }
         Ok(())
@@ -552,7 +552,7 @@ impl W<'_> {
         self.entity_ids.insert(eid, key.as_slice()).db()?;
         if let Some((filesystem_id, path)) = &first.source {
             self.new_paths
-                .push((codec::id_key(filesystem_id), path.clone(), key));
+                .push((codec::id_key(filesystem_id), path.clone(), eid));
         }
         Ok(eid)
     }

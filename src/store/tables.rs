@@ -59,9 +59,9 @@ pub const TX_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("tx_log");
 /// `tx_ops`: (tx_id, op index) → op body; evicted bodies are removed, their digests stay.
 pub const TX_OPS: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("tx_ops");
 
-/// `paths`: (filesystem id, canonical path) → entity id of the file there (both ids as
-/// `codec::id_key`).
-pub const PATHS: TableDefinition<(&[u8], &str), &[u8]> = TableDefinition::new("paths");
+/// `paths`: (filesystem id as `codec::id_key`, canonical path) → eid of the file there (8
+/// fixed bytes where the 33-byte id took 37; `entity_ids` turns it into the id).
+pub const PATHS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("paths");
 
 /// `stat_cache`: (filesystem id as `codec::id_key`, canonical path) → stat record
 /// (`codec::StatRec`): what the indexer saw when it last read the file, so that an unchanged
