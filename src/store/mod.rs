@@ -370,7 +370,7 @@ pub(crate) struct W<'t> {
     entities: Table<'t, &'static [u8], &'static [u8]>,
     entity_ids: Table<'t, u64, &'static [u8]>,
     versions: Table<'t, (u64, i64, u64), &'static [u8]>,
-    by_tx: Table<'t, (u64, u64, i64), (i64, u64)>,
+    by_tx: Table<'t, (u64, u64), (i64, u64)>,
     match_ops: Table<'t, (u64, u64, u32), ()>,
     tx_log: Table<'t, u64, &'static [u8]>,
     tx_ops: Table<'t, (u64, u32), &'static [u8]>,
@@ -568,7 +568,7 @@ impl W<'_> {
             Some((max_vt, max_tx)) if max_vt > vt => (max_vt, max_tx),
             _ => (vt, tx),
         };
-        self.by_tx.insert((eid, tx, vt), max).db()?;
+        self.by_tx.insert((eid, tx), max).db()?;
         Ok(())
     }
 
@@ -576,7 +576,7 @@ impl W<'_> {
     pub(super) fn latest_row(&self, eid: u64) -> Result<Option<(i64, u64)>> {
         Ok(self
             .by_tx
-            .range((eid, 0u64, i64::MIN)..=(eid, u64::MAX, i64::MAX))
+            .range((eid, 0u64)..=(eid, u64::MAX))
             .db()?
             .next_back()
             .transpose()
@@ -602,7 +602,7 @@ impl W<'_> {
         for (key, hash, op) in rows {
             ops.insert((key.2, op));
             self.versions.remove(key).db()?;
-            self.by_tx.remove((key.0, key.2, key.1)).db()?;
+            self.by_tx.remove((key.0, key.2)).db()?;
             if let Some(hash) = hash {
                 freed += blobs::release_doc(&mut self.docs, &mut self.blobs, &hash)?;
             }
@@ -675,7 +675,7 @@ impl W<'_> {
                 let previous = match &existing {
                     Some(rec) => self
                         .by_tx
-                        .range((rec.eid, 0u64, i64::MIN)..=(rec.eid, u64::MAX, i64::MAX))
+                        .range((rec.eid, 0u64)..=(rec.eid, u64::MAX))
                         .db()?
                         .next_back()
                         .transpose()
@@ -1363,7 +1363,7 @@ pub(crate) struct R {
     meta: redb::ReadOnlyTable<&'static str, &'static [u8]>,
     entities: redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
     versions: redb::ReadOnlyTable<(u64, i64, u64), &'static [u8]>,
-    by_tx: redb::ReadOnlyTable<(u64, u64, i64), (i64, u64)>,
+    by_tx: redb::ReadOnlyTable<(u64, u64), (i64, u64)>,
     tx_log: redb::ReadOnlyTable<u64, &'static [u8]>,
     blob_index: redb::ReadOnlyTable<[u8; 32], (u64, u64, u64)>,
     blob_data: redb::ReadOnlyTable<u64, &'static [u8]>,

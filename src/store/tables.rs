@@ -45,10 +45,11 @@ pub const ENTITY_IDS: TableDefinition<u64, &[u8]> = TableDefinition::new("entity
 
 /// `versions`: (eid, valid_from µs, tx_id) → version record (object hash or tombstone, extras).
 pub const VERSIONS: TableDefinition<(u64, i64, u64), &[u8]> = TableDefinition::new("versions");
-/// `versions_by_tx`: (eid, tx_id, valid_from µs) → (valid_from, tx_id) of the row with the
-/// greatest valid_from among this entity's rows up to and including this key: a prefix argmax
-/// that answers "valid now as of an old transaction" with one lookup.
-pub const VERSIONS_BY_TX: TableDefinition<(u64, u64, i64), (i64, u64)> =
+/// `versions_by_tx`: (eid, tx_id) → (valid_from, tx_id) of the row with the greatest valid_from
+/// among this entity's rows written up to and including that transaction: a prefix argmax that
+/// answers "valid now as of an old transaction" with one lookup. One row per transaction that
+/// wrote the entity (a ranged write's rows share it), 16 key bytes.
+pub const VERSIONS_BY_TX: TableDefinition<(u64, u64), (i64, u64)> =
     TableDefinition::new("versions_by_tx");
 /// `match_ops`: (eid, tx_id, op index) → (): where an entity's match ops are, for eviction (the
 /// bodies of its writes are found through the op index of its version rows).

@@ -43,13 +43,13 @@ fn row(vt: i64, tx: u64, bytes: &[u8]) -> Result<Row> {
 /// valid_to is open).
 pub(crate) fn as_of_row(
     versions: &impl ReadableTable<(u64, i64, u64), &'static [u8]>,
-    by_tx: &impl ReadableTable<(u64, u64, i64), (i64, u64)>,
+    by_tx: &impl ReadableTable<(u64, u64), (i64, u64)>,
     eid: u64,
     vt: i64,
     tx: u64,
 ) -> Result<Option<(Row, bool)>> {
     let last = by_tx
-        .range((eid, 0u64, i64::MIN)..=(eid, tx, i64::MAX))
+        .range((eid, 0u64)..=(eid, tx))
         .db()?
         .next_back()
         .transpose()
