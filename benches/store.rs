@@ -4,6 +4,9 @@
 //! `STRATA_STORE_REPORT=1 cargo bench --bench store` instead prints the one-shot measurements
 //! that decided the layout: store size per byte put (100 000 contents of 1–8 KiB, incompressible
 //! and source-like) and reopen time after a crash with and without redb's quick repair.
+//! `STRATA_REPORT_TABLES=1` adds each table's pages (and bytes per content put);
+//! `STRATA_REPORT_BATCHES=20` puts 20 000 contents instead of 100 000; `STRATA_REPORT_QUICK=1`
+//! stops after the incompressible run.
 
 #![allow(
     clippy::unwrap_used,
@@ -19,7 +22,7 @@ use strata::store::{HistoryQuery, Op, Origin, Put, Store, Timestamp, TxId};
 
 fn main() {
     if let Some(path) = std::env::var_os("STRATA_TABLES_OF") {
-        table_report(std::path::Path::new(&path));
+        table_report(std::path::Path::new(&path), 0);
     } else if std::env::var_os("STRATA_STORE_REPORT").is_some() {
         report();
     } else {
@@ -258,20 +261,29 @@ fn size_report(name: &str, make: impl Fn(usize, &mut u64) -> (Object, Option<Vec
         long as f64 / 1048576.0
     );
     if std::env::var_os("STRATA_REPORT_TABLES").is_some() {
-        table_report(&dir.path().join("store.redb"));
+        table_report(&dir.path().join("store.redb"), batches * 1000);
     }
 }
 
-/// Per-table space of a store file, straight from redb.
-fn table_report(path: &std::path::Path) {
+/// Per-table space of a store file, straight from redb, and per file put when `files` > 0
+/// (leaf and branch pages × page size / files).
+fn table_report(path: &std::path::Path, files: usize) {
     use redb::{ReadableDatabase, ReadableTableMetadata, TableHandle};
     let db = redb::Database::open(path).unwrap();
     let rtx = db.begin_read().unwrap();
     for table in rtx.list_tables().unwrap() {
         let name = table.name().to_string();
         let stats = rtx.open_untyped_table(table).unwrap().stats().unwrap();
+        let per_file = if files > 0 {
+            format!(
+                " = {:.0} B/file",
+                ((stats.leaf_pages() + stats.branch_pages()) * 4096) as f64 / files as f64
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "  {name}: {} leaf pages, {:.1} MiB stored, {:.1} MiB metadata, {:.1} MiB fragmented",
+            "  {name}: {} leaf pages{per_file}, {:.1} MiB stored, {:.1} MiB metadata, {:.1} MiB fragmented",
             stats.leaf_pages(),
             stats.stored_bytes() as f64 / 1048576.0,
             stats.metadata_bytes() as f64 / 1048576.0,
@@ -339,6 +351,9 @@ fn report() {
             (object, Some(bytes), len)
         },
     );
+    if std::env::var_os("STRATA_REPORT_QUICK").is_some() {
+        return; // only the incompressible run, while iterating on the metadata layout
+    }
     let corpus = source_corpus();
     println!(
         "source corpus: {:.1} MiB of .rs files",

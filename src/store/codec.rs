@@ -11,6 +11,7 @@
 use bincode::{Decode, Encode};
 
 use crate::error::{Error, Result};
+use crate::object::{ContentOmitted, FilesystemSource, ObjectType, Source, sourced_identity};
 
 /// The version byte at the start of every record this build writes.
 pub const RECORD_FORMAT: u8 = 1;
@@ -71,15 +72,105 @@ impl serde::Serialize for IdStr {
     }
 }
 
+/// An object type's name inside a record, encoded as one byte (its place in
+/// [`ObjectType::ALL`]); it reads as a `&str`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypeName(pub String);
+
+impl std::ops::Deref for TypeName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<ObjectType> for TypeName {
+    fn from(object_type: ObjectType) -> Self {
+        TypeName(object_type.as_str().to_string())
+    }
+}
+
+impl Encode for TypeName {
+    fn encode<E: bincode::enc::Encoder>(
+        &self,
+        encoder: &mut E,
+    ) -> std::result::Result<(), bincode::error::EncodeError> {
+        let code = ObjectType::ALL
+            .iter()
+            .position(|t| t.as_str() == self.0)
+            .ok_or_else(|| {
+                bincode::error::EncodeError::OtherString(format!("unknown type {}", self.0))
+            })?;
+        (code as u8).encode(encoder)
+    }
+}
+
+impl<Context> Decode<Context> for TypeName {
+    fn decode<D: bincode::de::Decoder<Context = Context>>(
+        decoder: &mut D,
+    ) -> std::result::Result<Self, bincode::error::DecodeError> {
+        let code: u8 = Decode::decode(decoder)?;
+        ObjectType::ALL
+            .get(code as usize)
+            .map(|t| TypeName::from(*t))
+            .ok_or_else(|| {
+                bincode::error::DecodeError::OtherString(format!("unknown type code {code}"))
+            })
+    }
+}
+
+bincode::impl_borrow_decode!(TypeName);
+
+impl serde::Serialize for TypeName {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
 /// An entity row: its dense number, its type, and its source when it has one.
 #[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
 pub struct EntityRec {
     /// The entity's dense number, the first part of its version keys.
     pub eid: u64,
     /// The object type as its name (`file`, `toolcall`, …).
-    pub object_type: String,
+    pub object_type: TypeName,
     /// (filesystem id, canonical path) for files.
     pub source: Option<(IdStr, String)>,
+}
+
+/// Why a file's content is null, in one byte (the JSON spells it `binary`, `too_large`,
+/// `denied`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Encode, Decode)]
+pub enum Omitted {
+    /// Not UTF-8 text.
+    Binary,
+    /// Above the size limit.
+    TooLarge,
+    /// Not readable.
+    Denied,
+}
+
+impl From<ContentOmitted> for Omitted {
+    fn from(reason: ContentOmitted) -> Self {
+        match reason {
+            ContentOmitted::Binary => Omitted::Binary,
+            ContentOmitted::TooLarge => Omitted::TooLarge,
+            ContentOmitted::Denied => Omitted::Denied,
+        }
+    }
+}
+
+impl From<Omitted> for ContentOmitted {
+    fn from(reason: Omitted) -> Self {
+        match reason {
+            Omitted::Binary => ContentOmitted::Binary,
+            Omitted::TooLarge => ContentOmitted::TooLarge,
+            Omitted::Denied => ContentOmitted::Denied,
+        }
+    }
 }
 
 /// A version row: what the entity was from its valid_from on, as learned at its tx.
@@ -87,16 +178,21 @@ pub struct EntityRec {
 pub struct VersionRec {
     /// The document's object hash; `None` for a tombstone.
     pub object_hash: Option<[u8; 32]>,
-    /// The transaction's time in µs (copied here to answer without reading the log).
-    pub tx_time: i64,
+    /// The transaction's time in µs minus the row's valid_from (the key holds that): 0, one
+    /// byte instead of nine, for the usual put valid from its transaction's time. Kept here to
+    /// answer without reading the log.
+    pub tx_after: i64,
+    /// The index of the op that wrote the row in its transaction (the key holds the tx): how
+    /// evict finds the op bodies to remove, in 1–3 bytes where an index row took 20.
+    pub op: u32,
     /// Whether this row restores the earlier value at the end of a ranged put or delete.
     pub restored: bool,
     /// Byte size of a file whose bytes were not kept.
     pub size: Option<u64>,
     /// The on-disk spelling of the path on a case-insensitive mount.
     pub spelling: Option<String>,
-    /// Why the content is null (`binary`, `too_large`, `denied`).
-    pub content_omitted: Option<String>,
+    /// Why the content is null.
+    pub content_omitted: Option<Omitted>,
 }
 
 /// A document: the hashed fields of an object, content by reference, no identity.
@@ -127,13 +223,13 @@ pub struct TxHeaderRec {
 #[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
 pub struct FirstRec {
     /// The object type's name.
-    pub object_type: String,
+    pub object_type: TypeName,
     /// (filesystem id, path) for files.
     pub source: Option<(IdStr, String)>,
 }
 
-/// The body of one op, with its valid times resolved.
-#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
+/// The body of one op, with its valid times resolved (stored by [`encode_op`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OpRec {
     /// A put of a document (or, with `object_hash: None`, a delete).
     Write {
@@ -152,7 +248,7 @@ pub enum OpRec {
         /// On-disk spelling.
         spelling: Option<String>,
         /// Why the content is null.
-        content_omitted: Option<String>,
+        content_omitted: Option<Omitted>,
     },
     /// An eviction of the entity.
     Evict {
@@ -166,6 +262,133 @@ pub enum OpRec {
         /// The expected object hash, `None` for "absent".
         expected: Option<[u8; 32]>,
     },
+}
+
+/// An op body as stored: [`OpRec`] without what the key, the header and the source already say.
+#[derive(Encode, Decode)]
+enum OpDisk {
+    Write {
+        /// The entity id; `None` when it is the identity hash of `first.source` (a file's
+        /// first write), which decoding recomputes.
+        entity: Option<IdStr>,
+        /// tx_time − valid_from in µs (0, one byte, for a put valid from its tx's time).
+        before_tx: i64,
+        /// valid_to − valid_from in µs.
+        length: Option<i64>,
+        object_hash: Option<[u8; 32]>,
+        first: Option<FirstRec>,
+        size: Option<u64>,
+        spelling: Option<String>,
+        content_omitted: Option<Omitted>,
+    },
+    Evict {
+        entity: IdStr,
+    },
+    Match {
+        entity: IdStr,
+        expected: Option<[u8; 32]>,
+    },
+}
+
+/// The id a file's first write implies: the identity hash of its type and source.
+fn implied_id(first: &FirstRec) -> Result<Option<String>> {
+    let Some((filesystem_id, path)) = &first.source else {
+        return Ok(None);
+    };
+    let object_type: ObjectType = first.object_type.parse()?;
+    if object_type != ObjectType::File {
+        return Ok(None);
+    }
+    let source = Source::Filesystem(FilesystemSource {
+        filesystem_id: filesystem_id.0.clone(),
+        path: path.clone(),
+    });
+    Ok(Some(sourced_identity(object_type, &source)?.to_hex()))
+}
+
+/// Encodes the body of an op of a transaction at `tx_time` (µs): times as offsets, and no
+/// entity id when the source implies it. The log's digests hash [`OpRec`]'s JSON, not these
+/// bytes.
+///
+/// # Errors
+/// [`Error::Storage`] when bincode fails; [`Error::InvalidInput`] for an unknown type name.
+pub fn encode_op(op: &OpRec, tx_time: i64) -> Result<Vec<u8>> {
+    let disk = match op {
+        OpRec::Write {
+            entity,
+            valid_from,
+            valid_to,
+            object_hash,
+            first,
+            size,
+            spelling,
+            content_omitted,
+        } => {
+            let implied = match first {
+                Some(first) => implied_id(first)?,
+                None => None,
+            };
+            OpDisk::Write {
+                entity: (implied.as_deref() != Some(&entity.0)).then(|| entity.clone()),
+                before_tx: tx_time.saturating_sub(*valid_from),
+                length: valid_to.map(|to| to.saturating_sub(*valid_from)),
+                object_hash: *object_hash,
+                first: first.clone(),
+                size: *size,
+                spelling: spelling.clone(),
+                content_omitted: *content_omitted,
+            }
+        }
+        OpRec::Evict { entity } => OpDisk::Evict {
+            entity: entity.clone(),
+        },
+        OpRec::Match { entity, expected } => OpDisk::Match {
+            entity: entity.clone(),
+            expected: *expected,
+        },
+    };
+    encode(&disk)
+}
+
+/// Decodes an op body of a transaction at `tx_time` (µs); `what` names it for the error.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the bytes do not decode or a write names no entity and implies none.
+pub fn decode_op(bytes: &[u8], tx_time: i64, what: &str) -> Result<OpRec> {
+    Ok(match decode::<OpDisk>(bytes, what)? {
+        OpDisk::Write {
+            entity,
+            before_tx,
+            length,
+            object_hash,
+            first,
+            size,
+            spelling,
+            content_omitted,
+        } => {
+            let entity = match (entity, &first) {
+                (Some(entity), _) => entity,
+                (None, Some(first)) => implied_id(first)
+                    .map_err(|e| Error::corrupt(format!("{what}: {e}")))?
+                    .map(IdStr)
+                    .ok_or_else(|| Error::corrupt(format!("{what} names no entity")))?,
+                (None, None) => return Err(Error::corrupt(format!("{what} names no entity"))),
+            };
+            let valid_from = tx_time.saturating_sub(before_tx);
+            OpRec::Write {
+                entity,
+                valid_from,
+                valid_to: length.map(|l| valid_from.saturating_add(l)),
+                object_hash,
+                first,
+                size,
+                spelling,
+                content_omitted,
+            }
+        }
+        OpDisk::Evict { entity } => OpRec::Evict { entity },
+        OpDisk::Match { entity, expected } => OpRec::Match { entity, expected },
+    })
 }
 
 fn config() -> bincode::config::Configuration {
@@ -483,10 +706,79 @@ mod tests {
     use super::*;
 
     #[test]
+    fn op_bodies_round_trip_and_omit_only_an_implied_id() -> Result<()> {
+        let source = (IdStr::from("ab".repeat(32)), "/src/main.rs".to_string());
+        let first = FirstRec {
+            object_type: ObjectType::File.into(),
+            source: Some(source.clone()),
+        };
+        let id = implied_id(&first)?.unwrap_or_default();
+        let write = |entity: &str, first: Option<FirstRec>, valid_to| OpRec::Write {
+            entity: entity.into(),
+            valid_from: 1_700_000_000_000_000,
+            valid_to,
+            object_hash: Some([3; 32]),
+            first,
+            size: Some(9),
+            spelling: None,
+            content_omitted: Some(Omitted::Binary),
+        };
+        let tx_time = 1_700_000_000_000_123;
+        let ops = [
+            write(&id, Some(first.clone()), None),
+            write(
+                &"cd".repeat(32),
+                Some(first.clone()),
+                Some(1_700_000_000_500_000),
+            ),
+            write(&id, None, None),
+            OpRec::Evict {
+                entity: id.as_str().into(),
+            },
+            OpRec::Match {
+                entity: "system_prompt:x".into(),
+                expected: None,
+            },
+        ];
+        let sizes = ops
+            .iter()
+            .map(|op| {
+                let bytes = encode_op(op, tx_time)?;
+                assert_eq!(&decode_op(&bytes, tx_time, "op")?, op);
+                Ok(bytes.len())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // The implied id costs one byte; a different id (never made by a file put) is kept.
+        assert!(sizes[0] + 32 < sizes[1], "{sizes:?}");
+        // A write that names no entity and has no source to imply one is corrupt.
+        let orphan = encode(&OpDisk::Write {
+            entity: None,
+            before_tx: 0,
+            length: None,
+            object_hash: None,
+            first: None,
+            size: None,
+            spelling: None,
+            content_omitted: None,
+        })?;
+        assert!(matches!(
+            decode_op(&orphan, tx_time, "op"),
+            Err(Error::Corrupt { .. })
+        ));
+        let mut bad_type = encode_op(&ops[0], tx_time)?;
+        let at = bad_type.len() - 1 - 1 - 1 - 2 - 1 - 12 - 1 - 33 - 1 - 1;
+        assert_eq!(bad_type[at], 0, "the type byte of a file");
+        bad_type[at] = 9;
+        assert!(decode_op(&bad_type, tx_time, "op").is_err());
+        Ok(())
+    }
+
+    #[test]
     fn records_round_trip_and_bad_bytes_are_corrupt() -> Result<()> {
         let rec = VersionRec {
             object_hash: Some([7; 32]),
-            tx_time: 5,
+            tx_after: 5,
+            op: 7,
             restored: false,
             size: None,
             spelling: Some("/A/b".into()),

@@ -5,7 +5,7 @@ use std::fmt;
 
 use redb::{ReadableTable, ReadableTableMetadata};
 
-use super::codec::{self, DocRec, OpRec, TxHeaderRec, VersionRec};
+use super::codec::{self, DocRec, TxHeaderRec, VersionRec};
 use super::tables::*;
 use super::{Db as _, Op, Origin, Store, TxReceipt, W, blobs, log};
 use crate::error::{Error, Result};
@@ -267,6 +267,7 @@ impl Store {
         let versions = rtx.open_table(VERSIONS).db()?;
         let by_tx = rtx.open_table(VERSIONS_BY_TX).db()?;
         let mut counted_docs: HashMap<[u8; 32], u64> = HashMap::new();
+        let mut writes = HashSet::new();
         for entry in versions.iter().db()? {
             let (key, value) = entry.db()?;
             let (eid, vt, tx) = key.value();
@@ -279,7 +280,8 @@ impl Store {
                     format!("no entity has number {eid}"),
                 ));
             }
-            if by_tx.get((eid, tx, vt)).db()?.is_none() {
+            writes.insert((eid, tx));
+            if by_tx.get((eid, tx)).db()?.is_none() {
                 out.push(finding(
                     "index",
                     subject.clone(),
@@ -302,14 +304,14 @@ impl Store {
                 Err(e) => out.push(finding("version_unreadable", subject, e.to_string())),
             }
         }
-        if by_tx.len().db()? != versions.len().db()? {
+        if by_tx.len().db()? != writes.len() as u64 {
             out.push(finding(
                 "index",
                 "versions_by_tx",
                 format!(
-                    "{} rows for {} versions",
+                    "{} rows for {} (entity, transaction) pairs of versions",
                     by_tx.len().db()?,
-                    versions.len().db()?
+                    writes.len()
                 ),
             ));
         }
@@ -329,7 +331,7 @@ impl Store {
         let tx_ops = rtx.open_table(TX_OPS).db()?;
         let mut chain = [0u8; 32];
         let mut expected_tx = 1;
-        let mut digests: HashMap<u64, Vec<[u8; 32]>> = HashMap::new();
+        let mut digests: HashMap<u64, (i64, Vec<[u8; 32]>)> = HashMap::new();
         for entry in tx_log.iter().db()? {
             let (key, value) = entry.db()?;
             let tx = key.value();
@@ -362,14 +364,17 @@ impl Store {
                 ));
             }
             chain = header.chain;
-            digests.insert(tx, header.digests);
+            digests.insert(tx, (header.tx_time, header.digests));
         }
         for entry in tx_ops.iter().db()? {
             let (key, value) = entry.db()?;
             let (tx, n) = key.value();
             let subject = format!("op {n} of tx {tx}");
-            let stored = digests.get(&tx).and_then(|d| d.get(n as usize)).copied();
-            match codec::decode::<OpRec>(value.value(), "op") {
+            let (tx_time, stored) = match digests.get(&tx) {
+                Some((tx_time, d)) => (*tx_time, d.get(n as usize).copied()),
+                None => (0, None),
+            };
+            match codec::decode_op(value.value(), tx_time, "op") {
                 Ok(op) => {
                     let computed = log::op_digest(&op)?;
                     if stored != Some(computed) {
@@ -390,7 +395,7 @@ impl Store {
         Ok(out)
     }
 
-    /// Regenerates `entities`, `versions`, `versions_by_tx`, `entity_ops` and `paths` from the
+    /// Regenerates `entities`, `versions`, `versions_by_tx`, `match_ops` and `paths` from the
     /// log and the content tables, honouring evictions, and recounts document references.
     ///
     /// # Errors
@@ -401,7 +406,7 @@ impl Store {
         wtx.delete_table(ENTITY_IDS).db()?;
         wtx.delete_table(VERSIONS).db()?;
         wtx.delete_table(VERSIONS_BY_TX).db()?;
-        wtx.delete_table(ENTITY_OPS).db()?;
+        wtx.delete_table(MATCH_OPS).db()?;
         wtx.delete_table(PATHS).db()?;
         {
             let mut w = W::open(&wtx)?;
@@ -424,7 +429,7 @@ impl Store {
                 for n in 0..count as u32 {
                     let body = w.tx_ops.get((tx, n)).db()?.map(|v| v.value().to_vec());
                     if let Some(body) = body {
-                        let op: OpRec = codec::decode(&body, &format!("op {n} of tx {tx}"))?;
+                        let op = codec::decode_op(&body, tx_time, &format!("op {n} of tx {tx}"))?;
                         w.apply(tx, tx_time, n, &op)?;
                     }
                 }

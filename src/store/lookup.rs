@@ -4,7 +4,7 @@
 use redb::ReadableTable;
 
 use super::codec::{self, TxHeaderRec};
-use super::tables::{ENTITIES, PATHS, TX_LOG};
+use super::tables::{ENTITIES, ENTITY_IDS, PATHS, TX_LOG};
 use super::{Db as _, Store, Timestamp, TxId, Version};
 use crate::error::{Error, Result};
 
@@ -38,6 +38,19 @@ pub(super) fn for_each_under<V: redb::Value + 'static>(
     Ok(())
 }
 
+/// The entity id of number `eid`.
+///
+/// # Errors
+/// [`Error::Corrupt`] when `entity_ids` has no such number (a `paths` row outlived its entity).
+fn id_of_eid(ids: &impl ReadableTable<u64, &'static [u8]>, eid: u64) -> Result<String> {
+    match ids.get(eid).db()? {
+        Some(key) => codec::id_of_key(key.value(), "entity id in entity_ids"),
+        None => Err(Error::corrupt(format!(
+            "paths names entity number {eid}, which entity_ids does not know; run fsck --rebuild"
+        ))),
+    }
+}
+
 impl Store {
     /// The entity id of the file at exactly `path` on `filesystem_id`, if the store knows one.
     ///
@@ -46,11 +59,12 @@ impl Store {
     pub fn entity_at_path(&self, filesystem_id: &str, path: &str) -> Result<Option<String>> {
         let rtx = self.read()?;
         let paths = rtx.open_table(PATHS).db()?;
+        let ids = rtx.open_table(ENTITY_IDS).db()?;
         let fs = codec::id_key(filesystem_id);
         paths
             .get((fs.as_slice(), path))
             .db()?
-            .map(|v| codec::id_of_key(v.value(), "entity id in paths"))
+            .map(|v| id_of_eid(&ids, v.value()))
             .transpose()
     }
 
@@ -62,12 +76,10 @@ impl Store {
     pub fn paths_under(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<(String, String)>> {
         let rtx = self.read()?;
         let paths = rtx.open_table(PATHS).db()?;
+        let ids = rtx.open_table(ENTITY_IDS).db()?;
         let mut out = Vec::new();
-        for_each_under(&paths, filesystem_id, prefix, |path, id| {
-            out.push((
-                path.to_string(),
-                codec::id_of_key(id, "entity id in paths")?,
-            ));
+        for_each_under(&paths, filesystem_id, prefix, |path, eid| {
+            out.push((path.to_string(), id_of_eid(&ids, eid)?));
             Ok(())
         })?;
         Ok(out)

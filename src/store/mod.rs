@@ -46,8 +46,8 @@ use codec::{EntityRec, FirstRec, OpRec, TxHeaderRec, VersionRec};
 use tables::*;
 
 /// The format version of the store file this build reads and writes (1: blobs in LZ4; 2: blobs
-/// in zstd).
-pub const FORMAT_VERSION: u32 = 2;
+/// in zstd; 3: compact metadata records, see docs/store.md).
+pub const FORMAT_VERSION: u32 = 3;
 /// The store file's name inside the store directory.
 pub const DB_FILE: &str = "store.redb";
 /// The informational lock file's name inside the store directory.
@@ -370,15 +370,15 @@ pub(crate) struct W<'t> {
     entities: Table<'t, &'static [u8], &'static [u8]>,
     entity_ids: Table<'t, u64, &'static [u8]>,
     versions: Table<'t, (u64, i64, u64), &'static [u8]>,
-    by_tx: Table<'t, (u64, u64, i64), (i64, u64)>,
-    entity_ops: Table<'t, (u64, u64, u32), ()>,
+    by_tx: Table<'t, (u64, u64), (i64, u64)>,
+    match_ops: Table<'t, (u64, u64, u32), ()>,
     tx_log: Table<'t, u64, &'static [u8]>,
     tx_ops: Table<'t, (u64, u32), &'static [u8]>,
-    paths: Table<'t, (&'static [u8], &'static str), &'static [u8]>,
+    paths: Table<'t, (&'static [u8], &'static str), u64>,
     /// `paths` rows of the entities this transaction created, inserted in key order by
     /// [`W::finish`]: a scan's files arrive in no useful order, and random inserts left the
     /// table's pages 42 % full (`tools/bench --small`).
-    new_paths: Vec<(Vec<u8>, String, Vec<u8>)>,
+    new_paths: Vec<(Vec<u8>, String, u64)>,
     /// The handle's cache of delta bases (`None` when replaying the log).
     base_cache: Option<&'t doc_delta::BaseCache>,
 }
@@ -399,7 +399,7 @@ impl<'t> W<'t> {
             entity_ids: tx.open_table(ENTITY_IDS).db()?,
             versions: tx.open_table(VERSIONS).db()?,
             by_tx: tx.open_table(VERSIONS_BY_TX).db()?,
-            entity_ops: tx.open_table(ENTITY_OPS).db()?,
+            match_ops: tx.open_table(MATCH_OPS).db()?,
             tx_log: tx.open_table(TX_LOG).db()?,
             tx_ops: tx.open_table(TX_OPS).db()?,
             paths: tx.open_table(PATHS).db()?,
@@ -412,9 +412,9 @@ impl<'t> W<'t> {
     fn finish(&mut self) -> Result<()> {
         let mut rows = std::mem::take(&mut self.new_paths);
         rows.sort();
-        for (fs, path, id) in &rows {
+        for (fs, path, eid) in &rows {
             self.paths
-                .insert((fs.as_slice(), path.as_str()), id.as_slice())
+                .insert((fs.as_slice(), path.as_str()), *eid)
                 .db()?;
         }
         Ok(())
@@ -464,31 +464,18 @@ fn ts(micros: i64) -> Timestamp {
     Timestamp::saturating_from_micros(micros)
 }
 
-fn omitted_name(reason: Option<ContentOmitted>) -> Option<String> {
-    reason.map(|r| r.as_str().to_string())
-}
-
-fn omitted_parse(name: Option<&str>) -> Option<ContentOmitted> {
-    match name? {
-        "binary" => Some(ContentOmitted::Binary),
-        "too_large" => Some(ContentOmitted::TooLarge),
-        "denied" => Some(ContentOmitted::Denied),
-        _ => None,
-    }
-}
-
 fn version_info(entity: &str, row: &temporal::Row, valid_to: Option<i64>) -> VersionInfo {
     VersionInfo {
         entity: entity.to_string(),
         valid_from: ts(row.vt),
         valid_to: valid_to.map(ts),
         tx_id: TxId(row.tx),
-        tx_time: ts(row.rec.tx_time),
+        tx_time: ts(row.tx_time()),
         object_hash: row.rec.object_hash.map(Hash),
         restored: row.rec.restored,
         size: row.rec.size,
         spelling: row.rec.spelling.clone(),
-        content_omitted: omitted_parse(row.rec.content_omitted.as_deref()),
+        content_omitted: row.rec.content_omitted.map(ContentOmitted::from),
     }
 }
 
@@ -514,17 +501,24 @@ impl W<'_> {
                 };
                 let new = VersionRec {
                     object_hash: *object_hash,
-                    tx_time,
+                    tx_after: 0,
+                    op: n,
                     restored: false,
                     size: *size,
                     spelling: spelling.clone(),
-                    content_omitted: content_omitted.clone(),
+                    content_omitted: *content_omitted,
                 };
-                let rows = temporal::plan_write(&self.versions, eid, *valid_from, *valid_to, &new)?;
+                let rows = temporal::plan_write(
+                    &self.versions,
+                    eid,
+                    *valid_from,
+                    *valid_to,
+                    &new,
+                    tx_time,
+                )?;
                 for (vt, rec) in rows {
                     self.insert_row(eid, vt, tx, &rec)?;
                 }
-                self.entity_ops.insert((eid, tx, n), ()).db()?;
             }
             OpRec::Evict { entity } => {
                 if let Some(rec) = entity_rec(&self.entities, entity)? {
@@ -533,7 +527,7 @@ impl W<'_> {
             }
             OpRec::Match { entity, .. } => {
                 if let Some(rec) = entity_rec(&self.entities, entity)? {
-                    self.entity_ops.insert((rec.eid, tx, n), ()).db()?;
+                    self.match_ops.insert((rec.eid, tx, n), ()).db()?;
                 }
             }
         }
@@ -558,7 +552,7 @@ impl W<'_> {
         self.entity_ids.insert(eid, key.as_slice()).db()?;
         if let Some((filesystem_id, path)) = &first.source {
             self.new_paths
-                .push((codec::id_key(filesystem_id), path.clone(), key));
+                .push((codec::id_key(filesystem_id), path.clone(), eid));
         }
         Ok(eid)
     }
@@ -574,7 +568,7 @@ impl W<'_> {
             Some((max_vt, max_tx)) if max_vt > vt => (max_vt, max_tx),
             _ => (vt, tx),
         };
-        self.by_tx.insert((eid, tx, vt), max).db()?;
+        self.by_tx.insert((eid, tx), max).db()?;
         Ok(())
     }
 
@@ -582,7 +576,7 @@ impl W<'_> {
     pub(super) fn latest_row(&self, eid: u64) -> Result<Option<(i64, u64)>> {
         Ok(self
             .by_tx
-            .range((eid, 0u64, i64::MIN)..=(eid, u64::MAX, i64::MAX))
+            .range((eid, 0u64)..=(eid, u64::MAX))
             .db()?
             .next_back()
             .transpose()
@@ -600,26 +594,32 @@ impl W<'_> {
         {
             let (key, value) = entry.db()?;
             let rec: VersionRec = codec::decode(value.value(), "version record")?;
-            rows.push((key.value(), rec.object_hash));
+            rows.push((key.value(), rec.object_hash, rec.op));
         }
         let mut freed: u64 = 0;
-        for (key, hash) in rows {
+        // The entity's op bodies: the writes that made its rows, and its matches.
+        let mut ops = std::collections::BTreeSet::new();
+        for (key, hash, op) in rows {
+            ops.insert((key.2, op));
             self.versions.remove(key).db()?;
-            self.by_tx.remove((key.0, key.2, key.1)).db()?;
+            self.by_tx.remove((key.0, key.2)).db()?;
             if let Some(hash) = hash {
                 freed += blobs::release_doc(&mut self.docs, &mut self.blobs, &hash)?;
             }
         }
-        let mut ops = Vec::new();
+        let mut matches = Vec::new();
         for entry in self
-            .entity_ops
+            .match_ops
             .range((eid, 0u64, 0u32)..=(eid, u64::MAX, u32::MAX))
             .db()?
         {
-            ops.push(entry.db()?.0.value());
+            matches.push(entry.db()?.0.value());
         }
-        for (e, tx, n) in ops {
-            self.entity_ops.remove((e, tx, n)).db()?;
+        for (e, tx, n) in matches {
+            self.match_ops.remove((e, tx, n)).db()?;
+            ops.insert((tx, n));
+        }
+        for (tx, n) in ops {
             self.tx_ops.remove((tx, n)).db()?;
         }
         self.entities.remove(codec::id_key(id).as_slice()).db()?;
@@ -651,17 +651,17 @@ impl W<'_> {
         let existing = entity_rec(&self.entities, id)?;
         let first = match &existing {
             Some(rec) => {
-                if rec.object_type != object.object_type().as_str() {
+                if *rec.object_type != *object.object_type().as_str() {
                     return Err(Error::Conflict {
                         entity: id.to_string(),
                         expected: format!("a {}", object.object_type()),
-                        actual: format!("a {} with this id", rec.object_type),
+                        actual: format!("a {} with this id", &*rec.object_type),
                     });
                 }
                 None
             }
             None => Some(FirstRec {
-                object_type: object.object_type().as_str().to_string(),
+                object_type: object.object_type().into(),
                 source: object.source().map(|s| {
                     let fs = s.as_filesystem();
                     (fs.filesystem_id.as_str().into(), fs.path.clone())
@@ -675,7 +675,7 @@ impl W<'_> {
                 let previous = match &existing {
                     Some(rec) => self
                         .by_tx
-                        .range((rec.eid, 0u64, i64::MIN)..=(rec.eid, u64::MAX, i64::MAX))
+                        .range((rec.eid, 0u64)..=(rec.eid, u64::MAX))
                         .db()?
                         .next_back()
                         .transpose()
@@ -723,7 +723,7 @@ impl W<'_> {
             first,
             size: put.size,
             spelling: put.spelling.clone(),
-            content_omitted: omitted_name(object.content_omitted()),
+            content_omitted: object.content_omitted().map(codec::Omitted::from),
         })
     }
 }
@@ -1025,7 +1025,7 @@ impl Store {
                 let n = n as u32;
                 w.apply(tx, tx_time, n, &body)?;
                 w.tx_ops
-                    .insert((tx, n), codec::encode(&body)?.as_slice())
+                    .insert((tx, n), codec::encode_op(&body, tx_time)?.as_slice())
                     .db()?;
                 bodies.push(body);
             }
@@ -1187,8 +1187,9 @@ impl Store {
             let mut ops = Vec::with_capacity(header.digests.len());
             for (n, digest) in header.digests.iter().enumerate() {
                 let body = match tx_ops.get((tx, n as u32)).db()? {
-                    Some(v) => Some(log::op_json(&codec::decode(
+                    Some(v) => Some(log::op_json(&codec::decode_op(
                         v.value(),
+                        header.tx_time,
                         &format!("op {n} of tx {tx}"),
                     )?)),
                     None => None,
@@ -1362,7 +1363,7 @@ pub(crate) struct R {
     meta: redb::ReadOnlyTable<&'static str, &'static [u8]>,
     entities: redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
     versions: redb::ReadOnlyTable<(u64, i64, u64), &'static [u8]>,
-    by_tx: redb::ReadOnlyTable<(u64, u64, i64), (i64, u64)>,
+    by_tx: redb::ReadOnlyTable<(u64, u64), (i64, u64)>,
     tx_log: redb::ReadOnlyTable<u64, &'static [u8]>,
     blob_index: redb::ReadOnlyTable<[u8; 32], (u64, u64, u64)>,
     blob_data: redb::ReadOnlyTable<u64, &'static [u8]>,

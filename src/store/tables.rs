@@ -45,22 +45,24 @@ pub const ENTITY_IDS: TableDefinition<u64, &[u8]> = TableDefinition::new("entity
 
 /// `versions`: (eid, valid_from µs, tx_id) → version record (object hash or tombstone, extras).
 pub const VERSIONS: TableDefinition<(u64, i64, u64), &[u8]> = TableDefinition::new("versions");
-/// `versions_by_tx`: (eid, tx_id, valid_from µs) → (valid_from, tx_id) of the row with the
-/// greatest valid_from among this entity's rows up to and including this key: a prefix argmax
-/// that answers "valid now as of an old transaction" with one lookup.
-pub const VERSIONS_BY_TX: TableDefinition<(u64, u64, i64), (i64, u64)> =
+/// `versions_by_tx`: (eid, tx_id) → (valid_from, tx_id) of the row with the greatest valid_from
+/// among this entity's rows written up to and including that transaction: a prefix argmax that
+/// answers "valid now as of an old transaction" with one lookup. One row per transaction that
+/// wrote the entity (a ranged write's rows share it), 16 key bytes.
+pub const VERSIONS_BY_TX: TableDefinition<(u64, u64), (i64, u64)> =
     TableDefinition::new("versions_by_tx");
-/// `entity_ops`: (eid, tx_id, op index) → (): where an entity's op bodies are, for eviction.
-pub const ENTITY_OPS: TableDefinition<(u64, u64, u32), ()> = TableDefinition::new("entity_ops");
+/// `match_ops`: (eid, tx_id, op index) → (): where an entity's match ops are, for eviction (the
+/// bodies of its writes are found through the op index of its version rows).
+pub const MATCH_OPS: TableDefinition<(u64, u64, u32), ()> = TableDefinition::new("match_ops");
 
 /// `tx_log`: tx_id → transaction header (tx_time, origin, op digests, chain).
 pub const TX_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("tx_log");
 /// `tx_ops`: (tx_id, op index) → op body; evicted bodies are removed, their digests stay.
 pub const TX_OPS: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("tx_ops");
 
-/// `paths`: (filesystem id, canonical path) → entity id of the file there (both ids as
-/// `codec::id_key`).
-pub const PATHS: TableDefinition<(&[u8], &str), &[u8]> = TableDefinition::new("paths");
+/// `paths`: (filesystem id as `codec::id_key`, canonical path) → eid of the file there (8
+/// fixed bytes where the 33-byte id took 37; `entity_ids` turns it into the id).
+pub const PATHS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("paths");
 
 /// `stat_cache`: (filesystem id as `codec::id_key`, canonical path) → stat record
 /// (`codec::StatRec`): what the indexer saw when it last read the file, so that an unchanged
@@ -81,7 +83,7 @@ pub fn create_all(tx: &WriteTransaction) -> Result<()> {
     tx.open_table(ENTITY_IDS).db()?;
     tx.open_table(VERSIONS).db()?;
     tx.open_table(VERSIONS_BY_TX).db()?;
-    tx.open_table(ENTITY_OPS).db()?;
+    tx.open_table(MATCH_OPS).db()?;
     tx.open_table(TX_LOG).db()?;
     tx.open_table(TX_OPS).db()?;
     tx.open_table(PATHS).db()?;

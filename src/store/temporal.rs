@@ -24,6 +24,13 @@ pub(crate) struct Row {
     pub rec: VersionRec,
 }
 
+impl Row {
+    /// The writing transaction's time in µs.
+    pub fn tx_time(&self) -> i64 {
+        self.vt.saturating_add(self.rec.tx_after)
+    }
+}
+
 fn row(vt: i64, tx: u64, bytes: &[u8]) -> Result<Row> {
     Ok(Row {
         vt,
@@ -36,13 +43,13 @@ fn row(vt: i64, tx: u64, bytes: &[u8]) -> Result<Row> {
 /// valid_to is open).
 pub(crate) fn as_of_row(
     versions: &impl ReadableTable<(u64, i64, u64), &'static [u8]>,
-    by_tx: &impl ReadableTable<(u64, u64, i64), (i64, u64)>,
+    by_tx: &impl ReadableTable<(u64, u64), (i64, u64)>,
     eid: u64,
     vt: i64,
     tx: u64,
 ) -> Result<Option<(Row, bool)>> {
     let last = by_tx
-        .range((eid, 0u64, i64::MIN)..=(eid, tx, i64::MAX))
+        .range((eid, 0u64)..=(eid, tx))
         .db()?
         .next_back()
         .transpose()
@@ -167,12 +174,16 @@ fn visible_desc_until(
 ///
 /// Deviation from XTDB: the restoring row at `end` carries the writing transaction, not the
 /// restored row's (same answers for every query; keeps rows append-only in tx order).
+///
+/// Every row planned gets `tx_after` for the writing transaction's time `tx_time` and the
+/// writing op's index.
 pub(crate) fn plan_write(
     versions: &impl ReadableTable<(u64, i64, u64), &'static [u8]>,
     eid: u64,
     start: i64,
     end: Option<i64>,
     new: &VersionRec,
+    tx_time: i64,
 ) -> Result<Vec<(i64, VersionRec)>> {
     let mut out = vec![(start, new.clone())];
     match end {
@@ -187,12 +198,12 @@ pub(crate) fn plan_write(
                 Some(r) if r.vt == end => None,
                 Some(r) => Some(VersionRec {
                     restored: true,
-                    tx_time: new.tx_time,
                     ..r.rec.clone()
                 }),
                 None => Some(VersionRec {
                     object_hash: None,
-                    tx_time: new.tx_time,
+                    tx_after: 0,
+                    op: new.op,
                     restored: true,
                     size: None,
                     spelling: None,
@@ -230,5 +241,9 @@ pub(crate) fn plan_write(
         }
     }
     out.sort_by_key(|(vt, _)| *vt);
+    for (vt, rec) in &mut out {
+        rec.tx_after = tx_time.saturating_sub(*vt);
+        rec.op = new.op;
+    }
     Ok(out)
 }
