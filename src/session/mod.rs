@@ -20,6 +20,8 @@ mod sets;
 mod ulid;
 
 use std::collections::{HashMap, HashSet};
+
+use rustc_hash::FxHashMap;
 use std::fs::File;
 
 use serde::{Deserialize, Serialize};
@@ -186,7 +188,7 @@ pub struct Session<'s> {
     sets: Sets,
     turns: Vec<Turn>,
     system_prompt: String,
-    cache: HashMap<String, Meta>,
+    cache: FxHashMap<String, Meta>,
     /// The on-disk spelling of files whose identity path differs from it (case-insensitive
     /// mounts lowercase the identity path): the path to open them by.
     spellings: HashMap<String, String>,
@@ -370,7 +372,7 @@ impl<'s> Session<'s> {
             sets: Sets::default(),
             turns: Vec::new(),
             system_prompt: String::new(),
-            cache: HashMap::new(),
+            cache: FxHashMap::default(),
             spellings: HashMap::new(),
             pending: Vec::new(),
             pending_at: HashMap::new(),
@@ -491,7 +493,7 @@ impl<'s> Session<'s> {
     fn rebuild_cache(&mut self, at: Option<TxId>) -> Result<()> {
         let ids: Vec<&str> = self.sets.index().ids().iter().map(String::as_str).collect();
         let stored = self.store.metadata_many(&ids, at)?;
-        let mut cache = HashMap::with_capacity(ids.len());
+        let mut cache = FxHashMap::with_capacity_and_hasher(ids.len(), Default::default());
         let mut spellings = HashMap::new();
         for (id, stored) in ids.iter().zip(stored) {
             let Some(stored) = stored else { continue };

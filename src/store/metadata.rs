@@ -7,10 +7,10 @@
 //! of files) reads [`ObjectMeta`] instead: the stored object hash is taken as recorded and the
 //! content is not read, so one entity costs a few table lookups and the parse of its fields.
 
-use super::{R, Store, TxId, VersionInfo, blobs, entity_info, entity_rec};
+use super::{R, Store, TxId, VersionInfo, blobs, entity_rec};
 use crate::error::{Error, Result};
 use crate::hash::Hash;
-use crate::object::{Fields, ObjectType, Source};
+use crate::object::{Fields, FilesystemSource, ObjectType, Source};
 
 /// What a version of an entity is, without its content: for metadata lines and caches.
 #[derive(Clone, Debug, PartialEq)]
@@ -92,10 +92,17 @@ impl R {
                 (Some(meta), Some(doc.fields))
             }
         };
+        // The entity record is ours: its source moves out rather than being copied.
+        let source = entity.source.map(|(filesystem_id, path)| {
+            Source::Filesystem(FilesystemSource {
+                filesystem_id: filesystem_id.0,
+                path,
+            })
+        });
         let meta = ObjectMeta {
             info,
             object_type,
-            source: entity_info(id, &entity)?.source,
+            source,
             document,
         };
         Ok(Some((meta, json)))
