@@ -391,7 +391,7 @@ impl Fields {
 /// Appends `text` as a JCS string: quoted, `"` and `\\` escaped, U+0008/0009/000A/000C/000D as
 /// `\b \t \n \f \r`, other controls below U+0020 as `\u00xx` (lowercase hex), the rest
 /// literal (RFC 8785 §3.2.2.2, ECMAScript's `JSON.stringify`).
-fn push_jcs_string(out: &mut String, text: &str) {
+pub(crate) fn push_jcs_string(out: &mut String, text: &str) {
     out.push('"');
     let mut from = 0;
     for (i, b) in text.bytes().enumerate() {
@@ -421,48 +421,86 @@ fn push_jcs_string(out: &mut String, text: &str) {
     out.push('"');
 }
 
-fn push_jcs_strings(out: &mut String, items: &[String]) {
-    out.push('[');
+/// The length in bytes of `text` as a JCS string (what [`push_jcs_string`] appends).
+pub(crate) fn jcs_string_len(text: &str) -> usize {
+    2 + text
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | 0x08 | 0x09 | 0x0a | 0x0c | 0x0d => 2,
+            0x00..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
+/// The inside of the JCS array of `items` (the strings joined by commas, no brackets).
+fn jcs_list_inner(items: &[String]) -> String {
+    let mut out = String::with_capacity(items.iter().map(|s| s.len() + 3).sum());
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        push_jcs_string(out, item);
+        push_jcs_string(&mut out, item);
     }
-    out.push(']');
+    out
 }
 
-/// The canonical JSON of a session's fields, written directly: its keys in JCS order (sorted by
-/// UTF-16 code units; all ASCII here), each value a string or an array of strings. Equal to
-/// `canonical_json(&Fields::Session(f).to_json())` byte for byte (tested).
-fn session_canonical_json(f: &SessionFields) -> String {
-    let ids: usize = [
-        &f.active_set,
-        &f.metadata_pool,
-        &f.pinned_set,
-        &f.session_index,
-    ]
-    .iter()
-    .flat_map(|v| v.iter())
-    .map(|s| s.len() + 3)
-    .sum();
-    let mut out = String::with_capacity(ids + 256);
-    out.push_str("{\"active_set\":");
-    push_jcs_strings(&mut out, &f.active_set);
-    out.push_str(",\"chat_ref\":");
-    push_jcs_string(&mut out, &f.chat_ref);
-    out.push_str(",\"metadata_pool\":");
-    push_jcs_strings(&mut out, &f.metadata_pool);
-    out.push_str(",\"pinned_set\":");
-    push_jcs_strings(&mut out, &f.pinned_set);
-    out.push_str(",\"session_id\":");
-    push_jcs_string(&mut out, &f.session_id);
-    out.push_str(",\"session_index\":");
-    push_jcs_strings(&mut out, &f.session_index);
-    out.push_str(",\"system_prompt_ref\":");
-    push_jcs_string(&mut out, &f.system_prompt_ref);
+/// The parts of a session's canonical JSON: its three strings, and each set as the inside of
+/// its JCS array (the ids as JCS strings joined by commas, no brackets), so that a session can
+/// keep those between commits and only append to them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SessionJsonParts<'a> {
+    /// The session id (raw, not yet a JSON string).
+    pub session_id: &'a str,
+    /// `chat:{sid}` (raw).
+    pub chat_ref: &'a str,
+    /// `system_prompt:{sid}` (raw).
+    pub system_prompt_ref: &'a str,
+    /// The inside of the session index's array.
+    pub session_index: &'a str,
+    /// The inside of the metadata pool's array.
+    pub metadata_pool: &'a str,
+    /// The inside of the active set's array.
+    pub active_set: &'a str,
+    /// The inside of the pinned set's array.
+    pub pinned_set: &'a str,
+}
+
+/// The canonical JSON of a session's fields from its parts: its keys in JCS order (sorted by
+/// UTF-16 code units; all ASCII here), each value a string or an array of strings.
+pub(crate) fn session_json_of_parts(p: &SessionJsonParts<'_>) -> String {
+    let sets = p.session_index.len() + p.metadata_pool.len() + p.active_set.len();
+    let mut out = String::with_capacity(sets + p.pinned_set.len() + 256);
+    out.push_str("{\"active_set\":[");
+    out.push_str(p.active_set);
+    out.push_str("],\"chat_ref\":");
+    push_jcs_string(&mut out, p.chat_ref);
+    out.push_str(",\"metadata_pool\":[");
+    out.push_str(p.metadata_pool);
+    out.push_str("],\"pinned_set\":[");
+    out.push_str(p.pinned_set);
+    out.push_str("],\"session_id\":");
+    push_jcs_string(&mut out, p.session_id);
+    out.push_str(",\"session_index\":[");
+    out.push_str(p.session_index);
+    out.push_str("],\"system_prompt_ref\":");
+    push_jcs_string(&mut out, p.system_prompt_ref);
     out.push('}');
     out
+}
+
+/// The canonical JSON of a session's fields, written directly. Equal to
+/// `canonical_json(&Fields::Session(f).to_json())` byte for byte (tested).
+fn session_canonical_json(f: &SessionFields) -> String {
+    session_json_of_parts(&SessionJsonParts {
+        session_id: &f.session_id,
+        chat_ref: &f.chat_ref,
+        system_prompt_ref: &f.system_prompt_ref,
+        session_index: &jcs_list_inner(&f.session_index),
+        metadata_pool: &jcs_list_inner(&f.metadata_pool),
+        active_set: &jcs_list_inner(&f.active_set),
+        pinned_set: &jcs_list_inner(&f.pinned_set),
+    })
 }
 
 /// One object: envelope, hashes, content and type-specific fields, always consistent.
@@ -591,11 +629,17 @@ impl Object {
             None,
             fields,
             content_omitted,
+            None,
         )
     }
 
     /// [`Object::from_parts`] with the content's hash already known, so it is not computed twice.
-    /// Every caller passes either `None` or the SHA-256 of `content`.
+    /// Every caller passes either `None` or the SHA-256 of `content`, and either `None` or the
+    /// canonical JSON of `fields` as `metadata_json`.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of an object plus two values its callers may already know"
+    )]
     fn assemble(
         id: Option<&str>,
         source: Option<Source>,
@@ -604,6 +648,7 @@ impl Object {
         content_hash: Option<Hash>,
         fields: Fields,
         content_omitted: Option<ContentOmitted>,
+        metadata_json: Option<String>,
     ) -> Result<Self> {
         let object_type = fields.object_type();
         let (id, identity_hash) = match (&source, object_type) {
@@ -649,7 +694,17 @@ impl Object {
             &fields,
             content_omitted,
         )?;
-        let metadata_json: Arc<str> = fields.canonical_json()?.into();
+        let metadata_json: Arc<str> = match metadata_json {
+            Some(json) => {
+                debug_assert_eq!(
+                    Some(json.as_str()),
+                    fields.canonical_json().ok().as_deref(),
+                    "assemble given JSON that is not the fields' canonical JSON"
+                );
+                json.into()
+            }
+            None => fields.canonical_json()?.into(),
+        };
         let metadata_hash = sha256(metadata_json.as_bytes());
         let object_hash =
             composite_hash(file_hash.as_ref(), content_hash.as_ref(), &metadata_hash)?;
@@ -820,6 +875,7 @@ impl Object {
             Some(file_hash),
             fields,
             None,
+            None,
         )
     }
 
@@ -949,6 +1005,26 @@ impl Object {
     pub fn session(fields: SessionFields) -> Result<Self> {
         let id = format!("session:{}", fields.session_id);
         Object::from_parts(Some(&id), None, None, None, Fields::Session(fields), None)
+    }
+
+    /// [`Object::session`] with the fields' canonical JSON already known (a session keeps its
+    /// sets' JSON between commits): `json` must be what [`Fields::canonical_json`] gives for
+    /// these fields (debug builds check it).
+    ///
+    /// # Errors
+    /// See [`Object::from_parts`].
+    pub(crate) fn session_with_json(fields: SessionFields, json: String) -> Result<Self> {
+        let id = format!("session:{}", fields.session_id);
+        Object::assemble(
+            Some(&id),
+            None,
+            None,
+            None,
+            None,
+            Fields::Session(fields),
+            None,
+            Some(json),
+        )
     }
 
     /// The entity id (`xt/id`).

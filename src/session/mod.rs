@@ -20,6 +20,8 @@ mod sets;
 mod ulid;
 
 use std::collections::{HashMap, HashSet};
+
+use rustc_hash::FxHashMap;
 use std::fs::File;
 
 use serde::{Deserialize, Serialize};
@@ -33,8 +35,9 @@ use crate::error::{Error, Result};
 use crate::hash::Hash;
 use crate::index::{Action, Indexer, Planned, Settings, read_stream};
 use crate::object::{
-    ContentOmitted, Fields, FilesystemSource, Object, ObjectType, Role, SessionFields, Source,
-    ToolStatus, ToolcallFields, Turn, file_type_of,
+    ContentOmitted, Fields, FilesystemSource, Object, ObjectType, Role, SessionFields,
+    SessionJsonParts, Source, ToolStatus, ToolcallFields, Turn, file_type_of,
+    session_json_of_parts,
 };
 use crate::resolve::{FilesystemResolver, MountMapping, machine_filesystem_id};
 use crate::store::{
@@ -185,7 +188,7 @@ pub struct Session<'s> {
     sets: Sets,
     turns: Vec<Turn>,
     system_prompt: String,
-    cache: HashMap<String, Meta>,
+    cache: FxHashMap<String, Meta>,
     /// The on-disk spelling of files whose identity path differs from it (case-insensitive
     /// mounts lowercase the identity path): the path to open them by.
     spellings: HashMap<String, String>,
@@ -369,7 +372,7 @@ impl<'s> Session<'s> {
             sets: Sets::default(),
             turns: Vec::new(),
             system_prompt: String::new(),
-            cache: HashMap::new(),
+            cache: FxHashMap::default(),
             spellings: HashMap::new(),
             pending: Vec::new(),
             pending_at: HashMap::new(),
@@ -416,8 +419,8 @@ impl<'s> Session<'s> {
         };
         // The session and chat documents are read as stored metadata: their fields are all a
         // session needs, and the stored object hash is what the next commit's match compares.
-        let version = store
-            .metadata(&session_entity(sid), at)?
+        let (version, stored_json) = store
+            .metadata_with_json(&session_entity(sid), at)?
             .ok_or_else(|| match at {
                 Some(tx) => Error::not_found(format!(
                     "session {sid} at tx {} (it did not exist yet); see `strata session history {sid}`",
@@ -469,6 +472,9 @@ impl<'s> Session<'s> {
             fields.active_set,
             fields.pinned_set,
         )?;
+        if let Some(json) = &stored_json {
+            session.sets.seed_json(json);
+        }
         session.turns = turns;
         session.system_prompt = system_prompt;
         session.chat_dirty = false;
@@ -487,7 +493,7 @@ impl<'s> Session<'s> {
     fn rebuild_cache(&mut self, at: Option<TxId>) -> Result<()> {
         let ids: Vec<&str> = self.sets.index().ids().iter().map(String::as_str).collect();
         let stored = self.store.metadata_many(&ids, at)?;
-        let mut cache = HashMap::with_capacity(ids.len());
+        let mut cache = FxHashMap::with_capacity_and_hasher(ids.len(), Default::default());
         let mut spellings = HashMap::new();
         for (id, stored) in ids.iter().zip(stored) {
             let Some(stored) = stored else { continue };
@@ -625,7 +631,11 @@ impl<'s> Session<'s> {
     /// # Errors
     /// Never in practice (hashing the fields).
     pub fn document(&self) -> Result<Object> {
-        Object::session(SessionFields {
+        Object::session(self.fields())
+    }
+
+    fn fields(&self) -> SessionFields {
+        SessionFields {
             session_id: self.session_id.clone(),
             chat_ref: format!("chat:{}", self.session_id),
             system_prompt_ref: format!("system_prompt:{}", self.session_id),
@@ -633,7 +643,24 @@ impl<'s> Session<'s> {
             metadata_pool: self.sets.pool().ids().to_vec(),
             active_set: self.sets.active().ids().to_vec(),
             pinned_set: self.sets.pinned().ids().to_vec(),
-        })
+        }
+    }
+
+    /// [`Session::document`] with its JSON from the sets' kept texts (only what was appended
+    /// since the last commit is written): what [`Session::commit`] writes.
+    fn document_kept(&mut self) -> Result<Object> {
+        let fields = self.fields();
+        let [index, pool, active, pinned] = self.sets.json_inners();
+        let json = session_json_of_parts(&SessionJsonParts {
+            session_id: &fields.session_id,
+            chat_ref: &fields.chat_ref,
+            system_prompt_ref: &fields.system_prompt_ref,
+            session_index: index,
+            metadata_pool: pool,
+            active_set: active,
+            pinned_set: pinned,
+        });
+        Object::session_with_json(fields, json)
     }
 
     fn writable(&self) -> Result<()> {
@@ -1245,7 +1272,7 @@ impl<'s> Session<'s> {
         let sets_moved =
             self.committed.is_none() || self.committed_revision != Some(self.sets.revision());
         let document = if sets_moved {
-            Some(self.document()?)
+            Some(self.document_kept()?)
         } else {
             None
         };
@@ -1272,7 +1299,7 @@ impl<'s> Session<'s> {
         }
         let session = match document {
             Some(document) => document,
-            None => self.document()?,
+            None => self.document_kept()?,
         };
         let mut ops = self.pending.clone();
         let mut chat_hash = self.committed_chat;

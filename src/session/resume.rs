@@ -45,27 +45,104 @@ pub struct ResumeReport {
     pub tx_id: Option<u64>,
 }
 
-/// The longest whole-segment directory prefix shared by `paths` (`/` when none).
+/// The longest whole-segment directory prefix shared by `paths` (`/` when none). Compared as
+/// bytes, cut back to a `/`: no path is split into segments.
 fn common_dir(paths: &[&str]) -> String {
+    let dir = |path: &'_ str| -> usize { path.rfind('/').unwrap_or(0) };
     let Some(first) = paths.first() else {
         return "/".into();
     };
-    let mut prefix: Vec<&str> = first.split('/').collect();
-    prefix.pop();
+    let mut prefix = &first[..dir(first)];
     for path in &paths[1..] {
-        let segments: Vec<&str> = path.split('/').collect();
-        let shared = prefix
-            .iter()
-            .zip(&segments[..segments.len().saturating_sub(1)])
+        let other = &path[..dir(path)];
+        let same = prefix
+            .bytes()
+            .zip(other.bytes())
             .take_while(|(a, b)| a == b)
             .count();
-        prefix.truncate(shared);
+        // `prefix` is whole segments of `other` when it ends where a segment of `other` does.
+        let whole = |n: usize| {
+            (n == prefix.len() || prefix.as_bytes()[n] == b'/')
+                && (n == other.len() || other.as_bytes()[n] == b'/')
+        };
+        if !whole(same) {
+            let cut = prefix.as_bytes()[..same].iter().rposition(|b| *b == b'/');
+            prefix = &prefix[..cut.unwrap_or(0)];
+        } else {
+            prefix = &prefix[..same];
+        }
     }
-    let joined = prefix.join("/");
-    if joined.is_empty() {
+    if prefix.is_empty() {
         "/".into()
     } else {
-        joined
+        prefix.to_string()
+    }
+}
+
+/// Stats files through a handle on their directory, kept while consecutive files share it (a
+/// session's index lists files mostly directory by directory): the kernel then walks one path
+/// component per file instead of the whole path. Same results as [`std::fs::metadata`], which
+/// it falls back to when the directory cannot be opened.
+#[derive(Default)]
+struct DirStat {
+    dir: String,
+    fd: Option<rustix::fd::OwnedFd>,
+}
+
+/// [`FileStat::of`] for a `stat` result: the same fields, the same units.
+#[allow(
+    clippy::useless_conversion,
+    clippy::unnecessary_fallible_conversions,
+    reason = "the stat field types differ by platform"
+)]
+fn file_stat(st: &rustix::fs::Stat) -> FileStat {
+    let ns = |secs: i64, nsec: i64| secs.saturating_mul(1_000_000_000) + nsec;
+    FileStat {
+        size: u64::try_from(st.st_size).unwrap_or(0),
+        mtime_ns: ns(
+            i64::from(st.st_mtime),
+            i64::try_from(st.st_mtime_nsec).unwrap_or(0),
+        ),
+        ctime_ns: ns(
+            i64::from(st.st_ctime),
+            i64::try_from(st.st_ctime_nsec).unwrap_or(0),
+        ),
+        inode: u64::from(st.st_ino),
+    }
+}
+
+impl DirStat {
+    /// Whether `path` is a regular file, and its stat (following symlinks).
+    fn stat(&mut self, path: &str) -> std::io::Result<(bool, FileStat)> {
+        let Some((dir, name)) = path
+            .rsplit_once('/')
+            .filter(|(d, n)| !d.is_empty() && !n.is_empty())
+        else {
+            return Self::std_stat(path);
+        };
+        if dir != self.dir {
+            self.dir = dir.to_string();
+            self.fd = rustix::fs::open(
+                dir,
+                rustix::fs::OFlags::RDONLY
+                    | rustix::fs::OFlags::DIRECTORY
+                    | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .ok();
+        }
+        let Some(fd) = &self.fd else {
+            return Self::std_stat(path);
+        };
+        let st = rustix::fs::statat(fd, name, rustix::fs::AtFlags::empty())?;
+        let is_file =
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile;
+        Ok((is_file, file_stat(&st)))
+    }
+
+    fn std_stat(path: &str) -> std::io::Result<(bool, FileStat)> {
+        let meta = std::fs::metadata(path)?;
+        Ok((meta.is_file(), FileStat::of(&meta)))
     }
 }
 
@@ -92,20 +169,13 @@ impl<'s> Session<'s> {
     pub fn reconcile(&mut self) -> Result<ResumeReport> {
         self.writable()?;
         let machine = self.resolver.machine_id().to_string();
-        let files: Vec<(String, Meta)> = self
+        let local: Vec<&str> = self
             .sets
             .index()
             .ids()
             .iter()
             .filter_map(|id| match self.cache.get(id) {
-                Some(meta @ Meta::File { .. }) => Some((id.clone(), meta.clone())),
-                _ => None,
-            })
-            .collect();
-        let local: Vec<&str> = files
-            .iter()
-            .filter_map(|(_, meta)| match meta {
-                Meta::File { source, .. } if source.filesystem_id == machine => {
+                Some(Meta::File { source, .. }) if source.filesystem_id == machine => {
                     Some(source.path.as_str())
                 }
                 _ => None,
@@ -117,14 +187,19 @@ impl<'s> Session<'s> {
             self.store.stat_cache(&machine, &common_dir(&local))?
         };
         let mut report = ResumeReport::default();
-        for (id, meta) in files {
-            let Meta::File {
-                source,
-                path,
-                file_hash,
-                state,
-                ..
-            } = meta
+        // First pass, reading only: stat every file; the stat cache vouches for most. What it
+        // does not vouch for is handled in a second pass, in index order, which may write.
+        let mut todo: Vec<(String, Meta, Option<FileStat>)> = Vec::new();
+        let mut dirs = DirStat::default();
+        for id in self.sets.index().ids() {
+            let Some(
+                meta @ Meta::File {
+                    source,
+                    file_hash,
+                    state,
+                    ..
+                },
+            ) = self.cache.get(id)
             else {
                 continue;
             };
@@ -134,25 +209,16 @@ impl<'s> Session<'s> {
                 continue;
             }
             // A case-insensitive mount's identity path is lowercased: open the on-disk spelling.
-            let open = self.open_path(&id, &source.path).to_string();
-            let stat = match std::fs::metadata(&open) {
-                Ok(meta) if meta.is_file() => FileStat::of(&meta),
+            let open = self.open_path(id, &source.path);
+            let stat = match dirs.stat(open) {
+                Ok((true, stat)) => stat,
                 Ok(_) => {
                     report.unreadable += 1;
                     continue;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    if state != FileState::Deleted {
-                        let planned = self.indexer.index_deletion(source.clone())?;
-                        self.stat_removes.push(source.path.clone());
-                        if planned.action == Action::Deleted {
-                            self.apply_planned(&planned, &source);
-                            report.changes.push(Reconciled {
-                                id,
-                                path,
-                                action: Action::Deleted,
-                            });
-                        }
+                    if *state != FileState::Deleted {
+                        todo.push((id.clone(), meta.clone(), None));
                     }
                     continue;
                 }
@@ -165,15 +231,32 @@ impl<'s> Session<'s> {
                 state,
                 FileState::Read | FileState::Binary | FileState::TooLarge
             ) && cache.get(&source.path).is_some_and(|entry| {
-                Some(entry.file_hash) == file_hash && entry.vouches_for(&stat)
+                Some(entry.file_hash) == *file_hash && entry.vouches_for(&stat)
             });
             if vouched {
                 report.vouched += 1;
+            } else if *state != FileState::Denied {
+                todo.push((id.clone(), meta.clone(), Some(stat)));
+            }
+        }
+        for (id, meta, stat) in todo {
+            let Meta::File { source, path, .. } = meta else {
+                continue;
+            };
+            if stat.is_none() {
+                let planned = self.indexer.index_deletion(source.clone())?;
+                self.stat_removes.push(source.path.clone());
+                if planned.action == Action::Deleted {
+                    self.apply_planned(&planned, &source);
+                    report.changes.push(Reconciled {
+                        id,
+                        path,
+                        action: Action::Deleted,
+                    });
+                }
                 continue;
             }
-            if state == FileState::Denied {
-                continue;
-            }
+            let open = self.open_path(&id, &source.path).to_string();
             let mut planned =
                 match self.index_from_disk(source.clone(), std::path::Path::new(&open)) {
                     Ok(planned) => planned,
@@ -215,7 +298,75 @@ impl<'s> Session<'s> {
 
 #[cfg(test)]
 mod tests {
-    use super::common_dir;
+    use super::{DirStat, FileStat, common_dir};
+
+    /// Stats through a directory handle equal `std::fs::metadata`'s, errors keep their kind.
+    #[test]
+    fn dir_stat_is_std_stat() -> std::io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let root = std::fs::canonicalize(tmp.path())?;
+        std::fs::create_dir(root.join("d"))?;
+        std::fs::write(root.join("d/a.txt"), "a")?;
+        std::fs::write(root.join("b.txt"), "bb")?;
+        std::os::unix::fs::symlink(root.join("b.txt"), root.join("d/link"))?;
+        let mut dirs = DirStat::default();
+        for name in ["d/a.txt", "b.txt", "d/link", "d/a.txt", "d"] {
+            let path = root.join(name);
+            let path = path.to_string_lossy();
+            let meta = std::fs::metadata(&*path)?;
+            let (is_file, stat) = dirs.stat(&path)?;
+            assert_eq!(
+                (is_file, stat),
+                (meta.is_file(), FileStat::of(&meta)),
+                "{name}"
+            );
+        }
+        for missing in ["d/nope", "nodir/x", "b.txt/x"] {
+            let path = root.join(missing);
+            let kind = std::fs::metadata(&path).map(|_| ()).unwrap_err().kind();
+            let ours = dirs
+                .stat(&path.to_string_lossy())
+                .map(|_| ())
+                .unwrap_err()
+                .kind();
+            assert_eq!(ours, kind, "{missing}");
+        }
+        Ok(())
+    }
+
+    /// The segment-by-segment definition `common_dir` computes by bytes.
+    fn common_dir_by_segments(paths: &[&str]) -> String {
+        let Some(first) = paths.first() else {
+            return "/".into();
+        };
+        let mut prefix: Vec<&str> = first.split('/').collect();
+        prefix.pop();
+        for path in &paths[1..] {
+            let segments: Vec<&str> = path.split('/').collect();
+            let shared = prefix
+                .iter()
+                .zip(&segments[..segments.len().saturating_sub(1)])
+                .take_while(|(a, b)| a == b)
+                .count();
+            prefix.truncate(shared);
+        }
+        let joined = prefix.join("/");
+        if joined.is_empty() {
+            "/".into()
+        } else {
+            joined
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn common_dir_matches_segments(
+            paths in proptest::collection::vec("(/[ab\u{e9}]{0,2}){1,4}", 0..6),
+        ) {
+            let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+            proptest::prop_assert_eq!(common_dir(&paths), common_dir_by_segments(&paths));
+        }
+    }
 
     #[test]
     fn common_dir_is_whole_segments() {

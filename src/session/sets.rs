@@ -3,21 +3,40 @@
 //! Each set keeps insertion order (the active set in activation order) with a hash set beside it
 //! for membership, so a set's JSON array is reproducible and "most recently activated" is defined.
 
-use std::collections::HashSet;
-
 use crate::error::{Error, Result};
+use crate::object::{jcs_string_len, push_jcs_string};
+
+/// Membership by FxHash: ids are hashes and short names, and a resumed session of 10 000 files
+/// hashes each of them once per set (SipHash made that a tenth of a resume).
+type Members = rustc_hash::FxHashSet<String>;
 
 /// One ordered set of ids.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct OrderedSet {
     order: Vec<String>,
-    members: HashSet<String>,
+    members: Members,
+    /// The JCS strings of the first `json_ids` ids joined by commas: the inside of the set's
+    /// canonical JSON array, kept between commits and brought up to date lazily. An append
+    /// leaves it valid; a change at position `p` cuts it back to the first `p` ids.
+    json: String,
+    json_ids: usize,
 }
+
+impl PartialEq for OrderedSet {
+    fn eq(&self, other: &Self) -> bool {
+        self.order == other.order
+    }
+}
+
+impl Eq for OrderedSet {}
 
 impl OrderedSet {
     /// A set holding `ids` in this order (duplicates after the first are dropped).
     pub fn from_ids(ids: impl IntoIterator<Item = String>) -> Self {
+        let ids = ids.into_iter();
         let mut set = OrderedSet::default();
+        set.order.reserve(ids.size_hint().0);
+        set.members.reserve(ids.size_hint().0);
         for id in ids {
             set.push(id);
         }
@@ -44,12 +63,54 @@ impl OrderedSet {
         self.order.is_empty()
     }
 
+    /// The inside of this set's canonical JSON array (its ids as JCS strings joined by commas),
+    /// written only for the ids appended since the last call.
+    pub(crate) fn json_inner(&mut self) -> &str {
+        for id in &self.order[self.json_ids..] {
+            if self.json_ids > 0 {
+                self.json.push(',');
+            }
+            push_jcs_string(&mut self.json, id);
+            self.json_ids += 1;
+        }
+        &self.json
+    }
+
+    /// Seeds the JSON text with `inner`, the inside of this set's array in a stored canonical
+    /// document (so a loaded session's first commit appends to it, not rebuilds it).
+    fn seed_json(&mut self, inner: &str) {
+        debug_assert_eq!(
+            inner,
+            OrderedSet::from_ids(self.order.clone()).json_inner(),
+            "a seeded JSON text that is not the set's"
+        );
+        self.json = inner.to_string();
+        self.json_ids = self.order.len();
+    }
+
+    /// Cuts the JSON text back to the ids before position `at` (about to change). Counted from
+    /// the end: changes are mostly near it (recent activations, collapsed tool calls).
+    fn json_cut(&mut self, at: usize) {
+        if at >= self.json_ids {
+            return;
+        }
+        if at == 0 {
+            self.json.clear();
+        } else {
+            let dropped: usize = self.order[at..self.json_ids]
+                .iter()
+                .map(|id| jcs_string_len(id) + 1)
+                .sum();
+            self.json.truncate(self.json.len() - dropped);
+        }
+        self.json_ids = at;
+    }
+
     /// Appends `id` unless it is a member; true when it was added.
     fn push(&mut self, id: String) -> bool {
-        if self.members.contains(&id) {
+        if !self.members.insert(id.clone()) {
             return false;
         }
-        self.members.insert(id.clone());
         self.order.push(id);
         true
     }
@@ -57,7 +118,10 @@ impl OrderedSet {
     /// Moves `id` to the end, adding it when absent.
     fn push_to_end(&mut self, id: String) {
         if self.members.contains(&id) {
-            self.order.retain(|x| *x != id);
+            if let Some(at) = self.order.iter().rposition(|x| *x == id) {
+                self.json_cut(at);
+                self.order.remove(at);
+            }
             self.order.push(id);
         } else {
             self.push(id);
@@ -69,7 +133,10 @@ impl OrderedSet {
         if !self.members.remove(id) {
             return false;
         }
-        self.order.retain(|x| x != id);
+        if let Some(at) = self.order.iter().rposition(|x| x == id) {
+            self.json_cut(at);
+            self.order.remove(at);
+        }
         true
     }
 }
@@ -118,6 +185,48 @@ impl Sets {
         sets.check()
             .map_err(|e| Error::corrupt(format!("session sets: {e}")))?;
         Ok(sets)
+    }
+
+    /// Seeds the sets' JSON texts from `stored`, the canonical JSON of the session document they
+    /// were restored from, so the next commit only appends to them. A text without the canonical
+    /// layout seeds nothing (that commit then writes the sets' JSON in full). Splitting at the
+    /// first `],"key":` is exact: inside an array of JCS strings a raw `"` never follows a comma
+    /// or `]` (a string's quotes are escaped).
+    pub(crate) fn seed_json(&mut self, stored: &str) {
+        let parts = (|| {
+            let rest = stored.strip_prefix("{\"active_set\":[")?;
+            let (active, rest) = rest.split_once("],\"chat_ref\":")?;
+            let (_, rest) = rest.split_once(",\"metadata_pool\":[")?;
+            let (pool, rest) = rest.split_once("],\"pinned_set\":[")?;
+            let (pinned, rest) = rest.split_once("],\"session_id\":")?;
+            let (_, rest) = rest.split_once(",\"session_index\":[")?;
+            let (index, _) = rest.split_once("],\"system_prompt_ref\":")?;
+            Some((index, pool, active, pinned))
+        })();
+        if let Some((index, pool, active, pinned)) = parts {
+            self.index.seed_json(index);
+            self.pool.seed_json(pool);
+            self.active.seed_json(active);
+            self.pinned.seed_json(pinned);
+        }
+    }
+
+    /// The insides of the JSON arrays of index, pool, active set and pinned set (in that order),
+    /// brought up to date (see [`OrderedSet::json_inner`]).
+    pub(crate) fn json_inners(&mut self) -> [&str; 4] {
+        let Sets {
+            index,
+            pool,
+            active,
+            pinned,
+            ..
+        } = self;
+        [
+            index.json_inner(),
+            pool.json_inner(),
+            active.json_inner(),
+            pinned.json_inner(),
+        ]
     }
 
     /// The session index (every content object the session has seen), in first-seen order.
@@ -247,5 +356,100 @@ mod tests {
         );
         assert!(matches!(broken, Err(Error::Corrupt { .. })), "{broken:?}");
         Ok(())
+    }
+
+    /// The JSON insides written from scratch, to compare the kept ones with.
+    fn fresh(sets: &Sets) -> [String; 4] {
+        [sets.index(), sets.pool(), sets.active(), sets.pinned()].map(|set| {
+            OrderedSet::from_ids(set.ids().to_vec())
+                .json_inner()
+                .to_string()
+        })
+    }
+
+    #[test]
+    fn kept_json_follows_cuts_and_appends() {
+        let mut sets = Sets::default();
+        for id in ["a", "b\"", "c\\", "d\n", "e\u{1}"] {
+            sets.add_active(id);
+        }
+        assert_eq!(sets.json_inners()[2], r#""a","b\"","c\\","d\n","e\u0001""#);
+        assert!(sets.remove_active("d\n"));
+        sets.add_active("b\"");
+        sets.add_active("f");
+        assert_eq!(sets.json_inners()[2], r#""a","c\\","e\u0001","b\"","f""#);
+        assert!(sets.remove_active("a"));
+        assert_eq!(sets.json_inners().map(str::to_string), fresh(&sets));
+    }
+
+    proptest::proptest! {
+        /// After any sequence of operations, with the JSON brought up to date at random points
+        /// and the sets re-seeded from a stored document at others, the kept JSON equals a
+        /// fresh build and the document assembled from it is the canonical JSON of the fields.
+        #[test]
+        fn kept_json_equals_a_fresh_build(
+            ops in proptest::collection::vec((0u8..8, 0usize..12), 0..80),
+            names in proptest::collection::vec(proptest::prelude::any::<String>(), 12),
+        ) {
+            // One id holding the separators the seeding splits at, escaped inside a string.
+            let mut names = names;
+            names[0] = r#"],"chat_ref":,"session_index":["#.into();
+            let mut sets = Sets::default();
+            for (op, n) in ops {
+                let id = names[n].as_str();
+                match op {
+                    0 => sets.add_to_index(id),
+                    1 => sets.add_to_pool(id),
+                    2 => sets.add_active(id),
+                    3 => {
+                        sets.remove_active(id);
+                    }
+                    4 if sets.pool().contains(id) => {
+                        sets.pin(id);
+                    }
+                    5 => {
+                        sets.unpin(id);
+                    }
+                    6 => {
+                        sets.json_inners();
+                    }
+                    _ => {
+                        let fields = crate::object::SessionFields {
+                            session_id: "s".into(),
+                            chat_ref: "chat:s".into(),
+                            system_prompt_ref: "system_prompt:s".into(),
+                            session_index: sets.index().ids().to_vec(),
+                            metadata_pool: sets.pool().ids().to_vec(),
+                            active_set: sets.active().ids().to_vec(),
+                            pinned_set: sets.pinned().ids().to_vec(),
+                        };
+                        let stored = crate::object::Fields::Session(fields.clone()).canonical_json()?;
+                        let [index, pool, active, pinned] = sets.json_inners();
+                        let kept = crate::object::session_json_of_parts(
+                            &crate::object::SessionJsonParts {
+                                session_id: "s",
+                                chat_ref: "chat:s",
+                                system_prompt_ref: "system_prompt:s",
+                                session_index: index,
+                                metadata_pool: pool,
+                                active_set: active,
+                                pinned_set: pinned,
+                            },
+                        );
+                        proptest::prop_assert_eq!(&kept, &stored);
+                        let mut restored = Sets::restore(
+                            fields.session_index,
+                            fields.metadata_pool,
+                            fields.active_set,
+                            fields.pinned_set,
+                        )?;
+                        restored.seed_json(&stored);
+                        proptest::prop_assert_eq!(restored.index.json_ids, sets.index.len());
+                        sets = restored;
+                    }
+                }
+            }
+            proptest::prop_assert_eq!(sets.json_inners().map(str::to_string), fresh(&sets));
+        }
     }
 }

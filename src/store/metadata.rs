@@ -7,10 +7,10 @@
 //! of files) reads [`ObjectMeta`] instead: the stored object hash is taken as recorded and the
 //! content is not read, so one entity costs a few table lookups and the parse of its fields.
 
-use super::{R, Store, TxId, VersionInfo, blobs, entity_info, entity_rec};
+use super::{R, Store, TxId, VersionInfo, blobs, entity_rec};
 use crate::error::{Error, Result};
 use crate::hash::Hash;
-use crate::object::{Fields, ObjectType, Source};
+use crate::object::{Fields, FilesystemSource, ObjectType, Source};
 
 /// What a version of an entity is, without its content: for metadata lines and caches.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,8 +64,9 @@ fn parse_fields(object_type: ObjectType, json: &str) -> Result<Fields> {
 }
 
 impl R {
-    /// The metadata of the version of `id` visible at valid time `now` as of `tx`.
-    fn meta_at(&self, id: &str, now: i64, tx: u64) -> Result<Option<ObjectMeta>> {
+    /// The metadata of the version of `id` visible at valid time `now` as of `tx`, with its
+    /// document's fields as the stored canonical JSON.
+    fn meta_at(&self, id: &str, now: i64, tx: u64) -> Result<Option<(ObjectMeta, Option<String>)>> {
         let Some(entity) = entity_rec(&self.entities, id)? else {
             return Ok(None);
         };
@@ -73,8 +74,8 @@ impl R {
             return Ok(None);
         };
         let object_type: ObjectType = entity.object_type.parse()?;
-        let document = match &row.rec.object_hash {
-            None => None,
+        let (document, json) = match &row.rec.object_hash {
+            None => (None, None),
             Some(hash) => {
                 let (doc, _) =
                     blobs::read_doc(&self.doc_index, &self.doc_data, hash)?.ok_or_else(|| {
@@ -83,19 +84,28 @@ impl R {
                             hex::encode(hash)
                         ))
                     })?;
-                Some(DocumentMeta {
+                let meta = DocumentMeta {
                     file_hash: doc.file_hash.map(Hash),
                     content_hash: doc.content_hash.map(Hash),
                     fields: parse_fields(object_type, &doc.fields)?,
-                })
+                };
+                (Some(meta), Some(doc.fields))
             }
         };
-        Ok(Some(ObjectMeta {
+        // The entity record is ours: its source moves out rather than being copied.
+        let source = entity.source.map(|(filesystem_id, path)| {
+            Source::Filesystem(FilesystemSource {
+                filesystem_id: filesystem_id.0,
+                path,
+            })
+        });
+        let meta = ObjectMeta {
             info,
             object_type,
-            source: entity_info(id, &entity)?.source,
+            source,
             document,
-        }))
+        };
+        Ok(Some((meta, json)))
     }
 }
 
@@ -112,7 +122,25 @@ impl Store {
         let r = R::open(&rtx)?;
         let now = r.now()?;
         let tx = tx.map_or(u64::MAX, |t| t.0);
-        ids.iter().map(|id| r.meta_at(id, now, tx)).collect()
+        ids.iter()
+            .map(|id| Ok(r.meta_at(id, now, tx)?.map(|(meta, _)| meta)))
+            .collect()
+    }
+
+    /// [`Store::metadata`] with the document's fields as stored (canonical JSON; `None` for a
+    /// tombstone): what a loaded session keeps to append to.
+    ///
+    /// # Errors
+    /// As [`Store::metadata_many`].
+    pub(crate) fn metadata_with_json(
+        &self,
+        id: &str,
+        tx: Option<TxId>,
+    ) -> Result<Option<(ObjectMeta, Option<String>)>> {
+        let rtx = self.read()?;
+        let r = R::open(&rtx)?;
+        let now = r.now()?;
+        r.meta_at(id, now, tx.map_or(u64::MAX, |t| t.0))
     }
 
     /// [`Store::metadata_many`] for one id.

@@ -449,7 +449,11 @@ fn entity_rec(
     id: &str,
 ) -> Result<Option<EntityRec>> {
     match entities.get(codec::id_key(id).as_slice()).db()? {
-        Some(v) => Ok(Some(codec::decode(v.value(), &format!("entity {id}"))?)),
+        // The error's name is built only on the error path (a resume decodes 10 000 records).
+        Some(v) => match codec::decode(v.value(), "entity") {
+            Ok(rec) => Ok(Some(rec)),
+            Err(_) => Ok(Some(codec::decode(v.value(), &format!("entity {id}"))?)),
+        },
         None => Ok(None),
     }
 }
