@@ -174,11 +174,20 @@ pub(crate) fn acquire_blob_after(
     if t.index.get(hash).db()?.is_some() {
         return acquire_blob(t, hash, bytes, None);
     }
+    // A blob an eighth or more longer than the previous one starts a new chain: a large growth
+    // stays out of every later suffix on the chain's start (see `doc_delta::BIG_CHANGE`).
+    let previous_len = header_of(&t.index, &t.data, previous)?.and_then(|h| h.len);
+    if previous_len.is_none_or(|len| (bytes.len() as u64).abs_diff(len) * 8 >= bytes.len() as u64) {
+        return acquire_blob(t, hash, bytes, None);
+    }
     let Some((base, seq, base_len)) = suffix_base(t, previous)? else {
         return acquire_blob(t, hash, bytes, None);
     };
+    // A suffix of a quarter or more of the blob starts a new chain with the whole blob, as
+    // `doc_delta` does with documents.
     let fits = base_len >= MIN_SUFFIX_BASE
         && (base_len as usize) <= bytes.len()
+        && (bytes.len() - base_len as usize) * 4 < bytes.len()
         && sha256(&bytes[..base_len as usize]).0 == base;
     if !fits {
         return acquire_blob(t, hash, bytes, None);

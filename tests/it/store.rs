@@ -997,3 +997,43 @@ fn a_growing_chat_transcript_costs_its_new_turns_not_the_whole_chat() {
     assert_eq!(store.fsck().unwrap(), vec![]);
     assert_eq!(store.gc().unwrap(), Default::default());
 }
+
+#[test]
+fn a_big_change_starts_a_new_delta_chain_so_later_commits_stay_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let turns: Vec<_> = (0..200).map(chat_turn).collect();
+    let put = |k: usize| -> u64 {
+        let before = store.stats().unwrap().stored_bytes;
+        let chat = Object::chat("big", turns[..k].to_vec()).unwrap();
+        store
+            .transact(vec![Op::put(chat)], Origin::Session)
+            .unwrap();
+        store.stats().unwrap().stored_bytes - before
+    };
+    for k in 1..=100 {
+        put(k);
+    }
+    // Twenty turns at once, a sixth of the chat: stored whole (document and transcript), so that
+    // the deltas of the powers of two on the old chain's start do not carry it again.
+    let whole = strata::object::transcript(&turns[..120]).len() as u64;
+    let big = put(120);
+    assert!(
+        big > whole,
+        "the big commit stored {big} bytes; the transcript is {whole}"
+    );
+    let later: Vec<u64> = (121..=160).map(put).collect();
+    let largest = later.iter().copied().max().unwrap();
+    // The largest later commit is the delta of 32 turns at the first power of two of the new
+    // chain: the twenty turns of the big commit are in its base, not in that delta.
+    assert!(
+        largest * 3 < big,
+        "a later one-turn commit stored {largest} bytes; the big one {big}"
+    );
+    let v = store.get("chat:big").unwrap().unwrap();
+    assert_eq!(
+        v.object.unwrap().content().unwrap(),
+        strata::object::transcript(&turns[..160])
+    );
+    assert_eq!(store.fsck().unwrap(), vec![]);
+}
