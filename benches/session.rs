@@ -230,10 +230,15 @@ fn main() {
         profile(&what, &dir);
         return;
     }
-    bytes_per_commit(100, 150);
-    bytes_per_commit(FILES, 150);
-    bytes_per_turn_commit(100, 150);
-    bytes_per_turn_commit(1000, 150);
+    // `STRATA_BYTES_COMMITS=N` measures over N commits instead (one-off full copies amortise).
+    let commits = std::env::var("STRATA_BYTES_COMMITS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(150);
+    bytes_per_commit(100, commits);
+    bytes_per_commit(FILES, commits);
+    bytes_per_turn_commit(100, commits);
+    bytes_per_turn_commit(1000, commits);
     divan::main();
 }
 
