@@ -304,6 +304,74 @@ pub(crate) fn release_blob(t: &mut BlobTables<'_>, hash: &[u8; 32]) -> Result<u6
     Ok(freed)
 }
 
+/// Of `candidates` (the blobs an evicted entity's documents used), those that survive only as
+/// the base of suffix records (no document uses them any more) are removed: each suffix record
+/// based on one is rewritten whole (same hash, same references), which drops its reference on
+/// the base, so nothing of the evicted entity stays readable by its hash. Returns (bytes
+/// added, bytes freed).
+///
+/// # Errors
+/// [`Error::Corrupt`] when a record does not read.
+pub(crate) fn unbase(t: &mut BlobTables<'_>, candidates: &[[u8; 32]]) -> Result<(u64, u64)> {
+    let mut left = Vec::new();
+    for hash in candidates {
+        if t.index.get(hash).db()?.is_some() && !left.contains(hash) {
+            left.push(*hash);
+        }
+    }
+    if left.is_empty() {
+        return Ok((0, 0));
+    }
+    // The suffix records on each candidate (records do not say who is based on them).
+    let mut dependents: std::collections::HashMap<[u8; 32], Vec<[u8; 32]>> =
+        std::collections::HashMap::new();
+    let mut all = Vec::new();
+    for entry in t.index.iter().db()? {
+        let (key, value) = entry.db()?;
+        all.push((key.value(), value.value()));
+    }
+    for (hash, (offset, len, _)) in all {
+        if let Some(base) = record_header(&t.data, &hash, offset, len)?.base
+            && left.contains(&base)
+        {
+            dependents.entry(base).or_default().push(hash);
+        }
+    }
+    let (mut added, mut freed) = (0, 0);
+    for base in left {
+        let on_it = dependents.remove(&base).unwrap_or_default();
+        // The records still based on it (an earlier release may have erased some).
+        let mut live = Vec::new();
+        for hash in on_it {
+            if let Some((offset, len, refs)) = t.index.get(&hash).db()?.map(|v| v.value())
+                && record_header(&t.data, &hash, offset, len)?.base == Some(base)
+            {
+                live.push((hash, offset, len, refs));
+            }
+        }
+        let Some((_, _, refs)) = t.index.get(&base).db()?.map(|v| v.value()) else {
+            continue;
+        };
+        if live.is_empty() || refs > live.len() as u64 {
+            // A document still uses it (or nothing is based on it): it stays.
+            continue;
+        }
+        for (hash, offset, len, refs) in live {
+            let bytes = read_at(&t.index, &t.data, &hash, offset, len)?;
+            let record = codec::encode_blob(&bytes);
+            let at = append(&mut t.data, &record)?;
+            t.index
+                .insert(&hash, (at, record.len() as u64, refs))
+                .db()?;
+            erase_blob(t, offset, len)?;
+            added += record.len() as u64;
+            freed += len;
+            freed += release_blob(t, &base)?;
+        }
+    }
+    Ok((added, freed))
+}
+
 /// Erases a blob's record from the stream (its index row is the caller's).
 pub(crate) fn erase_blob(t: &mut BlobTables<'_>, offset: u64, len: u64) -> Result<()> {
     erase_range(&mut t.data, offset, len)

@@ -481,6 +481,50 @@ fn skip_base(
     Ok((at_number == target).then_some((at, number)))
 }
 
+/// Rewrites with its full fields every delta document that is based directly on one of
+/// `erased` (documents an eviction is about to remove) and is not itself among them: a document
+/// is shared by object hash, so another entity's version (a fork's chat written by a raw put)
+/// can use a delta whose base only the evicted entity's versions referenced, and its own later
+/// deltas can be based on that entity's documents. Deltas are written after their bases, so
+/// only documents from the first erased record on are read. Returns the bytes added.
+///
+/// # Errors
+/// [`Error::Corrupt`] when a document does not decode or a delta does not resolve.
+pub(crate) fn keep_dependents_whole(
+    docs: &mut super::blobs::DocTables<'_>,
+    erased: &std::collections::HashMap<[u8; 32], u64>,
+) -> Result<u64> {
+    let Some(first) = erased.values().min().copied() else {
+        return Ok(0);
+    };
+    let erased_seqs: std::collections::HashSet<u64> = erased.values().copied().collect();
+    let mut rewrite = Vec::new();
+    for entry in docs.data.range(first..).db()? {
+        let (key, value) = entry.db()?;
+        let seq = key.value();
+        if erased_seqs.contains(&seq) {
+            continue;
+        }
+        let rec: DocRec = codec::decode(value.value(), &format!("document record {seq}"))?;
+        if is_delta(&rec.fields) && erased.contains_key(&hash_of(&parse_head(&rec.fields)?.b)?) {
+            rewrite.push((seq, rec));
+        }
+    }
+    // Resolve every one before writing any: a chain may run through another rewritten one.
+    let mut whole = Vec::with_capacity(rewrite.len());
+    for (seq, rec) in rewrite {
+        let old = codec::encode(&rec)?.len() as u64;
+        let rec = resolved(&docs.index, &docs.data, rec)?;
+        whole.push((seq, old, codec::encode(&rec)?));
+    }
+    let mut added = 0;
+    for (seq, old, record) in whole {
+        docs.data.insert(seq, record.as_slice()).db()?;
+        added += (record.len() as u64).saturating_sub(old);
+    }
+    Ok(added)
+}
+
 /// The full fields of the latest session and chat documents this store handle wrote, by object
 /// hash, so that the next delta on one does not rebuild it from its chain. An object hash fixes
 /// its fields (it hashes them), so an entry is never wrong, even for a document whose

@@ -26,6 +26,7 @@ mod tables;
 mod temporal;
 mod time;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use redb::{
@@ -601,6 +602,37 @@ impl W<'_> {
             rows.push((key.value(), rec.object_hash, rec.op));
         }
         let mut freed: u64 = 0;
+        // Session and chat documents and transcripts are stored as deltas and suffixes on
+        // earlier ones, which another entity's records may be based on: those are kept whole,
+        // so that nothing of this entity stays behind as a base.
+        let chained = matches!(
+            rec.object_type.parse::<ObjectType>(),
+            Ok(ObjectType::Session | ObjectType::Chat)
+        );
+        let (mut erased_blobs, mut added) = (Vec::new(), 0u64);
+        if chained {
+            let mut uses: HashMap<[u8; 32], u64> = HashMap::new();
+            for (_, hash, _) in &rows {
+                if let Some(hash) = hash {
+                    *uses.entry(*hash).or_default() += 1;
+                }
+            }
+            let mut erased = HashMap::new();
+            for (hash, count) in uses {
+                if let Some((seq, refs, file_blob)) =
+                    self.docs.index.get(&hash).db()?.map(|v| v.value())
+                    && refs <= count
+                {
+                    erased.insert(hash, seq);
+                    if let Some((doc, _)) =
+                        blobs::read_doc_raw(&self.docs.index, &self.docs.data, &hash)?
+                    {
+                        erased_blobs.extend(blobs::doc_blobs(&doc, file_blob));
+                    }
+                }
+            }
+            added += doc_delta::keep_dependents_whole(&mut self.docs, &erased)?;
+        }
         // The entity's op bodies: the writes that made its rows, and its matches.
         let mut ops = std::collections::BTreeSet::new();
         for (key, hash, op) in rows {
@@ -633,7 +665,12 @@ impl W<'_> {
                 .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
                 .db()?;
         }
-        self.add_counter(STORED_BYTES, -(freed as i64))?;
+        if chained {
+            let (more, less) = blobs::unbase(&mut self.blobs, &erased_blobs)?;
+            added += more;
+            freed += less;
+        }
+        self.add_counter(STORED_BYTES, added as i64 - freed as i64)?;
         Ok(())
     }
 

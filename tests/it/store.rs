@@ -1037,3 +1037,77 @@ fn a_big_change_starts_a_new_delta_chain_so_later_commits_stay_small() {
     );
     assert_eq!(store.fsck().unwrap(), vec![]);
 }
+
+/// `chat` stored under the entity id `id` (a chat of a forked session, written by a raw put).
+fn chat_as(id: &str, chat: &Object) -> Op {
+    Op::Put(Box::new(Put::new(
+        Object::from_parts(
+            Some(id),
+            None,
+            None,
+            chat.content().map(str::to_string),
+            chat.fields().clone(),
+            None,
+        )
+        .unwrap(),
+    )))
+}
+
+#[test]
+fn evicting_a_chat_leaves_nothing_of_it_when_a_fork_is_based_on_its_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let turns: Vec<_> = (0..40).map(chat_turn).collect();
+    let mut parent_contents = Vec::new();
+    for k in 1..=30 {
+        let chat = Object::chat("p", turns[..k].to_vec()).unwrap();
+        parent_contents.push(*chat.content_hash().unwrap());
+        store
+            .transact(vec![Op::put(chat)], Origin::Session)
+            .unwrap();
+    }
+    // The fork starts with the parent's 30-turn chat in one put (its document and transcript
+    // are the parent's), then grows on its own: its records are based on the parent's.
+    let mut child = turns[..30].to_vec();
+    child.extend((500..540).map(chat_turn));
+    let mut child_contents = Vec::new();
+    let mut child_txs = Vec::new();
+    for k in 30..=child.len() {
+        let chat = Object::chat("p", child[..k].to_vec()).unwrap();
+        child_contents.push(*chat.content_hash().unwrap());
+        child_txs.push(
+            store
+                .transact(vec![chat_as("chat:fork", &chat)], Origin::Session)
+                .unwrap()
+                .tx_id,
+        );
+    }
+    store.evict("chat:p", Origin::Cli).unwrap();
+    for (k, tx) in child_txs.iter().enumerate() {
+        let v = store.as_of("chat:fork", None, Some(*tx)).unwrap().unwrap();
+        assert_eq!(
+            v.object.unwrap().content().unwrap(),
+            strata::object::transcript(&child[..30 + k]),
+            "version {k} of the fork"
+        );
+    }
+    for (k, hash) in parent_contents.iter().enumerate() {
+        if !child_contents.contains(hash) {
+            assert!(
+                store.content(&Hash(hash.0)).unwrap().is_none(),
+                "the transcript of the evicted chat's version {k} still answers"
+            );
+        }
+    }
+    assert_eq!(store.fsck().unwrap(), vec![]);
+    assert_eq!(store.gc().unwrap(), Default::default());
+    store.fsck_rebuild().unwrap();
+    let v = store.get("chat:fork").unwrap().unwrap();
+    assert_eq!(
+        v.object.unwrap().content().unwrap(),
+        strata::object::transcript(&child)
+    );
+    store.evict("chat:fork", Origin::Cli).unwrap();
+    assert_eq!(store.stats().unwrap().blobs, 0);
+    assert_eq!(store.fsck().unwrap(), vec![]);
+}
