@@ -233,6 +233,14 @@ fn suffix_base(t: &BlobTables<'_>, previous: &[u8; 32]) -> Result<Option<([u8; 3
                 hex::encode(at)
             )));
         };
+        // Numbers fall along a chain; a corrupted record could make a cycle.
+        if next.seq >= header.seq {
+            return Err(Error::corrupt(format!(
+                "the chain of suffix records of blob {} does not descend at blob {}; run strata fsck",
+                hex::encode(previous),
+                hex::encode(at)
+            )));
+        }
         header = next;
     }
     if header.seq != target {
@@ -648,4 +656,44 @@ pub(crate) fn release_doc(
         }
     }
     Ok(freed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tables::{BLOB_DATA, BLOB_INDEX};
+
+    /// Two suffix records based on each other (a corrupted store) make the next suffix's base
+    /// search report corruption instead of walking the cycle for ever.
+    #[test]
+    fn a_cycle_of_suffix_records_is_corrupt_not_an_endless_walk() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let db = redb::Database::create(dir.path().join("t.redb")).db()?;
+        let wtx = db.begin_write().db()?;
+        {
+            let mut t = BlobTables {
+                index: wtx.open_table(BLOB_INDEX).db()?,
+                data: wtx.open_table(BLOB_DATA).db()?,
+            };
+            let (a, b) = ([1u8; 32], [2u8; 32]);
+            for (hash, base) in [(a, b), (b, a)] {
+                let record = codec::encode_suffix_blob(5, 600, &base, b"more");
+                let offset = append(&mut t.data, &record)?;
+                t.index
+                    .insert(&hash, (offset, record.len() as u64, 1))
+                    .db()?;
+            }
+            let next = vec![b'x'; 610];
+            let result = acquire_blob_after(&mut t, &sha256(&next).0, &next, &a);
+            assert!(
+                matches!(&result, Err(Error::Corrupt { what }) if what.contains("does not descend")),
+                "{result:?}"
+            );
+            assert!(matches!(
+                read_blob(&t.index, &t.data, &a),
+                Err(Error::Corrupt { .. })
+            ));
+        }
+        Ok(())
+    }
 }
