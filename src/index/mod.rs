@@ -7,6 +7,7 @@
 //! them into its own commit. Deny rules apply inside them, for every caller: a denied file becomes
 //! a stub with `content_omitted: "denied"` and nothing of its bytes is read or stored.
 
+mod dirstat;
 mod read;
 mod rules;
 mod scan;
@@ -15,6 +16,7 @@ mod walk;
 
 use std::io::Read;
 
+pub use dirstat::DirStat;
 pub use read::{Body, DEFAULT_MAX_CONTENT_BYTES, Reading, read_stream, read_with_hint};
 pub use rules::{DEFAULT_DENY_GLOBS, DenyRules};
 pub use scan::{ScanOptions, ScanProgress, ScanSummary, Skipped, scan};

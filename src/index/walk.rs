@@ -10,6 +10,7 @@ use ignore::gitignore::Gitignore;
 use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 
 use super::Prepared;
+use super::dirstat::DirStat;
 use super::read::{Reading, read_with_hint};
 use super::rules::DenyRules;
 use crate::object::FilesystemSource;
@@ -127,6 +128,7 @@ impl<'s, 'p: 's> ParallelVisitorBuilder<'s> for Visitors<'p> {
             sink: self.sink.clone(),
             batch: Vec::new(),
             batch_bytes: 0,
+            dirstat: DirStat::new(false),
         })
     }
 }
@@ -137,6 +139,9 @@ struct Visitor<'p> {
     sink: SyncSender<Vec<Found>>,
     batch: Vec<Found>,
     batch_bytes: u64,
+    /// Stats each file through a handle on its directory (the walk visits a directory's files
+    /// one after another).
+    dirstat: DirStat,
 }
 
 impl Visitor<'_> {
@@ -155,7 +160,7 @@ impl ParallelVisitor for Visitor<'_> {
         let found = match entry {
             Ok(entry) => match entry.file_type() {
                 Some(t) if t.is_dir() => return WalkState::Continue,
-                Some(t) if t.is_file() => visit_file(self.plan, entry.path()),
+                Some(t) if t.is_file() => visit_file(self.plan, &mut self.dirstat, entry.path()),
                 _ => Found::Skipped {
                     path: entry.path().to_path_buf(),
                     reason: "not a regular file (symlinks are not followed)".into(),
@@ -212,15 +217,21 @@ fn read_settled(
 }
 
 /// Stats one regular file and reads it unless the cache vouches for it or a rule denies it.
-fn visit_file(plan: &WalkPlan, path: &Path) -> Found {
+fn visit_file(plan: &WalkPlan, dirstat: &mut DirStat, path: &Path) -> Found {
     let Some(canonical) = path.to_str().map(str::to_string) else {
         return Found::Skipped {
             path: path.to_path_buf(),
             reason: "file name is not UTF-8".into(),
         };
     };
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
+    let stat = match dirstat.stat(&canonical) {
+        Ok((true, stat)) => stat,
+        Ok((false, _)) => {
+            return Found::Skipped {
+                path: path.to_path_buf(),
+                reason: "not a regular file (symlinks are not followed)".into(),
+            };
+        }
         Err(err) => {
             return Found::Skipped {
                 path: path.to_path_buf(),
@@ -228,7 +239,6 @@ fn visit_file(plan: &WalkPlan, path: &Path) -> Found {
             };
         }
     };
-    let stat = FileStat::of(&meta);
     if plan.deny.is_denied(&canonical) {
         return Found::Denied { path: canonical };
     }

@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::index::{Action, Settings};
+use crate::index::{Action, DirStat, Settings};
 use crate::store::{FileStat, Store, TxReceipt};
 
 use super::{FileState, Meta, Session};
@@ -79,73 +79,6 @@ fn common_dir(paths: &[&str]) -> String {
     }
 }
 
-/// Stats files through a handle on their directory, kept while consecutive files share it (a
-/// session's index lists files mostly directory by directory): the kernel then walks one path
-/// component per file instead of the whole path. Same results as [`std::fs::metadata`], which
-/// it falls back to when the directory cannot be opened.
-#[derive(Default)]
-struct DirStat {
-    dir: String,
-    fd: Option<rustix::fd::OwnedFd>,
-}
-
-/// [`FileStat::of`] for a `stat` result: the same fields, the same units.
-#[allow(
-    clippy::useless_conversion,
-    clippy::unnecessary_fallible_conversions,
-    reason = "the stat field types differ by platform"
-)]
-fn file_stat(st: &rustix::fs::Stat) -> FileStat {
-    let ns = |secs: i64, nsec: i64| secs.saturating_mul(1_000_000_000) + nsec;
-    FileStat {
-        size: u64::try_from(st.st_size).unwrap_or(0),
-        mtime_ns: ns(
-            i64::from(st.st_mtime),
-            i64::try_from(st.st_mtime_nsec).unwrap_or(0),
-        ),
-        ctime_ns: ns(
-            i64::from(st.st_ctime),
-            i64::try_from(st.st_ctime_nsec).unwrap_or(0),
-        ),
-        inode: u64::from(st.st_ino),
-    }
-}
-
-impl DirStat {
-    /// Whether `path` is a regular file, and its stat (following symlinks).
-    fn stat(&mut self, path: &str) -> std::io::Result<(bool, FileStat)> {
-        let Some((dir, name)) = path
-            .rsplit_once('/')
-            .filter(|(d, n)| !d.is_empty() && !n.is_empty())
-        else {
-            return Self::std_stat(path);
-        };
-        if dir != self.dir {
-            self.dir = dir.to_string();
-            self.fd = rustix::fs::open(
-                dir,
-                rustix::fs::OFlags::RDONLY
-                    | rustix::fs::OFlags::DIRECTORY
-                    | rustix::fs::OFlags::CLOEXEC,
-                rustix::fs::Mode::empty(),
-            )
-            .ok();
-        }
-        let Some(fd) = &self.fd else {
-            return Self::std_stat(path);
-        };
-        let st = rustix::fs::statat(fd, name, rustix::fs::AtFlags::empty())?;
-        let is_file =
-            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile;
-        Ok((is_file, file_stat(&st)))
-    }
-
-    fn std_stat(path: &str) -> std::io::Result<(bool, FileStat)> {
-        let meta = std::fs::metadata(path)?;
-        Ok((meta.is_file(), FileStat::of(&meta)))
-    }
-}
-
 impl<'s> Session<'s> {
     /// Opens session `sid` at its latest commit and reconciles its files against disk; what
     /// changed is written as one commit, so the latest render shows it.
@@ -190,7 +123,7 @@ impl<'s> Session<'s> {
         // First pass, reading only: stat every file; the stat cache vouches for most. What it
         // does not vouch for is handled in a second pass, in index order, which may write.
         let mut todo: Vec<(String, Meta, Option<FileStat>)> = Vec::new();
-        let mut dirs = DirStat::default();
+        let mut dirs = DirStat::new(true);
         for id in self.sets.index().ids() {
             let Some(
                 meta @ Meta::File {
@@ -298,41 +231,7 @@ impl<'s> Session<'s> {
 
 #[cfg(test)]
 mod tests {
-    use super::{DirStat, FileStat, common_dir};
-
-    /// Stats through a directory handle equal `std::fs::metadata`'s, errors keep their kind.
-    #[test]
-    fn dir_stat_is_std_stat() -> std::io::Result<()> {
-        let tmp = tempfile::tempdir()?;
-        let root = std::fs::canonicalize(tmp.path())?;
-        std::fs::create_dir(root.join("d"))?;
-        std::fs::write(root.join("d/a.txt"), "a")?;
-        std::fs::write(root.join("b.txt"), "bb")?;
-        std::os::unix::fs::symlink(root.join("b.txt"), root.join("d/link"))?;
-        let mut dirs = DirStat::default();
-        for name in ["d/a.txt", "b.txt", "d/link", "d/a.txt", "d"] {
-            let path = root.join(name);
-            let path = path.to_string_lossy();
-            let meta = std::fs::metadata(&*path)?;
-            let (is_file, stat) = dirs.stat(&path)?;
-            assert_eq!(
-                (is_file, stat),
-                (meta.is_file(), FileStat::of(&meta)),
-                "{name}"
-            );
-        }
-        for missing in ["d/nope", "nodir/x", "b.txt/x"] {
-            let path = root.join(missing);
-            let kind = std::fs::metadata(&path).map(|_| ()).unwrap_err().kind();
-            let ours = dirs
-                .stat(&path.to_string_lossy())
-                .map(|_| ())
-                .unwrap_err()
-                .kind();
-            assert_eq!(ours, kind, "{missing}");
-        }
-        Ok(())
-    }
+    use super::common_dir;
 
     /// The segment-by-segment definition `common_dir` computes by bytes.
     fn common_dir_by_segments(paths: &[&str]) -> String {
