@@ -257,15 +257,20 @@ impl<'s> Session<'s> {
                 continue;
             }
             let open = self.open_path(&id, &source.path).to_string();
-            let mut planned =
-                match self.index_from_disk(source.clone(), std::path::Path::new(&open)) {
-                    Ok(planned) => planned,
-                    Err(Error::Io { .. }) => {
-                        report.unreadable += 1;
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                };
+            // Read as `read` would: a link out of the file's mount is not followed, and the
+            // file keeps its last version.
+            let Ok(real) = self.checked_open_path(&id, &source) else {
+                report.unreadable += 1;
+                continue;
+            };
+            let mut planned = match self.index_from_disk(source.clone(), &real) {
+                Ok(planned) => planned,
+                Err(Error::Io { .. }) => {
+                    report.unreadable += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             report.read += 1;
             Self::keep_spelling(&mut planned, &open, &source.path);
             if planned.action != Action::Unchanged {
