@@ -88,3 +88,40 @@ fn stub_activation_does_not_follow_a_symlink_out_of_the_mount() -> TestResult {
     assert_ne!(content.as_deref(), Some("outside the mount"));
     Ok(())
 }
+
+/// Resume agrees with the indexer on what is gone: a file whose directory became a file, and a
+/// file that became a directory, are missing on a reachable filesystem, so they get tombstones.
+#[test]
+fn resume_tombstones_a_file_whose_directory_or_itself_is_replaced() -> TestResult {
+    let (_tmp, root) = mounted_tree()?;
+    fs::create_dir(root.join("work/d"))?;
+    fs::write(root.join("work/d/a.md"), "in a directory")?;
+    fs::write(root.join("work/b.md"), "a file")?;
+    let store = Store::in_memory()?;
+    let sid = {
+        let mut s = Session::create(&store, &Settings::default(), mounted_options(&root))?;
+        s.read("/work/d/a.md")?;
+        s.read("/work/b.md")?;
+        s.commit()?;
+        s.id().to_string()
+    };
+    fs::remove_dir_all(root.join("work/d"))?;
+    fs::write(root.join("work/d"), "now a file")?;
+    fs::remove_file(root.join("work/b.md"))?;
+    fs::create_dir(root.join("work/b.md"))?;
+    let (_s, report) = Session::resume(&store, &Settings::default(), &sid)?;
+    let actions: Vec<(String, strata::index::Action)> = report
+        .changes
+        .iter()
+        .map(|c| (c.path.clone(), c.action))
+        .collect();
+    assert_eq!(
+        actions,
+        vec![
+            ("/work/d/a.md".to_string(), strata::index::Action::Deleted),
+            ("/work/b.md".to_string(), strata::index::Action::Deleted),
+        ],
+        "{report:?}"
+    );
+    Ok(())
+}
