@@ -125,3 +125,127 @@ fn resume_tombstones_a_file_whose_directory_or_itself_is_replaced() -> TestResul
     );
     Ok(())
 }
+
+fn call(id: &str) -> strata::session::ToolcallInput {
+    strata::session::ToolcallInput {
+        id: Some(id.to_string()),
+        tool: "t".into(),
+        args: serde_json::Map::new(),
+        args_display: None,
+        status: strata::object::ToolStatus::Ok,
+        file_refs: None,
+        output: format!("out {id}"),
+    }
+}
+
+/// The stored session document is the canonical JSON of the session's fields (its hash is
+/// `Object::session` of them) after every commit.
+fn assert_stored_is_fresh(store: &Store, s: &Session<'_>) -> TestResult {
+    let stored = store
+        .get(&format!("session:{}", s.id()))?
+        .and_then(|v| v.object)
+        .ok_or("no session document")?;
+    let fresh = s.document()?;
+    assert_eq!(stored.object_hash(), fresh.object_hash(), "{}", s.id());
+    assert_eq!(
+        stored.metadata_json(),
+        strata::hash::canonical_json(&fresh.fields().to_json())?,
+    );
+    Ok(())
+}
+
+/// Tool call ids the runtime chooses hold quotes, backslashes, non-ASCII (controls are
+/// refused): the kept
+/// JSON of each set stays the canonical JSON through collapse, (re)activation, pins, a load
+/// seeded from the stored document, a fork at an old commit, and a commit lost to a second
+/// writer.
+#[test]
+fn kept_set_json_is_canonical_after_loads_forks_and_conflicts() -> TestResult {
+    let store = Store::in_memory()?;
+    let settings = Settings::default();
+    let mut s = Session::create(&store, &settings, SessionOptions::default())?;
+    let ids = [
+        "q\"uote",
+        "back\\slash",
+        "tab-like\\t",
+        "q2\\\"",
+        "é€😀",
+        "\u{2028}\u{2029}",
+        "],\"chat_ref\":[",
+        "plain",
+    ];
+    s.append_turn(strata::object::Role::User, "go".into(), vec![])?;
+    for id in &ids[..4] {
+        s.record_toolcall(call(id))?;
+    }
+    s.pin(ids[1])?;
+    let early = s.commit()?.ok_or("no commit")?.tx_id;
+    assert_stored_is_fresh(&store, &s)?;
+    for (n, id) in ids[4..].iter().enumerate() {
+        s.append_turn(strata::object::Role::Assistant, format!("turn {n}"), vec![])?;
+        s.record_toolcall(call(id))?;
+        s.record_toolcall(call(&format!("{id}#{n}")))?;
+    }
+    s.deactivate(ids[6])?;
+    s.activate(ids[0])?;
+    s.unpin(ids[1])?;
+    s.pin(ids[2])?;
+    s.commit()?;
+    assert_stored_is_fresh(&store, &s)?;
+
+    let mut loaded = Session::load(&store, &settings, s.id())?;
+    loaded.activate(ids[6])?;
+    loaded.deactivate(ids[0])?;
+    loaded.commit()?;
+    assert_stored_is_fresh(&store, &loaded)?;
+
+    let mut fork = Session::fork(&store, &settings, s.id(), Some(early), None)?;
+    assert_stored_is_fresh(&store, &fork)?;
+    fork.activate(ids[1])?;
+    fork.unpin(ids[1])?;
+    fork.commit()?;
+    assert_stored_is_fresh(&store, &fork)?;
+
+    // `s` lost the race to `loaded`: its commit is a conflict and nothing of it is written.
+    s.pin(ids[4])?;
+    let lost = s.commit();
+    assert!(matches!(lost, Err(Error::Conflict { .. })), "{lost:?}");
+    assert_stored_is_fresh(&store, &loaded)?;
+    let mut again = Session::load(&store, &settings, s.id())?;
+    again.pin(ids[4])?;
+    again.commit()?;
+    assert_stored_is_fresh(&store, &again)?;
+    Ok(())
+}
+
+/// A stored session document whose sets repeat an id (written by another tool: `Object::session`
+/// accepts it) loads as the deduplicated sets; the next commit's document must still be the
+/// canonical JSON of the sets it holds, not the stored text with the duplicate kept.
+#[test]
+fn a_stored_document_with_a_repeated_id_loads_and_commits_canonically() -> TestResult {
+    let store = Store::in_memory()?;
+    let settings = Settings::default();
+    let mut s = Session::create(&store, &settings, SessionOptions::default())?;
+    s.append_turn(strata::object::Role::User, "go".into(), vec![])?;
+    let id = s.record_toolcall(call("tc-1"))?;
+    s.commit()?;
+    let sid = s.id().to_string();
+    let mut fields = match s.document()?.fields() {
+        strata::object::Fields::Session(f) => f.clone(),
+        other => return Err(format!("not a session: {other:?}").into()),
+    };
+    fields.active_set.push(id.clone());
+    fields.metadata_pool.push(id.clone());
+    store.transact(
+        vec![strata::store::Op::put(strata::object::Object::session(
+            fields,
+        )?)],
+        strata::Origin::Session,
+    )?;
+    let mut loaded = Session::load(&store, &settings, &sid)?;
+    assert_eq!(loaded.sets().active().ids(), [id.clone()]);
+    loaded.record_toolcall(call("tc-2"))?;
+    loaded.commit()?;
+    assert_stored_is_fresh(&store, &loaded)?;
+    Ok(())
+}
