@@ -455,6 +455,24 @@ fn a_file_replaced_by_a_symlink_is_deleted() -> TestResult {
     Ok(())
 }
 
+/// A directory moved away and replaced by a symlink to its new place: links are not followed,
+/// so the files under the old path are gone (they were kept live, never refreshed again: an
+/// edit of the moved file left the old path's stale version live beside it).
+#[test]
+fn files_under_a_directory_replaced_by_a_symlink_are_deleted() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("d/x.md", b"first\n")?;
+    f.index()?;
+    fs::rename(f.tree.join("d"), f.tree.join("e"))?;
+    std::os::unix::fs::symlink("e", f.tree.join("d"))?;
+    let summary = f.index()?;
+    assert_eq!(count(&summary, "deleted"), 1, "{summary}");
+    let paths = live_paths(&f)?;
+    assert_eq!(paths.len(), 1, "only e/x.md lives: {paths:?}");
+    assert!(paths[0].ends_with("e/x.md"), "{paths:?}");
+    Ok(())
+}
+
 #[test]
 fn the_store_directory_is_never_indexed_even_as_a_root() -> TestResult {
     let f = Fixture::new()?;
