@@ -249,3 +249,103 @@ fn a_stored_document_with_a_repeated_id_loads_and_commits_canonically() -> TestR
     assert_stored_is_fresh(&store, &loaded)?;
     Ok(())
 }
+
+/// Runs the real binary on `store`; its stdout, or an error with its stderr.
+fn strata_out(
+    store: &std::path::Path,
+    args: &[&str],
+) -> Result<String, Box<dyn std::error::Error>> {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("STRATA_STORE")
+        .output()?;
+    if !output.status.success() {
+        return Err(format!(
+            "strata {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    Ok(String::from_utf8(output.stdout)?)
+}
+
+/// The reading commands open the store read-only and resolve skip-delta session documents and
+/// suffix-record transcripts at every old commit as the library rendered them then.
+#[test]
+fn reading_commands_show_every_old_commit_of_a_delta_stored_session() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let settings = Settings::default();
+    let mut expected: Vec<(u64, String, String)> = Vec::new();
+    let sid = {
+        let store = Store::create(dir.path())?;
+        let mut s = Session::create(&store, &settings, SessionOptions::default())?;
+        s.append_turn(strata::object::Role::User, "x".repeat(3000), vec![])?;
+        for n in 0..40 {
+            s.record_toolcall(call(&format!("seed-{n}")))?;
+        }
+        for n in 0..24 {
+            if n > 0 {
+                s.append_turn(strata::object::Role::Assistant, format!("turn {n}"), vec![])?;
+                s.record_toolcall(call(&format!("call-{n}")))?;
+            }
+            let tx = s.commit()?.ok_or("no commit")?.tx_id.0;
+            let render = s.render(&strata::session::RenderOptions::default())?;
+            let chat = store
+                .get(&format!("chat:{}", s.id()))?
+                .and_then(|v| v.object)
+                .and_then(|o| o.content().map(str::to_string))
+                .ok_or("no chat")?;
+            expected.push((tx, render, chat));
+        }
+        s.id().to_string()
+    };
+    let history: serde_json::Value = serde_json::from_str(&strata_out(
+        dir.path(),
+        &["session", "history", &sid, "--json"],
+    )?)?;
+    assert_eq!(
+        history["commits"].as_array().map(Vec::len),
+        Some(expected.len() + 1),
+        "create and the 24 commits"
+    );
+    for (tx, render, chat) in &expected {
+        let tx = tx.to_string();
+        let rendered: serde_json::Value = serde_json::from_str(&strata_out(
+            dir.path(),
+            &["session", "render", &sid, "--as-of-tx", &tx, "--json"],
+        )?)?;
+        assert_eq!(rendered["text"].as_str(), Some(render.as_str()), "tx {tx}");
+        let cat = strata_out(
+            dir.path(),
+            &["cat", &format!("chat:{sid}"), "--as-of-tx", &tx],
+        )?;
+        assert_eq!(
+            cat.trim_end_matches('\n'),
+            chat.trim_end_matches('\n'),
+            "tx {tx}"
+        );
+        strata_out(dir.path(), &["session", "show", &sid, "--as-of-tx", &tx])?;
+        strata_out(
+            dir.path(),
+            &["show", &format!("session:{sid}"), "--as-of-tx", &tx],
+        )?;
+    }
+    let chat_history: serde_json::Value = serde_json::from_str(&strata_out(
+        dir.path(),
+        &["history", &format!("chat:{sid}"), "--json"],
+    )?)?;
+    let versions = chat_history
+        .as_array()
+        .or_else(|| chat_history["versions"].as_array())
+        .map(Vec::len);
+    assert_eq!(
+        versions,
+        Some(expected.len() + 1),
+        "the empty chat and 24: {chat_history}"
+    );
+    let ls = strata_out(dir.path(), &["session", "ls"])?;
+    assert!(ls.contains(&sid), "{ls}");
+    Ok(())
+}
