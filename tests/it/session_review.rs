@@ -243,7 +243,7 @@ fn a_stored_document_with_a_repeated_id_loads_and_commits_canonically() -> TestR
         strata::Origin::Session,
     )?;
     let mut loaded = Session::load(&store, &settings, &sid)?;
-    assert_eq!(loaded.sets().active().ids(), [id.clone()]);
+    assert_eq!(loaded.sets().active().ids(), std::slice::from_ref(&id));
     loaded.record_toolcall(call("tc-2"))?;
     loaded.commit()?;
     assert_stored_is_fresh(&store, &loaded)?;
