@@ -305,13 +305,18 @@ pub fn scan(
     Ok(summary)
 }
 
-/// Whether the file at `path` is gone: nothing there, something other than a regular file there
-/// now (a directory, a symlink: links are not followed), or a parent that is no longer a
-/// directory. Any other error (a directory made unreadable) proves nothing, and a scan that
+/// Whether the file at `path` (a canonical path, as stored) is gone: nothing there, something
+/// other than a regular file there now (a directory, a symlink: links are not followed), a
+/// parent that is no longer a directory, or a parent reached through a symlink now (a directory
+/// replaced by a link: the walk does not follow it, so the file would stay live, never
+/// refreshed). Any other error (a directory made unreadable) proves nothing, and a scan that
 /// cannot see a file must not record its deletion.
 fn is_gone(path: &Path) -> bool {
     match std::fs::symlink_metadata(path) {
-        Ok(meta) => !meta.is_file(),
+        Ok(meta) if !meta.is_file() => true,
+        Ok(_) => path.parent().is_some_and(|parent| {
+            std::fs::canonicalize(parent).is_ok_and(|real| real.as_path() != parent)
+        }),
         Err(err) => matches!(
             err.kind(),
             std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
@@ -468,10 +473,12 @@ mod tests {
     #[test]
     fn only_a_missing_file_counts_as_gone() -> std::io::Result<()> {
         let tmp = tempfile::tempdir()?;
-        let file = tmp.path().join("f");
+        // Canonical, as stored paths are: a link above it would make every file gone.
+        let root = std::fs::canonicalize(tmp.path())?;
+        let file = root.join("f");
         std::fs::write(&file, b"x")?;
         assert!(!is_gone(&file));
-        assert!(is_gone(&tmp.path().join("missing")));
+        assert!(is_gone(&root.join("missing")));
         assert!(
             is_gone(&file.join("below-a-file")),
             "a parent that is a file"
@@ -480,10 +487,20 @@ mod tests {
         std::fs::create_dir(&file)?;
         assert!(is_gone(&file), "a directory where the file was");
         std::fs::remove_dir(&file)?;
-        std::os::unix::fs::symlink(tmp.path(), &file)?;
+        std::os::unix::fs::symlink(&root, &file)?;
         assert!(is_gone(&file), "a symlink where the file was");
+        std::fs::remove_file(&file)?;
+        let moved = root.join("moved");
+        std::fs::create_dir(&moved)?;
+        std::fs::write(moved.join("inner"), "x")?;
+        std::os::unix::fs::symlink(&moved, &file)?;
+        assert!(
+            is_gone(&file.join("inner")),
+            "a file whose directory is a symlink now"
+        );
+        assert!(!is_gone(&moved.join("inner")));
         // A path too long to stat is an error other than NotFound: not a deletion.
-        let long = tmp.path().join("x".repeat(5000));
+        let long = root.join("x".repeat(5000));
         assert!(!is_gone(&long));
         Ok(())
     }

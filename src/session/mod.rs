@@ -809,6 +809,22 @@ impl<'s> Session<'s> {
         self.spellings.get(id).map_or(canonical, String::as_str)
     }
 
+    /// The real path to read file `id` from on this machine, checked as [`Session::read`] checks
+    /// an agent's path: symlinks are followed, but not out of the file's mount (a file replaced
+    /// by a link to a secret outside the mount must not be read into the session by a resume,
+    /// a stub activation or the watcher).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] when a link leads out of the mount or the path does not resolve.
+    fn checked_open_path(&self, id: &str, source: &FilesystemSource) -> Result<std::path::PathBuf> {
+        let agent = self
+            .resolver
+            .reverse_resolve(&source.filesystem_id, &source.path);
+        let mut resolved = self.resolver.resolve(&agent)?;
+        resolved.open_path = self.open_path(id, &source.path).to_string();
+        self.resolver.check_symlinks(&resolved)
+    }
+
     fn source_of(
         &self,
         agent_path: &str,
@@ -1110,7 +1126,8 @@ impl<'s> Session<'s> {
             crate::object::sourced_identity(ObjectType::File, &Source::Filesystem(source.clone()))?
                 .to_hex();
         let open = self.open_path(&id, &source.path).to_string();
-        let mut planned = self.index_from_disk(source.clone(), std::path::Path::new(&open))?;
+        let real = self.checked_open_path(&id, source)?;
+        let mut planned = self.index_from_disk(source.clone(), &real)?;
         Self::keep_spelling(&mut planned, &open, &source.path);
         if let Some(Op::Put(put)) = planned.ops.first()
             && put.object.is_stub()
@@ -1196,7 +1213,8 @@ impl<'s> Session<'s> {
     /// outside the session index are ignored (`None`).
     ///
     /// # Errors
-    /// [`Error::Io`] when the file exists but cannot be read.
+    /// [`Error::Io`] when the file exists but cannot be read; [`Error::InvalidPath`] when a
+    /// symlink now leads out of its mount.
     pub fn file_changed(&mut self, canonical_path: &str) -> Result<Option<Action>> {
         self.writable()?;
         let source = FilesystemSource {
@@ -1214,7 +1232,10 @@ impl<'s> Session<'s> {
                 self.stat_removes.push(source.path.clone());
                 self.indexer.index_deletion(source.clone())?
             }
-            _ => self.index_from_disk(source.clone(), std::path::Path::new(canonical_path))?,
+            _ => {
+                let real = self.checked_open_path(&id, &source)?;
+                self.index_from_disk(source.clone(), &real)?
+            }
         };
         self.apply_planned(&planned, &source);
         Ok(Some(planned.action))

@@ -143,19 +143,25 @@ impl<'s> Session<'s> {
             }
             // A case-insensitive mount's identity path is lowercased: open the on-disk spelling.
             let open = self.open_path(id, &source.path);
-            let stat = match dirs.stat(open) {
-                Ok((true, stat)) => stat,
-                Ok(_) => {
-                    report.unreadable += 1;
-                    continue;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Gone, as the indexer's `is_gone` decides: nothing there, a parent that is no
+            // longer a directory, or something other than a regular file there now.
+            let gone = match dirs.stat(open) {
+                Ok((true, stat)) => Ok(stat),
+                Ok(_) => Err(true),
+                Err(e) => Err(matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                )),
+            };
+            let stat = match gone {
+                Ok(stat) => stat,
+                Err(true) => {
                     if *state != FileState::Deleted {
                         todo.push((id.clone(), meta.clone(), None));
                     }
                     continue;
                 }
-                Err(_) => {
+                Err(false) => {
                     report.unreadable += 1;
                     continue;
                 }
@@ -190,15 +196,20 @@ impl<'s> Session<'s> {
                 continue;
             }
             let open = self.open_path(&id, &source.path).to_string();
-            let mut planned =
-                match self.index_from_disk(source.clone(), std::path::Path::new(&open)) {
-                    Ok(planned) => planned,
-                    Err(Error::Io { .. }) => {
-                        report.unreadable += 1;
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                };
+            // Read as `read` would: a link out of the file's mount is not followed, and the
+            // file keeps its last version.
+            let Ok(real) = self.checked_open_path(&id, &source) else {
+                report.unreadable += 1;
+                continue;
+            };
+            let mut planned = match self.index_from_disk(source.clone(), &real) {
+                Ok(planned) => planned,
+                Err(Error::Io { .. }) => {
+                    report.unreadable += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             report.read += 1;
             Self::keep_spelling(&mut planned, &open, &source.path);
             if planned.action != Action::Unchanged {

@@ -78,7 +78,19 @@ impl OrderedSet {
 
     /// Seeds the JSON text with `inner`, the inside of this set's array in a stored canonical
     /// document (so a loaded session's first commit appends to it, not rebuilds it).
+    /// Seeds nothing when the text is not as long as the set's JSON: restoring drops repeated
+    /// ids, and a stored document repeating one must not leave its repeat in the kept text.
     fn seed_json(&mut self, inner: &str) {
+        let commas = self.order.len().saturating_sub(1);
+        let len: usize = self
+            .order
+            .iter()
+            .map(|id| jcs_string_len(id))
+            .sum::<usize>()
+            + commas;
+        if inner.len() != len {
+            return;
+        }
         debug_assert_eq!(
             inner,
             OrderedSet::from_ids(self.order.clone()).json_inner(),

@@ -455,6 +455,66 @@ fn a_file_replaced_by_a_symlink_is_deleted() -> TestResult {
     Ok(())
 }
 
+/// A directory moved away and replaced by a symlink to its new place: links are not followed,
+/// so the files under the old path are gone (they were kept live, never refreshed again: an
+/// edit of the moved file left the old path's stale version live beside it).
+#[test]
+fn files_under_a_directory_replaced_by_a_symlink_are_deleted() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("d/x.md", b"first\n")?;
+    f.index()?;
+    fs::rename(f.tree.join("d"), f.tree.join("e"))?;
+    std::os::unix::fs::symlink("e", f.tree.join("d"))?;
+    let summary = f.index()?;
+    assert_eq!(count(&summary, "deleted"), 1, "{summary}");
+    let paths = live_paths(&f)?;
+    assert_eq!(paths.len(), 1, "only e/x.md lives: {paths:?}");
+    assert!(paths[0].ends_with("e/x.md"), "{paths:?}");
+    Ok(())
+}
+
+/// Skipped paths are not seen: an unreadable file is kept (it is still there), a file replaced by
+/// a FIFO is deleted, a file under a directory now ignored is kept.
+#[test]
+fn skipped_files_are_kept_while_they_are_files() -> TestResult {
+    use std::os::unix::fs::PermissionsExt as _;
+    let f = Fixture::new()?;
+    let locked = f.write("locked.md", b"secret\n")?;
+    f.write("pipe.md", b"a file at first\n")?;
+    f.write("gen/out.md", b"generated\n")?;
+    f.index()?;
+    f.write("locked.md", b"changed while unreadable\n")?;
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000))?;
+    // As root, chmod does not deny reads: then the file is simply read again.
+    let denied = fs::read(&locked).is_err();
+    fs::remove_file(f.tree.join("pipe.md"))?;
+    let status = Command::new("mkfifo")
+        .arg(f.tree.join("pipe.md"))
+        .status()?;
+    assert!(status.success());
+    fs::write(f.tree.join(".ignore"), b"gen/\n")?;
+    let summary = f.index();
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o644))?;
+    let summary = summary?;
+    assert_eq!(
+        count(&summary, "deleted"),
+        1,
+        "only the FIFO's file: {summary}"
+    );
+    let paths = live_paths(&f)?;
+    for kept in ["locked.md", "gen/out.md"] {
+        assert!(paths.iter().any(|p| p.ends_with(kept)), "{kept}: {paths:?}");
+    }
+    assert!(!paths.iter().any(|p| p.ends_with("pipe.md")), "{paths:?}");
+    if denied {
+        assert!(
+            summary.to_string().contains("locked.md"),
+            "reported skipped: {summary}"
+        );
+    }
+    Ok(())
+}
+
 #[test]
 fn the_store_directory_is_never_indexed_even_as_a_root() -> TestResult {
     let f = Fixture::new()?;

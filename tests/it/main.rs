@@ -11,6 +11,8 @@ mod resolve;
 mod schema;
 // Sessions: triggers, sets, activation, render, resume, views, forks, deltas, CLI.
 mod session;
+// Review: session reads through links out of a mount, kept JSON after loads and forks.
+mod session_review;
 // The bitemporal store: transactions, queries, log, evict, fsck, crashes.
 mod store;
 // The proptest oracle: as_of and history against a BTreeMap model.
