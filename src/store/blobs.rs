@@ -663,6 +663,37 @@ mod tests {
     use super::*;
     use crate::store::tables::{BLOB_DATA, BLOB_INDEX};
 
+    /// A suffix record whose base is gone (a corrupted store) reads as corrupt, naming the
+    /// missing base, and the next suffix on it is refused the same way: never a panic.
+    #[test]
+    fn a_suffix_record_with_a_missing_base_is_corrupt() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let db = redb::Database::create(dir.path().join("t.redb")).db()?;
+        let wtx = db.begin_write().db()?;
+        {
+            let mut t = BlobTables {
+                index: wtx.open_table(BLOB_INDEX).db()?,
+                data: wtx.open_table(BLOB_DATA).db()?,
+            };
+            let (a, gone) = ([1u8; 32], [9u8; 32]);
+            let record = codec::encode_suffix_blob(5, 600, &gone, b"more");
+            let offset = append(&mut t.data, &record)?;
+            t.index.insert(&a, (offset, record.len() as u64, 1)).db()?;
+            let read = read_blob(&t.index, &t.data, &a);
+            assert!(
+                matches!(&read, Err(Error::Corrupt { what }) if what.contains(&hex::encode(gone)) && what.contains("missing")),
+                "{read:?}"
+            );
+            let next = vec![b'x'; 610];
+            let put = acquire_blob_after(&mut t, &sha256(&next).0, &next, &a);
+            assert!(
+                matches!(&put, Err(Error::Corrupt { what }) if what.contains("missing")),
+                "{put:?}"
+            );
+        }
+        Ok(())
+    }
+
     /// Two suffix records based on each other (a corrupted store) make the next suffix's base
     /// search report corruption instead of walking the cycle for ever.
     #[test]
