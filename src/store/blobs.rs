@@ -663,59 +663,58 @@ mod tests {
     use super::*;
     use crate::store::tables::{BLOB_DATA, BLOB_INDEX};
 
+    /// Runs `test` on the blob tables of a write transaction on a fresh redb file, with
+    /// `records` (hash, suffix record on base) appended first.
+    fn with_suffix_records(
+        records: &[([u8; 32], [u8; 32])],
+        test: impl FnOnce(&mut BlobTables<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let db = redb::Database::create(dir.path().join("t.redb")).db()?;
+        let wtx = db.begin_write().db()?;
+        let mut t = BlobTables {
+            index: wtx.open_table(BLOB_INDEX).db()?,
+            data: wtx.open_table(BLOB_DATA).db()?,
+        };
+        for (hash, base) in records {
+            let record = codec::encode_suffix_blob(5, 600, base, b"more");
+            let offset = append(&mut t.data, &record)?;
+            t.index
+                .insert(hash, (offset, record.len() as u64, 1))
+                .db()?;
+        }
+        test(&mut t)
+    }
+
     /// A suffix record whose base is gone (a corrupted store) reads as corrupt, naming the
     /// missing base, and the next suffix on it is refused the same way: never a panic.
     #[test]
     fn a_suffix_record_with_a_missing_base_is_corrupt() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let db = redb::Database::create(dir.path().join("t.redb")).db()?;
-        let wtx = db.begin_write().db()?;
-        {
-            let mut t = BlobTables {
-                index: wtx.open_table(BLOB_INDEX).db()?,
-                data: wtx.open_table(BLOB_DATA).db()?,
-            };
-            let (a, gone) = ([1u8; 32], [9u8; 32]);
-            let record = codec::encode_suffix_blob(5, 600, &gone, b"more");
-            let offset = append(&mut t.data, &record)?;
-            t.index.insert(&a, (offset, record.len() as u64, 1)).db()?;
+        let (a, gone) = ([1u8; 32], [9u8; 32]);
+        with_suffix_records(&[(a, gone)], |t| {
             let read = read_blob(&t.index, &t.data, &a);
             assert!(
                 matches!(&read, Err(Error::Corrupt { what }) if what.contains(&hex::encode(gone)) && what.contains("missing")),
                 "{read:?}"
             );
             let next = vec![b'x'; 610];
-            let put = acquire_blob_after(&mut t, &sha256(&next).0, &next, &a);
+            let put = acquire_blob_after(t, &sha256(&next).0, &next, &a);
             assert!(
                 matches!(&put, Err(Error::Corrupt { what }) if what.contains("missing")),
                 "{put:?}"
             );
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Two suffix records based on each other (a corrupted store) make the next suffix's base
     /// search report corruption instead of walking the cycle for ever.
     #[test]
     fn a_cycle_of_suffix_records_is_corrupt_not_an_endless_walk() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let db = redb::Database::create(dir.path().join("t.redb")).db()?;
-        let wtx = db.begin_write().db()?;
-        {
-            let mut t = BlobTables {
-                index: wtx.open_table(BLOB_INDEX).db()?,
-                data: wtx.open_table(BLOB_DATA).db()?,
-            };
-            let (a, b) = ([1u8; 32], [2u8; 32]);
-            for (hash, base) in [(a, b), (b, a)] {
-                let record = codec::encode_suffix_blob(5, 600, &base, b"more");
-                let offset = append(&mut t.data, &record)?;
-                t.index
-                    .insert(&hash, (offset, record.len() as u64, 1))
-                    .db()?;
-            }
+        let (a, b) = ([1u8; 32], [2u8; 32]);
+        with_suffix_records(&[(a, b), (b, a)], |t| {
             let next = vec![b'x'; 610];
-            let result = acquire_blob_after(&mut t, &sha256(&next).0, &next, &a);
+            let result = acquire_blob_after(t, &sha256(&next).0, &next, &a);
             assert!(
                 matches!(&result, Err(Error::Corrupt { what }) if what.contains("does not descend")),
                 "{result:?}"
@@ -724,7 +723,7 @@ mod tests {
                 read_blob(&t.index, &t.data, &a),
                 Err(Error::Corrupt { .. })
             ));
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
