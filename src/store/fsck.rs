@@ -433,6 +433,7 @@ impl Store {
                         w.apply(tx, tx_time, n, &op)?;
                     }
                 }
+                w.end_tx()?;
             }
             w.finish()?;
         }

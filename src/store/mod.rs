@@ -380,6 +380,12 @@ pub(crate) struct W<'t> {
     /// [`W::finish`]: a scan's files arrive in no useful order, and random inserts left the
     /// table's pages 42 % full (`tools/bench --small`).
     new_paths: Vec<(Vec<u8>, String, u64)>,
+    /// Match ops of this transaction on an entity absent when they applied (a session's first
+    /// commit matches "absent" before its put): (entity, tx, op index), placed by
+    /// [`W::end_tx`] once the transaction's writes have created what they create.
+    absent_matches: Vec<(String, u64, u32)>,
+    /// The entities this transaction evicted.
+    evicted: std::collections::HashSet<String>,
     /// The handle's cache of delta bases (`None` when replaying the log).
     base_cache: Option<&'t doc_delta::BaseCache>,
 }
@@ -405,8 +411,28 @@ impl<'t> W<'t> {
             tx_ops: tx.open_table(TX_OPS).db()?,
             paths: tx.open_table(PATHS).db()?,
             new_paths: Vec::new(),
+            absent_matches: Vec::new(),
+            evicted: std::collections::HashSet::new(),
             base_cache: None,
         })
+    }
+
+    /// Places the match ops of transaction `tx` whose entity was absent when they applied
+    /// (call after its op bodies are written): under the entity's eid when the transaction
+    /// created it, nowhere when the transaction evicted it (the body goes, as evict's do), else
+    /// under [`ABSENT_EID`], where an eviction of a later entity of that id finds them.
+    fn end_tx(&mut self) -> Result<()> {
+        for (entity, tx, n) in std::mem::take(&mut self.absent_matches) {
+            if let Some(rec) = entity_rec(&self.entities, &entity)? {
+                self.match_ops.insert((rec.eid, tx, n), ()).db()?;
+            } else if self.evicted.contains(&entity) {
+                self.tx_ops.remove((tx, n)).db()?;
+            } else {
+                self.match_ops.insert((ABSENT_EID, tx, n), ()).db()?;
+            }
+        }
+        self.evicted.clear();
+        Ok(())
     }
 
     /// Writes what the transaction's ops deferred (new `paths` rows, in key order).
@@ -443,6 +469,8 @@ fn read_counter(meta: &impl ReadableTable<&'static str, &'static [u8]>, name: &s
 }
 
 const STORED_BYTES: &str = "stored_bytes";
+/// The eid under which `match_ops` keeps matches on an id no entity had (eids count from 1).
+const ABSENT_EID: u64 = 0;
 const PUT_BYTES: &str = "put_bytes";
 
 fn entity_rec(
@@ -529,12 +557,14 @@ impl W<'_> {
                 if let Some(rec) = entity_rec(&self.entities, entity)? {
                     self.evict(entity, &rec)?;
                 }
+                self.evicted.insert(entity.0.clone());
             }
-            OpRec::Match { entity, .. } => {
-                if let Some(rec) = entity_rec(&self.entities, entity)? {
+            OpRec::Match { entity, .. } => match entity_rec(&self.entities, entity)? {
+                Some(rec) => {
                     self.match_ops.insert((rec.eid, tx, n), ()).db()?;
                 }
-            }
+                None => self.absent_matches.push((entity.0.clone(), tx, n)),
+            },
         }
         Ok(())
     }
@@ -650,6 +680,25 @@ impl W<'_> {
             .db()?
         {
             matches.push(entry.db()?.0.value());
+        }
+        // Matches made while no entity had this id (eids count from 1): their bodies say which.
+        for entry in self
+            .match_ops
+            .range((ABSENT_EID, 0u64, 0u32)..=(ABSENT_EID, u64::MAX, u32::MAX))
+            .db()?
+        {
+            let (e, tx, n) = entry.db()?.0.value();
+            let Some(header) = self.tx_log.get(tx).db()?.map(|v| v.value().to_vec()) else {
+                continue;
+            };
+            let tx_time = codec::decode::<TxHeaderRec>(&header, "tx header")?.tx_time;
+            if let Some(body) = self.tx_ops.get((tx, n)).db()?.map(|v| v.value().to_vec())
+                && let OpRec::Match { entity, .. } =
+                    codec::decode_op(&body, tx_time, &format!("op {n} of tx {tx}"))?
+                && entity.0 == id
+            {
+                matches.push((e, tx, n));
+            }
         }
         for (e, tx, n) in matches {
             self.match_ops.remove((e, tx, n)).db()?;
@@ -1070,6 +1119,7 @@ impl Store {
                     .db()?;
                 bodies.push(body);
             }
+            w.end_tx()?;
             let digests = bodies
                 .iter()
                 .map(log::op_digest)

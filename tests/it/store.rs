@@ -1111,3 +1111,98 @@ fn evicting_a_chat_leaves_nothing_of_it_when_a_fork_is_based_on_its_records() {
     assert_eq!(store.stats().unwrap().blobs, 0);
     assert_eq!(store.fsck().unwrap(), vec![]);
 }
+
+/// The entities named by the op bodies (other than evictions) the log still holds.
+fn logged_entities(store: &Store) -> Vec<String> {
+    let mut out = Vec::new();
+    for record in store.log(None, usize::MAX).unwrap() {
+        for op in record.ops {
+            if op.kind() == Some("evict") {
+                continue;
+            }
+            if let Some(body) = op.body {
+                out.push(body["entity"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn evict_removes_a_match_on_absence_made_before_the_entity_existed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let absent = |id: &str| Op::Match {
+        entity: id.into(),
+        expected: None,
+    };
+    // A session's first commit: "absent" then the put, in one transaction.
+    store
+        .transact(
+            vec![absent("system_prompt:a"), Op::put(prompt("a", "one"))],
+            Origin::Session,
+        )
+        .unwrap();
+    // An absence checked in a transaction before the one that creates the entity.
+    store
+        .transact(
+            vec![absent("system_prompt:b"), Op::put(prompt("x", "x"))],
+            Origin::Cli,
+        )
+        .unwrap();
+    store
+        .transact(vec![Op::put(prompt("b", "two"))], Origin::Cli)
+        .unwrap();
+    store
+        .transact(vec![Op::put(prompt("c", "three"))], Origin::Cli)
+        .unwrap();
+    let kept = store
+        .get("system_prompt:x")
+        .unwrap()
+        .unwrap()
+        .info
+        .object_hash;
+    store.evict("system_prompt:a", Origin::Cli).unwrap();
+    store.evict("system_prompt:b", Origin::Cli).unwrap();
+    // A match after the evict in the evict's own transaction (checked before the ops apply).
+    let c = store
+        .get("system_prompt:c")
+        .unwrap()
+        .unwrap()
+        .info
+        .object_hash;
+    store
+        .transact(
+            vec![
+                Op::Evict {
+                    entity: "system_prompt:c".into(),
+                },
+                Op::Match {
+                    entity: "system_prompt:c".into(),
+                    expected: c,
+                },
+            ],
+            Origin::Cli,
+        )
+        .unwrap();
+    let logged = logged_entities(&store);
+    assert!(
+        !logged
+            .iter()
+            .any(|e| e.starts_with("system_prompt:") && e != "system_prompt:x"),
+        "op bodies of evicted entities are left: {logged:?}"
+    );
+    assert_eq!(logged.iter().filter(|e| *e == "system_prompt:x").count(), 1);
+    assert_eq!(
+        kept,
+        store
+            .get("system_prompt:x")
+            .unwrap()
+            .unwrap()
+            .info
+            .object_hash
+    );
+    assert_eq!(store.fsck().unwrap(), vec![]);
+    store.fsck_rebuild().unwrap();
+    assert_eq!(logged_entities(&store), logged);
+}
