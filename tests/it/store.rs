@@ -1206,3 +1206,169 @@ fn evict_removes_a_match_on_absence_made_before_the_entity_existed() {
     store.fsck_rebuild().unwrap();
     assert_eq!(logged_entities(&store), logged);
 }
+
+/// Every answer the store gives about `ids`: history (with and without corrections, both
+/// orders) and `version_info` at every valid time a row starts or ends (± 1 µs) and at the
+/// extremes, as of every transaction; the log, paths and live entities.
+fn every_answer(store: &Store, ids: &[String], now: Timestamp) -> Vec<String> {
+    let last = store.log(None, usize::MAX).unwrap().len() as u64;
+    let mut out = vec![
+        format!("{:?}", store.log(None, usize::MAX).unwrap()),
+        format!("{:?}", store.entity_ids_by_path("fs1", "/").unwrap()),
+        format!("{:?}", store.live_entities().unwrap()),
+    ];
+    let mut times = vec![Timestamp::MIN, Timestamp::MAX, now];
+    for id in ids {
+        for tx in 1..=last {
+            for order in [
+                Order::ValidAsc,
+                Order::ValidDesc,
+                Order::TxAsc,
+                Order::TxDesc,
+            ] {
+                for with_corrections in [false, true] {
+                    let answer = store.history(
+                        id,
+                        HistoryQuery {
+                            order,
+                            with_corrections,
+                            as_of_tx: Some(TxId(tx)),
+                            ..HistoryQuery::default()
+                        },
+                    );
+                    if let Ok(rows) = &answer {
+                        for row in rows {
+                            times.push(row.valid_from);
+                            times.extend(row.valid_to);
+                        }
+                    }
+                    out.push(format!("{id} {tx} {order:?} {with_corrections} {answer:?}"));
+                }
+            }
+        }
+    }
+    let micros: std::collections::BTreeSet<i64> = times
+        .iter()
+        .flat_map(|t| {
+            let m = t.as_micros();
+            [m - 1, m, m + 1]
+        })
+        .collect();
+    for id in ids {
+        for tx in 1..=last {
+            for &m in &micros {
+                let Ok(vt) = Timestamp::from_micros(m) else {
+                    continue;
+                };
+                let answer = store.version_info(id, Some(vt), Some(TxId(tx)));
+                out.push(format!("{id} {m} {tx} {answer:?}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let (min, max) = (Timestamp::MIN, Timestamp::MAX);
+    let a = file("/a.rs", "a1");
+    let (ida, idb, idc) = (
+        a.id().to_string(),
+        file("/b.rs", "").id().to_string(),
+        file("/c.rs", "").id().to_string(),
+    );
+    let clamped = |object: Object, at: Timestamp| {
+        let mut put = Put::new(object);
+        put.valid_from = ValidFrom::MtimeClamped(at);
+        Op::Put(Box::new(put))
+    };
+    let ops: Vec<Vec<Op>> = vec![
+        vec![
+            Op::put(a),
+            Op::put_at(prompt("p", "p1"), min, Some(max)),
+            Op::put_at(
+                file("/b.rs", "b-future"),
+                t("9999-12-30T21:59:59.999999Z"),
+                None,
+            ),
+        ],
+        vec![
+            clamped(file("/a.rs", "a2"), min),
+            Op::put_at(prompt("r", "r1"), day(1), Some(t("9999-01-01T00:00:00Z"))),
+        ],
+        vec![
+            Op::Delete {
+                entity: ida.clone(),
+                valid_from: Some(t("2000-01-01T00:00:00Z")),
+                valid_to: Some(t("2000-01-02T00:00:00Z")),
+            },
+            Op::Match {
+                entity: "system_prompt:q".into(),
+                expected: None,
+            },
+            Op::put_at(prompt("q", "q1"), max, None),
+        ],
+        vec![
+            Op::put_at(prompt("p", "p2"), min, None),
+            clamped(file("/b.rs", "b-clamped"), max),
+        ],
+        vec![
+            Op::put_at(prompt("p", "p3"), min, Some(day(2))),
+            Op::Delete {
+                entity: idb.clone(),
+                valid_from: Some(max),
+                valid_to: None,
+            },
+            Op::put(file("/c.rs", "c1")),
+        ],
+        vec![
+            Op::Evict {
+                entity: idc.clone(),
+            },
+            clamped(file("/a.rs", "a3"), t("2030-01-01T00:00:00Z")),
+        ],
+        vec![Op::put(file("/c.rs", "c2"))],
+        vec![
+            Op::Delete {
+                entity: "system_prompt:p".into(),
+                valid_from: Some(min),
+                valid_to: Some(t("1970-01-01T00:00:00.000001Z")),
+            },
+            Op::Evict {
+                entity: "system_prompt:q".into(),
+            },
+        ],
+        vec![Op::put_at(prompt("r", "r2"), day(1), None)],
+    ];
+    for tx in ops {
+        store.transact(tx, Origin::Cli).unwrap();
+    }
+    let ids: Vec<String> = [ida, idb, idc]
+        .into_iter()
+        .chain(["p", "q", "r"].map(|s| format!("system_prompt:{s}")))
+        .collect();
+    let now = Timestamp::now();
+    let before = every_answer(&store, &ids, now);
+    assert!(matches!(
+        store.version_info("system_prompt:q", None, None),
+        Err(Error::NotFound { .. })
+    ));
+    let b_at_max = store
+        .version_info(&ids[1], Some(max), None)
+        .unwrap()
+        .unwrap();
+    assert_eq!((b_at_max.valid_from, b_at_max.object_hash), (max, None));
+    let p_first = store.version_info("system_prompt:p", Some(min.next()), Some(TxId(1)));
+    assert_eq!(p_first.unwrap().unwrap().valid_to, Some(max));
+    assert_eq!(store.fsck().unwrap(), vec![]);
+    store.fsck_rebuild().unwrap();
+    let after = every_answer(&store, &ids, now);
+    assert_eq!(before.len(), after.len());
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(b, a);
+    }
+    assert_eq!(store.fsck().unwrap(), vec![]);
+    assert_eq!(store.gc().unwrap(), Default::default());
+}
