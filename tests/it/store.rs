@@ -1372,3 +1372,106 @@ fn rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times() {
     assert_eq!(store.fsck().unwrap(), vec![]);
     assert_eq!(store.gc().unwrap(), Default::default());
 }
+
+/// Chats that share records (a fork from the end of a parent, one from the middle of its
+/// rebased chain) and a file whose content is one of the parent's transcripts, evicted in
+/// `order`: after each evict every other entity reads right at each of its transactions,
+/// nothing only the evicted ones had answers `content()`, fsck is clean and gc has nothing to do.
+fn evict_shared_chats_in_order(order: &[usize]) {
+    let store = Store::in_memory().unwrap();
+    let turns: Vec<_> = (0..40).map(chat_turn).collect();
+    // (entity, [(tx, content)])
+    let mut written: Vec<(String, Vec<(TxId, String)>)> = Vec::new();
+    let put = |id: &str, op: Op, content: String, written: &mut Vec<(String, Vec<_>)>| {
+        let tx = store.transact(vec![op], Origin::Session).unwrap().tx_id;
+        match written.iter_mut().find(|(e, _)| e == id) {
+            Some((_, list)) => list.push((tx, content)),
+            None => written.push((id.to_string(), vec![(tx, content)])),
+        }
+    };
+    // The parent: 1..=12 turns, then a jump to 20 (stored whole), then one turn at a time.
+    for k in (1..=12).chain(20..=30) {
+        let chat = Object::chat("p", turns[..k].to_vec()).unwrap();
+        let content = chat.content().unwrap().to_string();
+        put("chat:p", Op::put(chat), content, &mut written);
+    }
+    let shared = strata::object::transcript(&turns[..10]);
+    put(
+        &file("/t.txt", &shared).id().to_string(),
+        Op::put(file("/t.txt", &shared)),
+        shared.clone(),
+        &mut written,
+    );
+    for (name, from, extra) in [("fork", 30, 500), ("fork2", 20, 700)] {
+        let mut own = turns[..from].to_vec();
+        own.extend((extra..extra + 12).map(chat_turn));
+        for k in from..=own.len() {
+            let chat = Object::chat("p", own[..k].to_vec()).unwrap();
+            let content = chat.content().unwrap().to_string();
+            let id = format!("chat:{name}");
+            put(&id, chat_as(&id, &chat), content, &mut written);
+        }
+    }
+    assert_eq!(store.fsck().unwrap(), vec![]);
+    let mut evicted: Vec<usize> = Vec::new();
+    for &e in order {
+        let id = written[e].0.clone();
+        store.evict(&id, Origin::Cli).unwrap();
+        assert!(matches!(
+            store.evict(&id, Origin::Cli),
+            Err(Error::NotFound { .. })
+        ));
+        evicted.push(e);
+        let mut live_contents = std::collections::HashSet::new();
+        for (k, (id, versions)) in written.iter().enumerate() {
+            if evicted.contains(&k) {
+                assert!(store.history(id, HistoryQuery::default()).is_err());
+                continue;
+            }
+            for (tx, content) in versions {
+                live_contents.insert(sha256(content.as_bytes()));
+                let v = store.as_of(id, None, Some(*tx)).unwrap().unwrap();
+                assert_eq!(
+                    v.object.unwrap().content().unwrap(),
+                    content,
+                    "{id} at {tx:?} after evicting {evicted:?}"
+                );
+            }
+        }
+        for &k in &evicted {
+            for (tx, content) in &written[k].1 {
+                let hash = sha256(content.as_bytes());
+                if !live_contents.contains(&hash) {
+                    assert!(
+                        store.content(&hash).unwrap().is_none(),
+                        "{}'s content at {tx:?} answers after evicting {evicted:?}",
+                        written[k].0
+                    );
+                }
+            }
+        }
+        assert_eq!(store.fsck().unwrap(), vec![], "after evicting {evicted:?}");
+        assert_eq!(store.gc().unwrap(), Default::default(), "after {evicted:?}");
+    }
+    let stats = store.stats().unwrap();
+    assert_eq!((stats.blobs, stats.documents), (0, 0));
+}
+
+#[test]
+fn evicting_chats_sharing_records_and_a_file_sharing_a_transcript_in_every_order() {
+    let mut orders: Vec<Vec<usize>> = vec![vec![]];
+    for _ in 0..4 {
+        let mut next = Vec::new();
+        for o in &orders {
+            for e in (0..4).filter(|e| !o.contains(e)) {
+                let mut longer = o.clone();
+                longer.push(e);
+                next.push(longer);
+            }
+        }
+        orders = next;
+    }
+    for order in orders {
+        evict_shared_chats_in_order(&order);
+    }
+}
