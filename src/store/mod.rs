@@ -639,28 +639,31 @@ impl W<'_> {
             rec.object_type.parse::<ObjectType>(),
             Ok(ObjectType::Session | ObjectType::Chat)
         );
+        // The blobs of the documents only this entity uses: one may survive its release only
+        // as the base of another entity's suffix records (a file whose content is a chat's
+        // transcript a fork of that chat grew from), which `blobs::unbase` then takes out.
         let (mut erased_blobs, mut added) = (Vec::new(), 0u64);
-        if chained {
-            let mut uses: HashMap<[u8; 32], u64> = HashMap::new();
-            for (_, hash, _) in &rows {
-                if let Some(hash) = hash {
-                    *uses.entry(*hash).or_default() += 1;
-                }
+        let mut uses: HashMap<[u8; 32], u64> = HashMap::new();
+        for (_, hash, _) in &rows {
+            if let Some(hash) = hash {
+                *uses.entry(*hash).or_default() += 1;
             }
-            let mut erased = HashMap::new();
-            for (hash, count) in uses {
-                if let Some((seq, refs, file_blob)) =
-                    self.docs.index.get(&hash).db()?.map(|v| v.value())
-                    && refs <= count
+        }
+        let mut erased = HashMap::new();
+        for (hash, count) in uses {
+            if let Some((seq, refs, file_blob)) =
+                self.docs.index.get(&hash).db()?.map(|v| v.value())
+                && refs <= count
+            {
+                erased.insert(hash, seq);
+                if let Some((doc, _)) =
+                    blobs::read_doc_raw(&self.docs.index, &self.docs.data, &hash)?
                 {
-                    erased.insert(hash, seq);
-                    if let Some((doc, _)) =
-                        blobs::read_doc_raw(&self.docs.index, &self.docs.data, &hash)?
-                    {
-                        erased_blobs.extend(blobs::doc_blobs(&doc, file_blob));
-                    }
+                    erased_blobs.extend(blobs::doc_blobs(&doc, file_blob));
                 }
             }
+        }
+        if chained {
             added += doc_delta::keep_dependents_whole(&mut self.docs, &erased)?;
         }
         // The entity's op bodies: the writes that made its rows, and its matches.
@@ -714,11 +717,9 @@ impl W<'_> {
                 .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
                 .db()?;
         }
-        if chained {
-            let (more, less) = blobs::unbase(&mut self.blobs, &erased_blobs)?;
-            added += more;
-            freed += less;
-        }
+        let (more, less) = blobs::unbase(&mut self.blobs, &erased_blobs)?;
+        added += more;
+        freed += less;
         self.add_counter(STORED_BYTES, added as i64 - freed as i64)?;
         Ok(())
     }

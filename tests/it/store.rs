@@ -1397,7 +1397,7 @@ fn evict_shared_chats_in_order(order: &[usize]) {
     }
     let shared = strata::object::transcript(&turns[..10]);
     put(
-        &file("/t.txt", &shared).id().to_string(),
+        file("/t.txt", &shared).id(),
         Op::put(file("/t.txt", &shared)),
         shared.clone(),
         &mut written,
@@ -1474,4 +1474,47 @@ fn evicting_chats_sharing_records_and_a_file_sharing_a_transcript_in_every_order
     for order in orders {
         evict_shared_chats_in_order(&order);
     }
+}
+
+#[test]
+fn evicting_a_file_whose_content_is_only_a_base_of_a_fork_removes_that_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let turns: Vec<_> = (0..20).map(chat_turn).collect();
+    for k in 1..=12 {
+        let chat = Object::chat("p", turns[..k].to_vec()).unwrap();
+        store
+            .transact(vec![Op::put(chat)], Origin::Session)
+            .unwrap();
+    }
+    // A file holding the parent's 10-turn transcript, and a fork from the parent's 11 turns,
+    // whose transcripts are suffix records on the parent's, the 11-turn one on the 10-turn one.
+    let shared = strata::object::transcript(&turns[..10]);
+    let text = file("/t.txt", &shared);
+    let file_id = text.id().to_string();
+    store.transact(vec![Op::put(text)], Origin::Cli).unwrap();
+    let mut own = turns[..11].to_vec();
+    own.extend((900..906).map(chat_turn));
+    let mut fork = Vec::new();
+    for k in 11..=own.len() {
+        let chat = Object::chat("p", own[..k].to_vec()).unwrap();
+        let tx = store
+            .transact(vec![chat_as("chat:fork", &chat)], Origin::Session)
+            .unwrap()
+            .tx_id;
+        fork.push((tx, strata::object::transcript(&own[..k])));
+    }
+    store.evict("chat:p", Origin::Cli).unwrap();
+    assert_eq!(store.fsck().unwrap(), vec![]);
+    store.evict(&file_id, Origin::Cli).unwrap();
+    assert!(
+        store.content(&sha256(shared.as_bytes())).unwrap().is_none(),
+        "the evicted file's content answers as the base of the fork's transcripts"
+    );
+    for (tx, content) in &fork {
+        let v = store.as_of("chat:fork", None, Some(*tx)).unwrap().unwrap();
+        assert_eq!(v.object.unwrap().content().unwrap(), content, "at {tx:?}");
+    }
+    assert_eq!(store.fsck().unwrap(), vec![]);
+    assert_eq!(store.gc().unwrap(), Default::default());
 }
