@@ -1454,7 +1454,10 @@ fn evict_shared_chats_in_order(order: &[usize]) {
         assert_eq!(store.gc().unwrap(), Default::default(), "after {evicted:?}");
     }
     let stats = store.stats().unwrap();
-    assert_eq!((stats.blobs, stats.documents), (0, 0));
+    assert_eq!(
+        (stats.blobs, stats.documents, stats.stored_bytes),
+        (0, 0, 0)
+    );
 }
 
 #[test]
@@ -1517,4 +1520,61 @@ fn evicting_a_file_whose_content_is_only_a_base_of_a_fork_removes_that_content()
     }
     assert_eq!(store.fsck().unwrap(), vec![]);
     assert_eq!(store.gc().unwrap(), Default::default());
+}
+
+#[test]
+fn a_fork_keeps_growing_after_its_parent_chat_is_evicted() {
+    let dir = tempfile::tempdir().unwrap();
+    let turns: Vec<_> = (0..30).map(chat_turn).collect();
+    let mut own = turns.clone();
+    own.extend((300..340).map(chat_turn));
+    let mut fork = Vec::new();
+    {
+        let store = Store::create(dir.path()).unwrap();
+        for k in 1..=30 {
+            let chat = Object::chat("p", turns[..k].to_vec()).unwrap();
+            store
+                .transact(vec![Op::put(chat)], Origin::Session)
+                .unwrap();
+        }
+        let mut grow = |range: std::ops::RangeInclusive<usize>| {
+            for k in range {
+                let chat = Object::chat("p", own[..k].to_vec()).unwrap();
+                let tx = store
+                    .transact(vec![chat_as("chat:fork", &chat)], Origin::Session)
+                    .unwrap()
+                    .tx_id;
+                fork.push((tx, k));
+            }
+        };
+        grow(30..=45);
+        store.evict("chat:p", Origin::Cli).unwrap();
+        grow(46..=60);
+        assert_eq!(store.fsck().unwrap(), vec![]);
+    }
+    let store = Store::open(dir.path()).unwrap();
+    for k in 61..=70 {
+        let chat = Object::chat("p", own[..k].to_vec()).unwrap();
+        let tx = store
+            .transact(vec![chat_as("chat:fork", &chat)], Origin::Session)
+            .unwrap()
+            .tx_id;
+        fork.push((tx, k));
+    }
+    for (tx, k) in &fork {
+        let v = store.as_of("chat:fork", None, Some(*tx)).unwrap().unwrap();
+        assert_eq!(
+            v.object.unwrap().content().unwrap(),
+            strata::object::transcript(&own[..*k]),
+            "{k} turns"
+        );
+    }
+    assert_eq!(store.fsck().unwrap(), vec![]);
+    assert_eq!(store.gc().unwrap(), Default::default());
+    store.evict("chat:fork", Origin::Cli).unwrap();
+    let stats = store.stats().unwrap();
+    assert_eq!(
+        (stats.blobs, stats.documents, stats.stored_bytes),
+        (0, 0, 0)
+    );
 }
