@@ -1578,3 +1578,55 @@ fn a_fork_keeps_growing_after_its_parent_chat_is_evicted() {
         (0, 0, 0)
     );
 }
+
+#[test]
+fn a_fork_commit_and_the_evict_of_its_parent_in_one_transaction() {
+    for fork_first in [true, false] {
+        let store = Store::in_memory().unwrap();
+        let turns: Vec<_> = (0..33).map(chat_turn).collect();
+        let mut own = turns[..31].to_vec();
+        own.extend((400..410).map(chat_turn));
+        for k in 1..=33 {
+            let chat = Object::chat("p", turns[..k].to_vec()).unwrap();
+            store
+                .transact(vec![Op::put(chat)], Origin::Session)
+                .unwrap();
+        }
+        let mut fork = Vec::new();
+        for k in 31..own.len() {
+            let chat = Object::chat("p", own[..k].to_vec()).unwrap();
+            let tx = store
+                .transact(vec![chat_as("chat:fork", &chat)], Origin::Session)
+                .unwrap()
+                .tx_id;
+            fork.push((tx, k));
+        }
+        let last = Object::chat("p", own.clone()).unwrap();
+        let evict = Op::Evict {
+            entity: "chat:p".into(),
+        };
+        let ops = if fork_first {
+            vec![chat_as("chat:fork", &last), evict]
+        } else {
+            vec![evict, chat_as("chat:fork", &last)]
+        };
+        let tx = store.transact(ops, Origin::Session).unwrap().tx_id;
+        fork.push((tx, own.len()));
+        for (tx, k) in &fork {
+            let v = store.as_of("chat:fork", None, Some(*tx)).unwrap().unwrap();
+            assert_eq!(
+                v.object.unwrap().content().unwrap(),
+                strata::object::transcript(&own[..*k]),
+                "{k} turns, fork first: {fork_first}"
+            );
+        }
+        for k in 1..=33 {
+            let hash = sha256(strata::object::transcript(&turns[..k]).as_bytes());
+            if k < 31 {
+                assert!(store.content(&hash).unwrap().is_none(), "{k} turns");
+            }
+        }
+        assert_eq!(store.fsck().unwrap(), vec![], "fork first: {fork_first}");
+        assert_eq!(store.gc().unwrap(), Default::default());
+    }
+}
