@@ -1772,6 +1772,20 @@ fn random_commits_forks_and_evicts_of_chats_sharing_records() {
             assert_eq!(store.fsck().unwrap(), vec![], "seed {seed} step {step}");
         }
         assert_eq!(store.gc().unwrap(), Default::default(), "seed {seed}");
+        store.fsck_rebuild().unwrap();
+        for (k, chat) in chats.iter().enumerate() {
+            for (tx, turns) in chat.iter().flat_map(|c| &c.1) {
+                let v = store.as_of(&format!("chat:c{k}"), None, Some(*tx)).unwrap();
+                let want: Vec<_> = turns.iter().map(|n| chat_turn(*n)).collect();
+                assert_eq!(
+                    v.unwrap().object.unwrap().content().unwrap(),
+                    strata::object::transcript(&want),
+                    "seed {seed} after rebuild: chat {k} at {tx:?}"
+                );
+            }
+        }
+        assert_eq!(store.fsck().unwrap(), vec![], "seed {seed} after rebuild");
+        assert_eq!(store.gc().unwrap(), Default::default(), "seed {seed}");
         if text_file.is_some() {
             store.evict(&path, Origin::Cli).unwrap();
         }
