@@ -242,7 +242,7 @@ fn main() {
     divan::main();
 }
 
-#[divan::bench(sample_count = 10, sample_size = 1)]
+#[divan::bench(sample_count = 30, sample_size = 1)]
 fn resume_10000_unchanged_files(bencher: divan::Bencher) {
     let f = fixture(FILES);
     let settings = Settings::default();
@@ -254,7 +254,7 @@ fn resume_10000_unchanged_files(bencher: divan::Bencher) {
     });
 }
 
-#[divan::bench(sample_count = 10, sample_size = 1)]
+#[divan::bench(sample_count = 30, sample_size = 1)]
 fn commit_adding_100_objects_to_10000_file_session(bencher: divan::Bencher) {
     let f = fixture(FILES);
     let settings = Settings::default();

@@ -610,7 +610,13 @@ pub(crate) fn read_doc_raw(
             hex::encode(hash)
         ))
     })?;
-    let rec = codec::decode(record.value(), &format!("document {}", hex::encode(hash)))?;
+    // The label is built only on failure: this runs once per document of a session's resume.
+    let rec = codec::decode(record.value(), "document").map_err(|e| match e {
+        Error::Corrupt { what } => {
+            Error::corrupt(what.replacen("document", &format!("document {}", hex::encode(hash)), 1))
+        }
+        other => other,
+    })?;
     Ok(Some((rec, file_blob)))
 }
 

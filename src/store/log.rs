@@ -180,7 +180,108 @@ pub(crate) fn op_json(op: &OpRec) -> Value {
 /// # Errors
 /// [`crate::Error::InvalidInput`] when a number is beyond ±2^53 (a size over 8 PiB).
 pub(crate) fn op_digest(op: &OpRec) -> Result<[u8; 32]> {
-    Ok(blake3(canonical_json(&op_json(op))?.as_bytes()))
+    Ok(blake3(op_canonical_json(op)?.as_bytes()))
+}
+
+/// The canonical JSON (RFC 8785) of an op body, written directly in JCS key order: the same
+/// text as `canonical_json(&op_json(op))` (proptested), without building a JSON value and
+/// sorting it (a commit of 100 tool calls spent about 1 ms on that).
+///
+/// # Errors
+/// [`crate::Error::InvalidInput`] when the size is beyond 2^53 (a file over 8 PiB).
+pub(crate) fn op_canonical_json(op: &OpRec) -> Result<String> {
+    use crate::object::push_jcs_string as push;
+    let time = |out: &mut String, micros: i64| {
+        push(out, &Timestamp::saturating_from_micros(micros).to_string());
+    };
+    let mut out = String::with_capacity(320);
+    match op {
+        OpRec::Write {
+            entity,
+            valid_from,
+            valid_to,
+            object_hash,
+            first,
+            size,
+            spelling,
+            content_omitted,
+        } => {
+            // Keys in JCS order: content_omitted, entity, object_hash, op, size, source,
+            // spelling, type, valid_from, valid_to.
+            out.push('{');
+            if let Some(reason) = content_omitted {
+                out.push_str("\"content_omitted\":");
+                push(
+                    &mut out,
+                    crate::object::ContentOmitted::from(*reason).as_str(),
+                );
+                out.push(',');
+            }
+            out.push_str("\"entity\":");
+            push(&mut out, entity);
+            if let Some(hash) = object_hash {
+                out.push_str(",\"object_hash\":\"");
+                out.push_str(&hex::encode(hash));
+                out.push('"');
+            }
+            out.push_str(if object_hash.is_some() {
+                ",\"op\":\"put\""
+            } else {
+                ",\"op\":\"delete\""
+            });
+            if let Some(size) = size {
+                if *size > crate::hash::MAX_SAFE_INTEGER {
+                    return Err(crate::Error::invalid_input(format!(
+                        "size {size} is beyond 2^53 and cannot be canonicalised"
+                    )));
+                }
+                out.push_str(",\"size\":");
+                out.push_str(&size.to_string());
+            }
+            if let Some((filesystem_id, path)) = first.as_ref().and_then(|f| f.source.as_ref()) {
+                out.push_str(",\"source\":{\"filesystemId\":");
+                push(&mut out, filesystem_id);
+                out.push_str(",\"path\":");
+                push(&mut out, path);
+                out.push_str(",\"type\":\"filesystem\"}");
+            }
+            if let Some(spelling) = spelling {
+                out.push_str(",\"spelling\":");
+                push(&mut out, spelling);
+            }
+            if let Some(first) = first {
+                out.push_str(",\"type\":");
+                push(&mut out, &first.object_type);
+            }
+            out.push_str(",\"valid_from\":");
+            time(&mut out, *valid_from);
+            out.push_str(",\"valid_to\":");
+            match valid_to {
+                Some(to) => time(&mut out, *to),
+                None => out.push_str("null"),
+            }
+            out.push('}');
+        }
+        OpRec::Evict { entity } => {
+            out.push_str("{\"entity\":");
+            push(&mut out, entity);
+            out.push_str(",\"op\":\"evict\"}");
+        }
+        OpRec::Match { entity, expected } => {
+            out.push_str("{\"entity\":");
+            push(&mut out, entity);
+            match expected {
+                Some(hash) => {
+                    out.push_str(",\"expected\":\"");
+                    out.push_str(&hex::encode(hash));
+                    out.push('"');
+                }
+                None => out.push_str(",\"expected\":null"),
+            }
+            out.push_str(",\"op\":\"match\"}");
+        }
+    }
+    Ok(out)
 }
 
 /// The header JSON that the chain hashes.
@@ -313,4 +414,54 @@ mod tests {
         "ef24401f9c4865910f4da27c55f92921cd5ddc1e9c05b7c3163862ee9e2875c5",
         "6451cb97e028058ab7c40a736d5eb3af1a3115a3c0777d010132a48f2395a3c0",
     ];
+
+    fn any_text() -> impl proptest::strategy::Strategy<Value = String> {
+        proptest::string::string_regex("[a-z/\"\\\\\u{0}-\u{1f}\u{7f}é\u{2028}\u{1F600} .:]{0,12}")
+            .unwrap_or_else(|_| unreachable!("a valid regex"))
+    }
+
+    proptest::proptest! {
+        /// The directly written op JSON is exactly the JCS text of the op's JSON value.
+        #[test]
+        fn op_canonical_json_is_jcs_of_op_json(
+            kind in 0u8..3,
+            entity in any_text(),
+            valid_from in 0i64..253_402_300_799_000_000,
+            valid_to in proptest::option::of(0i64..253_402_300_799_000_000),
+            object_hash in proptest::option::of(proptest::array::uniform32(0u8..)),
+            first in proptest::option::of((0usize..5, proptest::option::of((any_text(), any_text())))),
+            size in proptest::option::of(proptest::prop_oneof![0u64..1_000_000, (1u64 << 53) - 2..(1u64 << 53) + 2]),
+            spelling in proptest::option::of(any_text()),
+            omitted in proptest::option::of(0usize..3),
+        ) {
+            use crate::object::{ContentOmitted, ObjectType};
+            use crate::store::codec::{FirstRec, IdStr, TypeName};
+            let types = [ObjectType::File, ObjectType::Toolcall, ObjectType::Chat, ObjectType::SystemPrompt, ObjectType::Session];
+            let reasons = [ContentOmitted::Binary, ContentOmitted::TooLarge, ContentOmitted::Denied];
+            let op = match kind {
+                0 => OpRec::Write {
+                    entity: IdStr(entity),
+                    valid_from,
+                    valid_to,
+                    object_hash,
+                    first: first.map(|(t, source)| FirstRec {
+                        object_type: TypeName::from(types[t]),
+                        source: source.map(|(fs, path)| (IdStr(fs), path)),
+                    }),
+                    size,
+                    spelling,
+                    content_omitted: omitted.map(|r| reasons[r].into()),
+                },
+                1 => OpRec::Evict { entity: IdStr(entity) },
+                _ => OpRec::Match { entity: IdStr(entity), expected: object_hash },
+            };
+            let slow = canonical_json(&op_json(&op));
+            let fast = op_canonical_json(&op);
+            match (slow, fast) {
+                (Ok(a), Ok(b)) => proptest::prop_assert_eq!(a, b),
+                (Err(_), Err(_)) => {}
+                (a, b) => proptest::prop_assert!(false, "{:?} against {:?}", a, b),
+            }
+        }
+    }
 }
