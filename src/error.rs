@@ -69,7 +69,9 @@ pub enum Error {
     },
 
     /// The store file was written by another format version of strata.
-    #[error("store {path} has format version {found}, this strata reads version {supported}")]
+    #[error(
+        "store {path} has format version {found}, this strata reads version {supported}; open it with the strata that wrote it, or index into a new store (--store DIR)"
+    )]
     FormatVersion {
         /// The store file.
         path: PathBuf,

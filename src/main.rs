@@ -24,6 +24,18 @@ fn main() -> ExitCode {
             #[expect(clippy::print_stderr, reason = "the binary reports its error")]
             {
                 eprintln!("strata: {err:#}");
+                let corrupt = err.chain().any(|cause| {
+                    matches!(
+                        cause.downcast_ref::<strata::Error>(),
+                        Some(strata::Error::Corrupt { .. })
+                    )
+                });
+                if corrupt {
+                    eprintln!(
+                        "strata: the store failed a check; `strata fsck` lists every problem, \
+                         `strata fsck --rebuild` regenerates the indexes from the log"
+                    );
+                }
             }
             ExitCode::from(2)
         }

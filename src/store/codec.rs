@@ -228,28 +228,48 @@ pub struct FirstRec {
     pub source: Option<(IdStr, String)>,
 }
 
+/// A put of a document (or, with `object_hash: None`, a delete), its valid times resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteRec {
+    /// The entity id.
+    pub entity: IdStr,
+    /// Resolved valid_from in µs.
+    pub valid_from: i64,
+    /// valid_to in µs, when given.
+    pub valid_to: Option<i64>,
+    /// The object hash; `None` for a delete.
+    pub object_hash: Option<[u8; 32]>,
+    /// The entity's type and source when this op created it.
+    pub first: Option<FirstRec>,
+    /// Byte size of a file whose bytes were not kept.
+    pub size: Option<u64>,
+    /// On-disk spelling.
+    pub spelling: Option<String>,
+    /// Why the content is null.
+    pub content_omitted: Option<Omitted>,
+}
+
+impl WriteRec {
+    /// A delete of `entity` over [`valid_from`, `valid_to`) (µs).
+    pub fn delete(entity: IdStr, valid_from: i64, valid_to: Option<i64>) -> Self {
+        WriteRec {
+            entity,
+            valid_from,
+            valid_to,
+            object_hash: None,
+            first: None,
+            size: None,
+            spelling: None,
+            content_omitted: None,
+        }
+    }
+}
+
 /// The body of one op, with its valid times resolved (stored by [`encode_op`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OpRec {
-    /// A put of a document (or, with `object_hash: None`, a delete).
-    Write {
-        /// The entity id.
-        entity: IdStr,
-        /// Resolved valid_from in µs.
-        valid_from: i64,
-        /// valid_to in µs, when given.
-        valid_to: Option<i64>,
-        /// The object hash; `None` for a delete.
-        object_hash: Option<[u8; 32]>,
-        /// The entity's type and source when this op created it.
-        first: Option<FirstRec>,
-        /// Byte size of a file whose bytes were not kept.
-        size: Option<u64>,
-        /// On-disk spelling.
-        spelling: Option<String>,
-        /// Why the content is null.
-        content_omitted: Option<Omitted>,
-    },
+    /// A put or a delete.
+    Write(WriteRec),
     /// An eviction of the entity.
     Evict {
         /// The entity id.
@@ -314,29 +334,20 @@ fn implied_id(first: &FirstRec) -> Result<Option<String>> {
 /// [`Error::Storage`] when bincode fails; [`Error::InvalidInput`] for an unknown type name.
 pub fn encode_op(op: &OpRec, tx_time: i64) -> Result<Vec<u8>> {
     let disk = match op {
-        OpRec::Write {
-            entity,
-            valid_from,
-            valid_to,
-            object_hash,
-            first,
-            size,
-            spelling,
-            content_omitted,
-        } => {
-            let implied = match first {
+        OpRec::Write(w) => {
+            let implied = match &w.first {
                 Some(first) => implied_id(first)?,
                 None => None,
             };
             OpDisk::Write {
-                entity: (implied.as_deref() != Some(&entity.0)).then(|| entity.clone()),
-                before_tx: tx_time.saturating_sub(*valid_from),
-                length: valid_to.map(|to| to.saturating_sub(*valid_from)),
-                object_hash: *object_hash,
-                first: first.clone(),
-                size: *size,
-                spelling: spelling.clone(),
-                content_omitted: *content_omitted,
+                entity: (implied.as_deref() != Some(&w.entity.0)).then(|| w.entity.clone()),
+                before_tx: tx_time.saturating_sub(w.valid_from),
+                length: w.valid_to.map(|to| to.saturating_sub(w.valid_from)),
+                object_hash: w.object_hash,
+                first: w.first.clone(),
+                size: w.size,
+                spelling: w.spelling.clone(),
+                content_omitted: w.content_omitted,
             }
         }
         OpRec::Evict { entity } => OpDisk::Evict {
@@ -375,7 +386,7 @@ pub fn decode_op(bytes: &[u8], tx_time: i64, what: &str) -> Result<OpRec> {
                 (None, None) => return Err(Error::corrupt(format!("{what} names no entity"))),
             };
             let valid_from = tx_time.saturating_sub(before_tx);
-            OpRec::Write {
+            OpRec::Write(WriteRec {
                 entity,
                 valid_from,
                 valid_to: length.map(|l| valid_from.saturating_add(l)),
@@ -384,7 +395,7 @@ pub fn decode_op(bytes: &[u8], tx_time: i64, what: &str) -> Result<OpRec> {
                 size,
                 spelling,
                 content_omitted,
-            }
+            })
         }
         OpDisk::Evict { entity } => OpRec::Evict { entity },
         OpDisk::Match { entity, expected } => OpRec::Match { entity, expected },
@@ -713,15 +724,17 @@ mod tests {
             source: Some(source.clone()),
         };
         let id = implied_id(&first)?.unwrap_or_default();
-        let write = |entity: &str, first: Option<FirstRec>, valid_to| OpRec::Write {
-            entity: entity.into(),
-            valid_from: 1_700_000_000_000_000,
-            valid_to,
-            object_hash: Some([3; 32]),
-            first,
-            size: Some(9),
-            spelling: None,
-            content_omitted: Some(Omitted::Binary),
+        let write = |entity: &str, first: Option<FirstRec>, valid_to| {
+            OpRec::Write(WriteRec {
+                entity: entity.into(),
+                valid_from: 1_700_000_000_000_000,
+                valid_to,
+                object_hash: Some([3; 32]),
+                first,
+                size: Some(9),
+                spelling: None,
+                content_omitted: Some(Omitted::Binary),
+            })
         };
         let tx_time = 1_700_000_000_000_123;
         let ops = [

@@ -120,29 +120,20 @@ fn time(micros: i64) -> Value {
 pub(crate) fn op_json(op: &OpRec) -> Value {
     let mut map = Map::new();
     match op {
-        OpRec::Write {
-            entity,
-            valid_from,
-            valid_to,
-            object_hash,
-            first,
-            size,
-            spelling,
-            content_omitted,
-        } => {
-            let kind = if object_hash.is_some() {
+        OpRec::Write(w) => {
+            let kind = if w.object_hash.is_some() {
                 "put"
             } else {
                 "delete"
             };
             map.insert("op".into(), json!(kind));
-            map.insert("entity".into(), json!(entity));
-            map.insert("valid_from".into(), time(*valid_from));
-            map.insert("valid_to".into(), valid_to.map_or(Value::Null, time));
-            if let Some(hash) = object_hash {
+            map.insert("entity".into(), json!(w.entity));
+            map.insert("valid_from".into(), time(w.valid_from));
+            map.insert("valid_to".into(), w.valid_to.map_or(Value::Null, time));
+            if let Some(hash) = &w.object_hash {
                 map.insert("object_hash".into(), json!(hex::encode(hash)));
             }
-            if let Some(first) = first {
+            if let Some(first) = &w.first {
                 map.insert("type".into(), json!(first.object_type));
                 if let Some((filesystem_id, path)) = &first.source {
                     map.insert(
@@ -151,14 +142,14 @@ pub(crate) fn op_json(op: &OpRec) -> Value {
                     );
                 }
             }
-            if let Some(size) = size {
+            if let Some(size) = w.size {
                 map.insert("size".into(), json!(size));
             }
-            if let Some(spelling) = spelling {
+            if let Some(spelling) = &w.spelling {
                 map.insert("spelling".into(), json!(spelling));
             }
-            if let Some(reason) = content_omitted {
-                let reason = crate::object::ContentOmitted::from(*reason);
+            if let Some(reason) = w.content_omitted {
+                let reason = crate::object::ContentOmitted::from(reason);
                 map.insert("content_omitted".into(), json!(reason.as_str()));
             }
         }
@@ -196,41 +187,32 @@ pub(crate) fn op_canonical_json(op: &OpRec) -> Result<String> {
     };
     let mut out = String::with_capacity(320);
     match op {
-        OpRec::Write {
-            entity,
-            valid_from,
-            valid_to,
-            object_hash,
-            first,
-            size,
-            spelling,
-            content_omitted,
-        } => {
+        OpRec::Write(w) => {
             // Keys in JCS order: content_omitted, entity, object_hash, op, size, source,
             // spelling, type, valid_from, valid_to.
             out.push('{');
-            if let Some(reason) = content_omitted {
+            if let Some(reason) = w.content_omitted {
                 out.push_str("\"content_omitted\":");
                 push(
                     &mut out,
-                    crate::object::ContentOmitted::from(*reason).as_str(),
+                    crate::object::ContentOmitted::from(reason).as_str(),
                 );
                 out.push(',');
             }
             out.push_str("\"entity\":");
-            push(&mut out, entity);
-            if let Some(hash) = object_hash {
+            push(&mut out, &w.entity);
+            if let Some(hash) = &w.object_hash {
                 out.push_str(",\"object_hash\":\"");
                 out.push_str(&hex::encode(hash));
                 out.push('"');
             }
-            out.push_str(if object_hash.is_some() {
+            out.push_str(if w.object_hash.is_some() {
                 ",\"op\":\"put\""
             } else {
                 ",\"op\":\"delete\""
             });
-            if let Some(size) = size {
-                if *size > crate::hash::MAX_SAFE_INTEGER {
+            if let Some(size) = w.size {
+                if size > crate::hash::MAX_SAFE_INTEGER {
                     return Err(crate::Error::invalid_input(format!(
                         "size {size} is beyond 2^53 and cannot be canonicalised"
                     )));
@@ -238,26 +220,26 @@ pub(crate) fn op_canonical_json(op: &OpRec) -> Result<String> {
                 out.push_str(",\"size\":");
                 out.push_str(&size.to_string());
             }
-            if let Some((filesystem_id, path)) = first.as_ref().and_then(|f| f.source.as_ref()) {
+            if let Some((filesystem_id, path)) = w.first.as_ref().and_then(|f| f.source.as_ref()) {
                 out.push_str(",\"source\":{\"filesystemId\":");
                 push(&mut out, filesystem_id);
                 out.push_str(",\"path\":");
                 push(&mut out, path);
                 out.push_str(",\"type\":\"filesystem\"}");
             }
-            if let Some(spelling) = spelling {
+            if let Some(spelling) = &w.spelling {
                 out.push_str(",\"spelling\":");
                 push(&mut out, spelling);
             }
-            if let Some(first) = first {
+            if let Some(first) = &w.first {
                 out.push_str(",\"type\":");
                 push(&mut out, &first.object_type);
             }
             out.push_str(",\"valid_from\":");
-            time(&mut out, *valid_from);
+            time(&mut out, w.valid_from);
             out.push_str(",\"valid_to\":");
-            match valid_to {
-                Some(to) => time(&mut out, *to),
+            match w.valid_to {
+                Some(to) => time(&mut out, to),
                 None => out.push_str("null"),
             }
             out.push('}');
@@ -439,7 +421,7 @@ mod tests {
             let types = [ObjectType::File, ObjectType::Toolcall, ObjectType::Chat, ObjectType::SystemPrompt, ObjectType::Session];
             let reasons = [ContentOmitted::Binary, ContentOmitted::TooLarge, ContentOmitted::Denied];
             let op = match kind {
-                0 => OpRec::Write {
+                0 => OpRec::Write(crate::store::codec::WriteRec {
                     entity: IdStr(entity),
                     valid_from,
                     valid_to,
@@ -451,7 +433,7 @@ mod tests {
                     size,
                     spelling,
                     content_omitted: omitted.map(|r| reasons[r].into()),
-                },
+                }),
                 1 => OpRec::Evict { entity: IdStr(entity) },
                 _ => OpRec::Match { entity: IdStr(entity), expected: object_hash },
             };

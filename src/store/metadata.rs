@@ -7,7 +7,7 @@
 //! of files) reads [`ObjectMeta`] instead: the stored object hash is taken as recorded and the
 //! content is not read, so one entity costs a few table lookups and the parse of its fields.
 
-use super::{R, Store, TxId, VersionInfo, blobs, entity_rec};
+use super::{R, Store, TxId, VersionInfo, entity_rec};
 use crate::error::{Error, Result};
 use crate::hash::Hash;
 use crate::object::{Fields, FilesystemSource, ObjectType, Source};
@@ -77,13 +77,7 @@ impl R {
         let (document, json) = match &row.rec.object_hash {
             None => (None, None),
             Some(hash) => {
-                let (doc, _) =
-                    blobs::read_doc(&self.doc_index, &self.doc_data, hash)?.ok_or_else(|| {
-                        Error::corrupt(format!(
-                            "version of {id} points at missing document {}",
-                            hex::encode(hash)
-                        ))
-                    })?;
+                let doc = self.version_doc(id, hash)?;
                 let meta = DocumentMeta {
                     file_hash: doc.file_hash.map(Hash),
                     content_hash: doc.content_hash.map(Hash),

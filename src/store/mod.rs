@@ -517,35 +517,26 @@ impl W<'_> {
     /// Applies one resolved op body of transaction `tx` (op index `n`).
     fn apply(&mut self, tx: u64, tx_time: i64, n: u32, op: &OpRec) -> Result<()> {
         match op {
-            OpRec::Write {
-                entity,
-                valid_from,
-                valid_to,
-                object_hash,
-                first,
-                size,
-                spelling,
-                content_omitted,
-            } => {
-                let eid = match (entity_rec(&self.entities, entity)?, first) {
+            OpRec::Write(w) => {
+                let eid = match (entity_rec(&self.entities, &w.entity)?, &w.first) {
                     (Some(rec), _) => rec.eid,
-                    (None, Some(first)) => self.create_entity(entity, first)?,
-                    (None, None) => return Err(unknown_entity(entity)),
+                    (None, Some(first)) => self.create_entity(&w.entity, first)?,
+                    (None, None) => return Err(unknown_entity(&w.entity)),
                 };
                 let new = VersionRec {
-                    object_hash: *object_hash,
+                    object_hash: w.object_hash,
                     tx_after: 0,
                     op: n,
                     restored: false,
-                    size: *size,
-                    spelling: spelling.clone(),
-                    content_omitted: *content_omitted,
+                    size: w.size,
+                    spelling: w.spelling.clone(),
+                    content_omitted: w.content_omitted,
                 };
                 let rows = temporal::plan_write(
                     &self.versions,
                     eid,
-                    *valid_from,
-                    *valid_to,
+                    w.valid_from,
+                    w.valid_to,
                     &new,
                     tx_time,
                 )?;
@@ -806,7 +797,7 @@ impl W<'_> {
                 .map_or(0, |b| b.len() as u64);
         self.add_counter(PUT_BYTES, given as i64)?;
         self.add_counter(STORED_BYTES, stored.stored as i64)?;
-        Ok(OpRec::Write {
+        Ok(OpRec::Write(codec::WriteRec {
             entity: id.into(),
             valid_from,
             valid_to: put.valid_to.map(Timestamp::as_micros),
@@ -815,7 +806,7 @@ impl W<'_> {
             size: put.size,
             spelling: put.spelling.clone(),
             content_omitted: object.content_omitted().map(codec::Omitted::from),
-        })
+        }))
     }
 }
 
@@ -1086,16 +1077,11 @@ impl Store {
                         }
                         let from = valid_from.map_or(tx_time, Timestamp::as_micros);
                         check_range(entity, from, *valid_to)?;
-                        OpRec::Write {
-                            entity: entity.as_str().into(),
-                            valid_from: from,
-                            valid_to: valid_to.map(Timestamp::as_micros),
-                            object_hash: None,
-                            first: None,
-                            size: None,
-                            spelling: None,
-                            content_omitted: None,
-                        }
+                        OpRec::Write(codec::WriteRec::delete(
+                            entity.as_str().into(),
+                            from,
+                            valid_to.map(Timestamp::as_micros),
+                        ))
                     }
                     Op::Evict { entity } => {
                         let Some(rec) = entity_rec(&w.entities, entity)? else {
@@ -1542,6 +1528,21 @@ impl R {
         Ok(Some((version_info(id, &row, end), row)))
     }
 
+    /// The document (full fields) that a version of `id` points at by object hash `hash`.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the document is missing or does not resolve.
+    pub(super) fn version_doc(&self, id: &str, hash: &[u8; 32]) -> Result<codec::DocRec> {
+        let (doc, _) =
+            blobs::read_doc(&self.doc_index, &self.doc_data, hash)?.ok_or_else(|| {
+                Error::corrupt(format!(
+                    "version of {id} points at missing document {}",
+                    hex::encode(hash)
+                ))
+            })?;
+        Ok(doc)
+    }
+
     /// Rebuilds the envelope of `id` from its entity row, document and content.
     fn object(
         &self,
@@ -1550,13 +1551,7 @@ impl R {
         hash: &[u8; 32],
         omitted: Option<ContentOmitted>,
     ) -> Result<Object> {
-        let (doc, _) =
-            blobs::read_doc(&self.doc_index, &self.doc_data, hash)?.ok_or_else(|| {
-                Error::corrupt(format!(
-                    "version of {id} points at missing document {}",
-                    hex::encode(hash)
-                ))
-            })?;
+        let doc = self.version_doc(id, hash)?;
         let content = match &doc.content_hash {
             Some(c) => {
                 let bytes =

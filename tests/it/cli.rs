@@ -516,6 +516,36 @@ fn skipped_files_are_kept_while_they_are_files() -> TestResult {
 }
 
 #[test]
+fn a_corrupt_store_error_says_to_run_fsck() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("notes.md", b"hello\n")?;
+    f.index()?;
+    // Change the stored document's file type (its bytes are stored as written), so the object
+    // no longer hashes to what its version says.
+    let file = f.store.join("store.redb");
+    let mut raw = fs::read(&file)?;
+    let needle = b"\"file_type\":\"md\"";
+    let mut changed = 0;
+    for at in 0..raw.len().saturating_sub(needle.len()) {
+        if raw[at..].starts_with(needle) {
+            raw[at + needle.len() - 2] = b'x';
+            changed += 1;
+        }
+    }
+    assert!(changed > 0, "the document's fields are in the file");
+    fs::write(&file, raw)?;
+    let output = f.run(&["cat", "notes.md"])?;
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr)?;
+    assert!(stderr.contains("corrupt store"), "{stderr}");
+    assert!(
+        stderr.contains("`strata fsck` lists every problem"),
+        "{stderr}"
+    );
+    Ok(())
+}
+
+#[test]
 fn the_store_directory_is_never_indexed_even_as_a_root() -> TestResult {
     let f = Fixture::new()?;
     f.write("a.txt", b"a\n")?;

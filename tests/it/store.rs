@@ -911,6 +911,18 @@ fn chat_turn(n: usize) -> strata::object::Turn {
     }
 }
 
+/// (blobs, documents, stored bytes) of `store`: all zero once everything is evicted.
+fn stored_counts(store: &Store) -> (u64, u64, u64) {
+    let stats = store.stats().unwrap();
+    (stats.blobs, stats.documents, stats.stored_bytes)
+}
+
+/// The content of chat `id` as of transaction `tx`.
+fn transcript_at(store: &Store, id: &str, tx: TxId) -> String {
+    let v = store.as_of(id, None, Some(tx)).unwrap().unwrap();
+    v.object.unwrap().content().unwrap().to_string()
+}
+
 #[test]
 fn a_growing_chat_transcript_costs_its_new_turns_not_the_whole_chat() {
     let dir = tempfile::tempdir().unwrap();
@@ -939,10 +951,8 @@ fn a_growing_chat_transcript_costs_its_new_turns_not_the_whole_chat() {
     );
     // Every version reads back whole, as of its own transaction.
     for (k, tx) in txs.iter().enumerate().step_by(13).chain([(299, &txs[299])]) {
-        let v = store.as_of("chat:one", None, Some(*tx)).unwrap().unwrap();
-        let content = v.object.unwrap().content().unwrap().to_string();
         assert_eq!(
-            content,
+            transcript_at(&store, "chat:one", *tx),
             strata::object::transcript(&turns[..=k]),
             "version {k}"
         );
@@ -958,30 +968,17 @@ fn a_growing_chat_transcript_costs_its_new_turns_not_the_whole_chat() {
     for k in 1..=other.len() {
         let chat = Object::chat("one", other[..k].to_vec()).unwrap();
         // Same session ref, another entity id: a chat of a forked session.
-        let put = Put::new(
-            Object::from_parts(
-                Some("chat:two"),
-                None,
-                None,
-                chat.content().map(str::to_string),
-                chat.fields().clone(),
-                None,
-            )
-            .unwrap(),
-        );
         other_txs.push(
             store
-                .transact(vec![Op::Put(Box::new(put))], Origin::Session)
+                .transact(vec![chat_as("chat:two", &chat)], Origin::Session)
                 .unwrap()
                 .tx_id,
         );
     }
     store.evict("chat:one", Origin::Cli).unwrap();
     for (k, tx) in other_txs.iter().enumerate().step_by(7) {
-        let v = store.as_of("chat:two", None, Some(*tx)).unwrap().unwrap();
-        let content = v.object.unwrap().content().unwrap().to_string();
         assert_eq!(
-            content,
+            transcript_at(&store, "chat:two", *tx),
             strata::object::transcript(&other[..=k]),
             "version {k}"
         );
@@ -1084,9 +1081,8 @@ fn evicting_a_chat_leaves_nothing_of_it_when_a_fork_is_based_on_its_records() {
     }
     store.evict("chat:p", Origin::Cli).unwrap();
     for (k, tx) in child_txs.iter().enumerate() {
-        let v = store.as_of("chat:fork", None, Some(*tx)).unwrap().unwrap();
         assert_eq!(
-            v.object.unwrap().content().unwrap(),
+            transcript_at(&store, "chat:fork", *tx),
             strata::object::transcript(&child[..30 + k]),
             "version {k} of the fork"
         );
@@ -1453,11 +1449,7 @@ fn evict_shared_chats_in_order(order: &[usize]) {
         assert_eq!(store.fsck().unwrap(), vec![], "after evicting {evicted:?}");
         assert_eq!(store.gc().unwrap(), Default::default(), "after {evicted:?}");
     }
-    let stats = store.stats().unwrap();
-    assert_eq!(
-        (stats.blobs, stats.documents, stats.stored_bytes),
-        (0, 0, 0)
-    );
+    assert_eq!(stored_counts(&store), (0, 0, 0));
 }
 
 #[test]
@@ -1572,11 +1564,7 @@ fn a_fork_keeps_growing_after_its_parent_chat_is_evicted() {
     assert_eq!(store.fsck().unwrap(), vec![]);
     assert_eq!(store.gc().unwrap(), Default::default());
     store.evict("chat:fork", Origin::Cli).unwrap();
-    let stats = store.stats().unwrap();
-    assert_eq!(
-        (stats.blobs, stats.documents, stats.stored_bytes),
-        (0, 0, 0)
-    );
+    assert_eq!(stored_counts(&store), (0, 0, 0));
 }
 
 #[test]
@@ -1794,11 +1782,6 @@ fn random_commits_forks_and_evicts_of_chats_sharing_records() {
                 store.evict(&format!("chat:c{e}"), Origin::Cli).unwrap();
             }
         }
-        let stats = store.stats().unwrap();
-        assert_eq!(
-            (stats.blobs, stats.documents, stats.stored_bytes),
-            (0, 0, 0),
-            "seed {seed}"
-        );
+        assert_eq!(stored_counts(&store), (0, 0, 0), "seed {seed}");
     }
 }
