@@ -1,49 +1,16 @@
 //! Verification (`fsck`), rebuilding the query tables from the log (`fsck_rebuild`), and `gc`.
 
+use super::*;
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 
 use redb::{ReadableTable, ReadableTableMetadata};
 
 use super::codec::{self, DocRec, TxHeaderRec, VersionRec};
 use super::tables::*;
-use super::{Db as _, Op, Origin, Store, TxReceipt, W, blobs, log};
+use super::{Op, Origin, RedbStore, TxReceipt, WriteTables, blobs, log};
 use crate::error::{Error, Result};
 use crate::hash::{Hash, sha256, sha256_json};
 use crate::object::composite_hash;
-
-/// One problem `fsck` found, precise enough to locate it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
-    /// What kind of problem: `blob_hash`, `blob_unreadable`, `blob_missing`, `blob_orphan`,
-    /// `blob_refs`, `blob_overlap`, `doc_hash`, `doc_unreadable`, `doc_missing`, `doc_missing_content`,
-    /// `doc_refs`, `version_unreadable`, `version_no_entity`, `index`, `chain`, `op_digest`,
-    /// `op_unreadable`.
-    pub kind: &'static str,
-    /// What it is about (a hash, an entity, a tx).
-    pub subject: String,
-    /// What is wrong.
-    pub detail: String,
-}
-
-impl fmt::Display for Finding {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: {}", self.kind, self.subject, self.detail)
-    }
-}
-
-/// What `gc` removed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct GcReport {
-    /// Documents no version referenced.
-    pub documents_removed: u64,
-    /// Blobs no document referenced.
-    pub blobs_removed: u64,
-    /// Bytes of records removed.
-    pub bytes_freed: u64,
-    /// Reference counts that were wrong and were fixed.
-    pub counts_fixed: u64,
-}
 
 fn finding(kind: &'static str, subject: impl Into<String>, detail: impl Into<String>) -> Finding {
     Finding {
@@ -65,7 +32,7 @@ fn doc_object_hash(rec: &DocRec) -> Result<Hash> {
     )
 }
 
-impl Store {
+impl RedbStore {
     /// Evicts `id`: a transaction of one [`Op::Evict`].
     ///
     /// # Errors
@@ -86,7 +53,7 @@ impl Store {
     /// # Errors
     /// [`Error::Storage`] when redb itself fails.
     pub fn fsck(&self) -> Result<Vec<Finding>> {
-        let rtx = self.db.begin_read().db()?;
+        let rtx = self.handle.begin_read().db()?;
         let mut out = Vec::new();
 
         // Blobs.
@@ -409,7 +376,7 @@ impl Store {
         wtx.delete_table(MATCH_OPS).db()?;
         wtx.delete_table(PATHS).db()?;
         {
-            let mut w = W::open(&wtx)?;
+            let mut w = WriteTables::open(&wtx)?;
             let mut docs = Vec::new();
             for entry in w.docs.index.iter().db()? {
                 let (k, v) = entry.db()?;
@@ -450,7 +417,7 @@ impl Store {
         let wtx = self.begin_write()?;
         let mut report = GcReport::default();
         {
-            let mut w = W::open(&wtx)?;
+            let mut w = WriteTables::open(&wtx)?;
             let mut doc_counts: HashMap<[u8; 32], u64> = HashMap::new();
             for entry in w.versions.iter().db()? {
                 let (_, v) = entry.db()?;

@@ -7,9 +7,9 @@
 //! otherwise a backward scan in valid-time order from (vt, tx) skips rows newer than tx, which
 //! costs one step per correction made after `tx` at valid times in between.
 
+use super::*;
 use redb::ReadableTable;
 
-use super::Db as _;
 use super::codec::{self, VersionRec};
 use crate::error::Result;
 

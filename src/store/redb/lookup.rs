@@ -1,11 +1,12 @@
 //! Lookups for callers that start from a name rather than an entity id: a path, an id prefix,
 //! a moment in transaction time.
 
+use super::*;
 use redb::ReadableTable;
 
 use super::codec::{self, TxHeaderRec};
 use super::tables::{ENTITIES, ENTITY_IDS, PATHS, TX_LOG};
-use super::{Db as _, Store, Timestamp, TxId, Version};
+use super::{RedbStore, Timestamp, TxId, Version};
 use crate::error::{Error, Result};
 
 /// Calls `visit` with every (path, value) of a `(filesystem id key, path)`-keyed table at `prefix` or
@@ -51,7 +52,7 @@ fn id_of_eid(ids: &impl ReadableTable<u64, &'static [u8]>, eid: u64) -> Result<S
     }
 }
 
-impl Store {
+impl RedbStore {
     /// The entity id of the file at exactly `path` on `filesystem_id`, if the store knows one.
     ///
     /// # Errors
@@ -174,7 +175,7 @@ impl Store {
         Ok(Some(TxId(lo)))
     }
 
-    /// What `id` is now, or `None` when the store does not know it (unlike [`Store::get`], an
+    /// What `id` is now, or `None` when the store does not know it (unlike [`RedbStore::get`], an
     /// unknown entity is not an error).
     ///
     /// # Errors
@@ -195,7 +196,7 @@ mod tests {
 
     #[test]
     fn ids_with_prefix_finds_hash_ids_and_named_ids_in_id_order() -> Result<()> {
-        let store = Store::in_memory()?;
+        let store = RedbStore::in_memory()?;
         let mut ops = Vec::new();
         for i in 0..20 {
             let source = FilesystemSource {

@@ -12,6 +12,7 @@
 //! full fields only. A base is always an earlier version of the same entity, so it lives as
 //! long as the deltas on it (only eviction of the whole entity removes either).
 
+use super::*;
 use std::sync::{Arc, Mutex};
 
 use redb::ReadableTable;
@@ -20,8 +21,7 @@ use serde::{Deserialize, Serialize};
 use similar::capture_diff_slices;
 use similar::{Algorithm, DiffOp, capture_diff};
 
-use super::Db as _;
-use super::W;
+use super::WriteTables;
 use super::blobs::read_doc_raw;
 use super::codec::{self, DocRec, VersionRec};
 use crate::error::{Error, Result};
@@ -554,7 +554,7 @@ impl BaseCache {
     }
 }
 
-impl W<'_> {
+impl WriteTables<'_> {
     /// The object hash of the latest version (greatest valid time, then tx) of entity `eid`, the
     /// base of its next delta document; `None` when it has none or it is a tombstone.
     pub(super) fn delta_base(&self, eid: u64) -> Result<Option<[u8; 32]>> {

@@ -12,9 +12,9 @@
 //! log2(n) + 1 records, and a commit stores its own turn plus, on average, log2(n) / 2 earlier
 //! ones, never the whole transcript.
 
+use super::*;
 use redb::{ReadableTable, Table};
 
-use super::Db as _;
 use super::codec::{self, DocRec};
 use super::tables::BLOB_CHUNK;
 use crate::error::{Error, Result};
@@ -133,7 +133,7 @@ pub(crate) fn acquire_blob(
     t: &mut BlobTables<'_>,
     hash: &[u8; 32],
     bytes: &[u8],
-    encoded: Option<&super::EncodedBlob>,
+    encoded: Option<&EncodedBlob>,
 ) -> Result<Option<u64>> {
     let existing = t.index.get(hash).db()?.map(|v| v.value());
     match existing {
@@ -401,6 +401,23 @@ pub(crate) fn read_blob(
     read_at(index, data, hash, offset, len).map(Some)
 }
 
+/// The length in bytes of blob `hash`, from its record header when the header says it, else
+/// by reading it; `None` when it is not stored.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the record does not decode.
+pub(crate) fn blob_len(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, u64)>,
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    hash: &[u8; 32],
+) -> Result<Option<u64>> {
+    match header_of(index, data, hash)? {
+        None => Ok(None),
+        Some(codec::BlobHeader { len: Some(len), .. }) => Ok(Some(len)),
+        Some(_) => Ok(read_blob(index, data, hash)?.map(|bytes| bytes.len() as u64)),
+    }
+}
+
 /// The longest chain of suffix records a read follows: record `n` is based on `n & (n - 1)`,
 /// so a chain of `u32` numbers has at most 33 records.
 const MAX_CHAIN: usize = 33;
@@ -485,7 +502,7 @@ pub(crate) fn ensure_doc(
     blobs: &mut BlobTables<'_>,
     object: &crate::object::Object,
     bytes: Option<&[u8]>,
-    encoded: Option<&super::EncodedBlob>,
+    encoded: Option<&EncodedBlob>,
     delta_base: Option<&[u8; 32]>,
     base_cache: Option<&super::doc_delta::BaseCache>,
 ) -> Result<NewDoc> {
@@ -667,7 +684,7 @@ pub(crate) fn release_doc(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tables::{BLOB_DATA, BLOB_INDEX};
+    use crate::store::redb::tables::{BLOB_DATA, BLOB_INDEX};
 
     /// Runs `test` on the blob tables of a write transaction on a fresh redb file, with
     /// `records` (hash, suffix record on base) appended first.

@@ -10,9 +10,9 @@
 //! To add a table (the indexer's `stat_cache`), define it here and open it where it is used;
 //! [`create_all`] makes every table exist so that readers never meet a missing one.
 
+use super::StorageResult as _;
 use redb::{TableDefinition, WriteTransaction};
 
-use super::Db as _;
 use crate::error::Result;
 
 /// `meta`: name → value. Holds `format_version` (u32 little-endian) and running totals.

@@ -1,49 +1,18 @@
 //! Metadata-only reads: a version's row and its document's fields, without reading content blobs
 //! or rebuilding (and rehashing) whole objects.
 //!
-//! [`Store::as_of`] rebuilds every object from its parts and checks that it hashes to the stored
+//! [`RedbStore::as_of`] rebuilds every object from its parts and checks that it hashes to the stored
 //! object hash; that is the right default, and `fsck` checks every document the same way. A
 //! caller that needs only what a metadata line shows (a session's metadata cache over thousands
 //! of files) reads [`ObjectMeta`] instead: the stored object hash is taken as recorded and the
 //! content is not read, so one entity costs a few table lookups and the parse of its fields.
 
-use super::{R, Store, TxId, VersionInfo, entity_rec};
+use super::*;
+use super::{ReadTables, RedbStore, TxId, entity_rec};
 use crate::error::{Error, Result};
 use crate::hash::Hash;
 use crate::object::{Fields, FilesystemSource, ObjectType, Source};
 
-/// What a version of an entity is, without its content: for metadata lines and caches.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ObjectMeta {
-    /// The version row (times, object hash as stored, size, spelling, content_omitted).
-    pub info: VersionInfo,
-    /// The entity's type.
-    pub object_type: ObjectType,
-    /// Its source, for files.
-    pub source: Option<Source>,
-    /// The version's document; `None` for a tombstone.
-    pub document: Option<DocumentMeta>,
-}
-
-/// The document of a version as stored: hashes and typed fields, no content.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DocumentMeta {
-    /// `file_hash` (files that were read).
-    pub file_hash: Option<Hash>,
-    /// `content_hash` (`None` when the content is null).
-    pub content_hash: Option<Hash>,
-    /// The typed metadata fields.
-    pub fields: Fields,
-}
-
-impl ObjectMeta {
-    /// Whether the entity does not exist in this version.
-    pub fn is_tombstone(&self) -> bool {
-        self.document.is_none()
-    }
-}
-
-/// Parses stored fields JSON of an `object_type` document straight into [`Fields`].
 fn parse_fields(object_type: ObjectType, json: &str) -> Result<Fields> {
     fn typed<T: serde::de::DeserializeOwned>(json: &str) -> serde_json::Result<T> {
         serde_json::from_str(json)
@@ -63,7 +32,7 @@ fn parse_fields(object_type: ObjectType, json: &str) -> Result<Fields> {
     parsed.map_err(|e| Error::corrupt(format!("stored {object_type} fields: {e}")))
 }
 
-impl R {
+impl ReadTables {
     /// The metadata of the version of `id` visible at valid time `now` as of `tx`, with its
     /// document's fields as the stored canonical JSON.
     fn meta_at(&self, id: &str, now: i64, tx: u64) -> Result<Option<(ObjectMeta, Option<String>)>> {
@@ -103,17 +72,17 @@ impl R {
     }
 }
 
-impl Store {
+impl RedbStore {
     /// The metadata of the versions of `ids` valid now as known at transaction `tx` (latest when
     /// `None`), in one read transaction; `None` for an unknown id or one with no version visible
     /// there. Content is not read and objects are not rehashed (see the module notes);
-    /// [`Store::as_of`] and `fsck` verify.
+    /// [`RedbStore::as_of`] and `fsck` verify.
     ///
     /// # Errors
     /// [`Error::Corrupt`] when a version points at a missing document or its fields do not parse.
     pub fn metadata_many(&self, ids: &[&str], tx: Option<TxId>) -> Result<Vec<Option<ObjectMeta>>> {
         let rtx = self.read()?;
-        let r = R::open(&rtx)?;
+        let r = ReadTables::open(&rtx)?;
         let now = r.now()?;
         let tx = tx.map_or(u64::MAX, |t| t.0);
         ids.iter()
@@ -121,26 +90,26 @@ impl Store {
             .collect()
     }
 
-    /// [`Store::metadata`] with the document's fields as stored (canonical JSON; `None` for a
+    /// [`RedbStore::metadata`] with the document's fields as stored (canonical JSON; `None` for a
     /// tombstone): what a loaded session keeps to append to.
     ///
     /// # Errors
-    /// As [`Store::metadata_many`].
+    /// As [`RedbStore::metadata_many`].
     pub(crate) fn metadata_with_json(
         &self,
         id: &str,
         tx: Option<TxId>,
     ) -> Result<Option<(ObjectMeta, Option<String>)>> {
         let rtx = self.read()?;
-        let r = R::open(&rtx)?;
+        let r = ReadTables::open(&rtx)?;
         let now = r.now()?;
         r.meta_at(id, now, tx.map_or(u64::MAX, |t| t.0))
     }
 
-    /// [`Store::metadata_many`] for one id.
+    /// [`RedbStore::metadata_many`] for one id.
     ///
     /// # Errors
-    /// As [`Store::metadata_many`].
+    /// As [`RedbStore::metadata_many`].
     pub fn metadata(&self, id: &str, tx: Option<TxId>) -> Result<Option<ObjectMeta>> {
         Ok(self.metadata_many(&[id], tx)?.pop().flatten())
     }
@@ -161,7 +130,7 @@ mod tests {
 
     #[test]
     fn metadata_matches_the_rebuilt_object() -> Result<()> {
-        let store = Store::in_memory()?;
+        let store = RedbStore::in_memory()?;
         let file = Object::file_text(source("/a/b.rs"), "fn main() {}\n".into())?;
         let call = Object::toolcall(
             "toolcall:1",

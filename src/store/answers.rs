@@ -1,0 +1,186 @@
+//! What queries answer: versions, entities, history selections, counts, and what `fsck` and `gc`
+//! report.
+
+use std::fmt;
+
+use super::time::{Timestamp, TxId};
+use crate::hash::Hash;
+use crate::object::{ContentOmitted, Fields, Object, ObjectType, Source};
+
+/// One version of an entity as a query sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VersionInfo {
+    /// The entity id.
+    pub entity: String,
+    /// Start of the version in valid time.
+    pub valid_from: Timestamp,
+    /// Start of the next version visible at the same transaction time, if any.
+    pub valid_to: Option<Timestamp>,
+    /// The transaction that wrote it.
+    pub tx_id: TxId,
+    /// That transaction's time.
+    pub tx_time: Timestamp,
+    /// The object hash; `None` for a tombstone (the entity does not exist then).
+    pub object_hash: Option<Hash>,
+    /// Whether the row restores the earlier value at the end of a ranged put or delete.
+    pub restored: bool,
+    /// Byte size of a file whose bytes were not kept.
+    pub size: Option<u64>,
+    /// On-disk spelling of the path.
+    pub spelling: Option<String>,
+    /// Why the content is null.
+    pub content_omitted: Option<ContentOmitted>,
+}
+
+impl VersionInfo {
+    /// Whether the entity does not exist in this version.
+    pub fn is_tombstone(&self) -> bool {
+        self.object_hash.is_none()
+    }
+}
+
+/// A version and its object (`None` for a tombstone).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Version {
+    /// Times and version-row fields.
+    pub info: VersionInfo,
+    /// The envelope, rebuilt from entity + document + content with its hashes recomputed.
+    pub object: Option<Object>,
+}
+
+/// What the store knows about an entity itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntityInfo {
+    /// The entity id (`xt/id`).
+    pub id: String,
+    /// Its type.
+    pub object_type: ObjectType,
+    /// Its source, for files.
+    pub source: Option<Source>,
+}
+
+/// Order of [`Store::history`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Order {
+    /// Valid time ascending (then tx).
+    #[default]
+    ValidAsc,
+    /// Valid time descending.
+    ValidDesc,
+    /// Transaction ascending (then valid time).
+    TxAsc,
+    /// Transaction descending.
+    TxDesc,
+}
+
+/// What [`Store::history`] lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct HistoryQuery {
+    /// Sort order.
+    pub order: Order,
+    /// Include rows superseded by a later transaction at the same valid_from.
+    pub with_corrections: bool,
+    /// Only versions starting at or after this valid time.
+    pub valid_from: Option<Timestamp>,
+    /// Only versions starting before this valid time.
+    pub valid_to: Option<Timestamp>,
+    /// As known at this transaction (default: latest).
+    pub as_of_tx: Option<TxId>,
+}
+
+/// Counts and sizes of a store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Entities (live or tombstoned, not evicted).
+    pub entities: u64,
+    /// Version rows.
+    pub versions: u64,
+    /// Transactions.
+    pub transactions: u64,
+    /// Distinct blobs.
+    pub blobs: u64,
+    /// Distinct documents.
+    pub documents: u64,
+    /// Bytes of blob and document records stored.
+    pub stored_bytes: u64,
+    /// Bytes of content and kept file bytes given to puts, before deduplication.
+    pub put_bytes: u64,
+    /// Size of `store.redb` on disk (0 in memory).
+    pub file_bytes: u64,
+}
+
+impl Stats {
+    /// Bytes put per byte stored (above 1 when deduplication saved space).
+    pub fn dedup_ratio(&self) -> f64 {
+        if self.stored_bytes == 0 {
+            1.0
+        } else {
+            self.put_bytes as f64 / self.stored_bytes as f64
+        }
+    }
+}
+
+/// What a version of an entity is, without its content: for metadata lines and caches.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObjectMeta {
+    /// The version row (times, object hash as stored, size, spelling, content_omitted).
+    pub info: VersionInfo,
+    /// The entity's type.
+    pub object_type: ObjectType,
+    /// Its source, for files.
+    pub source: Option<Source>,
+    /// The version's document; `None` for a tombstone.
+    pub document: Option<DocumentMeta>,
+}
+
+/// The document of a version as stored: hashes and typed fields, no content.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DocumentMeta {
+    /// `file_hash` (files that were read).
+    pub file_hash: Option<Hash>,
+    /// `content_hash` (`None` when the content is null).
+    pub content_hash: Option<Hash>,
+    /// The typed metadata fields.
+    pub fields: Fields,
+}
+
+impl ObjectMeta {
+    /// Whether the entity does not exist in this version.
+    pub fn is_tombstone(&self) -> bool {
+        self.document.is_none()
+    }
+}
+
+/// Parses stored fields JSON of an `object_type` document straight into [`Fields`].
+/// One problem `fsck` found, precise enough to locate it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// What kind of problem: `blob_hash`, `blob_unreadable`, `blob_missing`, `blob_orphan`,
+    /// `blob_refs`, `blob_overlap`, `doc_hash`, `doc_unreadable`, `doc_missing`, `doc_missing_content`,
+    /// `doc_refs`, `version_unreadable`, `version_no_entity`, `index`, `chain`, `op_digest`,
+    /// `op_unreadable`.
+    pub kind: &'static str,
+    /// What it is about (a hash, an entity, a tx).
+    pub subject: String,
+    /// What is wrong.
+    pub detail: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.kind, self.subject, self.detail)
+    }
+}
+
+/// What `gc` removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct GcReport {
+    /// Documents no version referenced.
+    pub documents_removed: u64,
+    /// Blobs no document referenced.
+    pub blobs_removed: u64,
+    /// Bytes of records removed.
+    pub bytes_freed: u64,
+    /// Reference counts that were wrong and were fixed.
+    pub counts_fixed: u64,
+}

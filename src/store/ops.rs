@@ -1,0 +1,171 @@
+//! What a transaction is made of: [`Op`]s (put, delete, evict, match), a [`Put`]'s parts, and the
+//! [`TxReceipt`] a written transaction returns.
+
+use super::codec;
+use super::time::{Timestamp, TxId};
+use crate::hash::Hash;
+use crate::object::Object;
+
+/// When a put's version starts in valid time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ValidFrom {
+    /// At the transaction's time (the default).
+    #[default]
+    TxTime,
+    /// At the given time.
+    At(Timestamp),
+    /// At a file's mtime, moved into (the entity's latest valid_from, tx_time] so that a change
+    /// seen late is dated when it happened and order is never broken.
+    MtimeClamped(Timestamp),
+}
+
+/// A put: an object and what lives beside it on the version row.
+#[derive(Clone, Debug)]
+pub struct Put {
+    /// The object to store.
+    pub object: Object,
+    /// When the version starts.
+    pub valid_from: ValidFrom,
+    /// When it ends (the earlier value comes back then); open when `None`.
+    pub valid_to: Option<Timestamp>,
+    /// The raw bytes of a file whose content is null (binary), kept as a blob under `file_hash`.
+    pub bytes: Option<Vec<u8>>,
+    /// The byte size of a file whose bytes were not kept.
+    pub size: Option<u64>,
+    /// The on-disk spelling of the path (case-insensitive mounts).
+    pub spelling: Option<String>,
+    /// The blob record of the content (or of the kept bytes), compressed ahead of the write: a scan
+    /// compresses on its worker threads so the one thread that writes does not. `None`: the
+    /// write compresses it when the blob is new.
+    pub encoded: Option<EncodedBlob>,
+}
+
+impl Put {
+    /// A put of `object` valid from the transaction's time on.
+    pub fn new(object: Object) -> Self {
+        Put {
+            object,
+            valid_from: ValidFrom::TxTime,
+            valid_to: None,
+            bytes: None,
+            size: None,
+            spelling: None,
+            encoded: None,
+        }
+    }
+}
+
+/// A blob record made ahead of a write: the compressed content of an object (or its kept raw
+/// bytes), keyed by the hash the object itself carries, so the two cannot disagree.
+#[derive(Clone, Debug)]
+pub struct EncodedBlob {
+    hash: [u8; 32],
+    record: Vec<u8>,
+}
+
+impl EncodedBlob {
+    /// Compresses the content of `object`, or else `kept` (the raw bytes of a binary file, which
+    /// must hash to its `file_hash`; the write checks that); `None` when there is neither.
+    pub fn of(object: &Object, kept: Option<&[u8]>) -> Option<Self> {
+        match (
+            object.content(),
+            object.content_hash(),
+            kept,
+            object.file_hash(),
+        ) {
+            (Some(content), Some(hash), _, _) => Some(EncodedBlob {
+                hash: hash.0,
+                record: codec::encode_blob(content.as_bytes()),
+            }),
+            (None, _, Some(bytes), Some(file_hash)) => Some(EncodedBlob {
+                hash: file_hash.0,
+                record: codec::encode_blob(bytes),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The record's length in bytes (what it holds in memory).
+    pub fn len(&self) -> u64 {
+        self.record.len() as u64
+    }
+
+    /// Whether the record is empty (it never is: a record has at least its header).
+    pub fn is_empty(&self) -> bool {
+        self.record.is_empty()
+    }
+
+    /// The record, if it is the one for the blob of `hash`.
+    pub(crate) fn record_for(&self, hash: &[u8; 32]) -> Option<&[u8]> {
+        (self.hash == *hash).then_some(self.record.as_slice())
+    }
+}
+
+/// One operation of a transaction.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Store a new version of an object.
+    Put(Box<Put>),
+    /// Mark an entity as not existing from `valid_from` (default: tx time) to `valid_to`.
+    Delete {
+        /// The entity id.
+        entity: String,
+        /// Start; the transaction's time when `None`.
+        valid_from: Option<Timestamp>,
+        /// End (the earlier value comes back then); open when `None`.
+        valid_to: Option<Timestamp>,
+    },
+    /// Remove every trace of an entity but the log's digests and the eviction record.
+    Evict {
+        /// The entity id.
+        entity: String,
+    },
+    /// Precondition: the entity's current object hash is `expected` (`None`: it is absent).
+    Match {
+        /// The entity id.
+        entity: String,
+        /// The expected object hash, or `None` for absent (unknown, evicted or deleted).
+        expected: Option<Hash>,
+    },
+}
+
+impl Op {
+    /// A put of `object` at the transaction's time.
+    pub fn put(object: Object) -> Self {
+        Op::Put(Box::new(Put::new(object)))
+    }
+
+    /// A put of `object` valid in [`from`, `to`) (`to` open when `None`).
+    pub fn put_at(object: Object, from: Timestamp, to: Option<Timestamp>) -> Self {
+        let mut put = Put::new(object);
+        put.valid_from = ValidFrom::At(from);
+        put.valid_to = to;
+        Op::Put(Box::new(put))
+    }
+
+    /// A delete of `entity` at the transaction's time.
+    pub fn delete(entity: impl Into<String>) -> Self {
+        Op::Delete {
+            entity: entity.into(),
+            valid_from: None,
+            valid_to: None,
+        }
+    }
+
+    /// The entity this op is about.
+    pub fn entity(&self) -> &str {
+        match self {
+            Op::Put(put) => put.object.id(),
+            Op::Delete { entity, .. } | Op::Evict { entity } | Op::Match { entity, .. } => entity,
+        }
+    }
+}
+
+/// What [`Store::transact`] returns: the transaction's number and time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxReceipt {
+    /// The new transaction's number.
+    pub tx_id: TxId,
+    /// Its time.
+    pub tx_time: Timestamp,
+}

@@ -1,0 +1,112 @@
+//! Evicting an entity: its versions, op bodies, matches, paths, and every document and content
+//! nothing else references; the log keeps the eviction record and the digests.
+
+use super::*;
+
+impl WriteTables<'_> {
+    /// Erases every trace of entity `id` (entity row `rec`) but the log's digests.
+    pub(super) fn evict(&mut self, id: &str, rec: &EntityRec) -> Result<()> {
+        let eid = rec.eid;
+        let mut rows = Vec::new();
+        for entry in self
+            .versions
+            .range((eid, i64::MIN, 0u64)..=(eid, i64::MAX, u64::MAX))
+            .db()?
+        {
+            let (key, value) = entry.db()?;
+            let rec: VersionRec = codec::decode(value.value(), "version record")?;
+            rows.push((key.value(), rec.object_hash, rec.op));
+        }
+        let mut freed: u64 = 0;
+        // Session and chat documents and transcripts are stored as deltas and suffixes on
+        // earlier ones, which another entity's records may be based on: those are kept whole,
+        // so that nothing of this entity stays behind as a base.
+        let chained = matches!(
+            rec.object_type.parse::<ObjectType>(),
+            Ok(ObjectType::Session | ObjectType::Chat)
+        );
+        // The blobs of the documents only this entity uses: one may survive its release only
+        // as the base of another entity's suffix records (a file whose content is a chat's
+        // transcript a fork of that chat grew from), which `blobs::unbase` then takes out.
+        let (mut erased_blobs, mut added) = (Vec::new(), 0u64);
+        let mut uses: HashMap<[u8; 32], u64> = HashMap::new();
+        for (_, hash, _) in &rows {
+            if let Some(hash) = hash {
+                *uses.entry(*hash).or_default() += 1;
+            }
+        }
+        let mut erased = HashMap::new();
+        for (hash, count) in uses {
+            if let Some((seq, refs, file_blob)) =
+                self.docs.index.get(&hash).db()?.map(|v| v.value())
+                && refs <= count
+            {
+                erased.insert(hash, seq);
+                if let Some((doc, _)) =
+                    blobs::read_doc_raw(&self.docs.index, &self.docs.data, &hash)?
+                {
+                    erased_blobs.extend(blobs::doc_blobs(&doc, file_blob));
+                }
+            }
+        }
+        if chained {
+            added += doc_delta::keep_dependents_whole(&mut self.docs, &erased)?;
+        }
+        // The entity's op bodies: the writes that made its rows, and its matches.
+        let mut ops = std::collections::BTreeSet::new();
+        for (key, hash, op) in rows {
+            ops.insert((key.2, op));
+            self.versions.remove(key).db()?;
+            self.by_tx.remove((key.0, key.2)).db()?;
+            if let Some(hash) = hash {
+                freed += blobs::release_doc(&mut self.docs, &mut self.blobs, &hash)?;
+            }
+        }
+        let mut matches = Vec::new();
+        for entry in self
+            .match_ops
+            .range((eid, 0u64, 0u32)..=(eid, u64::MAX, u32::MAX))
+            .db()?
+        {
+            matches.push(entry.db()?.0.value());
+        }
+        // Matches made while no entity had this id (eids count from 1): their bodies say which.
+        for entry in self
+            .match_ops
+            .range((ABSENT_EID, 0u64, 0u32)..=(ABSENT_EID, u64::MAX, u32::MAX))
+            .db()?
+        {
+            let (e, tx, n) = entry.db()?.0.value();
+            let Some(header) = self.tx_log.get(tx).db()?.map(|v| v.value().to_vec()) else {
+                continue;
+            };
+            let tx_time = codec::decode::<TxHeaderRec>(&header, "tx header")?.tx_time;
+            if let Some(body) = self.tx_ops.get((tx, n)).db()?.map(|v| v.value().to_vec())
+                && let OpRec::Match { entity, .. } =
+                    codec::decode_op(&body, tx_time, &format!("op {n} of tx {tx}"))?
+                && entity.0 == id
+            {
+                matches.push((e, tx, n));
+            }
+        }
+        for (e, tx, n) in matches {
+            self.match_ops.remove((e, tx, n)).db()?;
+            ops.insert((tx, n));
+        }
+        for (tx, n) in ops {
+            self.tx_ops.remove((tx, n)).db()?;
+        }
+        self.entities.remove(codec::id_key(id).as_slice()).db()?;
+        self.entity_ids.remove(eid).db()?;
+        if let Some((filesystem_id, path)) = &rec.source {
+            self.paths
+                .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
+                .db()?;
+        }
+        let (more, less) = blobs::unbase(&mut self.blobs, &erased_blobs)?;
+        added += more;
+        freed += less;
+        self.add_counter(STORED_BYTES, added as i64 - freed as i64)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,318 @@
+//! `RedbStore`: the [`Backend`] on one redb file.
+//!
+//! Uses `object` and `hash` (and `error`), and the engine-neutral parts of `store`.
+//!
+//! # Layout
+//! - `open`: create, open, open read-only, in memory; the format check and the lock file.
+//! - `tables`: every table and its key layout.
+//! - `write`: the write tables of a transaction and `transact`. `evict`: erasing an entity.
+//! - `read`: the read tables of a query and the queries. `metadata`: metadata-only reads.
+//!   `lookup`: paths, ids and prefixes.
+//! - `blobs`: contents and documents, content-addressed, with reference counts. `doc_delta`:
+//!   session and chat documents stored as deltas. `temporal`: as-of, history, the write rule.
+//! - `stat`: the stat cache table. `fsck`: verification, rebuild, gc.
+
+mod blobs;
+mod doc_delta;
+mod evict;
+mod fsck;
+mod lookup;
+mod metadata;
+mod open;
+mod read;
+mod stat;
+mod tables;
+mod temporal;
+mod write;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
+
+use super::codec::{self, EntityRec, FirstRec, OpRec, TxHeaderRec, VersionRec};
+use super::log::{self, LoggedOp, Origin, TxRecord};
+use super::{
+    Backend, DB_FILE, DocumentMeta, EncodedBlob, EntityInfo, FORMAT_VERSION, FileStat, Finding,
+    GcReport, HistoryQuery, LOCK_FILE, ObjectMeta, Op, Order, Put, StatEntry, StatUpdate, Stats,
+    Timestamp, TxId, TxReceipt, ValidFrom, Version, VersionInfo,
+};
+use crate::error::{Error, Result};
+use crate::hash::Hash;
+use crate::object::{ContentOmitted, Fields, FilesystemSource, Object, ObjectType, Source};
+use blobs::{BlobTables, DocTables};
+use open::Handle;
+use read::ReadTables;
+use tables::*;
+use write::WriteTables;
+
+/// redb's page cache: enough for a CLI run's working set, far below redb's 1 GiB default.
+pub(crate) const CACHE_BYTES: usize = 32 * 1024 * 1024;
+/// Whether commits save the allocator state so that reopening after a crash is quick.
+const QUICK_REPAIR: bool = true;
+
+/// Maps any storage engine error into [`Error::Storage`].
+pub(crate) trait StorageResult<T> {
+    /// The result with its error turned into [`Error::Storage`].
+    fn db(self) -> Result<T>;
+}
+
+impl<T, E: std::fmt::Display> StorageResult<T> for std::result::Result<T, E> {
+    fn db(self) -> Result<T> {
+        self.map_err(|e| Error::Storage(e.to_string()))
+    }
+}
+
+/// A bitemporal object store on one redb database, held by one process at a time.
+pub(crate) struct RedbStore {
+    handle: Handle,
+    dir: Option<PathBuf>,
+    /// (length, bytes allocated on disk) of `store.redb` when this handle opened it (see `Drop`).
+    opened: (u64, u64),
+    /// The latest session and chat documents written, the bases of their next deltas.
+    base_cache: doc_delta::BaseCache,
+}
+
+impl std::fmt::Debug for RedbStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedbStore").field("dir", &self.dir).finish()
+    }
+}
+
+fn read_counter(meta: &impl ReadableTable<&'static str, &'static [u8]>, name: &str) -> Result<u64> {
+    Ok(match meta.get(name).db()? {
+        Some(v) => {
+            let bytes: [u8; 8] = v
+                .value()
+                .try_into()
+                .map_err(|_| Error::corrupt(format!("meta counter {name} is not 8 bytes")))?;
+            u64::from_le_bytes(bytes)
+        }
+        None => 0,
+    })
+}
+
+const STORED_BYTES: &str = "stored_bytes";
+/// The eid under which `match_ops` keeps matches on an id no entity had (eids count from 1).
+const ABSENT_EID: u64 = 0;
+const PUT_BYTES: &str = "put_bytes";
+
+fn entity_rec(
+    entities: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    id: &str,
+) -> Result<Option<EntityRec>> {
+    match entities.get(codec::id_key(id).as_slice()).db()? {
+        // The error's name is built only on the error path (a resume decodes 10 000 records).
+        Some(v) => match codec::decode(v.value(), "entity") {
+            Ok(rec) => Ok(Some(rec)),
+            Err(_) => Ok(Some(codec::decode(v.value(), &format!("entity {id}"))?)),
+        },
+        None => Ok(None),
+    }
+}
+
+fn unknown_entity(id: &str) -> Error {
+    Error::not_found(format!(
+        "entity {id} (it was never stored, or was evicted); check the id"
+    ))
+}
+
+fn ts(micros: i64) -> Timestamp {
+    Timestamp::saturating_from_micros(micros)
+}
+
+fn version_info(entity: &str, row: &temporal::Row, valid_to: Option<i64>) -> VersionInfo {
+    VersionInfo {
+        entity: entity.to_string(),
+        valid_from: ts(row.vt),
+        valid_to: valid_to.map(ts),
+        tx_id: TxId(row.tx),
+        tx_time: ts(row.tx_time()),
+        object_hash: row.rec.object_hash.map(Hash),
+        restored: row.rec.restored,
+        size: row.rec.size,
+        spelling: row.rec.spelling.clone(),
+        content_omitted: row.rec.content_omitted.map(ContentOmitted::from),
+    }
+}
+
+/// (length, bytes allocated on disk) of a file; (0, 0) when it cannot be read.
+fn file_size(path: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).map_or((0, 0), |m| (m.len(), m.blocks() * 512))
+}
+
+impl Drop for RedbStore {
+    /// Compacts the file after a large write, then removes the lock file.
+    ///
+    /// redb grows a file below 4 GiB by doubling it, so after a large write the file's length is
+    /// up to twice the pages in use (100 000 incompressible contents: 1 028 MiB long, 560 MiB
+    /// used). `Database::compact` moves the last pages into free ones and truncates the file
+    /// (there is no public way to make redb grow by less). It costs about 25 ms even when there
+    /// is little to move (several two-phase commits), which doubled the time of a small
+    /// re-index; so it runs only when the file grew and the bytes allocated on disk grew by at
+    /// least an eighth since the handle opened it. After a small write the file may be up to
+    /// twice as long as its content, in a sparse tail that takes no disk space; the next large
+    /// write compacts it. Best effort: a failure leaves a longer file, never a wrong one.
+    fn drop(&mut self) {
+        if let Some(dir) = &self.dir
+            && !self.handle.is_read_only()
+        {
+            let (len, allocated) = file_size(&dir.join(DB_FILE));
+            let (opened_len, opened_allocated) = self.opened;
+            if len > opened_len
+                && allocated >= opened_allocated + opened_allocated / 8
+                && let Some(db) = self.handle.writable()
+            {
+                let _ = db.compact();
+            }
+            // Best effort: a lock file left behind is only informational.
+            let _ = std::fs::remove_file(dir.join(LOCK_FILE));
+        }
+    }
+}
+
+impl Backend for RedbStore {
+    fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.handle.is_read_only()
+    }
+
+    fn transact(&self, ops: Vec<Op>, origin: Origin) -> Result<TxReceipt> {
+        RedbStore::transact(self, ops, origin)
+    }
+
+    fn transact_with_stat(
+        &self,
+        ops: Vec<Op>,
+        origin: Origin,
+        stat: StatUpdate,
+    ) -> Result<Option<TxReceipt>> {
+        RedbStore::transact_with_stat(self, ops, origin, stat)
+    }
+
+    fn as_of(
+        &self,
+        id: &str,
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+    ) -> Result<Option<Version>> {
+        RedbStore::as_of(self, id, valid_time, tx)
+    }
+
+    fn version_info(
+        &self,
+        id: &str,
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+    ) -> Result<Option<VersionInfo>> {
+        RedbStore::version_info(self, id, valid_time, tx)
+    }
+
+    fn get_many(&self, ids: &[&str]) -> Result<Vec<Option<Version>>> {
+        RedbStore::get_many(self, ids)
+    }
+
+    fn get_if_known(&self, id: &str) -> Result<Option<Version>> {
+        RedbStore::get_if_known(self, id)
+    }
+
+    fn history(&self, id: &str, query: HistoryQuery) -> Result<Vec<VersionInfo>> {
+        RedbStore::history(self, id, query)
+    }
+
+    fn version_sizes(&self, id: &str, versions: &[VersionInfo]) -> Result<Vec<Option<u64>>> {
+        RedbStore::version_sizes(self, id, versions)
+    }
+
+    fn log(&self, since: Option<TxId>, limit: usize) -> Result<Vec<TxRecord>> {
+        RedbStore::log(self, since, limit)
+    }
+
+    fn chain_head(&self) -> Result<Option<(TxId, [u8; 32])>> {
+        RedbStore::chain_head(self)
+    }
+
+    fn tx_at_time(&self, time: Timestamp) -> Result<Option<TxId>> {
+        RedbStore::tx_at_time(self, time)
+    }
+
+    fn entity(&self, id: &str) -> Result<EntityInfo> {
+        RedbStore::entity(self, id)
+    }
+
+    fn entity_exists(&self, id: &str) -> Result<bool> {
+        RedbStore::entity_exists(self, id)
+    }
+
+    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        RedbStore::ids_with_prefix(self, prefix, limit)
+    }
+
+    fn entity_at_path(&self, filesystem_id: &str, path: &str) -> Result<Option<String>> {
+        RedbStore::entity_at_path(self, filesystem_id, path)
+    }
+
+    fn paths_under(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<(String, String)>> {
+        RedbStore::paths_under(self, filesystem_id, prefix)
+    }
+
+    fn indexed_paths_under(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<String>> {
+        RedbStore::indexed_paths_under(self, filesystem_id, prefix)
+    }
+
+    fn content(&self, hash: &Hash) -> Result<Option<Vec<u8>>> {
+        RedbStore::content(self, hash)
+    }
+
+    fn live_entities(&self) -> Result<Vec<EntityInfo>> {
+        RedbStore::live_entities(self)
+    }
+
+    fn metadata(&self, id: &str, tx: Option<TxId>) -> Result<Option<ObjectMeta>> {
+        RedbStore::metadata(self, id, tx)
+    }
+
+    fn metadata_many(&self, ids: &[&str], tx: Option<TxId>) -> Result<Vec<Option<ObjectMeta>>> {
+        RedbStore::metadata_many(self, ids, tx)
+    }
+
+    fn metadata_with_json(
+        &self,
+        id: &str,
+        tx: Option<TxId>,
+    ) -> Result<Option<(ObjectMeta, Option<String>)>> {
+        RedbStore::metadata_with_json(self, id, tx)
+    }
+
+    fn stat_cache(
+        &self,
+        filesystem_id: &str,
+        prefix: &str,
+    ) -> Result<rustc_hash::FxHashMap<String, StatEntry>> {
+        RedbStore::stat_cache(self, filesystem_id, prefix)
+    }
+
+    fn stats(&self) -> Result<Stats> {
+        RedbStore::stats(self)
+    }
+
+    fn evict(&self, id: &str, origin: Origin) -> Result<TxReceipt> {
+        RedbStore::evict(self, id, origin)
+    }
+
+    fn fsck(&self) -> Result<Vec<Finding>> {
+        RedbStore::fsck(self)
+    }
+
+    fn fsck_rebuild(&self) -> Result<()> {
+        RedbStore::fsck_rebuild(self)
+    }
+
+    fn gc(&self) -> Result<GcReport> {
+        RedbStore::gc(self)
+    }
+}

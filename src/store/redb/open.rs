@@ -1,0 +1,325 @@
+//! Opening a store: create, open, open read-only, in memory; the format check and the
+//! informational lock file.
+
+use std::path::Path;
+
+use redb::{Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, WriteTransaction};
+
+use super::*;
+
+/// The redb handle of a store: read-write, or read-only.
+pub(crate) enum Handle {
+    /// Opened by `create`, `open` or `in_memory`: reads and writes.
+    ReadWrite(Database),
+    /// Opened by [`RedbStore::open_read_only`]: reads only.
+    ReadOnly(ReadOnlyDatabase),
+}
+
+/// The error of a write attempted through a read-only handle.
+#[derive(Debug)]
+pub(crate) struct OpenedReadOnly;
+
+impl std::fmt::Display for OpenedReadOnly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the store was opened read-only; open it read-write to write")
+    }
+}
+
+impl Handle {
+    /// Begins a read transaction.
+    pub(crate) fn begin_read(&self) -> Result<ReadTransaction, redb::TransactionError> {
+        match self {
+            Handle::ReadWrite(db) => db.begin_read(),
+            Handle::ReadOnly(db) => db.begin_read(),
+        }
+    }
+
+    /// Begins a write transaction; refused on a read-only handle.
+    pub(crate) fn begin_write(&self) -> Result<WriteTransaction, WriteRefused> {
+        match self {
+            Handle::ReadWrite(db) => db.begin_write().map_err(WriteRefused::Redb),
+            Handle::ReadOnly(_) => Err(WriteRefused::ReadOnly(OpenedReadOnly)),
+        }
+    }
+
+    /// The read-write handle, for what only it can do (compaction).
+    pub(crate) fn writable(&mut self) -> Option<&mut Database> {
+        match self {
+            Handle::ReadWrite(db) => Some(db),
+            Handle::ReadOnly(_) => None,
+        }
+    }
+
+    /// Whether this handle only reads.
+    pub(crate) fn is_read_only(&self) -> bool {
+        matches!(self, Handle::ReadOnly(_))
+    }
+}
+
+/// Why a write transaction could not begin.
+#[derive(Debug)]
+pub(crate) enum WriteRefused {
+    /// redb refused it.
+    Redb(redb::TransactionError),
+    /// The handle is read-only.
+    ReadOnly(OpenedReadOnly),
+}
+
+impl std::fmt::Display for WriteRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WriteRefused::Redb(e) => e.fmt(f),
+            WriteRefused::ReadOnly(e) => e.fmt(f),
+        }
+    }
+}
+
+pub(crate) fn lock_holder(dir: &Path) -> String {
+    match std::fs::read_to_string(dir.join(LOCK_FILE)) {
+        Ok(text) if !text.trim().is_empty() => text.trim().replace('\n', ", "),
+        _ => "unknown holder".to_string(),
+    }
+}
+
+fn write_lock_file(dir: &Path) -> Result<()> {
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let text = format!(
+        "pid={}\ncommand={}\nstarted={}\n",
+        std::process::id(),
+        command,
+        Timestamp::now()
+    );
+    let path = dir.join(LOCK_FILE);
+    std::fs::write(&path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
+}
+
+impl RedbStore {
+    /// Creates a new store in directory `dir` (made if missing).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when a store already exists there; [`Error::Io`] when the
+    /// directory cannot be made; [`Error::StoreLocked`] when another process holds it.
+    pub fn create(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        if dir.join(DB_FILE).exists() {
+            return Err(Error::invalid_input(format!(
+                "a store already exists in {}; open it instead",
+                dir.display()
+            )));
+        }
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("creating store directory {}", dir.display()), e))?;
+        Self::open_dir(dir, true)
+    }
+
+    /// Opens the existing store in directory `dir`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when there is none; [`Error::StoreLocked`] when another process holds
+    /// it; [`Error::FormatVersion`] when it was written by another format version.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        if !dir.join(DB_FILE).exists() {
+            return Err(Error::not_found(format!(
+                "store in {} (no {DB_FILE}); create one with `strata init`",
+                dir.display()
+            )));
+        }
+        Self::open_dir(dir, false)
+    }
+
+    /// Opens the store in `dir`, creating it when there is none.
+    ///
+    /// # Errors
+    /// As [`RedbStore::create`] and [`RedbStore::open`].
+    pub fn open_or_create(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        if dir.join(DB_FILE).exists() {
+            Self::open(dir)
+        } else {
+            Self::create(dir)
+        }
+    }
+
+    /// A store in memory (nothing on disk, no lock file): for tests and models.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when redb fails.
+    pub fn in_memory() -> Result<Self> {
+        let db = Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .db()?;
+        let store = RedbStore {
+            handle: Handle::ReadWrite(db),
+            dir: None,
+            opened: (0, 0),
+            base_cache: doc_delta::BaseCache::default(),
+        };
+        store.init(true, Path::new(":memory:"))?;
+        Ok(store)
+    }
+
+    pub(super) fn open_dir(dir: &Path, create: bool) -> Result<Self> {
+        let path = dir.join(DB_FILE);
+        let mut builder = Database::builder();
+        builder.set_cache_size(CACHE_BYTES);
+        let opened = if create {
+            builder.create(&path)
+        } else {
+            builder.open(&path)
+        };
+        let db = match opened {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(Error::StoreLocked {
+                    path,
+                    holder: lock_holder(dir),
+                });
+            }
+            Err(e) => return Err(Error::Storage(format!("opening {}: {e}", path.display()))),
+        };
+        write_lock_file(dir)?;
+        let store = RedbStore {
+            handle: Handle::ReadWrite(db),
+            dir: Some(dir.to_path_buf()),
+            opened: file_size(&path),
+            base_cache: doc_delta::BaseCache::default(),
+        };
+        store.init(create, &path)?;
+        Ok(store)
+    }
+
+    pub(super) fn init(&self, create: bool, path: &Path) -> Result<()> {
+        if create {
+            let tx = self.handle.begin_write().db()?;
+            tables::create_all(&tx)?;
+            {
+                let mut meta = tx.open_table(META).db()?;
+                meta.insert("format_version", FORMAT_VERSION.to_le_bytes().as_slice())
+                    .db()?;
+            }
+            tx.commit().db()?;
+            return Ok(());
+        }
+        self.check_format(path)
+    }
+
+    /// Refuses a file that is not a strata store or has another format version.
+    pub(super) fn check_format(&self, path: &Path) -> Result<()> {
+        let tx = self.handle.begin_read().db()?;
+        let meta = tx.open_table(META).map_err(|e| {
+            Error::corrupt(format!(
+                "{} has no meta table ({e}); it is not a strata store",
+                path.display()
+            ))
+        })?;
+        let found = match meta.get("format_version").db()? {
+            Some(v) => {
+                let bytes: [u8; 4] = v.value().try_into().map_err(|_| {
+                    Error::corrupt(format!("{} has a malformed format version", path.display()))
+                })?;
+                u32::from_le_bytes(bytes)
+            }
+            None => 0,
+        };
+        if found != FORMAT_VERSION {
+            return Err(Error::FormatVersion {
+                path: path.to_path_buf(),
+                found,
+                supported: FORMAT_VERSION,
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn begin_write(&self) -> Result<WriteTransaction> {
+        let mut tx = self.handle.begin_write().db()?;
+        tx.set_quick_repair(QUICK_REPAIR);
+        Ok(tx)
+    }
+
+    pub(super) fn read(&self) -> Result<ReadTransaction> {
+        self.handle.begin_read().db()
+    }
+}
+
+impl RedbStore {
+    /// Opens the existing store in `dir` for reading only: no write to the file, so nothing to
+    /// sync. A store that was not closed cleanly needs a repair, which only a read-write open
+    /// makes: then this falls back to [`RedbStore::open`].
+    ///
+    /// # Errors
+    /// As [`RedbStore::open`].
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        let path = dir.join(DB_FILE);
+        if !path.exists() {
+            return RedbStore::open(dir);
+        }
+        let mut builder = Database::builder();
+        builder.set_cache_size(CACHE_BYTES);
+        match builder.open_read_only(&path) {
+            Ok(db) => {
+                let store = RedbStore {
+                    handle: Handle::ReadOnly(db),
+                    dir: Some(dir.to_path_buf()),
+                    opened: (0, 0),
+                    base_cache: doc_delta::BaseCache::default(),
+                };
+                store.check_format(&path)?;
+                Ok(store)
+            }
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(Error::StoreLocked {
+                path,
+                holder: lock_holder(dir),
+            }),
+            // Not closed cleanly (or anything else a read-only open cannot handle): the normal
+            // open repairs it.
+            Err(_) => RedbStore::open(dir),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::{FilesystemSource, Object};
+    use crate::store::{Op, Origin};
+
+    #[test]
+    pub(super) fn a_read_only_store_reads_and_refuses_writes() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let source = FilesystemSource {
+            filesystem_id: "fs".into(),
+            path: "/a.txt".into(),
+        };
+        let object = Object::file_text(source, "a".into())?;
+        let id = object.id().to_string();
+        {
+            let store = RedbStore::create(tmp.path())?;
+            store.transact(vec![Op::put(object.clone())], Origin::Cli)?;
+        }
+        let before = std::fs::read(tmp.path().join(DB_FILE)).map_err(|e| Error::io("read", e))?;
+        {
+            let store = RedbStore::open_read_only(tmp.path())?;
+            assert!(store.is_read_only());
+            let got = store.get(&id)?.and_then(|v| v.object);
+            assert_eq!(got.as_ref(), Some(&object));
+            let err = store
+                .transact(vec![Op::delete(id.clone())], Origin::Cli)
+                .map(|_| ())
+                .unwrap_err();
+            assert!(err.to_string().contains("read-only"), "{err}");
+            // Two readers at once are fine.
+            let second = RedbStore::open_read_only(tmp.path())?;
+            assert!(second.get(&id)?.is_some());
+        }
+        let after = std::fs::read(tmp.path().join(DB_FILE)).map_err(|e| Error::io("read", e))?;
+        assert!(before == after, "a read-only open left the file as it was");
+        assert!(
+            !tmp.path().join(super::super::LOCK_FILE).exists(),
+            "readers write no lock file (it names the writer)"
+        );
+        Ok(())
+    }
+}

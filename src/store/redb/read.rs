@@ -1,0 +1,438 @@
+//! Reading: [`ReadTables`], the read tables of one query, and the queries of [`RedbStore`].
+
+use super::*;
+
+impl RedbStore {
+    /// What `id` is now (valid now, as of the latest transaction).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown entity; [`Error::Corrupt`] when stored data fails its
+    /// hashes.
+    pub fn get(&self, id: &str) -> Result<Option<Version>> {
+        self.as_of(id, None, None)
+    }
+
+    /// What `id` was at `valid_time` as known at transaction `tx` (defaults: now, latest).
+    ///
+    /// `None` when no version is visible there; a tombstone is a version with no object.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown entity; [`Error::Corrupt`] when stored data fails its
+    /// hashes.
+    pub fn as_of(
+        &self,
+        id: &str,
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+    ) -> Result<Option<Version>> {
+        let rtx = self.read()?;
+        let r = ReadTables::open(&rtx)?;
+        let entity = entity_rec(&r.entities, id)?.ok_or_else(|| unknown_entity(id))?;
+        r.version_at(id, &entity, valid_time, tx)
+    }
+
+    /// Like [`RedbStore::as_of`] without rebuilding the object: only the version's times and hashes.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown entity.
+    pub fn version_info(
+        &self,
+        id: &str,
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+    ) -> Result<Option<VersionInfo>> {
+        let rtx = self.read()?;
+        let r = ReadTables::open(&rtx)?;
+        let entity = entity_rec(&r.entities, id)?.ok_or_else(|| unknown_entity(id))?;
+        r.info_at(id, &entity, valid_time, tx)
+    }
+
+    /// The current versions of many entities in one read transaction; unknown ids give `None`.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when stored data fails its hashes.
+    pub fn get_many(&self, ids: &[&str]) -> Result<Vec<Option<Version>>> {
+        let rtx = self.read()?;
+        let r = ReadTables::open(&rtx)?;
+        ids.iter()
+            .map(|id| match entity_rec(&r.entities, id)? {
+                Some(entity) => r.version_at(id, &entity, None, None),
+                None => Ok(None),
+            })
+            .collect()
+    }
+
+    /// The versions of `id` as `query` selects them.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown entity.
+    pub fn history(&self, id: &str, query: HistoryQuery) -> Result<Vec<VersionInfo>> {
+        let rtx = self.read()?;
+        let r = ReadTables::open(&rtx)?;
+        let entity = entity_rec(&r.entities, id)?.ok_or_else(|| unknown_entity(id))?;
+        let tx = query.as_of_tx.map_or(u64::MAX, |t| t.0);
+        let from = query.valid_from.map_or(i64::MIN, Timestamp::as_micros);
+        let to = query.valid_to.map_or(i64::MAX, Timestamp::as_micros);
+        let rows = temporal::history_rows(
+            &r.versions,
+            entity.eid,
+            from,
+            to,
+            tx,
+            query.with_corrections,
+        )?;
+        // valid_to of a row: the next distinct valid_from visible at `tx`.
+        let mut distinct: Vec<i64> = rows.iter().map(|r| r.vt).collect();
+        distinct.dedup();
+        let tail_end = match distinct.last() {
+            Some(&last) => temporal::valid_to(&r.versions, entity.eid, last, tx)?,
+            None => None,
+        };
+        let mut out: Vec<VersionInfo> = rows
+            .iter()
+            .map(|row| {
+                let i = distinct.partition_point(|&v| v <= row.vt);
+                let end = distinct.get(i).copied().or(tail_end);
+                version_info(id, row, end)
+            })
+            .collect();
+        match query.order {
+            Order::ValidAsc => {}
+            Order::ValidDesc => out.reverse(),
+            Order::TxAsc => out.sort_by_key(|v| (v.tx_id, v.valid_from)),
+            Order::TxDesc => {
+                out.sort_by_key(|v| (v.tx_id, v.valid_from));
+                out.reverse();
+            }
+        }
+        Ok(out)
+    }
+
+    /// The byte size of each of `versions` (of entity `id`) in one read transaction.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when a record does not decode.
+    pub fn version_sizes(&self, id: &str, versions: &[VersionInfo]) -> Result<Vec<Option<u64>>> {
+        let rtx = self.read()?;
+        let r = ReadTables::open(&rtx)?;
+        versions
+            .iter()
+            .map(|info| {
+                if info.size.is_some() {
+                    return Ok(info.size);
+                }
+                let Some(hash) = info.object_hash else {
+                    return Ok(None);
+                };
+                let doc = r.version_doc(id, &hash.0)?;
+                let blob = match (doc.content_hash, info.content_omitted) {
+                    (Some(content), _) => Some(content),
+                    (None, Some(ContentOmitted::Binary)) => doc.file_hash,
+                    _ => None,
+                };
+                match blob {
+                    Some(blob) => blobs::blob_len(&r.blob_index, &r.blob_data, &blob),
+                    None => Ok(None),
+                }
+            })
+            .collect()
+    }
+
+    /// Up to `limit` log records after transaction `since` (from the first when `None`), oldest
+    /// first.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when a record does not decode.
+    pub fn log(&self, since: Option<TxId>, limit: usize) -> Result<Vec<TxRecord>> {
+        let rtx = self.read()?;
+        let tx_log = rtx.open_table(TX_LOG).db()?;
+        let tx_ops = rtx.open_table(TX_OPS).db()?;
+        let start = since.map_or(0, |t| t.0.saturating_add(1));
+        let mut out = Vec::new();
+        for entry in tx_log.range(start..).db()?.take(limit) {
+            let (key, value) = entry.db()?;
+            let tx = key.value();
+            let header: TxHeaderRec = codec::decode(value.value(), &format!("header of tx {tx}"))?;
+            let mut ops = Vec::with_capacity(header.digests.len());
+            for (n, digest) in header.digests.iter().enumerate() {
+                let body = match tx_ops.get((tx, n as u32)).db()? {
+                    Some(v) => Some(log::op_json(&codec::decode_op(
+                        v.value(),
+                        header.tx_time,
+                        &format!("op {n} of tx {tx}"),
+                    )?)),
+                    None => None,
+                };
+                ops.push(LoggedOp {
+                    digest: *digest,
+                    body,
+                });
+            }
+            out.push(TxRecord {
+                tx_id: TxId(tx),
+                tx_time: ts(header.tx_time),
+                origin: Origin::from_name(&header.origin),
+                ops,
+                chain: header.chain,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The latest transaction and the chain value after it (`None` in an empty store).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the header does not decode.
+    pub fn chain_head(&self) -> Result<Option<(TxId, [u8; 32])>> {
+        let rtx = self.read()?;
+        let tx_log = rtx.open_table(TX_LOG).db()?;
+        match tx_log.last().db()? {
+            Some((k, v)) => {
+                let header: TxHeaderRec = codec::decode(v.value(), "tx header")?;
+                Ok(Some((TxId(k.value()), header.chain)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// What the store knows about entity `id` itself.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown entity.
+    pub fn entity(&self, id: &str) -> Result<EntityInfo> {
+        let rtx = self.read()?;
+        let entities = rtx.open_table(ENTITIES).db()?;
+        let rec = entity_rec(&entities, id)?.ok_or_else(|| unknown_entity(id))?;
+        entity_info(id, &rec)
+    }
+
+    /// The bytes stored under `hash` (a `content_hash`, or the `file_hash` of kept raw bytes).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the record does not decode.
+    pub fn content(&self, hash: &Hash) -> Result<Option<Vec<u8>>> {
+        let rtx = self.read()?;
+        let index = rtx.open_table(BLOB_INDEX).db()?;
+        let data = rtx.open_table(BLOB_DATA).db()?;
+        blobs::read_blob(&index, &data, &hash.0)
+    }
+
+    /// Every entity that exists now (its current version is not a tombstone), in id order.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when a record does not decode.
+    pub fn live_entities(&self) -> Result<Vec<EntityInfo>> {
+        let rtx = self.read()?;
+        let r = ReadTables::open(&rtx)?;
+        let now = r.now()?;
+        let mut out = Vec::new();
+        for entry in r.entities.iter().db()? {
+            let (key, value) = entry.db()?;
+            let id = codec::id_of_key(key.value(), "entity key")?;
+            let rec: EntityRec = codec::decode(value.value(), &format!("entity {id}"))?;
+            let live = temporal::as_of_row(&r.versions, &r.by_tx, rec.eid, now, u64::MAX)?
+                .is_some_and(|(row, _)| row.rec.object_hash.is_some());
+            if live {
+                out.push(entity_info(&id, &rec)?);
+            }
+        }
+        // Keys put hex ids before the others; callers get id order.
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    /// Counts and sizes.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when redb fails.
+    pub fn stats(&self) -> Result<Stats> {
+        let rtx = self.read()?;
+        let meta = rtx.open_table(META).db()?;
+        let file_bytes = match &self.dir {
+            Some(dir) => std::fs::metadata(dir.join(DB_FILE)).map_or(0, |m| m.len()),
+            None => 0,
+        };
+        Ok(Stats {
+            entities: rtx.open_table(ENTITIES).db()?.len().db()?,
+            versions: rtx.open_table(VERSIONS).db()?.len().db()?,
+            transactions: rtx.open_table(TX_LOG).db()?.len().db()?,
+            blobs: rtx.open_table(BLOB_INDEX).db()?.len().db()?,
+            documents: rtx.open_table(DOC_INDEX).db()?.len().db()?,
+            stored_bytes: read_counter(&meta, STORED_BYTES)?,
+            put_bytes: read_counter(&meta, PUT_BYTES)?,
+            file_bytes,
+        })
+    }
+}
+
+fn entity_info(id: &str, rec: &EntityRec) -> Result<EntityInfo> {
+    Ok(EntityInfo {
+        id: id.to_string(),
+        object_type: rec.object_type.parse()?,
+        source: rec.source.as_ref().map(|(filesystem_id, path)| {
+            Source::Filesystem(FilesystemSource {
+                filesystem_id: filesystem_id.0.clone(),
+                path: path.clone(),
+            })
+        }),
+    })
+}
+
+/// The read tables a query uses.
+pub(crate) struct ReadTables {
+    pub(super) meta: redb::ReadOnlyTable<&'static str, &'static [u8]>,
+    pub(super) entities: redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
+    pub(super) versions: redb::ReadOnlyTable<(u64, i64, u64), &'static [u8]>,
+    pub(super) by_tx: redb::ReadOnlyTable<(u64, u64), (i64, u64)>,
+    pub(super) tx_log: redb::ReadOnlyTable<u64, &'static [u8]>,
+    pub(super) blob_index: redb::ReadOnlyTable<[u8; 32], (u64, u64, u64)>,
+    pub(super) blob_data: redb::ReadOnlyTable<u64, &'static [u8]>,
+    pub(super) doc_index: redb::ReadOnlyTable<[u8; 32], (u64, u64, bool)>,
+    pub(super) doc_data: redb::ReadOnlyTable<u64, &'static [u8]>,
+}
+
+impl ReadTables {
+    pub(super) fn open(tx: &ReadTransaction) -> Result<Self> {
+        Ok(ReadTables {
+            meta: tx.open_table(META).db()?,
+            entities: tx.open_table(ENTITIES).db()?,
+            versions: tx.open_table(VERSIONS).db()?,
+            by_tx: tx.open_table(VERSIONS_BY_TX).db()?,
+            tx_log: tx.open_table(TX_LOG).db()?,
+            blob_index: tx.open_table(BLOB_INDEX).db()?,
+            blob_data: tx.open_table(BLOB_DATA).db()?,
+            doc_index: tx.open_table(DOC_INDEX).db()?,
+            doc_data: tx.open_table(DOC_DATA).db()?,
+        })
+    }
+
+    /// "Now" in valid time: the wall clock, or the latest tx time when the clock is behind it.
+    pub(super) fn now(&self) -> Result<i64> {
+        let wall = Timestamp::now().as_micros();
+        let last = match self.tx_log.last().db()? {
+            Some((_, v)) => codec::decode::<TxHeaderRec>(v.value(), "tx header")?.tx_time,
+            None => 0,
+        };
+        let _ = &self.meta;
+        Ok(wall.max(last))
+    }
+
+    pub(super) fn version_at(
+        &self,
+        id: &str,
+        entity: &EntityRec,
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+    ) -> Result<Option<Version>> {
+        let Some(info) = self.info_at(id, entity, valid_time, tx)? else {
+            return Ok(None);
+        };
+        let object = match &info.object_hash {
+            Some(hash) => Some(self.object(id, entity, &hash.0, info.content_omitted)?),
+            None => None,
+        };
+        Ok(Some(Version { info, object }))
+    }
+
+    pub(super) fn info_at(
+        &self,
+        id: &str,
+        entity: &EntityRec,
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+    ) -> Result<Option<VersionInfo>> {
+        let vt = match valid_time {
+            Some(t) => t.as_micros(),
+            None => self.now()?,
+        };
+        let tx = tx.map_or(u64::MAX, |t| t.0);
+        Ok(self.info_row(id, entity.eid, vt, tx)?.map(|(info, _)| info))
+    }
+
+    /// The version row of entity `eid` visible at valid time `vt` as of transaction `tx`, with
+    /// its info (valid_to included); `None` when nothing is visible there.
+    pub(crate) fn info_row(
+        &self,
+        id: &str,
+        eid: u64,
+        vt: i64,
+        tx: u64,
+    ) -> Result<Option<(VersionInfo, temporal::Row)>> {
+        let Some((row, is_max)) = temporal::as_of_row(&self.versions, &self.by_tx, eid, vt, tx)?
+        else {
+            return Ok(None);
+        };
+        let end = if is_max {
+            None
+        } else {
+            temporal::valid_to(&self.versions, eid, row.vt, tx)?
+        };
+        Ok(Some((version_info(id, &row, end), row)))
+    }
+
+    /// The document (full fields) that a version of `id` points at by object hash `hash`.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the document is missing or does not resolve.
+    pub(super) fn version_doc(&self, id: &str, hash: &[u8; 32]) -> Result<codec::DocRec> {
+        let (doc, _) =
+            blobs::read_doc(&self.doc_index, &self.doc_data, hash)?.ok_or_else(|| {
+                Error::corrupt(format!(
+                    "version of {id} points at missing document {}",
+                    hex::encode(hash)
+                ))
+            })?;
+        Ok(doc)
+    }
+
+    /// Rebuilds the envelope of `id` from its entity row, document and content.
+    pub(super) fn object(
+        &self,
+        id: &str,
+        entity: &EntityRec,
+        hash: &[u8; 32],
+        omitted: Option<ContentOmitted>,
+    ) -> Result<Object> {
+        let doc = self.version_doc(id, hash)?;
+        let content = match &doc.content_hash {
+            Some(c) => {
+                let bytes =
+                    blobs::read_blob(&self.blob_index, &self.blob_data, c)?.ok_or_else(|| {
+                        Error::corrupt(format!(
+                            "document {} points at missing content {}",
+                            hex::encode(hash),
+                            hex::encode(c)
+                        ))
+                    })?;
+                Some(String::from_utf8(bytes).map_err(|_| {
+                    Error::corrupt(format!("content {} is not UTF-8", hex::encode(c)))
+                })?)
+            }
+            None => None,
+        };
+        let object_type: ObjectType = entity.object_type.parse()?;
+        let fields_json: serde_json::Value = serde_json::from_str(&doc.fields).map_err(|e| {
+            Error::corrupt(format!("fields of document {}: {e}", hex::encode(hash)))
+        })?;
+        let fields = Fields::from_json(object_type, fields_json)
+            .map_err(|e| Error::corrupt(format!("document {}: {e}", hex::encode(hash))))?;
+        let source = entity_info(id, entity)?.source;
+        let object = Object::from_parts(
+            Some(id),
+            source,
+            doc.file_hash.map(Hash),
+            content,
+            fields,
+            omitted,
+        )
+        .map_err(|e| Error::corrupt(format!("object {id} cannot be rebuilt: {e}")))?;
+        if object.object_hash().0 != *hash {
+            return Err(Error::corrupt(format!(
+                "object {id} rebuilds to object hash {}, not the stored {}",
+                object.object_hash(),
+                hex::encode(hash)
+            )));
+        }
+        Ok(object)
+    }
+}

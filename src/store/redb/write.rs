@@ -1,0 +1,455 @@
+//! Writing: [`WriteTables`], the write tables of one redb transaction, which applies op bodies (shared by
+//! `transact` and `fsck_rebuild`), and [`RedbStore::transact`].
+
+use super::*;
+
+/// The write tables of one transaction.
+pub(crate) struct WriteTables<'t> {
+    pub(super) meta: Table<'t, &'static str, &'static [u8]>,
+    pub(super) blobs: BlobTables<'t>,
+    pub(super) docs: DocTables<'t>,
+    pub(super) entities: Table<'t, &'static [u8], &'static [u8]>,
+    pub(super) entity_ids: Table<'t, u64, &'static [u8]>,
+    pub(super) versions: Table<'t, (u64, i64, u64), &'static [u8]>,
+    pub(super) by_tx: Table<'t, (u64, u64), (i64, u64)>,
+    pub(super) match_ops: Table<'t, (u64, u64, u32), ()>,
+    pub(super) tx_log: Table<'t, u64, &'static [u8]>,
+    pub(super) tx_ops: Table<'t, (u64, u32), &'static [u8]>,
+    pub(super) paths: Table<'t, (&'static [u8], &'static str), u64>,
+    /// `paths` rows of the entities this transaction created, inserted in key order by
+    /// [`WriteTables::finish`]: a scan's files arrive in no useful order, and random inserts left the
+    /// table's pages 42 % full (`tools/bench --small`).
+    pub(super) new_paths: Vec<(Vec<u8>, String, u64)>,
+    /// Match ops of this transaction on an entity absent when they applied (a session's first
+    /// commit matches "absent" before its put): (entity, tx, op index), placed by
+    /// [`WriteTables::end_tx`] once the transaction's writes have created what they create.
+    pub(super) absent_matches: Vec<(String, u64, u32)>,
+    /// The entities this transaction evicted.
+    pub(super) evicted: std::collections::HashSet<String>,
+    /// The handle's cache of delta bases (`None` when replaying the log).
+    pub(super) base_cache: Option<&'t doc_delta::BaseCache>,
+}
+
+impl<'t> WriteTables<'t> {
+    pub(super) fn open(tx: &'t WriteTransaction) -> Result<Self> {
+        Ok(WriteTables {
+            meta: tx.open_table(META).db()?,
+            blobs: BlobTables {
+                index: tx.open_table(BLOB_INDEX).db()?,
+                data: tx.open_table(BLOB_DATA).db()?,
+            },
+            docs: DocTables {
+                index: tx.open_table(DOC_INDEX).db()?,
+                data: tx.open_table(DOC_DATA).db()?,
+            },
+            entities: tx.open_table(ENTITIES).db()?,
+            entity_ids: tx.open_table(ENTITY_IDS).db()?,
+            versions: tx.open_table(VERSIONS).db()?,
+            by_tx: tx.open_table(VERSIONS_BY_TX).db()?,
+            match_ops: tx.open_table(MATCH_OPS).db()?,
+            tx_log: tx.open_table(TX_LOG).db()?,
+            tx_ops: tx.open_table(TX_OPS).db()?,
+            paths: tx.open_table(PATHS).db()?,
+            new_paths: Vec::new(),
+            absent_matches: Vec::new(),
+            evicted: std::collections::HashSet::new(),
+            base_cache: None,
+        })
+    }
+
+    /// Places the match ops of transaction `tx` whose entity was absent when they applied
+    /// (call after its op bodies are written): under the entity's eid when the transaction
+    /// created it, nowhere when the transaction evicted it (the body goes, as evict's do), else
+    /// under [`ABSENT_EID`], where an eviction of a later entity of that id finds them.
+    pub(super) fn end_tx(&mut self) -> Result<()> {
+        for (entity, tx, n) in std::mem::take(&mut self.absent_matches) {
+            if let Some(rec) = entity_rec(&self.entities, &entity)? {
+                self.match_ops.insert((rec.eid, tx, n), ()).db()?;
+            } else if self.evicted.contains(&entity) {
+                self.tx_ops.remove((tx, n)).db()?;
+            } else {
+                self.match_ops.insert((ABSENT_EID, tx, n), ()).db()?;
+            }
+        }
+        self.evicted.clear();
+        Ok(())
+    }
+
+    /// Writes what the transaction's ops deferred (new `paths` rows, in key order).
+    pub(super) fn finish(&mut self) -> Result<()> {
+        let mut rows = std::mem::take(&mut self.new_paths);
+        rows.sort();
+        for (fs, path, eid) in &rows {
+            self.paths
+                .insert((fs.as_slice(), path.as_str()), *eid)
+                .db()?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn add_counter(&mut self, name: &str, delta: i64) -> Result<()> {
+        let current = read_counter(&self.meta, name)?;
+        let next = current.saturating_add_signed(delta);
+        self.meta.insert(name, next.to_le_bytes().as_slice()).db()?;
+        Ok(())
+    }
+}
+
+/// Everything a writer needs to apply op bodies: shared by `transact` and `fsck_rebuild`.
+impl WriteTables<'_> {
+    /// Applies one resolved op body of transaction `tx` (op index `n`).
+    pub(super) fn apply(&mut self, tx: u64, tx_time: i64, n: u32, op: &OpRec) -> Result<()> {
+        match op {
+            OpRec::Write(w) => {
+                let eid = match (entity_rec(&self.entities, &w.entity)?, &w.first) {
+                    (Some(rec), _) => rec.eid,
+                    (None, Some(first)) => self.create_entity(&w.entity, first)?,
+                    (None, None) => return Err(unknown_entity(&w.entity)),
+                };
+                let new = VersionRec {
+                    object_hash: w.object_hash,
+                    tx_after: 0,
+                    op: n,
+                    restored: false,
+                    size: w.size,
+                    spelling: w.spelling.clone(),
+                    content_omitted: w.content_omitted,
+                };
+                let rows = temporal::plan_write(
+                    &self.versions,
+                    eid,
+                    w.valid_from,
+                    w.valid_to,
+                    &new,
+                    tx_time,
+                )?;
+                for (vt, rec) in rows {
+                    self.insert_row(eid, vt, tx, &rec)?;
+                }
+            }
+            OpRec::Evict { entity } => {
+                if let Some(rec) = entity_rec(&self.entities, entity)? {
+                    self.evict(entity, &rec)?;
+                }
+                self.evicted.insert(entity.0.clone());
+            }
+            OpRec::Match { entity, .. } => match entity_rec(&self.entities, entity)? {
+                Some(rec) => {
+                    self.match_ops.insert((rec.eid, tx, n), ()).db()?;
+                }
+                None => self.absent_matches.push((entity.0.clone(), tx, n)),
+            },
+        }
+        Ok(())
+    }
+
+    pub(super) fn create_entity(&mut self, id: &str, first: &FirstRec) -> Result<u64> {
+        let eid = self
+            .entity_ids
+            .last()
+            .db()?
+            .map_or(1, |(k, _)| k.value() + 1);
+        let rec = EntityRec {
+            eid,
+            object_type: first.object_type.clone(),
+            source: first.source.clone(),
+        };
+        let key = codec::id_key(id);
+        self.entities
+            .insert(key.as_slice(), codec::encode(&rec)?.as_slice())
+            .db()?;
+        self.entity_ids.insert(eid, key.as_slice()).db()?;
+        if let Some((filesystem_id, path)) = &first.source {
+            self.new_paths
+                .push((codec::id_key(filesystem_id), path.clone(), eid));
+        }
+        Ok(eid)
+    }
+
+    pub(super) fn insert_row(
+        &mut self,
+        eid: u64,
+        vt: i64,
+        tx: u64,
+        rec: &VersionRec,
+    ) -> Result<()> {
+        if let Some(hash) = &rec.object_hash {
+            blobs::reference_doc(&mut self.docs, hash)?;
+        }
+        self.versions
+            .insert((eid, vt, tx), codec::encode(rec)?.as_slice())
+            .db()?;
+        let max = match self.latest_row(eid)? {
+            Some((max_vt, max_tx)) if max_vt > vt => (max_vt, max_tx),
+            _ => (vt, tx),
+        };
+        self.by_tx.insert((eid, tx), max).db()?;
+        Ok(())
+    }
+
+    /// (valid_from, tx) of the latest row of entity `eid` (greatest valid time, then tx).
+    pub(super) fn latest_row(&self, eid: u64) -> Result<Option<(i64, u64)>> {
+        Ok(self
+            .by_tx
+            .range((eid, 0u64)..=(eid, u64::MAX))
+            .db()?
+            .next_back()
+            .transpose()
+            .db()?
+            .map(|(_, v)| v.value()))
+    }
+    /// The entity's current object hash (visible now as of the latest tx), `None` when absent.
+    pub(super) fn current_hash(&self, id: &str, now: i64) -> Result<Option<[u8; 32]>> {
+        let Some(rec) = entity_rec(&self.entities, id)? else {
+            return Ok(None);
+        };
+        Ok(
+            temporal::as_of_row(&self.versions, &self.by_tx, rec.eid, now, u64::MAX)?
+                .and_then(|(row, _)| row.rec.object_hash),
+        )
+    }
+
+    /// Resolves a put into its op body, storing its document and contents.
+    pub(super) fn resolve_put(&mut self, put: &Put, tx_time: i64) -> Result<OpRec> {
+        let object = &put.object;
+        let id = object.id();
+        let existing = entity_rec(&self.entities, id)?;
+        let first = match &existing {
+            Some(rec) => {
+                if *rec.object_type != *object.object_type().as_str() {
+                    return Err(Error::Conflict {
+                        entity: id.to_string(),
+                        expected: format!("a {}", object.object_type()),
+                        actual: format!("a {} with this id", &*rec.object_type),
+                    });
+                }
+                None
+            }
+            None => Some(FirstRec {
+                object_type: object.object_type().into(),
+                source: object.source().map(|s| {
+                    let fs = s.as_filesystem();
+                    (fs.filesystem_id.as_str().into(), fs.path.clone())
+                }),
+            }),
+        };
+        let valid_from = match put.valid_from {
+            ValidFrom::TxTime => tx_time,
+            ValidFrom::At(t) => t.as_micros(),
+            ValidFrom::MtimeClamped(mtime) => {
+                let previous = match &existing {
+                    Some(rec) => self
+                        .by_tx
+                        .range((rec.eid, 0u64)..=(rec.eid, u64::MAX))
+                        .db()?
+                        .next_back()
+                        .transpose()
+                        .db()?
+                        .map(|(_, v)| v.value().0),
+                    None => None,
+                };
+                let floor = previous.map_or(Timestamp::MIN.as_micros(), |p| p + 1);
+                mtime.as_micros().max(floor).min(tx_time)
+            }
+        };
+        check_range(id, valid_from, put.valid_to)?;
+        // Session and chat documents grow with every commit: store them as deltas.
+        let delta_base = match (&existing, object.object_type()) {
+            (Some(rec), ObjectType::Session | ObjectType::Chat) => self.delta_base(rec.eid)?,
+            _ => None,
+        };
+        let stored = blobs::ensure_doc(
+            &mut self.docs,
+            &mut self.blobs,
+            object,
+            put.bytes.as_deref(),
+            put.encoded.as_ref(),
+            delta_base.as_ref(),
+            self.base_cache,
+        )?;
+        if let (Some(cache), ObjectType::Session | ObjectType::Chat) =
+            (self.base_cache, object.object_type())
+        {
+            cache.put(object.object_hash().0, object.metadata_json_shared());
+        }
+        let given = object.content().map_or(0, str::len) as u64
+            + put
+                .bytes
+                .as_ref()
+                .filter(|_| object.content().is_none())
+                .map_or(0, |b| b.len() as u64);
+        self.add_counter(PUT_BYTES, given as i64)?;
+        self.add_counter(STORED_BYTES, stored.stored as i64)?;
+        Ok(OpRec::Write(codec::WriteRec {
+            entity: id.into(),
+            valid_from,
+            valid_to: put.valid_to.map(Timestamp::as_micros),
+            object_hash: Some(object.object_hash().0),
+            first,
+            size: put.size,
+            spelling: put.spelling.clone(),
+            content_omitted: object.content_omitted().map(codec::Omitted::from),
+        }))
+    }
+}
+
+fn check_range(id: &str, from: i64, to: Option<Timestamp>) -> Result<()> {
+    if let Some(to) = to
+        && to.as_micros() <= from
+    {
+        return Err(Error::invalid_input(format!(
+            "valid_to {to} of {id} is not after its valid_from {}; give an end after the start",
+            ts(from)
+        )));
+    }
+    Ok(())
+}
+
+impl RedbStore {
+    /// Writes `ops` as one transaction: all or nothing, durable when this returns.
+    ///
+    /// Matches are checked first, against the state before the transaction.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an empty op list, an entity written by two ops, a valid_to not
+    /// after valid_from, or bytes that do not hash to the file's `file_hash`;
+    /// [`Error::NotFound`] for a delete or evict of an unknown entity; [`Error::Conflict`] when a
+    /// match fails (naming expected and actual hashes) or an id is taken by another type.
+    pub fn transact(&self, ops: Vec<Op>, origin: Origin) -> Result<TxReceipt> {
+        self.transact_inner(ops, origin, None)
+    }
+
+    /// [`RedbStore::transact`], plus stat cache changes written in the same redb transaction.
+    pub(super) fn transact_inner(
+        &self,
+        ops: Vec<Op>,
+        origin: Origin,
+        stat: Option<&StatUpdate>,
+    ) -> Result<TxReceipt> {
+        if ops.is_empty() {
+            return Err(Error::invalid_input(
+                "a transaction needs at least one op; nothing was written",
+            ));
+        }
+        let mut written = std::collections::HashSet::new();
+        for op in &ops {
+            if !matches!(op, Op::Match { .. }) && !written.insert(op.entity()) {
+                return Err(Error::invalid_input(format!(
+                    "entity {} is written by two ops of one transaction; give one op per entity",
+                    op.entity()
+                )));
+            }
+        }
+        if ops.len() > u32::MAX as usize {
+            return Err(Error::invalid_input("a transaction holds at most 2^32 ops"));
+        }
+        let wtx = self.begin_write()?;
+        let receipt = {
+            let mut w = WriteTables::open(&wtx)?;
+            w.base_cache = Some(&self.base_cache);
+            let last = match w.tx_log.last().db()? {
+                Some((k, v)) => Some((
+                    k.value(),
+                    codec::decode::<TxHeaderRec>(v.value(), "tx header")?,
+                )),
+                None => None,
+            };
+            let tx = last.as_ref().map_or(1, |(id, _)| id + 1);
+            let prev_chain = last.as_ref().map_or([0u8; 32], |(_, h)| h.chain);
+            let now = Timestamp::now().as_micros();
+            let tx_time = last.as_ref().map_or(now, |(_, h)| now.max(h.tx_time + 1));
+            for op in &ops {
+                if let Op::Match { entity, expected } = op {
+                    let actual = w.current_hash(entity, tx_time)?;
+                    if actual != expected.map(|h| h.0) {
+                        let show =
+                            |h: Option<[u8; 32]>| h.map_or("absent".to_string(), hex::encode);
+                        return Err(Error::Conflict {
+                            entity: entity.clone(),
+                            expected: show(expected.map(|h| h.0)),
+                            actual: show(actual),
+                        });
+                    }
+                }
+            }
+            let mut bodies = Vec::with_capacity(ops.len());
+            // An evicted file's stat cache entry goes too, so that the next scan reads it again.
+            let mut evicted_paths: Vec<(String, String)> = Vec::new();
+            for (n, op) in ops.iter().enumerate() {
+                let body = match op {
+                    Op::Put(put) => w.resolve_put(put, tx_time)?,
+                    Op::Delete {
+                        entity,
+                        valid_from,
+                        valid_to,
+                    } => {
+                        if entity_rec(&w.entities, entity)?.is_none() {
+                            return Err(unknown_entity(entity));
+                        }
+                        let from = valid_from.map_or(tx_time, Timestamp::as_micros);
+                        check_range(entity, from, *valid_to)?;
+                        OpRec::Write(codec::WriteRec::delete(
+                            entity.as_str().into(),
+                            from,
+                            valid_to.map(Timestamp::as_micros),
+                        ))
+                    }
+                    Op::Evict { entity } => {
+                        let Some(rec) = entity_rec(&w.entities, entity)? else {
+                            return Err(unknown_entity(entity));
+                        };
+                        if let Some(source) = rec.source {
+                            evicted_paths.push((source.0.0, source.1));
+                        }
+                        OpRec::Evict {
+                            entity: entity.as_str().into(),
+                        }
+                    }
+                    Op::Match { entity, expected } => OpRec::Match {
+                        entity: entity.as_str().into(),
+                        expected: expected.map(|h| h.0),
+                    },
+                };
+                let n = n as u32;
+                w.apply(tx, tx_time, n, &body)?;
+                w.tx_ops
+                    .insert((tx, n), codec::encode_op(&body, tx_time)?.as_slice())
+                    .db()?;
+                bodies.push(body);
+            }
+            w.end_tx()?;
+            let digests = bodies
+                .iter()
+                .map(log::op_digest)
+                .collect::<Result<Vec<_>>>()?;
+            let chain = log::next_chain(&prev_chain, tx, tx_time, origin.as_str(), &digests)?;
+            let header = TxHeaderRec {
+                tx_time,
+                origin: origin.as_str().to_string(),
+                digests,
+                chain,
+            };
+            w.tx_log
+                .insert(tx, codec::encode(&header)?.as_slice())
+                .db()?;
+            w.finish()?;
+            if !evicted_paths.is_empty() {
+                let mut cache = wtx.open_table(STAT_CACHE).db()?;
+                for (filesystem_id, path) in &evicted_paths {
+                    cache
+                        .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
+                        .db()?;
+                }
+            }
+            TxReceipt {
+                tx_id: TxId(tx),
+                tx_time: ts(tx_time),
+            }
+        };
+        if let Some(stat) = stat {
+            stat::apply(&wtx, stat)?;
+        }
+        wtx.commit().db()?;
+        Ok(receipt)
+    }
+}
