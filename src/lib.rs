@@ -15,6 +15,7 @@
 //! - [`session`]: an agent runtime's context, persisted at every commit ([`session::Session`]).
 //! - `error`: [`Error`], the one error type.
 
+pub mod engine;
 pub mod hash;
 pub mod index;
 pub mod object;

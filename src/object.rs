@@ -141,7 +141,7 @@ impl ContentOmitted {
 }
 
 /// Whether a tool call succeeded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     /// The tool ran and returned its output.
@@ -161,7 +161,7 @@ impl ToolStatus {
 }
 
 /// Who speaks a chat turn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// The system (instructions).
@@ -203,7 +203,7 @@ impl FromStr for Role {
 }
 
 /// One entry of a chat: who spoke, what, and the tool calls made during it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Turn {
     /// Who spoke.

@@ -45,7 +45,7 @@ const MOUNT_SPEC_USAGE: &str =
 ///
 /// Stored in the store's TOML settings and with each session, so it (de)serialises with serde;
 /// the CLI writes it as `AGENT=CANONICAL[:ro][:ci][:fs=ID]` ([`FromStr`], [`fmt::Display`]).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MountMapping {
     /// The absolute path prefix the agent sees, e.g. `/workspace`.
@@ -571,6 +571,17 @@ pub fn absolute_path(path: impl AsRef<Path>, cwd: impl AsRef<Path>) -> Result<St
     }
     let joined = format!("{cwd}/{path}");
     normalize_inner(&joined).map_err(|reason| Error::invalid_path(path, reason))
+}
+
+/// A path for human output: as it is, or, when it holds a control character (a newline, a tab),
+/// quoted with escapes as a JSON string, so that one path stays one line (git quotes such paths
+/// too). JSON output keeps paths exactly.
+pub fn quoted(path: &str) -> std::borrow::Cow<'_, str> {
+    if path.chars().any(char::is_control) {
+        std::borrow::Cow::Owned(serde_json::Value::String(path.to_string()).to_string())
+    } else {
+        std::borrow::Cow::Borrowed(path)
+    }
 }
 
 /// This machine's filesystem id: SHA-256 hex of the trimmed `/etc/machine-id`, else of the

@@ -46,15 +46,9 @@ pub fn bytes(n: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
-/// A path for human output: as it is, or, when it holds a control character (a newline, a tab),
-/// quoted with escapes as a JSON string, so that one path stays one line (git quotes such paths
-/// too). `--json` output keeps paths exactly.
+/// A path for human output, quoted when it holds a control character ([`strata::resolve::quoted`]).
 pub fn path(path: &str) -> String {
-    if path.chars().any(char::is_control) {
-        serde_json::Value::String(path.to_string()).to_string()
-    } else {
-        path.to_string()
-    }
+    strata::resolve::quoted(path).into_owned()
 }
 
 /// The first 12 hex characters of a hash, as git shortens commit ids.

@@ -6,14 +6,20 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
+use serde_json::Value;
+use strata::engine::{
+    Engine, SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest, SessionLsRequest,
+    SessionNewRequest, SessionReadRequest, SessionRenderRequest, SessionResumeRequest,
+    SessionSetRequest, SessionShowRequest, SessionToolcallRequest, SessionTurnRequest, SetOp,
+    TouchedFiles,
+};
 use strata::index::Settings;
-use strata::object::{Role, ToolStatus};
+use strata::object::ToolStatus;
 use strata::resolve::absolute_path;
-use strata::session::{RenderOptions, Session, SessionOptions, ToolcallInput, Touched};
-use strata::store::{Store, TxId};
+use strata::store::Store;
 
-use super::{Ctx, output, parse_mounts};
+use super::admin::parse_mounts;
+use super::{Ctx, output};
 
 /// `strata session …`.
 #[derive(Debug, Subcommand)]
@@ -48,19 +54,6 @@ pub enum SessionCommand {
     Fork(ForkArgs),
     /// The session's commits.
     History(IdArgs),
-}
-
-impl SessionCommand {
-    /// Whether the command only reads the store (it can open it read-only).
-    fn only_reads(&self) -> bool {
-        matches!(
-            self,
-            SessionCommand::Ls(_)
-                | SessionCommand::Show(_)
-                | SessionCommand::Render(_)
-                | SessionCommand::History(_)
-        )
-    }
 }
 
 /// `--json`.
@@ -225,20 +218,7 @@ fn text_arg(value: &str, what: &str) -> Result<String> {
     }
 }
 
-fn check_tx(store: &Store, tx: u64) -> Result<TxId> {
-    let latest = store.chain_head()?.map_or(0, |(tx, _)| tx.0);
-    if tx == 0 || tx > latest {
-        bail!("--as-of-tx {tx}: the store has transactions 1 to {latest}");
-    }
-    Ok(TxId(tx))
-}
-
 impl Ctx<'_> {
-    fn print_json(&mut self, value: &Value) -> Result<()> {
-        writeln!(self.out, "{}", serde_json::to_string_pretty(value)?)?;
-        Ok(())
-    }
-
     /// An agent path from the command line: absolute as given, relative from the current directory.
     fn agent_path(&self, path: &str) -> Result<String> {
         if path.starts_with('/') {
@@ -248,21 +228,15 @@ impl Ctx<'_> {
         }
     }
 
-    /// Commits `session` and reports the transaction.
-    fn finish(
+    /// Reports a commit: its JSON, or `committed tx N` / `nothing changed`.
+    fn committed(
         &mut self,
-        session: &mut Session<'_>,
         json: bool,
-        mut report: Value,
+        tx: Option<u64>,
+        report: &impl serde::Serialize,
     ) -> Result<ExitCode> {
-        let receipt = session.commit()?;
-        let tx = receipt.map(|r| r.tx_id.0);
         if json {
-            if let Value::Object(map) = &mut report {
-                map.insert("session_id".into(), json!(session.id()));
-                map.insert("tx_id".into(), json!(tx));
-            }
-            self.print_json(&report)?;
+            self.print_json(report)?;
         } else {
             match tx {
                 Some(tx) => writeln!(self.out, "committed tx {tx}")?,
@@ -272,9 +246,10 @@ impl Ctx<'_> {
         Ok(ExitCode::SUCCESS)
     }
 
-    fn print_touched(&mut self, touched: &[Touched], json: bool) -> Result<()> {
+    /// Prints what a read or discovery did, then its commit.
+    fn touched(&mut self, files: &TouchedFiles, json: bool) -> Result<ExitCode> {
         if !json {
-            for t in touched {
+            for t in &files.touched {
                 let action = serde_json::to_value(t.action)?;
                 writeln!(
                     self.out,
@@ -285,66 +260,55 @@ impl Ctx<'_> {
                 )?;
             }
         }
-        Ok(())
+        self.committed(json, files.tx_id, files)
+    }
+
+    fn set_op(&mut self, args: ObjArgs, op: SetOp) -> Result<ExitCode> {
+        let done = self.call(SessionSetRequest {
+            id: args.id,
+            object: args.object,
+            op,
+        })?;
+        self.committed(args.json.json, done.tx_id, &done)
     }
 
     pub(super) fn session(&mut self, command: SessionCommand) -> Result<ExitCode> {
-        let writing = matches!(command, SessionCommand::New(_));
-        // `new` may create the store: check its arguments first, so a refused one leaves nothing.
-        let new_parts = match &command {
+        match command {
             SessionCommand::New(args) => {
+                // `new` may create the store: check its arguments first, so a refused one leaves
+                // nothing behind.
                 let mounts = parse_mounts(&args.mounts)?;
                 let system_prompt = match &args.system_prompt {
                     Some(path) => std::fs::read_to_string(self.cwd.join(path))
                         .with_context(|| format!("reading the system prompt {}", path.display()))?,
                     None => String::new(),
                 };
-                if !self.dir().join(strata::store::DB_FILE).exists() {
+                let request = SessionNewRequest {
+                    id: args.id,
+                    system_prompt,
+                    mounts,
+                    default_filesystem: args.default_filesystem,
+                };
+                if !strata::engine::store_exists(self.dir()) {
                     // No store yet: try the session on a scratch store, so that a refused id or
                     // filesystem id does not leave a new empty store behind.
-                    let options = SessionOptions {
-                        session_id: args.id.clone(),
-                        mounts: mounts.clone(),
-                        default_filesystem_id: args.default_filesystem.clone(),
+                    let scratch = Engine::with_store(Store::in_memory()?, Settings::default());
+                    scratch.call(SessionNewRequest {
                         system_prompt: String::new(),
-                    };
-                    Session::create(&Store::in_memory()?, &Settings::default(), options)?;
+                        ..request.clone()
+                    })?;
                 }
-                Some((mounts, system_prompt))
-            }
-            _ => None,
-        };
-        let store = if writing {
-            self.open_or_create()?
-        } else if command.only_reads() {
-            self.open_reading()?
-        } else {
-            self.open_existing()?
-        };
-        let settings = Settings::load(self.dir())?;
-        match command {
-            SessionCommand::New(args) => {
-                let (extra_mounts, system_prompt) = new_parts.unwrap_or_default();
-                let mut mounts = settings.mounts.clone();
-                mounts.extend(extra_mounts);
-                let options = SessionOptions {
-                    session_id: args.id,
-                    mounts,
-                    default_filesystem_id: args.default_filesystem,
-                    system_prompt,
-                };
-                let session = Session::create(&store, &settings, options)?;
+                let created = self.engine_creating()?.call(request)?;
                 if args.json.json {
-                    let tx = session.last_commit().map(|t| t.0);
-                    self.print_json(&json!({"session_id": session.id(), "tx_id": tx}))?;
+                    self.print_json(&created)?;
                 } else {
-                    writeln!(self.out, "{}", session.id())?;
+                    writeln!(self.out, "{}", created.session_id)?;
                 }
             }
             SessionCommand::Ls(JsonFlag { json }) => {
-                let ids = Session::list(&store)?;
+                let ids = self.call(SessionLsRequest {})?;
                 if json {
-                    self.print_json(&json!(ids))?;
+                    self.print_json(&ids)?;
                 } else {
                     for id in ids {
                         writeln!(self.out, "{id}")?;
@@ -352,74 +316,49 @@ impl Ctx<'_> {
                 }
             }
             SessionCommand::Show(args) => {
-                let session = match args.as_of_tx {
-                    Some(tx) => {
-                        Session::view_at(&store, &settings, &args.id, check_tx(&store, tx)?)?
-                    }
-                    None => Session::load(&store, &settings, &args.id)?,
-                };
-                let mut doc = session.document()?.to_json();
-                if let Value::Object(map) = &mut doc {
-                    map.insert("config".into(), serde_json::to_value(session.config())?);
-                    map.insert("turns".into(), serde_json::to_value(session.turns())?);
-                    map.insert("tx_id".into(), json!(session.last_commit().map(|t| t.0)));
-                }
+                let shown = self.call(SessionShowRequest {
+                    id: args.id,
+                    as_of_tx: args.as_of_tx,
+                })?;
                 if args.json.json {
-                    self.print_json(&doc)?;
+                    self.print_json(&shown)?;
                 } else {
-                    let sets = session.sets();
-                    writeln!(self.out, "session {}", session.id())?;
+                    let (index, pool, active, pinned) = shown.counts();
+                    writeln!(self.out, "session {}", shown.session_id())?;
+                    writeln!(self.out, "commit tx {}", shown.tx_id.unwrap_or(0))?;
                     writeln!(
                         self.out,
-                        "commit tx {}",
-                        session.last_commit().map_or(0, |t| t.0)
+                        "index {index}, pool {pool}, active {active}, pinned {pinned}, turns {}",
+                        shown.turns.len()
                     )?;
-                    writeln!(
-                        self.out,
-                        "index {}, pool {}, active {}, pinned {}, turns {}",
-                        sets.index().len(),
-                        sets.pool().len(),
-                        sets.active().len(),
-                        sets.pinned().len(),
-                        session.turns().len()
-                    )?;
-                    for mount in &session.config().mounts {
+                    for mount in &shown.config.mounts {
                         writeln!(self.out, "mount {mount}")?;
                     }
                 }
             }
             SessionCommand::Read(args) => {
-                let mut session = Session::load(&store, &settings, &args.id)?;
-                let mut touched = Vec::new();
-                for path in &args.paths {
-                    let agent = self.agent_path(path)?;
-                    touched.push(session.read(&agent)?);
-                }
-                self.print_touched(&touched, args.json.json)?;
-                return self.finish(&mut session, args.json.json, json!({"touched": touched}));
-            }
-            SessionCommand::Discover(args) => {
-                let mut session = Session::load(&store, &settings, &args.id)?;
                 let paths = args
                     .paths
                     .iter()
                     .map(|p| self.agent_path(p))
                     .collect::<Result<Vec<_>>>()?;
-                let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
-                let touched = session.discover(&refs)?;
-                self.print_touched(&touched, args.json.json)?;
-                return self.finish(&mut session, args.json.json, json!({"touched": touched}));
+                let files = self.call(SessionReadRequest { id: args.id, paths })?;
+                return self.touched(&files, args.json.json);
             }
-            SessionCommand::Activate(args) => {
-                return self.set_op(&store, &settings, args, "activate");
+            SessionCommand::Discover(args) => {
+                let paths = args
+                    .paths
+                    .iter()
+                    .map(|p| self.agent_path(p))
+                    .collect::<Result<Vec<_>>>()?;
+                let files = self.call(SessionDiscoverRequest { id: args.id, paths })?;
+                return self.touched(&files, args.json.json);
             }
-            SessionCommand::Deactivate(args) => {
-                return self.set_op(&store, &settings, args, "deactivate");
-            }
-            SessionCommand::Pin(args) => return self.set_op(&store, &settings, args, "pin"),
-            SessionCommand::Unpin(args) => return self.set_op(&store, &settings, args, "unpin"),
+            SessionCommand::Activate(args) => return self.set_op(args, SetOp::Activate),
+            SessionCommand::Deactivate(args) => return self.set_op(args, SetOp::Deactivate),
+            SessionCommand::Pin(args) => return self.set_op(args, SetOp::Pin),
+            SessionCommand::Unpin(args) => return self.set_op(args, SetOp::Unpin),
             SessionCommand::Toolcall(args) => {
-                let mut session = Session::load(&store, &settings, &args.id)?;
                 let parsed: Value = serde_json::from_str(&args.args)
                     .with_context(|| format!("--args {:?} is not JSON", args.args))?;
                 let Value::Object(call_args) = parsed else {
@@ -431,54 +370,51 @@ impl Ctx<'_> {
                     ToolStatus::Ok
                 };
                 let output_text = text_arg(&args.output, "the tool output")?;
-                let id = session.record_toolcall(ToolcallInput {
-                    id: args.call_id,
+                let recorded = self.call(SessionToolcallRequest {
+                    id: args.id,
                     tool: args.tool,
                     args: call_args,
                     args_display: args.args_display,
+                    call_id: args.call_id,
                     status,
-                    file_refs: (!args.file_refs.is_empty()).then_some(args.file_refs),
+                    file_refs: args.file_refs,
                     output: output_text,
                 })?;
                 if !args.json.json {
-                    writeln!(self.out, "{id}")?;
+                    writeln!(self.out, "{}", recorded.id)?;
                 }
-                return self.finish(&mut session, args.json.json, json!({"id": id}));
+                return self.committed(args.json.json, recorded.tx_id, &recorded);
             }
             SessionCommand::Turn(args) => {
-                let mut session = Session::load(&store, &settings, &args.id)?;
-                let role: Role = args.role.parse()?;
                 let content = if args.content == "-" {
                     text_arg("-", "the turn")?
                 } else {
                     args.content
                 };
-                let count = session.append_turn(role, content, args.toolcall_refs)?;
-                return self.finish(&mut session, args.json.json, json!({"turn_count": count}));
+                let appended = self.call(SessionTurnRequest {
+                    id: args.id,
+                    role: args.role,
+                    content,
+                    toolcall_refs: args.toolcall_refs,
+                })?;
+                return self.committed(args.json.json, appended.tx_id, &appended);
             }
             SessionCommand::Render(args) => {
-                let session = match args.as_of_tx {
-                    Some(tx) => {
-                        Session::view_at(&store, &settings, &args.id, check_tx(&store, tx)?)?
-                    }
-                    None => Session::load(&store, &settings, &args.id)?,
-                };
-                let text = session.render(&RenderOptions {
+                let rendered = self.call(SessionRenderRequest {
+                    id: args.id,
                     budget: args.budget,
+                    as_of_tx: args.as_of_tx,
                 })?;
                 if args.json.json {
-                    let tx = session.last_commit().map(|t| t.0);
-                    self.print_json(
-                        &json!({"session_id": session.id(), "tx_id": tx, "text": text}),
-                    )?;
+                    self.print_json(&rendered)?;
                 } else {
-                    writeln!(self.out, "{text}")?;
+                    writeln!(self.out, "{}", rendered.text)?;
                 }
             }
             SessionCommand::Resume(args) => {
-                let (_, report) = Session::resume(&store, &settings, &args.id)?;
+                let report = self.call(SessionResumeRequest { id: args.id })?;
                 if args.json.json {
-                    self.print_json(&serde_json::to_value(&report)?)?;
+                    self.print_json(&report)?;
                 } else {
                     writeln!(
                         self.out,
@@ -505,21 +441,24 @@ impl Ctx<'_> {
                 }
             }
             SessionCommand::Fork(args) => {
-                let at = args.as_of_tx.map(|tx| check_tx(&store, tx)).transpose()?;
-                let child = Session::fork(&store, &settings, &args.id, at, args.new_id)?;
+                let forked = self.call(SessionForkRequest {
+                    id: args.id,
+                    as_of_tx: args.as_of_tx,
+                    new_id: args.new_id,
+                })?;
                 if args.json.json {
-                    let tx = child.last_commit().map(|t| t.0);
-                    self.print_json(&json!({"session_id": child.id(), "tx_id": tx, "forked_from": child.config().forked_from}))?;
+                    self.print_json(&forked)?;
                 } else {
-                    writeln!(self.out, "{}", child.id())?;
+                    writeln!(self.out, "{}", forked.session_id)?;
                 }
             }
             SessionCommand::History(args) => {
-                let commits = Session::history(&store, &args.id)?;
+                let history = self.call(SessionHistoryRequest { id: args.id })?;
                 if args.json.json {
-                    self.print_json(&json!({"session_id": args.id, "commits": commits}))?;
+                    self.print_json(&history)?;
                 } else {
-                    let rows: Vec<Vec<String>> = commits
+                    let rows: Vec<Vec<String>> = history
+                        .commits
                         .iter()
                         .map(|c| {
                             vec![
@@ -534,26 +473,5 @@ impl Ctx<'_> {
             }
         }
         Ok(ExitCode::SUCCESS)
-    }
-
-    fn set_op(
-        &mut self,
-        store: &Store,
-        settings: &Settings,
-        args: ObjArgs,
-        op: &str,
-    ) -> Result<ExitCode> {
-        let mut session = Session::load(store, settings, &args.id)?;
-        match op {
-            "activate" => session.activate(&args.object)?,
-            "deactivate" => session.deactivate(&args.object)?,
-            "pin" => session.pin(&args.object)?,
-            _ => session.unpin(&args.object)?,
-        }
-        self.finish(
-            &mut session,
-            args.json.json,
-            json!({"object": args.object, "op": op}),
-        )
     }
 }

@@ -27,7 +27,17 @@ use crate::object::{ContentOmitted, FilesystemSource, Object};
 use crate::store::{EncodedBlob, Op, Put, Store, Timestamp, ValidFrom};
 
 /// What indexing did to an entity.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     /// A new entity, or one that was deleted before.
@@ -106,28 +116,28 @@ impl Prepared {
 
 /// Plans index operations against one store, with the store's deny rules and content limit.
 #[derive(Debug)]
-pub struct Indexer<'s> {
-    store: &'s Store,
+pub struct Indexer {
+    store: Store,
     deny: DenyRules,
     max_content_bytes: u64,
 }
 
-impl<'s> Indexer<'s> {
+impl Indexer {
     /// An indexer over `store` with the deny rules and content limit of `settings`.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when a deny glob of the settings does not parse.
-    pub fn new(store: &'s Store, settings: &Settings) -> Result<Self> {
+    pub fn new(store: &Store, settings: &Settings) -> Result<Self> {
         Ok(Indexer {
-            store,
+            store: store.clone(),
             deny: settings.deny_rules()?,
             max_content_bytes: settings.max_content_bytes,
         })
     }
 
     /// The store this indexer plans against.
-    pub fn store(&self) -> &'s Store {
-        self.store
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     /// The deny rules in force.

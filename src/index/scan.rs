@@ -7,7 +7,7 @@ use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
 use ignore::gitignore::GitignoreBuilder;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::walk::{Found, WalkPlan, walk};
 use super::{Action, Indexer, Planned};
@@ -53,7 +53,7 @@ pub struct ScanProgress {
 }
 
 /// A file the scan did not index, and why.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Skipped {
     /// The path as found on disk.
     pub path: String,
@@ -62,7 +62,7 @@ pub struct Skipped {
 }
 
 /// What a scan did.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScanSummary {
     /// Files seen (every regular file under the roots that no ignore rule hid).
     pub files: u64,
@@ -141,7 +141,7 @@ impl Batch {
 /// [`Error::InvalidPath`] for a root that does not exist or is not UTF-8; store errors from
 /// committing (what was committed before stays committed).
 pub fn scan(
-    indexer: &Indexer<'_>,
+    indexer: &Indexer,
     roots: &[PathBuf],
     options: &ScanOptions,
     progress: &mut dyn FnMut(ScanProgress),
@@ -334,7 +334,7 @@ fn add(summary: &mut ScanSummary, batch: &mut Batch, planned: Planned) {
 }
 
 /// Commits the batch (ops and stat cache in one transaction) and starts a new one.
-fn commit(indexer: &Indexer<'_>, batch: &mut Batch, summary: &mut ScanSummary) -> Result<()> {
+fn commit(indexer: &Indexer, batch: &mut Batch, summary: &mut ScanSummary) -> Result<()> {
     if batch.is_empty() {
         return Ok(());
     }

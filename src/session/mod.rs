@@ -67,7 +67,7 @@ pub struct SessionOptions {
 }
 
 /// Where a forked session came from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ForkOrigin {
     /// The parent session id.
     pub session_id: String,
@@ -77,7 +77,7 @@ pub struct ForkOrigin {
 
 /// The per-session state outside the seed's hashed session fields, stored as the content (JSON)
 /// of the `session_config:{sid}` object so that resume resolves the same paths.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionConfig {
     /// [`CONFIG_FORMAT`].
@@ -156,7 +156,7 @@ pub struct ToolcallInput {
 }
 
 /// What a read or a discovery did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Touched {
     /// The file's entity id.
     pub id: String,
@@ -167,7 +167,7 @@ pub struct Touched {
 }
 
 /// One commit of a session: a version of its session object.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Commit {
     /// The transaction.
     pub tx_id: u64,
@@ -179,9 +179,9 @@ pub struct Commit {
 
 /// An agent runtime's session over one store.
 #[derive(Debug)]
-pub struct Session<'s> {
-    store: &'s Store,
-    indexer: Indexer<'s>,
+pub struct Session {
+    store: Store,
+    indexer: Indexer,
     resolver: FilesystemResolver,
     config: SessionConfig,
     session_id: String,
@@ -321,13 +321,13 @@ fn deleted_meta(resolver: &FilesystemResolver, source: FilesystemSource) -> Meta
     }
 }
 
-impl<'s> Session<'s> {
+impl Session {
     /// Creates a session and writes its first commit (session, chat, system prompt, config).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for an unusable id or mounts; [`Error::Conflict`] when a session
     /// with this id exists; store errors.
-    pub fn create(store: &'s Store, settings: &Settings, options: SessionOptions) -> Result<Self> {
+    pub fn create(store: &Store, settings: &Settings, options: SessionOptions) -> Result<Self> {
         let sid = match options.session_id {
             Some(sid) => sid,
             None => ulid::new_ulid(),
@@ -357,14 +357,14 @@ impl<'s> Session<'s> {
     }
 
     fn blank(
-        store: &'s Store,
+        store: &Store,
         settings: &Settings,
         session_id: String,
         resolver: FilesystemResolver,
         config: SessionConfig,
     ) -> Result<Self> {
         Ok(Session {
-            store,
+            store: store.clone(),
             indexer: Indexer::new(store, settings)?,
             resolver,
             config,
@@ -395,7 +395,7 @@ impl<'s> Session<'s> {
     /// # Errors
     /// [`Error::NotFound`] for an unknown session; [`Error::Corrupt`] when its documents are
     /// inconsistent; store errors.
-    pub fn load(store: &'s Store, settings: &Settings, sid: &str) -> Result<Self> {
+    pub fn load(store: &Store, settings: &Settings, sid: &str) -> Result<Self> {
         Session::load_at(store, settings, sid, None)
     }
 
@@ -404,13 +404,13 @@ impl<'s> Session<'s> {
     ///
     /// # Errors
     /// [`Error::NotFound`] when the session is unknown or did not exist yet at `tx`.
-    pub fn view_at(store: &'s Store, settings: &Settings, sid: &str, tx: TxId) -> Result<Self> {
+    pub fn view_at(store: &Store, settings: &Settings, sid: &str, tx: TxId) -> Result<Self> {
         let mut session = Session::load_at(store, settings, sid, Some(tx))?;
         session.view = Some(tx);
         Ok(session)
     }
 
-    fn load_at(store: &'s Store, settings: &Settings, sid: &str, at: Option<TxId>) -> Result<Self> {
+    fn load_at(store: &Store, settings: &Settings, sid: &str, at: Option<TxId>) -> Result<Self> {
         let read = |id: &str| -> Result<Option<Version>> {
             match store.as_of(id, None, at) {
                 Err(Error::NotFound { .. }) => Ok(None),
@@ -516,7 +516,7 @@ impl<'s> Session<'s> {
     /// # Errors
     /// As [`Session::view_at`] and [`Session::create`].
     pub fn fork(
-        store: &'s Store,
+        store: &Store,
         settings: &Settings,
         sid: &str,
         at: Option<TxId>,

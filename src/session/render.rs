@@ -17,7 +17,7 @@ pub struct RenderOptions {
     pub budget: Option<u64>,
 }
 
-impl Session<'_> {
+impl Session {
     /// The metadata line of `id`, or `None` when the cache does not know it.
     pub fn metadata_line(&self, id: &str) -> Option<String> {
         Some(match self.cache.get(id)? {

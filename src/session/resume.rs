@@ -7,7 +7,7 @@
 //! file missing on disk gets a tombstone; a file that cannot be stat'ed for another reason, or
 //! lies on a filesystem strata cannot reach, keeps its last version. The sets never change.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::index::{Action, DirStat, Settings};
@@ -16,7 +16,7 @@ use crate::store::{FileStat, Store, TxReceipt};
 use super::{FileState, Meta, Session};
 
 /// One file whose version reconciliation changed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Reconciled {
     /// The file's entity id.
     pub id: String,
@@ -27,7 +27,7 @@ pub struct Reconciled {
 }
 
 /// What [`Session::resume`] found and wrote.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ResumeReport {
     /// Files of the session checked against disk.
     pub checked: usize,
@@ -79,17 +79,13 @@ fn common_dir(paths: &[&str]) -> String {
     }
 }
 
-impl<'s> Session<'s> {
+impl Session {
     /// Opens session `sid` at its latest commit and reconciles its files against disk; what
     /// changed is written as one commit, so the latest render shows it.
     ///
     /// # Errors
     /// As [`Session::load`]; store errors from the commit.
-    pub fn resume(
-        store: &'s Store,
-        settings: &Settings,
-        sid: &str,
-    ) -> Result<(Self, ResumeReport)> {
+    pub fn resume(store: &Store, settings: &Settings, sid: &str) -> Result<(Self, ResumeReport)> {
         let mut session = Session::load(store, settings, sid)?;
         let report = session.reconcile()?;
         Ok((session, report))

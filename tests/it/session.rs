@@ -68,7 +68,7 @@ fn settings() -> Settings {
     Settings::default()
 }
 
-fn new_session<'s>(store: &'s Store) -> Result<Session<'s>, Error> {
+fn new_session(store: &Store) -> Result<Session, Error> {
     Session::create(store, &settings(), SessionOptions::default())
 }
 
@@ -904,7 +904,7 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 /// The id at position `i` of the index, or a made-up one past its end.
-fn pick(s: &Session<'_>, i: usize) -> String {
+fn pick(s: &Session, i: usize) -> String {
     s.sets()
         .index()
         .ids()

@@ -140,7 +140,7 @@ fn call(id: &str) -> strata::session::ToolcallInput {
 
 /// The stored session document is the canonical JSON of the session's fields (its hash is
 /// `Object::session` of them) after every commit.
-fn assert_stored_is_fresh(store: &Store, s: &Session<'_>) -> TestResult {
+fn assert_stored_is_fresh(store: &Store, s: &Session) -> TestResult {
     let stored = store
         .get(&format!("session:{}", s.id()))?
         .and_then(|v| v.object)

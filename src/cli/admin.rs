@@ -1,0 +1,228 @@
+//! The store as a whole: `init`, `mount`, `log`, `fsck`, `evict`, `gc`, `stats`.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use strata::engine::{
+    Access, Engine, EvictRequest, FsckRequest, GcRequest, LogRequest, MountAddRequest,
+    MountLsRequest, MountRmRequest, StatsRequest,
+};
+use strata::resolve::MountMapping;
+
+use super::args::{EvictArgs, FsckArgs, InitArgs, JsonArgs, LogArgs, MountCommand};
+use super::locate::{self, Located};
+use super::{Ctx, output};
+
+/// Parses mount specs `AGENT=CANONICAL[:ro][:ci][:fs=ID]`.
+pub(super) fn parse_mounts(specs: &[String]) -> Result<Vec<MountMapping>> {
+    specs
+        .iter()
+        .map(|spec| {
+            spec.parse::<MountMapping>()
+                .with_context(|| format!("mount {spec:?}"))
+        })
+        .collect()
+}
+
+impl Ctx<'_> {
+    pub(super) fn init(&mut self, args: InitArgs) -> Result<ExitCode> {
+        let dir = match &self.located {
+            Located::Given(dir) => dir.clone(),
+            // `init` makes a store here even when one exists further up, as `git init` does.
+            Located::Found(_) | Located::Missing(_) => self.cwd.join(locate::STORE_DIR_NAME),
+        };
+        let mounts = parse_mounts(&args.mounts)?;
+        let created = Engine::init(&dir, mounts)?;
+        writeln!(
+            self.out,
+            "initialised an empty strata store in {}",
+            created.dir
+        )?;
+        Ok(ExitCode::SUCCESS)
+    }
+
+    pub(super) fn mount(&mut self, command: MountCommand) -> Result<ExitCode> {
+        // Mounts live in the settings file beside the store: the store itself is only read.
+        let engine = self.engine(Access::ReadOnly)?;
+        match command {
+            MountCommand::Add { spec } => {
+                let mount = parse_mounts(std::slice::from_ref(&spec))?.remove(0);
+                let added = engine.call(MountAddRequest { mount })?;
+                writeln!(self.out, "added mount {}", added.mount)?;
+            }
+            MountCommand::Rm { agent_prefix } => {
+                let removed = engine.call(MountRmRequest { agent_prefix })?;
+                writeln!(self.out, "removed mount {}", removed.mount.agent_prefix)?;
+            }
+            MountCommand::Ls(JsonArgs { json }) => {
+                let mounts = engine.call(MountLsRequest {})?.mounts;
+                if json {
+                    writeln!(self.out, "{}", serde_json::to_string_pretty(&mounts)?)?;
+                } else {
+                    let rows: Vec<Vec<String>> = mounts
+                        .iter()
+                        .map(|m| {
+                            let mut flags = Vec::new();
+                            if m.read_only {
+                                flags.push("read-only");
+                            }
+                            if m.case_insensitive {
+                                flags.push("case-insensitive");
+                            }
+                            vec![
+                                m.agent_prefix.clone(),
+                                m.canonical_prefix.clone(),
+                                m.filesystem_id
+                                    .as_deref()
+                                    .map_or("this machine".into(), output::short),
+                                flags.join(","),
+                            ]
+                        })
+                        .collect();
+                    output::table(
+                        self.out,
+                        &["AGENT", "CANONICAL", "FILESYSTEM", "FLAGS"],
+                        &rows,
+                    )?;
+                }
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    pub(super) fn log(&mut self, args: LogArgs) -> Result<ExitCode> {
+        let log = self.call(LogRequest {
+            since: args.since,
+            limit: args.limit,
+        })?;
+        if args.json.json {
+            self.print_json(&log)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        let rows: Vec<Vec<String>> = log
+            .records
+            .iter()
+            .map(|record| {
+                let mut kinds: Vec<(&str, usize)> = Vec::new();
+                for op in &record.ops {
+                    let kind = op.kind().unwrap_or("evicted");
+                    match kinds.iter_mut().find(|(k, _)| *k == kind) {
+                        Some((_, n)) => *n += 1,
+                        None => kinds.push((kind, 1)),
+                    }
+                }
+                let ops: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+                vec![
+                    record.tx_id.to_string(),
+                    record.tx_time.clone(),
+                    record.origin.clone(),
+                    ops.join(", "),
+                    output::short(&record.chain),
+                ]
+            })
+            .collect();
+        output::table(
+            self.out,
+            &["TX", "TX TIME", "ORIGIN", "OPS", "CHAIN"],
+            &rows,
+        )?;
+        if let Some(head) = log.head {
+            writeln!(
+                self.out,
+                "chain head after tx {}: {}",
+                head.tx_id, head.chain
+            )?;
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    pub(super) fn fsck(&mut self, args: FsckArgs) -> Result<ExitCode> {
+        let report = self.call(FsckRequest {
+            rebuild: args.rebuild,
+        })?;
+        if args.json.json {
+            self.print_json(&report.findings)?;
+        } else {
+            if report.rebuilt {
+                writeln!(
+                    self.out,
+                    "rebuilt entities, versions and paths from the log"
+                )?;
+            }
+            if report.findings.is_empty() {
+                match &report.head {
+                    Some(head) => writeln!(
+                        self.out,
+                        "ok: contents, documents, versions and the chain verify (head after tx {}: {})",
+                        head.tx_id, head.chain
+                    )?,
+                    None => writeln!(self.out, "ok: the store is empty")?,
+                }
+            }
+            for finding in &report.findings {
+                writeln!(
+                    self.out,
+                    "{}: {}: {}",
+                    finding.kind, finding.subject, finding.detail
+                )?;
+            }
+        }
+        Ok(if report.findings.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+
+    pub(super) fn evict(&mut self, args: EvictArgs) -> Result<ExitCode> {
+        let evicted = self.call(EvictRequest {
+            reference: args.reference,
+            cwd: self.cwd(),
+            confirm: args.yes,
+        })?;
+        writeln!(
+            self.out,
+            "evicted {}: {} versions erased (tx {})",
+            evicted.id, evicted.versions, evicted.tx_id
+        )?;
+        Ok(ExitCode::SUCCESS)
+    }
+
+    pub(super) fn gc(&mut self, args: JsonArgs) -> Result<ExitCode> {
+        let report = self.call(GcRequest {})?;
+        if args.json {
+            writeln!(self.out, "{}", serde_json::to_value(report)?)?;
+        } else {
+            writeln!(
+                self.out,
+                "removed {} documents and {} contents ({} freed); fixed {} reference counts",
+                report.documents_removed,
+                report.blobs_removed,
+                output::bytes(report.bytes_freed),
+                report.counts_fixed
+            )?;
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    pub(super) fn stats(&mut self, args: JsonArgs) -> Result<ExitCode> {
+        let stats = self.call(StatsRequest {})?;
+        if args.json {
+            self.print_json(&stats)?;
+        } else {
+            let rows = vec![
+                vec!["entities".into(), stats.entities.to_string()],
+                vec!["versions".into(), stats.versions.to_string()],
+                vec!["transactions".into(), stats.transactions.to_string()],
+                vec!["contents".into(), stats.blobs.to_string()],
+                vec!["documents".into(), stats.documents.to_string()],
+                vec!["bytes put".into(), output::bytes(stats.put_bytes)],
+                vec!["bytes stored".into(), output::bytes(stats.stored_bytes)],
+                vec!["store file".into(), output::bytes(stats.file_bytes)],
+                vec!["dedup ratio".into(), format!("{:.2}", stats.dedup_ratio)],
+            ];
+            output::table(self.out, &["WHAT", "COUNT"], &rows)?;
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}

@@ -1,0 +1,464 @@
+//! The store as a whole: `init`, `log`, `fsck`, `gc`, `evict`, `stats`, and the default mounts.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::request::Apply;
+use super::{Engine, Error, Result};
+use crate::index::Settings;
+use crate::resolve::{FilesystemResolver, MountMapping, machine_filesystem_id};
+use crate::store::{DB_FILE, Origin, Store, TxId, TxRecord};
+
+/// Refuses a mount set that cannot make a resolver (duplicate prefixes, relative paths).
+fn check_mounts(mounts: &[MountMapping]) -> Result<()> {
+    FilesystemResolver::new(mounts.to_vec(), machine_filesystem_id()).map(|_| ())
+}
+
+/// What `init` answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct InitResponse {
+    /// The new store's directory.
+    pub dir: String,
+}
+
+/// Creates an empty store in `dir` with default `mounts`.
+pub(super) fn init(dir: &Path, mounts: Vec<MountMapping>) -> Result<InitResponse> {
+    if dir.join(DB_FILE).exists() {
+        return Err(Error::invalid_input(format!(
+            "{} already holds a strata store; nothing to do",
+            dir.display()
+        )));
+    }
+    check_mounts(&mounts)?;
+    drop(Store::create(dir)?);
+    let settings = Settings {
+        mounts,
+        ..Settings::default()
+    };
+    settings.save(dir)?;
+    Ok(InitResponse {
+        dir: dir.display().to_string(),
+    })
+}
+
+/// The chain's head: the latest transaction and the chain value after it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ChainHead {
+    /// The latest transaction.
+    pub tx_id: u64,
+    /// The chain value after it, hex.
+    pub chain: String,
+}
+
+impl Engine {
+    fn chain_head(&self) -> Result<Option<ChainHead>> {
+        Ok(self.store.chain_head()?.map(|(tx, chain)| ChainHead {
+            tx_id: tx.0,
+            chain: hex::encode(chain),
+        }))
+    }
+}
+
+/// `log`: the transaction log.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogRequest {
+    /// Only transactions after this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+    /// At most this many transactions: the newest, or the first after `since`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// One op of a log record: its digest always, its body unless its entity was evicted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LogOp {
+    /// BLAKE3 of the op's canonical JSON, hex.
+    pub digest: String,
+    /// The op as the JSON that was hashed (`schema/tx_record.schema.json`); `None` once
+    /// evicted.
+    pub body: Option<Value>,
+}
+
+impl LogOp {
+    /// The op's kind (`put`, `delete`, `evict`, `match`), when the body is kept.
+    pub fn kind(&self) -> Option<&str> {
+        self.body.as_ref()?.get("op")?.as_str()
+    }
+}
+
+/// One transaction of the log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LogRecord {
+    /// The transaction's number.
+    pub tx_id: u64,
+    /// When the store committed it (RFC 3339).
+    pub tx_time: String,
+    /// Who wrote it.
+    pub origin: String,
+    /// Its ops in order.
+    pub ops: Vec<LogOp>,
+    /// The chain value after this record, hex.
+    pub chain: String,
+}
+
+impl From<&TxRecord> for LogRecord {
+    fn from(record: &TxRecord) -> Self {
+        LogRecord {
+            tx_id: record.tx_id.0,
+            tx_time: record.tx_time.to_rfc3339(),
+            origin: record.origin.as_str().to_string(),
+            ops: record
+                .ops
+                .iter()
+                .map(|op| LogOp {
+                    digest: hex::encode(op.digest),
+                    body: op.body.clone(),
+                })
+                .collect(),
+            chain: hex::encode(record.chain),
+        }
+    }
+}
+
+/// What `log` answers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LogResponse {
+    /// The records, oldest first.
+    pub records: Vec<LogRecord>,
+    /// The chain's head (`None` in an empty store).
+    pub head: Option<ChainHead>,
+}
+
+impl Apply for LogRequest {
+    type Response = LogResponse;
+
+    /// # Errors
+    /// [`Error::Corrupt`] when a record does not decode.
+    fn apply(self, engine: &Engine) -> Result<LogResponse> {
+        let head = engine.chain_head()?;
+        // Without `since`, `limit` keeps the newest transactions, as `git log -n` does.
+        let since = match (self.since, self.limit) {
+            (Some(since), _) => Some(TxId(since)),
+            (None, Some(limit)) => {
+                let last = head.as_ref().map_or(0, |h| h.tx_id);
+                Some(TxId(last.saturating_sub(limit as u64)))
+            }
+            (None, None) => None,
+        };
+        let records = engine.store.log(since, self.limit.unwrap_or(usize::MAX))?;
+        Ok(LogResponse {
+            records: records.iter().map(LogRecord::from).collect(),
+            head,
+        })
+    }
+}
+
+/// `fsck`: verify the store, optionally rebuilding its query tables first.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FsckRequest {
+    /// Rebuild the query tables from the transaction log and the content tables first.
+    #[serde(default)]
+    pub rebuild: bool,
+}
+
+/// One problem fsck found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FsckFinding {
+    /// What kind of problem (`blob_hash`, `doc_missing`, `chain`, …).
+    pub kind: String,
+    /// What it is about (a hash, an entity, a tx).
+    pub subject: String,
+    /// What is wrong.
+    pub detail: String,
+}
+
+/// What `fsck` answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FsckResponse {
+    /// Whether the query tables were rebuilt first.
+    pub rebuilt: bool,
+    /// Every problem found (none: the store verifies).
+    pub findings: Vec<FsckFinding>,
+    /// The chain's head (`None` in an empty store).
+    pub head: Option<ChainHead>,
+}
+
+impl Apply for FsckRequest {
+    type Response = FsckResponse;
+
+    /// # Errors
+    /// Storage errors (problems in the data are findings, not errors).
+    fn apply(self, engine: &Engine) -> Result<FsckResponse> {
+        if self.rebuild {
+            engine.store.fsck_rebuild()?;
+        }
+        let findings = engine
+            .store
+            .fsck()?
+            .into_iter()
+            .map(|f| FsckFinding {
+                kind: f.kind.to_string(),
+                subject: f.subject,
+                detail: f.detail,
+            })
+            .collect();
+        Ok(FsckResponse {
+            rebuilt: self.rebuild,
+            findings,
+            head: engine.chain_head()?,
+        })
+    }
+}
+
+/// `gc`: drop contents and documents that no version references.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GcRequest {}
+
+/// What `gc` answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GcResponse {
+    /// Documents no version referenced.
+    pub documents_removed: u64,
+    /// Contents no document referenced.
+    pub blobs_removed: u64,
+    /// Bytes of records removed.
+    pub bytes_freed: u64,
+    /// Reference counts that were wrong and were fixed.
+    pub counts_fixed: u64,
+}
+
+impl Apply for GcRequest {
+    type Response = GcResponse;
+
+    /// # Errors
+    /// Storage errors.
+    fn apply(self, engine: &Engine) -> Result<GcResponse> {
+        let report = engine.store.gc()?;
+        Ok(GcResponse {
+            documents_removed: report.documents_removed,
+            blobs_removed: report.blobs_removed,
+            bytes_freed: report.bytes_freed,
+            counts_fixed: report.counts_fixed,
+        })
+    }
+}
+
+/// `evict`: erase an entity and its whole history.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EvictRequest {
+    /// A path, an entity id, or an id prefix.
+    pub reference: String,
+    /// The caller's working directory, for a relative path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Confirms it: eviction erases every version and cannot be undone.
+    #[serde(default)]
+    pub confirm: bool,
+}
+
+/// What `evict` answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EvictResponse {
+    /// The evicted entity.
+    pub id: String,
+    /// How many versions were erased.
+    pub versions: u64,
+    /// The eviction's transaction.
+    pub tx_id: u64,
+}
+
+impl Apply for EvictRequest {
+    type Response = EvictResponse;
+
+    /// # Errors
+    /// [`Error::InvalidInput`] without `confirm`; [`Error::NotFound`] for a reference that names
+    /// nothing.
+    fn apply(self, engine: &Engine) -> Result<EvictResponse> {
+        let id = engine.resolve_ref(self.cwd.as_deref(), &self.reference)?;
+        if !self.confirm {
+            return Err(Error::invalid_input(format!(
+                "evict erases every version of {id} and its contents for good; add --yes to do it"
+            )));
+        }
+        let versions = engine.store.history(&id, Default::default())?.len() as u64;
+        let receipt = engine.store.evict(&id, Origin::Cli)?;
+        // The session is gone from the store: it must not stay live either.
+        if let Some(sid) = id.strip_prefix("session:") {
+            engine.forget_session(sid);
+        }
+        engine.publish(&[receipt.tx_id.0]);
+        Ok(EvictResponse {
+            id,
+            versions,
+            tx_id: receipt.tx_id.0,
+        })
+    }
+}
+
+/// `stats`: counts and sizes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatsRequest {}
+
+/// What `stats` answers.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StatsResponse {
+    /// Entities (live or tombstoned, not evicted).
+    pub entities: u64,
+    /// Version rows.
+    pub versions: u64,
+    /// Transactions.
+    pub transactions: u64,
+    /// Distinct contents.
+    pub blobs: u64,
+    /// Distinct documents.
+    pub documents: u64,
+    /// Bytes of content and document records stored.
+    pub stored_bytes: u64,
+    /// Bytes of content given to puts, before deduplication.
+    pub put_bytes: u64,
+    /// Size of the store file on disk.
+    pub file_bytes: u64,
+    /// Bytes put per byte stored.
+    pub dedup_ratio: f64,
+}
+
+impl Apply for StatsRequest {
+    type Response = StatsResponse;
+
+    /// # Errors
+    /// Storage errors.
+    fn apply(self, engine: &Engine) -> Result<StatsResponse> {
+        let stats = engine.store.stats()?;
+        Ok(StatsResponse {
+            entities: stats.entities,
+            versions: stats.versions,
+            transactions: stats.transactions,
+            blobs: stats.blobs,
+            documents: stats.documents,
+            stored_bytes: stats.stored_bytes,
+            put_bytes: stats.put_bytes,
+            file_bytes: stats.file_bytes,
+            dedup_ratio: stats.dedup_ratio(),
+        })
+    }
+}
+
+/// `mount.ls`: the store's default mounts, given to new sessions.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MountLsRequest {}
+
+/// What `mount.ls` answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MountsResponse {
+    /// The default mounts, in order.
+    pub mounts: Vec<MountMapping>,
+}
+
+impl Apply for MountLsRequest {
+    type Response = MountsResponse;
+
+    fn apply(self, engine: &Engine) -> Result<MountsResponse> {
+        Ok(MountsResponse {
+            mounts: engine.settings().mounts,
+        })
+    }
+}
+
+/// `mount.add`: add a default mount.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MountAddRequest {
+    /// The mount to add.
+    pub mount: MountMapping,
+}
+
+/// `mount.rm`: remove the default mount with an agent prefix.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MountRmRequest {
+    /// The agent prefix of the mount to remove.
+    pub agent_prefix: String,
+}
+
+/// What `mount.add` and `mount.rm` answer: the mount added or removed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MountChanged {
+    /// The mount.
+    pub mount: MountMapping,
+}
+
+impl Engine {
+    /// Changes the settings with `change` and saves them (kept in memory only without a store
+    /// directory); a failed change or save leaves them as they were.
+    fn change_settings<T>(&self, change: impl FnOnce(&mut Settings) -> Result<T>) -> Result<T> {
+        let mut settings = self
+            .settings
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut next = settings.clone();
+        let value = change(&mut next)?;
+        if let Some(dir) = &self.dir {
+            next.save(dir)?;
+        }
+        *settings = next;
+        Ok(value)
+    }
+}
+
+impl Apply for MountAddRequest {
+    type Response = MountChanged;
+
+    /// # Errors
+    /// [`Error::InvalidInput`] when a mount has that agent prefix already or the mounts would
+    /// not make a resolver.
+    fn apply(self, engine: &Engine) -> Result<MountChanged> {
+        let mount = self.mount;
+        engine.change_settings(|settings| {
+            if settings
+                .mounts
+                .iter()
+                .any(|m| m.agent_prefix == mount.agent_prefix)
+            {
+                return Err(Error::invalid_input(format!(
+                    "a mount for {} exists already; remove it first with `strata mount rm {}`",
+                    mount.agent_prefix, mount.agent_prefix
+                )));
+            }
+            settings.mounts.push(mount.clone());
+            check_mounts(&settings.mounts)
+        })?;
+        Ok(MountChanged { mount })
+    }
+}
+
+impl Apply for MountRmRequest {
+    type Response = MountChanged;
+
+    /// # Errors
+    /// [`Error::NotFound`] when no mount has that agent prefix.
+    fn apply(self, engine: &Engine) -> Result<MountChanged> {
+        let mount = engine.change_settings(|settings| {
+            let at = settings
+                .mounts
+                .iter()
+                .position(|m| m.agent_prefix == self.agent_prefix)
+                .ok_or_else(|| {
+                    Error::not_found(format!(
+                        "a mount with agent prefix {}; see `strata mount ls`",
+                        self.agent_prefix
+                    ))
+                })?;
+            Ok(settings.mounts.remove(at))
+        })?;
+        Ok(MountChanged { mount })
+    }
+}

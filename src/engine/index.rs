@@ -1,0 +1,62 @@
+//! `index`: scan trees into the store.
+
+use serde::{Deserialize, Serialize};
+
+use super::request::Apply;
+use super::{Engine, Result};
+use crate::index::{Indexer, ScanOptions, ScanProgress, ScanSummary, scan};
+
+/// `index`: record every new, changed and deleted file under the given trees or files.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IndexRequest {
+    /// The trees or files to index: host paths, relative ones taken from `cwd`.
+    pub paths: Vec<String>,
+    /// The caller's working directory, for relative paths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+/// What `index` answers: the scan's counts, its transactions and the first skipped files.
+pub type IndexResponse = ScanSummary;
+
+impl IndexRequest {
+    /// Answers the request, calling `progress` after every file.
+    ///
+    /// # Errors
+    /// As [`Apply::apply`].
+    pub fn apply_with_progress(
+        self,
+        engine: &Engine,
+        progress: &mut dyn FnMut(ScanProgress),
+    ) -> Result<ScanSummary> {
+        let settings = engine.settings();
+        let cwd = std::path::PathBuf::from(self.cwd.as_deref().unwrap_or("/"));
+        let roots: Vec<std::path::PathBuf> = self.paths.iter().map(|p| cwd.join(p)).collect();
+        let indexer = Indexer::new(&engine.store, &settings)?;
+        let skip_dirs = engine
+            .dir
+            .iter()
+            .map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()))
+            .collect();
+        let options = ScanOptions {
+            skip_dirs,
+            ignore: settings.ignore.clone(),
+            ..ScanOptions::default()
+        };
+        let summary = scan(&indexer, &roots, &options, progress)?;
+        engine.publish(&summary.tx_ids);
+        Ok(summary)
+    }
+}
+
+impl Apply for IndexRequest {
+    type Response = IndexResponse;
+
+    /// # Errors
+    /// [`crate::Error::InvalidPath`] for a root that does not exist or is not UTF-8; store errors
+    /// from committing (what was committed before stays committed).
+    fn apply(self, engine: &Engine) -> Result<ScanSummary> {
+        self.apply_with_progress(engine, &mut |_| {})
+    }
+}

@@ -1,0 +1,377 @@
+//! `Engine`: the one thing front ends call. It owns the store (through the [`Backend`] seam), the
+//! live sessions and the store's settings, and answers typed requests with typed responses.
+//!
+//! Uses `session`, `index`, `store`, `resolve`, `object`, `hash`.
+//!
+//! Every operation a front end can ask for is a [`Request`] (serde: `{"method", "params"}`, the
+//! shape of a JSON-RPC 2.0 call) answered by a [`Response`]; a Rust caller may also call one
+//! request type directly with [`Engine::call`] and get its own response type. Each group of
+//! requests lives in its own file with its `apply`: `objects` (ls, show, cat, history, diff),
+//! `admin` (log, fsck, gc, evict, stats, mounts), `index` (tree scans), `sessions` (the session
+//! API). The CLI, the daemon and the MCP server only translate: none touches the store or builds
+//! a response itself.
+//!
+//! A session lives in the engine between requests (owned, shared by id); a request on it locks
+//! it, applies one change and commits it as one transaction. A request that fails drops the live
+//! session, so its next request starts again from what the store holds: a rejected write leaves
+//! nothing behind, in the store or in memory. After each commit the engine publishes a
+//! [`CommitEvent`] to its subscribers ([`Engine::subscribe`]).
+
+mod admin;
+mod index;
+mod objects;
+mod request;
+mod sessions;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+use serde::Serialize;
+
+pub use admin::{
+    ChainHead, EvictRequest, EvictResponse, FsckFinding, FsckRequest, FsckResponse, GcRequest,
+    GcResponse, InitResponse, LogOp, LogRecord, LogRequest, LogResponse, MountAddRequest,
+    MountChanged, MountLsRequest, MountRmRequest, MountsResponse, StatsRequest, StatsResponse,
+};
+pub use index::{IndexRequest, IndexResponse};
+pub use objects::{
+    AsOf, Body, CatRequest, CatResponse, DiffRequest, DiffResponse, HistoryRequest,
+    HistoryResponse, HistoryRow, LsRequest, LsRow, MIN_PREFIX, ShowRequest, ShowResponse,
+};
+pub use request::{Apply, Request, Response, Writes};
+pub use sessions::{
+    Committed, Forked, SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest,
+    SessionLsRequest, SessionNewRequest, SessionReadRequest, SessionRenderRequest, SessionRendered,
+    SessionResumeRequest, SessionSetRequest, SessionShowRequest, SessionShown,
+    SessionToolcallRequest, SessionTurnRequest, SetDone, SetOp, ToolcallRecorded, TouchedFiles,
+    TurnAppended,
+};
+
+use crate::error::{Error, Result};
+use crate::index::Settings;
+use crate::session::Session;
+use crate::store::{DB_FILE, Store, TxId};
+
+/// Whether directory `dir` holds a store.
+pub fn store_exists(dir: &Path) -> bool {
+    dir.join(DB_FILE).exists()
+}
+
+/// How a store is opened for an engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Reads only: no write to the file, nothing to sync (every reading command).
+    ReadOnly,
+    /// Reads and writes an existing store.
+    ReadWrite,
+    /// Reads and writes, creating the store when there is none.
+    Create,
+}
+
+/// What one committed transaction changed, published to the engine's subscribers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct CommitEvent {
+    /// The transaction.
+    pub tx_id: u64,
+    /// Who wrote it (`indexer`, `session`, `cli`, …).
+    pub origin: String,
+    /// The entities it wrote, in op order.
+    pub entities: Vec<String>,
+    /// The canonical paths of the files among them.
+    pub paths: Vec<String>,
+    /// The sessions it committed.
+    pub sessions: Vec<String>,
+}
+
+/// The engine over one store: what every front end calls.
+#[derive(Debug)]
+pub struct Engine {
+    store: Store,
+    dir: Option<PathBuf>,
+    settings: RwLock<Settings>,
+    /// Live sessions by id, each locked by the request working on it.
+    sessions: Mutex<HashMap<String, Arc<Mutex<Session>>>>,
+    /// Where commit events go; a closed receiver is dropped at the next send.
+    subscribers: Mutex<Vec<Sender<CommitEvent>>>,
+    created: bool,
+}
+
+/// Locks a mutex whose holder panicked as if it had not: every value the engine guards is left
+/// consistent between statements (a session that failed mid-request is dropped anyway).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Engine {
+    /// An engine over the store in directory `dir`, opened as `access` says, with the settings
+    /// of `dir/settings.toml`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when there is no store and `access` does not create one;
+    /// [`Error::StoreLocked`] when another process holds it; [`Error::FormatVersion`];
+    /// [`Error::InvalidInput`] when the settings do not parse.
+    pub fn open(dir: impl AsRef<Path>, access: Access) -> Result<Self> {
+        let dir = dir.as_ref();
+        let exists = dir.join(DB_FILE).exists();
+        let settings = Settings::load(dir)?;
+        let store = match access {
+            Access::ReadOnly => Store::open_read_only(dir)?,
+            Access::ReadWrite => Store::open(dir)?,
+            Access::Create if exists => Store::open(dir)?,
+            Access::Create => Store::create(dir)?,
+        };
+        let mut engine = Engine::with_store(store, settings);
+        engine.dir = Some(dir.to_path_buf());
+        engine.created = access == Access::Create && !exists;
+        Ok(engine)
+    }
+
+    /// An engine over `store` with `settings` (an in-memory store, a second backend).
+    pub fn with_store(store: Store, settings: Settings) -> Self {
+        Engine {
+            dir: store.dir().map(Path::to_path_buf),
+            store,
+            settings: RwLock::new(settings),
+            sessions: Mutex::new(HashMap::new()),
+            subscribers: Mutex::new(Vec::new()),
+            created: false,
+        }
+    }
+
+    /// Creates an empty store in `dir` with `mounts` as its default mounts.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `dir` already holds a store or the mounts cannot make a
+    /// resolver; [`Error::Io`] when the directory cannot be made.
+    pub fn init(
+        dir: impl AsRef<Path>,
+        mounts: Vec<crate::resolve::MountMapping>,
+    ) -> Result<InitResponse> {
+        admin::init(dir.as_ref(), mounts)
+    }
+
+    /// Whether opening this engine created its store.
+    pub fn created(&self) -> bool {
+        self.created
+    }
+
+    /// The store this engine owns.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The store directory (`None` in memory).
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// A copy of the store's settings.
+    pub fn settings(&self) -> Settings {
+        self.settings
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Answers `request` with its own response type.
+    ///
+    /// # Errors
+    /// The request's errors; see each request type.
+    pub fn call<R: Apply>(&self, request: R) -> Result<R::Response> {
+        request.apply(self)
+    }
+
+    /// Answers any request.
+    ///
+    /// # Errors
+    /// The request's errors; see each request type.
+    pub fn handle(&self, request: Request) -> Result<Response> {
+        request.apply_any(self)
+    }
+
+    /// A receiver of the [`CommitEvent`] of every transaction this engine commits from now on.
+    pub fn subscribe(&self) -> Receiver<CommitEvent> {
+        let (sender, receiver) = channel();
+        lock(&self.subscribers).push(sender);
+        receiver
+    }
+
+    /// Publishes what transactions `txs` changed to the subscribers, if there are any.
+    fn publish(&self, txs: &[u64]) {
+        if lock(&self.subscribers).is_empty() || txs.is_empty() {
+            return;
+        }
+        for &tx in txs {
+            // Best effort: an event that cannot be read back is not sent (the log has it).
+            let Ok(event) = self.commit_event(tx) else {
+                continue;
+            };
+            lock(&self.subscribers).retain(|s| s.send(event.clone()).is_ok());
+        }
+    }
+
+    /// The event of transaction `tx`, read back from the log.
+    fn commit_event(&self, tx: u64) -> Result<CommitEvent> {
+        let record = self
+            .store
+            .log(Some(TxId(tx.saturating_sub(1))), 1)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::not_found(format!("tx {tx}")))?;
+        let mut event = CommitEvent {
+            tx_id: tx,
+            origin: record.origin.as_str().to_string(),
+            entities: Vec::new(),
+            paths: Vec::new(),
+            sessions: Vec::new(),
+        };
+        for op in &record.ops {
+            let Some(entity) = op.entity() else { continue };
+            if op.kind() == Some("match") || event.entities.iter().any(|e| e == entity) {
+                continue;
+            }
+            event.entities.push(entity.to_string());
+            if let Some(sid) = entity.strip_prefix("session:") {
+                event.sessions.push(sid.to_string());
+            } else if let Ok(info) = self.store.entity(entity)
+                && let Some(source) = info.source
+            {
+                event.paths.push(source.as_filesystem().path.clone());
+            }
+        }
+        Ok(event)
+    }
+
+    /// The live session `sid`, loaded from the store when no request holds it yet.
+    fn live_session(&self, sid: &str) -> Result<Arc<Mutex<Session>>> {
+        if let Some(session) = lock(&self.sessions).get(sid) {
+            return Ok(Arc::clone(session));
+        }
+        let loaded = Session::load(&self.store, &self.settings(), sid)?;
+        let mut sessions = lock(&self.sessions);
+        // Another request may have loaded it meanwhile: theirs wins, it may hold a commit.
+        let session = sessions
+            .entry(sid.to_string())
+            .or_insert_with(|| Arc::new(Mutex::new(loaded)));
+        Ok(Arc::clone(session))
+    }
+
+    /// Keeps `session` live under its id (a session just created or forked).
+    fn keep_session(&self, session: Session) {
+        let sid = session.id().to_string();
+        lock(&self.sessions).insert(sid, Arc::new(Mutex::new(session)));
+    }
+
+    /// Forgets the live session `sid`: its next request loads it from the store again.
+    fn forget_session(&self, sid: &str) {
+        lock(&self.sessions).remove(sid);
+    }
+
+    /// Runs `change` on live session `sid` and commits it as one transaction. On any error the
+    /// live session is dropped, so nothing of the failed request stays in memory.
+    fn with_session<T>(
+        &self,
+        sid: &str,
+        change: impl FnOnce(&mut Session) -> Result<T>,
+    ) -> Result<(T, Option<u64>)> {
+        let slot = self.live_session(sid)?;
+        let mut session = lock(&slot);
+        let result = change(&mut session).and_then(|value| {
+            let receipt = session.commit()?;
+            Ok((value, receipt.map(|r| r.tx_id.0)))
+        });
+        drop(session);
+        match &result {
+            Ok((_, tx)) => self.publish(&tx.iter().copied().collect::<Vec<_>>()),
+            Err(_) => self.forget_session(sid),
+        }
+        result
+    }
+
+    /// Checks that `tx` names a transaction of the store, in the words of the flag `flag`.
+    fn check_tx(&self, flag: &str, tx: u64) -> Result<TxId> {
+        let latest = self.store.chain_head()?.map_or(0, |(tx, _)| tx.0);
+        if tx == 0 || tx > latest {
+            return Err(Error::invalid_input(format!(
+                "{flag} {tx}: the store has transactions 1 to {latest}"
+            )));
+        }
+        Ok(TxId(tx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subscriber_hears_each_commit_once_with_its_session() -> Result<()> {
+        let engine = Engine::with_store(Store::in_memory()?, Settings::default());
+        let events = engine.subscribe();
+        let created = engine.call(SessionNewRequest {
+            id: Some("s1".into()),
+            ..SessionNewRequest::default()
+        })?;
+        let turn = engine.call(SessionTurnRequest {
+            id: "s1".into(),
+            role: "user".into(),
+            content: "hello".into(),
+            toolcall_refs: Vec::new(),
+        })?;
+        let first = events
+            .try_recv()
+            .map_err(|e| Error::Storage(e.to_string()))?;
+        assert_eq!(Some(first.tx_id), created.tx_id);
+        let second = events
+            .try_recv()
+            .map_err(|e| Error::Storage(e.to_string()))?;
+        assert_eq!(Some(second.tx_id), turn.tx_id);
+        assert_eq!(second.sessions, vec!["s1".to_string()]);
+        assert!(
+            second.entities.contains(&"chat:s1".to_string()),
+            "{second:?}"
+        );
+        assert!(events.try_recv().is_err(), "one event per commit");
+        Ok(())
+    }
+
+    #[test]
+    fn a_failed_request_leaves_nothing_in_the_live_session() -> Result<()> {
+        let engine = Engine::with_store(Store::in_memory()?, Settings::default());
+        engine.call(SessionNewRequest {
+            id: Some("s1".into()),
+            ..SessionNewRequest::default()
+        })?;
+        // The first path reads fine in memory, the second fails: nothing may be committed later.
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let file = tmp.path().join("a.txt");
+        std::fs::write(&file, "a\n").map_err(|e| Error::io("write", e))?;
+        let refused = engine.call(SessionReadRequest {
+            id: "s1".into(),
+            paths: vec![
+                file.display().to_string(),
+                tmp.path().join("missing").display().to_string(),
+            ],
+        });
+        assert!(refused.is_err());
+        let turn = engine.call(SessionTurnRequest {
+            id: "s1".into(),
+            role: "user".into(),
+            content: "next".into(),
+            toolcall_refs: Vec::new(),
+        })?;
+        assert!(turn.tx_id.is_some());
+        let shown = engine.call(SessionShowRequest {
+            id: "s1".into(),
+            as_of_tx: None,
+        })?;
+        assert_eq!(
+            shown.counts().0,
+            0,
+            "the failed read left nothing: {shown:?}"
+        );
+        Ok(())
+    }
+}
