@@ -81,8 +81,8 @@ pub enum Error {
         supported: u32,
     },
 
-    /// An I/O operation failed; `context` says what strata was doing.
-    #[error("{context}: {source}")]
+    /// An I/O operation failed; `context` says what strata was doing (the cause is its source).
+    #[error("{context}")]
     Io {
         /// What was being done, e.g. `reading /tmp/a.txt`.
         context: String,
@@ -91,9 +91,24 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    /// The storage engine failed in a way that is not one of the cases above.
-    #[error("storage engine: {0}")]
-    Storage(String),
+    /// The storage engine failed in a way that is not one of the cases above; `context` says
+    /// what strata was doing, the engine's own error is the source.
+    #[error("storage engine: {context}")]
+    Storage {
+        /// What was being done.
+        context: String,
+        /// The storage engine's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// Something strata holds true did not hold (a bug, not bad input or a damaged store): the
+    /// operation stopped before changing anything it could not finish.
+    #[error("internal error: {what}; please report it")]
+    Invariant {
+        /// What did not hold.
+        what: String,
+    },
 }
 
 impl Error {
@@ -123,6 +138,35 @@ impl Error {
     /// Builds an [`Error::NotFound`] naming what was looked for.
     pub fn not_found(what: impl Into<String>) -> Self {
         Error::NotFound { what: what.into() }
+    }
+
+    /// Builds an [`Error::Storage`] from a storage engine's error and what was being done.
+    pub fn storage(
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Error::Storage {
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+
+    /// Builds an [`Error::Invariant`] saying what did not hold.
+    pub fn invariant(what: impl Into<String>) -> Self {
+        Error::Invariant { what: what.into() }
+    }
+
+    /// The whole message: this error's text and each of its causes, joined by `: `, as a front
+    /// end without an error chain (JSON-RPC, MCP) shows it.
+    pub fn full_message(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(err) = cause {
+            text.push_str(": ");
+            text.push_str(&err.to_string());
+            cause = err.source();
+        }
+        text
     }
 
     /// Builds an [`Error::Corrupt`] naming what failed verification.

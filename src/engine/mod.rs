@@ -322,11 +322,11 @@ mod tests {
         })?;
         let first = events
             .try_recv()
-            .map_err(|e| Error::Storage(e.to_string()))?;
+            .map_err(|e| Error::invariant(e.to_string()))?;
         assert_eq!(Some(first.tx_id), created.tx_id);
         let second = events
             .try_recv()
-            .map_err(|e| Error::Storage(e.to_string()))?;
+            .map_err(|e| Error::invariant(e.to_string()))?;
         assert_eq!(Some(second.tx_id), turn.tx_id);
         assert_eq!(second.sessions, vec!["s1".to_string()]);
         assert!(

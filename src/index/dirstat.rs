@@ -38,6 +38,11 @@ impl DirStat {
         }
     }
 
+    /// Whether this helper follows symlinks.
+    pub fn follows_symlinks(&self) -> bool {
+        self.follow_symlinks
+    }
+
     /// Whether the absolute `path` is a regular file, and its stat. Falls back to the standard
     /// library when the directory cannot be opened.
     ///

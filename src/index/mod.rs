@@ -8,6 +8,7 @@
 //! a stub with `content_omitted: "denied"` and nothing of its bytes is read or stored.
 
 mod dirstat;
+mod disk;
 mod read;
 mod rules;
 mod scan;
@@ -17,6 +18,7 @@ mod walk;
 use std::io::Read;
 
 pub use dirstat::DirStat;
+pub use disk::{Look, LookRules, Presence, StatChange, look, presence, record};
 pub use read::{Body, DEFAULT_MAX_CONTENT_BYTES, Reading, read_stream, read_with_hint};
 pub use rules::{DEFAULT_DENY_GLOBS, DenyRules};
 pub use scan::{ScanOptions, ScanProgress, ScanSummary, Skipped, scan};
@@ -148,6 +150,45 @@ impl Indexer {
     /// The content limit in bytes.
     pub fn max_content_bytes(&self) -> u64 {
         self.max_content_bytes
+    }
+
+    /// The rules a look at canonical `path` follows: this indexer's deny rules and content limit,
+    /// and the stat cache entry `cached` of the path (`None`: read whatever the stat).
+    pub fn look_rules<'a>(&'a self, cached: Option<&'a crate::store::StatEntry>) -> LookRules<'a> {
+        LookRules {
+            deny: &self.deny,
+            max_content_bytes: self.max_content_bytes,
+            cached,
+        }
+    }
+
+    /// Turns what one [`look`] at the file of `source` saw into the ops to commit: a tombstone
+    /// for a file that is gone, a denied stub, nothing for a file the stat cache vouched for, or
+    /// a new version dated by its mtime (clamped) for a file read.
+    ///
+    /// # Errors
+    /// [`Error::Io`] for a look that could not read the file (callers decide what that means
+    /// first); store errors from looking up the current version.
+    pub fn plan_look(&self, source: FilesystemSource, look: Look) -> Result<Planned> {
+        match look {
+            Look::Gone(_) => self.index_deletion(source),
+            Look::Unreadable(err) => Err(Error::io(format!("reading {}", source.path), err)),
+            Look::Denied => self.plan_denied(source),
+            Look::Vouched(_) => Ok(Planned {
+                id: crate::object::sourced_identity(
+                    crate::object::ObjectType::File,
+                    &crate::object::Source::Filesystem(source),
+                )?
+                .to_hex(),
+                action: Action::Unchanged,
+                ops: Vec::new(),
+                bytes_read: 0,
+            }),
+            Look::Read { reading, stat, .. } => {
+                let mtime = Timestamp::saturating_from_micros(stat.mtime_ns / 1000);
+                self.plan_prepared(Prepared::new(source, reading)?, Some(mtime))
+            }
+        }
     }
 
     /// Plans a full index of the file at `source` whose bytes `reader` streams: created when the

@@ -1,7 +1,7 @@
 //! Tree scans: walk roots in parallel, plan every new and changed file, find deletions, and commit
 //! in large transactions together with the stat cache.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::sync_channel;
 use std::time::Instant;
@@ -9,12 +9,14 @@ use std::time::Instant;
 use ignore::gitignore::GitignoreBuilder;
 use serde::{Deserialize, Serialize};
 
+use super::dirstat::DirStat;
+use super::disk::{Look, StatChange, presence, record};
 use super::walk::{Found, WalkPlan, walk};
 use super::{Action, Indexer, Planned};
 use crate::error::{Error, Result};
 use crate::object::FilesystemSource;
 use crate::resolve::{machine_filesystem_id, utf8_path};
-use crate::store::{EncodedBlob, Op, Origin, StatEntry, StatUpdate, Timestamp, TxId};
+use crate::store::{EncodedBlob, Op, Origin, StatUpdate, Timestamp, TxId};
 
 /// How a scan runs.
 #[derive(Clone, Debug)]
@@ -203,6 +205,7 @@ pub fn scan(
         skip_dirs,
         ignore,
         threads: options.threads,
+        scan_start,
     };
 
     let mut summary = ScanSummary::default();
@@ -224,32 +227,20 @@ pub fn scan(
                 Found::Read {
                     path,
                     stat,
-                    stable,
+                    change,
                     prepared,
                 } => {
                     summary.files += 1;
                     summary.bytes_read += prepared.bytes_read;
-                    let Some(file_hash) = prepared.object.file_hash().copied() else {
-                        // Prepared objects of read files always carry the hash of their bytes.
-                        summary.skip(path, "read without a hash".into());
-                        continue;
-                    };
                     let mtime = Timestamp::saturating_from_micros(stat.mtime_ns / 1000);
                     // Content and its compressed record both wait in memory until the commit.
                     let encoded_len = prepared.encoded.as_ref().map_or(0, EncodedBlob::len);
                     let planned = indexer.plan_prepared(*prepared, Some(mtime))?;
                     batch.bytes += planned.bytes_read + encoded_len;
                     add(&mut summary, &mut batch, planned);
-                    if stable {
-                        batch.stat.puts.push((
-                            path.clone(),
-                            StatEntry::recorded(stat, file_hash, scan_start),
-                        ));
-                    } else {
-                        // Still changing after several reads: store what was read, but let the
-                        // next scan read it again.
-                        batch.stat.removes.push(path.clone());
-                    }
+                    // A file still changing after several reads is stored as read, but the next
+                    // scan reads it again.
+                    record(&mut batch.stat, &path, change);
                     seen.insert(path);
                 }
                 Found::Denied { path, .. } => {
@@ -259,7 +250,7 @@ pub fn scan(
                         filesystem_id: filesystem_id.clone(),
                         path: path.clone(),
                     };
-                    let planned = indexer.index_file(source, std::io::empty(), None)?;
+                    let planned = indexer.plan_look(source, Look::Denied)?;
                     add(&mut summary, &mut batch, planned);
                     seen.insert(path);
                 }
@@ -281,19 +272,26 @@ pub fn scan(
         Ok(())
     })?;
 
+    let mut dirs = DirStat::new(false);
     for root in &roots {
         let prefix = utf8_path(root)?;
         for path in store.indexed_paths_under(&filesystem_id, prefix)? {
             // Seen, or still on disk as a file but ignored or skipped: not a deletion.
-            if seen.contains(&path) || !is_gone(Path::new(&path)) {
+            if seen.contains(&path) {
+                continue;
+            }
+            let presence = presence(&mut dirs, &path);
+            if !presence.is_gone() {
                 continue;
             }
             let source = FilesystemSource {
                 filesystem_id: filesystem_id.clone(),
                 path: path.clone(),
             };
-            let planned = indexer.index_deletion(source)?;
-            batch.stat.removes.push(path);
+            let gone = Look::Gone(presence);
+            let change = StatChange::of(&gone, scan_start);
+            let planned = indexer.plan_look(source, gone)?;
+            record(&mut batch.stat, &path, change);
             add(&mut summary, &mut batch, planned);
             if batch.files >= options.batch_files {
                 commit(indexer, &mut batch, &mut summary)?;
@@ -303,25 +301,6 @@ pub fn scan(
     commit(indexer, &mut batch, &mut summary)?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
-}
-
-/// Whether the file at `path` (a canonical path, as stored) is gone: nothing there, something
-/// other than a regular file there now (a directory, a symlink: links are not followed), a
-/// parent that is no longer a directory, or a parent reached through a symlink now (a directory
-/// replaced by a link: the walk does not follow it, so the file would stay live, never
-/// refreshed). Any other error (a directory made unreadable) proves nothing, and a scan that
-/// cannot see a file must not record its deletion.
-fn is_gone(path: &Path) -> bool {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if !meta.is_file() => true,
-        Ok(_) => path.parent().is_some_and(|parent| {
-            std::fs::canonicalize(parent).is_ok_and(|real| real.as_path() != parent)
-        }),
-        Err(err) => matches!(
-            err.kind(),
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-        ),
-    }
 }
 
 /// Counts a planned file and queues its ops.
@@ -421,7 +400,7 @@ fn canonical_missing(root: &std::path::Path) -> Option<PathBuf> {
 mod tests {
     use super::*;
     use crate::index::Settings;
-    use crate::store::Store;
+    use crate::store::{StatEntry, Store};
 
     #[test]
     fn a_write_stamped_by_the_coarse_clock_just_before_the_scan_is_racy() -> Result<()> {
@@ -467,41 +446,6 @@ mod tests {
         .map(|_| ())
         .unwrap_err();
         assert!(err.to_string().contains("store directory"), "{err}");
-        Ok(())
-    }
-
-    #[test]
-    fn only_a_missing_file_counts_as_gone() -> std::io::Result<()> {
-        let tmp = tempfile::tempdir()?;
-        // Canonical, as stored paths are: a link above it would make every file gone.
-        let root = std::fs::canonicalize(tmp.path())?;
-        let file = root.join("f");
-        std::fs::write(&file, b"x")?;
-        assert!(!is_gone(&file));
-        assert!(is_gone(&root.join("missing")));
-        assert!(
-            is_gone(&file.join("below-a-file")),
-            "a parent that is a file"
-        );
-        std::fs::remove_file(&file)?;
-        std::fs::create_dir(&file)?;
-        assert!(is_gone(&file), "a directory where the file was");
-        std::fs::remove_dir(&file)?;
-        std::os::unix::fs::symlink(&root, &file)?;
-        assert!(is_gone(&file), "a symlink where the file was");
-        std::fs::remove_file(&file)?;
-        let moved = root.join("moved");
-        std::fs::create_dir(&moved)?;
-        std::fs::write(moved.join("inner"), "x")?;
-        std::os::unix::fs::symlink(&moved, &file)?;
-        assert!(
-            is_gone(&file.join("inner")),
-            "a file whose directory is a symlink now"
-        );
-        assert!(!is_gone(&moved.join("inner")));
-        // A path too long to stat is an error other than NotFound: not a deletion.
-        let long = root.join("x".repeat(5000));
-        assert!(!is_gone(&long));
         Ok(())
     }
 }

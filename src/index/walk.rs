@@ -1,7 +1,6 @@
 //! Walking trees in parallel: stat every file, skip those the stat cache vouches for, read and hash
 //! the rest on both cores, and hand the results to one consumer over a bounded channel.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
@@ -11,10 +10,10 @@ use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 
 use super::Prepared;
 use super::dirstat::DirStat;
-use super::read::{Reading, read_with_hint};
+use super::disk::{Look, LookRules, Presence, StatChange, look};
 use super::rules::DenyRules;
 use crate::object::FilesystemSource;
-use crate::store::{FileStat, StatEntry};
+use crate::store::{FileStat, StatEntry, Timestamp};
 
 /// What the walk found at one path.
 #[derive(Debug)]
@@ -28,11 +27,11 @@ pub enum Found {
     Read {
         /// The canonical path.
         path: String,
-        /// The stat taken before reading.
+        /// The stat it was read under.
         stat: FileStat,
-        /// Whether the stat was the same after the read as before it: only then may the stat
-        /// cache vouch for these bytes later.
-        stable: bool,
+        /// The stat cache change the read calls for (none recorded for a file that kept
+        /// changing while it was read).
+        change: StatChange,
         /// What was read, as its object.
         prepared: Box<Prepared>,
     },
@@ -68,6 +67,8 @@ pub struct WalkPlan {
     pub ignore: Option<Arc<Gitignore>>,
     /// Worker threads (0: one per core).
     pub threads: usize,
+    /// When the scan began: the reference of the stat cache's racy-clean rule.
+    pub scan_start: Timestamp,
 }
 
 /// Walks the plan's roots, sending what it finds to `sink` in batches; returns when every worker is done
@@ -189,34 +190,9 @@ impl Drop for Visitor<'_> {
     }
 }
 
-/// Reads made of a file that keeps changing before its read is taken as it is.
-const READ_ATTEMPTS: usize = 3;
-
-/// Reads the file at `path` with `read` (given the expected size) until its stat is the same after
-/// a read as before it, at most [`READ_ATTEMPTS`] times: a file written while it was read would
-/// otherwise be stored as bytes that never existed together and then trusted by the stat cache.
-/// Returns the last reading, the stat it was taken under, and whether it settled.
-fn read_settled(
-    path: &Path,
-    mut stat: FileStat,
-    mut read: impl FnMut(&Path, u64) -> std::io::Result<Reading>,
-) -> std::io::Result<(Reading, FileStat, bool)> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let reading = read(path, stat.size)?;
-        let after = FileStat::of(&fs::symlink_metadata(path)?);
-        if after == stat {
-            return Ok((reading, stat, true));
-        }
-        if attempt >= READ_ATTEMPTS {
-            return Ok((reading, after, false));
-        }
-        stat = after;
-    }
-}
-
-/// Stats one regular file and reads it unless the cache vouches for it or a rule denies it.
+/// Stats one regular file and looks at it through the one disk path: unless the cache vouches
+/// for it or a rule denies it, it is read, hashed and turned into its object here, on the
+/// walker's thread.
 fn visit_file(plan: &WalkPlan, dirstat: &mut DirStat, path: &Path) -> Found {
     let Some(canonical) = path.to_str().map(str::to_string) else {
         return Found::Skipped {
@@ -224,8 +200,8 @@ fn visit_file(plan: &WalkPlan, dirstat: &mut DirStat, path: &Path) -> Found {
             reason: "file name is not UTF-8".into(),
         };
     };
-    let stat = match dirstat.stat(&canonical) {
-        Ok((true, stat)) => stat,
+    let presence = match dirstat.stat(&canonical) {
+        Ok((true, stat)) => Presence::File(stat),
         Ok((false, _)) => {
             return Found::Skipped {
                 path: path.to_path_buf(),
@@ -239,101 +215,41 @@ fn visit_file(plan: &WalkPlan, dirstat: &mut DirStat, path: &Path) -> Found {
             };
         }
     };
-    if plan.deny.is_denied(&canonical) {
-        return Found::Denied { path: canonical };
-    }
-    if plan
-        .cache
-        .get(&canonical)
-        .is_some_and(|entry| entry.vouches_for(&stat))
-    {
-        return Found::Unchanged { path: canonical };
-    }
-    let settled = read_settled(path, stat, |path, size| {
-        fs::File::open(path).and_then(|file| read_with_hint(file, plan.max_content_bytes, size))
-    });
-    let (reading, stat, stable) = match settled {
-        Ok(settled) => settled,
-        Err(err) => {
-            return Found::Skipped {
-                path: path.to_path_buf(),
-                reason: format!("read failed: {err}"),
+    let rules = LookRules {
+        deny: &plan.deny,
+        max_content_bytes: plan.max_content_bytes,
+        cached: plan.cache.get(&canonical),
+    };
+    let look = look(&canonical, path, presence, rules);
+    let change = StatChange::of(&look, plan.scan_start);
+    match look {
+        Look::Denied => Found::Denied { path: canonical },
+        Look::Vouched(_) => Found::Unchanged { path: canonical },
+        Look::Read { reading, stat, .. } => {
+            let source = FilesystemSource {
+                filesystem_id: plan.filesystem_id.clone(),
+                path: canonical.clone(),
             };
-        }
-    };
-    let source = FilesystemSource {
-        filesystem_id: plan.filesystem_id.clone(),
-        path: canonical.clone(),
-    };
-    match Prepared::new(source, reading) {
-        Ok(prepared) => Found::Read {
-            path: canonical,
-            stat,
-            stable,
-            prepared: Box::new(prepared),
-        },
-        Err(err) => Found::Skipped {
-            path: path.to_path_buf(),
-            reason: err.to_string(),
-        },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::index::read::read_stream;
-    use std::io::Write as _;
-
-    fn stat_of(path: &Path) -> std::io::Result<FileStat> {
-        Ok(FileStat::of(&fs::symlink_metadata(path)?))
-    }
-
-    #[test]
-    fn a_file_written_during_its_read_is_read_again() -> std::io::Result<()> {
-        let tmp = tempfile::tempdir()?;
-        let path = tmp.path().join("f.txt");
-        fs::write(&path, b"first")?;
-        let mut calls = 0;
-        let (reading, stat, stable) = read_settled(&path, stat_of(&path)?, |path, _| {
-            calls += 1;
-            let reading = read_stream(fs::File::open(path)?, 1024)?;
-            if calls == 1 {
-                // A writer appends while the first read is under way.
-                fs::OpenOptions::new()
-                    .append(true)
-                    .open(path)?
-                    .write_all(b" and more")?;
+            match Prepared::new(source, reading) {
+                Ok(prepared) => Found::Read {
+                    path: canonical,
+                    stat,
+                    change,
+                    prepared: Box::new(prepared),
+                },
+                Err(err) => Found::Skipped {
+                    path: path.to_path_buf(),
+                    reason: err.to_string(),
+                },
             }
-            Ok(reading)
-        })?;
-        assert_eq!(calls, 2);
-        assert!(stable);
-        assert_eq!(
-            reading.body,
-            super::super::Body::Text("first and more".into())
-        );
-        assert_eq!(stat, stat_of(&path)?);
-        Ok(())
-    }
-
-    #[test]
-    fn a_file_that_keeps_changing_is_not_vouched_for() -> std::io::Result<()> {
-        let tmp = tempfile::tempdir()?;
-        let path = tmp.path().join("f.txt");
-        fs::write(&path, b"x")?;
-        let mut calls = 0;
-        let (_, _, stable) = read_settled(&path, stat_of(&path)?, |path, _| {
-            calls += 1;
-            let reading = read_stream(fs::File::open(path)?, 1024)?;
-            fs::OpenOptions::new()
-                .append(true)
-                .open(path)?
-                .write_all(b"x")?;
-            Ok(reading)
-        })?;
-        assert_eq!(calls, READ_ATTEMPTS);
-        assert!(!stable, "an unsettled read must not enter the stat cache");
-        Ok(())
+        }
+        Look::Unreadable(err) => Found::Skipped {
+            path: path.to_path_buf(),
+            reason: format!("read failed: {err}"),
+        },
+        Look::Gone(_) => Found::Skipped {
+            path: path.to_path_buf(),
+            reason: "gone while it was walked".into(),
+        },
     }
 }

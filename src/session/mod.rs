@@ -22,7 +22,6 @@ mod ulid;
 use std::collections::{HashMap, HashSet};
 
 use rustc_hash::FxHashMap;
-use std::fs::File;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -33,7 +32,10 @@ pub use sets::{OrderedSet, Sets};
 
 use crate::error::{Error, Result};
 use crate::hash::Hash;
-use crate::index::{Action, Indexer, Planned, Settings, read_stream};
+use crate::index::{
+    Action, DirStat, Indexer, Look, Planned, Presence, Settings, StatChange, look, presence,
+    read_stream, record,
+};
 use crate::object::{
     ContentOmitted, Fields, FilesystemSource, Object, ObjectType, Role, SessionFields,
     SessionJsonParts, Source, ToolStatus, ToolcallFields, Turn, file_type_of,
@@ -41,8 +43,8 @@ use crate::object::{
 };
 use crate::resolve::{FilesystemResolver, MountMapping, machine_filesystem_id};
 use crate::store::{
-    FileStat, HistoryQuery, ObjectMeta, Op, Order, Origin, StatEntry, StatUpdate, Store, Timestamp,
-    TxId, TxReceipt, Version,
+    HistoryQuery, ObjectMeta, Op, Order, Origin, StatUpdate, Store, Timestamp, TxId, TxReceipt,
+    Version,
 };
 
 /// The format of the `session_config:{sid}` object's JSON.
@@ -195,8 +197,8 @@ pub struct Session {
     /// Ops waiting for the next commit, at most one per entity.
     pending: Vec<Op>,
     pending_at: HashMap<String, usize>,
-    stat_puts: Vec<(String, StatEntry)>,
-    stat_removes: Vec<String>,
+    /// Stat cache changes of the files read since the last commit, written with it.
+    stat: StatUpdate,
     chat_dirty: bool,
     prompt_dirty: bool,
     config_dirty: bool,
@@ -376,8 +378,11 @@ impl Session {
             spellings: HashMap::new(),
             pending: Vec::new(),
             pending_at: HashMap::new(),
-            stat_puts: Vec::new(),
-            stat_removes: Vec::new(),
+            stat: StatUpdate {
+                filesystem_id: machine_filesystem_id(),
+                puts: Vec::new(),
+                removes: Vec::new(),
+            },
             chat_dirty: true,
             prompt_dirty: true,
             config_dirty: true,
@@ -743,41 +748,58 @@ impl Session {
         Ok(())
     }
 
-    /// Plans a full index of `source` from the file at `real` on this machine, recording its stat
-    /// for the stat cache.
+    /// Looks at the file of `source` at `real` (its real path on this machine) through the one
+    /// disk path: the gone rule, the deny rules, the read and hash. Returns what was seen and
+    /// its stat cache change.
+    fn look_at(&self, source: &FilesystemSource, real: &std::path::Path) -> (Look, StatChange) {
+        let start = Timestamp::now();
+        let presence = match real.to_str() {
+            Some(path) => presence(&mut DirStat::new(true), path),
+            None => Presence::Unknown(std::io::Error::other("the path is not UTF-8")),
+        };
+        let look = look(&source.path, real, presence, self.indexer.look_rules(None));
+        let change = StatChange::of(&look, start);
+        (look, change)
+    }
+
+    /// Plans what [`Session::look_at`] saw and queues its stat cache change for the next commit.
+    fn plan_look(
+        &mut self,
+        source: FilesystemSource,
+        look: Look,
+        change: StatChange,
+    ) -> Result<Planned> {
+        let on_machine = source.filesystem_id == self.resolver.machine_id();
+        let path = source.path.clone();
+        let planned = self.indexer.plan_look(source, look)?;
+        if on_machine {
+            record(&mut self.stat, &path, change);
+        }
+        Ok(planned)
+    }
+
+    /// Plans a full index of `source` from the file at `real` on this machine: a file the agent
+    /// names must be there and be a regular file.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when it is missing or cannot be read; [`Error::InvalidPath`] when it is not
+    /// a regular file.
     fn index_from_disk(
         &mut self,
         source: FilesystemSource,
         real: &std::path::Path,
     ) -> Result<Planned> {
-        if self.indexer.deny_rules().is_denied(&source.path) {
-            return self.indexer.index_file(source, std::io::empty(), None);
-        }
-        let scan_start = Timestamp::now();
+        let (look, change) = self.look_at(&source, real);
         let shown = real.display().to_string();
-        let file = File::open(real).map_err(|e| Error::io(format!("opening {shown}"), e))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::io(format!("reading the metadata of {shown}"), e))?;
-        if !meta.is_file() {
-            return Err(Error::invalid_path(
+        match look {
+            Look::Gone(Presence::Missing(err)) => Err(Error::io(format!("opening {shown}"), err)),
+            Look::Gone(_) => Err(Error::invalid_path(
                 shown,
                 "it is not a regular file; read files, discover directories' files one by one",
-            ));
+            )),
+            Look::Unreadable(err) => Err(Error::io(format!("reading {shown}"), err)),
+            look => self.plan_look(source, look, change),
         }
-        let stat = FileStat::of(&meta);
-        let mtime = Timestamp::saturating_from_micros(stat.mtime_ns / 1000);
-        let reading = read_stream(file, self.indexer.max_content_bytes())
-            .map_err(|e| Error::io(format!("reading {shown}"), e))?;
-        let file_hash = reading.file_hash;
-        let on_machine = source.filesystem_id == self.resolver.machine_id();
-        let path = source.path.clone();
-        let planned = self.indexer.plan_reading(source, reading, Some(mtime))?;
-        if on_machine {
-            self.stat_puts
-                .push((path, StatEntry::recorded(stat, file_hash, scan_start)));
-        }
-        Ok(planned)
     }
 
     /// Remembers the on-disk spelling of a file whose identity path differs from the path it
@@ -1107,10 +1129,11 @@ impl Session {
     /// Reads a stub's source from disk; an error when it cannot be read or stays a stub, and then
     /// nothing is queued (not even the stat cache entry of the read).
     fn upgrade(&mut self, source: &FilesystemSource) -> Result<()> {
-        let stats = self.stat_puts.len();
+        let (puts, removes) = (self.stat.puts.len(), self.stat.removes.len());
         let result = self.try_upgrade(source);
         if result.is_err() {
-            self.stat_puts.truncate(stats);
+            self.stat.puts.truncate(puts);
+            self.stat.removes.truncate(removes);
         }
         result
     }
@@ -1227,15 +1250,20 @@ impl Session {
         if !self.sets.index().contains(&id) {
             return Ok(None);
         }
-        let planned = match std::fs::symlink_metadata(canonical_path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                self.stat_removes.push(source.path.clone());
-                self.indexer.index_deletion(source.clone())?
+        // Gone by the one disk path's rule (a file that became a directory is gone too);
+        // otherwise read as `read` would, not following a link out of the file's mount.
+        let gone = presence(&mut DirStat::new(true), canonical_path);
+        let planned = if gone.is_gone() {
+            let look = Look::Gone(gone);
+            let change = StatChange::of(&look, Timestamp::now());
+            self.plan_look(source.clone(), look, change)?
+        } else {
+            let real = self.checked_open_path(&id, &source)?;
+            let (look, change) = self.look_at(&source, &real);
+            if let Look::Unreadable(err) = look {
+                return Err(Error::io(format!("reading {}", real.display()), err));
             }
-            _ => {
-                let real = self.checked_open_path(&id, &source)?;
-                self.index_from_disk(source.clone(), &real)?
-            }
+            self.plan_look(source.clone(), look, change)?
         };
         self.apply_planned(&planned, &source);
         Ok(Some(planned.action))
@@ -1305,16 +1333,11 @@ impl Session {
                 .as_ref()
                 .is_some_and(|d| self.committed != Some(*d.object_hash()));
         if !changed {
-            if !self.stat_puts.is_empty() || !self.stat_removes.is_empty() {
-                let stat = StatUpdate {
-                    filesystem_id: self.resolver.machine_id().to_string(),
-                    puts: self.stat_puts.clone(),
-                    removes: self.stat_removes.clone(),
-                };
+            if !self.stat.is_empty() {
                 self.store
-                    .transact_with_stat(Vec::new(), Origin::Session, stat)?;
-                self.stat_puts.clear();
-                self.stat_removes.clear();
+                    .transact_with_stat(Vec::new(), Origin::Session, self.stat.clone())?;
+                self.stat.puts.clear();
+                self.stat.removes.clear();
             }
             return Ok(None);
         }
@@ -1362,9 +1385,9 @@ impl Session {
         // The stat cache entries are taken only now: an error above leaves them queued, and a
         // failed transaction gives them back.
         let stat = StatUpdate {
-            filesystem_id: self.resolver.machine_id().to_string(),
-            puts: std::mem::take(&mut self.stat_puts),
-            removes: std::mem::take(&mut self.stat_removes),
+            filesystem_id: self.stat.filesystem_id.clone(),
+            puts: std::mem::take(&mut self.stat.puts),
+            removes: std::mem::take(&mut self.stat.removes),
         };
         let receipt = match self
             .store
@@ -1372,15 +1395,11 @@ impl Session {
         {
             Ok(Some(receipt)) => receipt,
             Ok(None) => {
-                self.stat_puts = stat.puts;
-                self.stat_removes = stat.removes;
-                return Err(Error::Storage(
-                    "a session commit wrote no transaction".into(),
-                ));
+                self.stat = stat;
+                return Err(Error::invariant("a session commit wrote no transaction"));
             }
             Err(e) => {
-                self.stat_puts = stat.puts;
-                self.stat_removes = stat.removes;
+                self.stat = stat;
                 return Err(e);
             }
         };

@@ -10,8 +10,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::index::{Action, DirStat, Settings};
-use crate::store::{FileStat, Store, TxReceipt};
+use crate::index::{Action, DirStat, Look, Presence, Settings, StatChange, presence};
+use crate::store::{FileStat, Store, Timestamp, TxReceipt};
 
 use super::{FileState, Meta, Session};
 
@@ -139,26 +139,18 @@ impl Session {
             }
             // A case-insensitive mount's identity path is lowercased: open the on-disk spelling.
             let open = self.open_path(id, &source.path);
-            // Gone, as the indexer's `is_gone` decides: nothing there, a parent that is no
-            // longer a directory, or something other than a regular file there now.
-            let gone = match dirs.stat(open) {
-                Ok((true, stat)) => Ok(stat),
-                Ok(_) => Err(true),
-                Err(e) => Err(matches!(
-                    e.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-                )),
-            };
-            let stat = match gone {
-                Ok(stat) => stat,
-                Err(true) => {
+            // Gone by the one disk path's rule: nothing there, a parent that is no longer a
+            // directory, or something other than a regular file there now.
+            let stat = match presence(&mut dirs, open) {
+                Presence::File(stat) => stat,
+                Presence::Unknown(_) => {
+                    report.unreadable += 1;
+                    continue;
+                }
+                _gone => {
                     if *state != FileState::Deleted {
                         todo.push((id.clone(), meta.clone(), None));
                     }
-                    continue;
-                }
-                Err(false) => {
-                    report.unreadable += 1;
                     continue;
                 }
             };
@@ -179,8 +171,9 @@ impl Session {
                 continue;
             };
             if stat.is_none() {
-                let planned = self.indexer.index_deletion(source.clone())?;
-                self.stat_removes.push(source.path.clone());
+                let gone = Look::Gone(Presence::NotAFile);
+                let change = StatChange::of(&gone, Timestamp::now());
+                let planned = self.plan_look(source.clone(), gone, change)?;
                 if planned.action == Action::Deleted {
                     self.apply_planned(&planned, &source);
                     report.changes.push(Reconciled {
@@ -198,14 +191,12 @@ impl Session {
                 report.unreadable += 1;
                 continue;
             };
-            let mut planned = match self.index_from_disk(source.clone(), &real) {
-                Ok(planned) => planned,
-                Err(Error::Io { .. }) => {
-                    report.unreadable += 1;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
+            let (look, change) = self.look_at(&source, &real);
+            if let Look::Unreadable(_) = look {
+                report.unreadable += 1;
+                continue;
+            }
+            let mut planned = self.plan_look(source.clone(), look, change)?;
             report.read += 1;
             Self::keep_spelling(&mut planned, &open, &source.path);
             if planned.action != Action::Unchanged {
@@ -230,9 +221,8 @@ impl Session {
 
     /// Commits even when the session document is unchanged (its files changed).
     fn commit_forced(&mut self) -> Result<TxReceipt> {
-        self.commit()?.ok_or_else(|| {
-            Error::Storage("reconciliation changed files but wrote no commit".into())
-        })
+        self.commit()?
+            .ok_or_else(|| Error::invariant("reconciliation changed files but wrote no commit"))
     }
 }
 

@@ -413,7 +413,7 @@ fn config() -> bincode::config::Configuration {
 pub fn encode<T: Encode>(value: &T) -> Result<Vec<u8>> {
     let mut out = vec![RECORD_FORMAT];
     bincode::encode_into_std_write(value, &mut out, config())
-        .map_err(|e| Error::Storage(format!("encoding a record: {e}")))?;
+        .map_err(|e| Error::storage("encoding a record", e))?;
     Ok(out)
 }
 
@@ -531,11 +531,11 @@ fn zstd_decompress(payload: &[u8], what: &str) -> Result<Vec<u8>> {
         if slot.is_none() {
             *slot = Some(
                 zstd::bulk::Decompressor::new()
-                    .map_err(|e| Error::Storage(format!("making a zstd context: {e}")))?,
+                    .map_err(|e| Error::storage("making a zstd context", e))?,
             );
         }
         let Some(d) = slot.as_mut() else {
-            return Err(Error::Storage("no zstd context".into()));
+            return Err(Error::invariant("no zstd context"));
         };
         let out = d
             .decompress(payload, size as usize)

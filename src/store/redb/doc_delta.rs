@@ -415,8 +415,7 @@ pub(crate) fn encode(
         d: number,
         e: edits,
     };
-    let text = serde_json::to_string(&delta)
-        .map_err(|e| Error::Storage(format!("encoding a delta: {e}")))?;
+    let text = serde_json::to_string(&delta).map_err(|e| Error::storage("encoding a delta", e))?;
     let encoded = format!("{MARK}{text}");
     Ok(if encoded.len() < fields.len() / REBASE_FRACTION {
         encoded

@@ -57,9 +57,11 @@ pub(crate) trait StorageResult<T> {
     fn db(self) -> Result<T>;
 }
 
-impl<T, E: std::fmt::Display> StorageResult<T> for std::result::Result<T, E> {
+impl<T, E: std::error::Error + Send + Sync + 'static> StorageResult<T>
+    for std::result::Result<T, E>
+{
     fn db(self) -> Result<T> {
-        self.map_err(|e| Error::Storage(e.to_string()))
+        self.map_err(|e| Error::storage("redb", e))
     }
 }
 

@@ -15,16 +15,6 @@ pub(crate) enum Handle {
     ReadOnly(ReadOnlyDatabase),
 }
 
-/// The error of a write attempted through a read-only handle.
-#[derive(Debug)]
-pub(crate) struct OpenedReadOnly;
-
-impl std::fmt::Display for OpenedReadOnly {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the store was opened read-only; open it read-write to write")
-    }
-}
-
 impl Handle {
     /// Begins a read transaction.
     pub(crate) fn begin_read(&self) -> Result<ReadTransaction, redb::TransactionError> {
@@ -35,10 +25,12 @@ impl Handle {
     }
 
     /// Begins a write transaction; refused on a read-only handle.
-    pub(crate) fn begin_write(&self) -> Result<WriteTransaction, WriteRefused> {
+    pub(crate) fn begin_write(&self) -> Result<WriteTransaction> {
         match self {
-            Handle::ReadWrite(db) => db.begin_write().map_err(WriteRefused::Redb),
-            Handle::ReadOnly(_) => Err(WriteRefused::ReadOnly(OpenedReadOnly)),
+            Handle::ReadWrite(db) => db.begin_write().db(),
+            Handle::ReadOnly(_) => Err(Error::PermissionDenied {
+                reason: "the store was opened read-only; open it read-write to write".into(),
+            }),
         }
     }
 
@@ -56,23 +48,6 @@ impl Handle {
     }
 }
 
-/// Why a write transaction could not begin.
-#[derive(Debug)]
-pub(crate) enum WriteRefused {
-    /// redb refused it.
-    Redb(redb::TransactionError),
-    /// The handle is read-only.
-    ReadOnly(OpenedReadOnly),
-}
-
-impl std::fmt::Display for WriteRefused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            WriteRefused::Redb(e) => e.fmt(f),
-            WriteRefused::ReadOnly(e) => e.fmt(f),
-        }
-    }
-}
 
 pub(crate) fn lock_holder(dir: &Path) -> String {
     match std::fs::read_to_string(dir.join(LOCK_FILE)) {
@@ -176,7 +151,7 @@ impl RedbStore {
                     holder: lock_holder(dir),
                 });
             }
-            Err(e) => return Err(Error::Storage(format!("opening {}: {e}", path.display()))),
+            Err(e) => return Err(Error::storage(format!("opening {}", path.display()), e)),
         };
         write_lock_file(dir)?;
         let store = RedbStore {
@@ -191,7 +166,7 @@ impl RedbStore {
 
     pub(super) fn init(&self, create: bool, path: &Path) -> Result<()> {
         if create {
-            let tx = self.handle.begin_write().db()?;
+            let tx = self.handle.begin_write()?;
             tables::create_all(&tx)?;
             {
                 let mut meta = tx.open_table(META).db()?;
@@ -233,7 +208,7 @@ impl RedbStore {
     }
 
     pub(super) fn begin_write(&self) -> Result<WriteTransaction> {
-        let mut tx = self.handle.begin_write().db()?;
+        let mut tx = self.handle.begin_write()?;
         tx.set_quick_repair(QUICK_REPAIR);
         Ok(tx)
     }
