@@ -186,6 +186,63 @@ pub fn blake3_concat(parts: &[&[u8]]) -> [u8; 32] {
     *hasher.finalize().as_bytes()
 }
 
+/// Appends `text` as a JCS string: quoted, `"` and `\\` escaped, U+0008/0009/000A/000C/000D as
+/// `\b \t \n \f \r`, other controls below U+0020 as `\u00xx` (lowercase hex), the rest
+/// literal (RFC 8785 §3.2.2.2, ECMAScript's `JSON.stringify`).
+pub fn push_jcs_string(out: &mut String, text: &str) {
+    out.push('"');
+    let mut from = 0;
+    for (i, b) in text.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x09 => "\\t",
+            0x0a => "\\n",
+            0x0c => "\\f",
+            0x0d => "\\r",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&text[from..i]);
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        } else {
+            out.push_str(escape);
+        }
+        from = i + 1;
+    }
+    out.push_str(&text[from..]);
+    out.push('"');
+}
+
+/// The length in bytes of `text` as a JCS string (what [`push_jcs_string`] appends).
+pub fn jcs_string_len(text: &str) -> usize {
+    2 + text
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | 0x08 | 0x09 | 0x0a | 0x0c | 0x0d => 2,
+            0x00..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
+/// The inside of the JCS array of `items` (the strings joined by commas, no brackets).
+pub fn jcs_list_inner(items: &[String]) -> String {
+    let mut out = String::with_capacity(items.iter().map(|s| s.len() + 3).sum());
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_jcs_string(&mut out, item);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! for membership, so a set's JSON array is reproducible and "most recently activated" is defined.
 
 use crate::error::{Error, Result};
-use crate::object::{jcs_string_len, push_jcs_string};
+use crate::hash::{jcs_string_len, push_jcs_string};
 
 /// Membership by FxHash: ids are hashes and short names, and a resumed session of 10 000 files
 /// hashes each of them once per set (SipHash made that a tenth of a resume).

@@ -181,7 +181,7 @@ pub(crate) fn op_digest(op: &OpRec) -> Result<[u8; 32]> {
 /// # Errors
 /// [`crate::Error::InvalidInput`] when the size is beyond 2^53 (a file over 8 PiB).
 pub(crate) fn op_canonical_json(op: &OpRec) -> Result<String> {
-    use crate::object::push_jcs_string as push;
+    use crate::hash::push_jcs_string as push;
     let time = |out: &mut String, micros: i64| {
         push(out, &Timestamp::saturating_from_micros(micros).to_string());
     };

@@ -48,7 +48,6 @@ impl Handle {
     }
 }
 
-
 pub(crate) fn lock_holder(dir: &Path) -> String {
     match std::fs::read_to_string(dir.join(LOCK_FILE)) {
         Ok(text) if !text.trim().is_empty() => text.trim().replace('\n', ", "),
