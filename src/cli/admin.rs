@@ -11,7 +11,7 @@ use strata::resolve::MountMapping;
 
 use super::args::{EvictArgs, FsckArgs, InitArgs, JsonArgs, LogArgs, MountCommand};
 use super::locate::{self, Located};
-use super::{Ctx, output};
+use super::{Invocation, output};
 
 /// Parses mount specs `AGENT=CANONICAL[:ro][:ci][:fs=ID]`.
 pub(super) fn parse_mounts(specs: &[String]) -> Result<Vec<MountMapping>> {
@@ -24,7 +24,7 @@ pub(super) fn parse_mounts(specs: &[String]) -> Result<Vec<MountMapping>> {
         .collect()
 }
 
-impl Ctx<'_> {
+impl Invocation<'_> {
     pub(super) fn init(&mut self, args: InitArgs) -> Result<ExitCode> {
         let dir = match &self.located {
             Located::Given(dir) => dir.clone(),

@@ -7,9 +7,9 @@ use anyhow::{Result, bail};
 use strata::engine::{IndexRequest, store_exists};
 
 use super::args::IndexArgs;
-use super::{Ctx, output};
+use super::{Invocation, output};
 
-impl Ctx<'_> {
+impl Invocation<'_> {
     pub(super) fn index(&mut self, args: IndexArgs) -> Result<ExitCode> {
         let roots: Vec<std::path::PathBuf> = if args.paths.is_empty() {
             vec![self.cwd.clone()]

@@ -41,22 +41,22 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let located = locate(cli.store.as_deref(), &cwd);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let ctx = Ctx {
+    let invocation = Invocation {
         cwd,
         located,
         out: &mut out,
     };
-    ctx.dispatch(cli.command)
+    invocation.dispatch(cli.command)
 }
 
 /// What every command needs: where it runs, where the store is, where output goes.
-struct Ctx<'a> {
+struct Invocation<'a> {
     cwd: PathBuf,
     located: Located,
     out: &'a mut dyn Write,
 }
 
-impl Ctx<'_> {
+impl Invocation<'_> {
     fn dispatch(mut self, command: Command) -> Result<ExitCode> {
         match command {
             Command::Init(args) => self.init(args),

@@ -7,7 +7,7 @@ use serde_json::Value;
 use strata::engine::{AsOf, CatRequest, DiffRequest, HistoryRequest, LsRequest, ShowRequest};
 
 use super::args::{AsOfArgs, CatArgs, DiffArgs, HistoryArgs, LsArgs, ShowArgs};
-use super::{Ctx, output};
+use super::{Invocation, output};
 
 impl From<AsOfArgs> for AsOf {
     fn from(args: AsOfArgs) -> Self {
@@ -24,7 +24,7 @@ fn hash_text(value: &Value) -> String {
     value.as_str().unwrap_or("null").to_string()
 }
 
-impl Ctx<'_> {
+impl Invocation<'_> {
     pub(super) fn ls(&mut self, args: LsArgs) -> Result<ExitCode> {
         let rows = self.call(LsRequest {
             prefix: args.prefix.map(|p| p.display().to_string()),

@@ -13,13 +13,11 @@ use strata::engine::{
     SessionSetRequest, SessionShowRequest, SessionToolcallRequest, SessionTurnRequest, SetOp,
     TouchedFiles,
 };
-use strata::index::Settings;
 use strata::object::ToolStatus;
 use strata::resolve::absolute_path;
-use strata::store::Store;
 
 use super::admin::parse_mounts;
-use super::{Ctx, output};
+use super::{Invocation, output};
 
 /// `strata session …`.
 #[derive(Debug, Subcommand)]
@@ -218,7 +216,7 @@ fn text_arg(value: &str, what: &str) -> Result<String> {
     }
 }
 
-impl Ctx<'_> {
+impl Invocation<'_> {
     /// An agent path from the command line: absolute as given, relative from the current directory.
     fn agent_path(&self, path: &str) -> Result<String> {
         if path.starts_with('/') {
@@ -292,8 +290,7 @@ impl Ctx<'_> {
                 if !strata::engine::store_exists(self.dir()) {
                     // No store yet: try the session on a scratch store, so that a refused id or
                     // filesystem id does not leave a new empty store behind.
-                    let scratch = Engine::with_store(Store::in_memory()?, Settings::default());
-                    scratch.call(SessionNewRequest {
+                    Engine::in_memory()?.call(SessionNewRequest {
                         system_prompt: String::new(),
                         ..request.clone()
                     })?;

@@ -128,6 +128,15 @@ impl Engine {
         Ok(engine)
     }
 
+    /// An engine over a new store in memory with default settings: nothing on disk (for tests,
+    /// and to try a request before a store exists).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the storage engine fails.
+    pub fn in_memory() -> Result<Self> {
+        Ok(Engine::with_store(Store::in_memory()?, Settings::default()))
+    }
+
     /// An engine over `store` with `settings` (an in-memory store, a second backend).
     pub fn with_store(store: Store, settings: Settings) -> Self {
         Engine {

@@ -52,6 +52,14 @@ pub const LOCK_FILE: &str = "store.lock";
 /// The bitemporal store's contract: everything the index, sessions and the engine ask of a
 /// storage engine. redb implements it; a second engine (PostgreSQL) implements the same contract
 /// and runs the same test suites.
+///
+/// Reading a version, by what the caller needs: [`Backend::as_of`] rebuilds the object from its
+/// parts and checks its hashes (what `show`, `cat` and renders serve); [`Backend::version_info`]
+/// reads the version row only (times, object hash); [`Backend::metadata`] and
+/// [`Backend::metadata_many`] add the document's fields without reading content (metadata
+/// caches). Finding entities by path: [`Backend::entity_at_path`] (one path),
+/// [`Backend::paths_under`] (a subtree, with ids), [`Backend::indexed_paths_under`] (a subtree,
+/// paths only, for a scan's deletions).
 pub trait Backend: Send + Sync + std::fmt::Debug {
     /// The store directory (`None` in memory).
     fn dir(&self) -> Option<&Path>;
@@ -113,12 +121,6 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         valid_time: Option<Timestamp>,
         tx: Option<TxId>,
     ) -> Result<Option<VersionInfo>>;
-
-    /// The current versions of many entities in one read; unknown ids give `None`.
-    ///
-    /// # Errors
-    /// [`crate::Error::Corrupt`] when stored data fails its hashes.
-    fn get_many(&self, ids: &[&str]) -> Result<Vec<Option<Version>>>;
 
     /// The current version of `id`, or `None` when no entity has that id.
     ///

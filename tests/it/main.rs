@@ -7,6 +7,8 @@ mod canonical;
 mod cli;
 // The mount resolver: mappings, path checks, symlinks, properties.
 mod resolve;
+// The layering check of .ci/layering, on this tree and on copies with bad imports.
+mod layering;
 // The JSON Schemas of schema/objects/ against the envelopes strata prints.
 mod schema;
 // Sessions: triggers, sets, activation, render, resume, views, forks, deltas, CLI.

@@ -214,10 +214,6 @@ impl Backend for RedbStore {
         RedbStore::version_info(self, id, valid_time, tx)
     }
 
-    fn get_many(&self, ids: &[&str]) -> Result<Vec<Option<Version>>> {
-        RedbStore::get_many(self, ids)
-    }
-
     fn get_if_known(&self, id: &str) -> Result<Option<Version>> {
         RedbStore::get_if_known(self, id)
     }

@@ -47,21 +47,6 @@ impl RedbStore {
         r.info_at(id, &entity, valid_time, tx)
     }
 
-    /// The current versions of many entities in one read transaction; unknown ids give `None`.
-    ///
-    /// # Errors
-    /// [`Error::Corrupt`] when stored data fails its hashes.
-    pub fn get_many(&self, ids: &[&str]) -> Result<Vec<Option<Version>>> {
-        let rtx = self.read()?;
-        let r = ReadTables::open(&rtx)?;
-        ids.iter()
-            .map(|id| match entity_rec(&r.entities, id)? {
-                Some(entity) => r.version_at(id, &entity, None, None),
-                None => Ok(None),
-            })
-            .collect()
-    }
-
     /// The versions of `id` as `query` selects them.
     ///
     /// # Errors
