@@ -1,4 +1,4 @@
-//! `Engine`: the one thing front ends call. It owns the store (through the [`Backend`] seam), the
+//! `Engine`: the one thing front ends call. It owns the store (through the [`crate::store::Backend`] seam), the
 //! live sessions and the store's settings, and answers typed requests with typed responses.
 //!
 //! Uses `session`, `index`, `store`, `resolve`, `object`, `hash`.

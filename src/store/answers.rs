@@ -59,7 +59,7 @@ pub struct EntityInfo {
     pub source: Option<Source>,
 }
 
-/// Order of [`Store::history`].
+/// Order of [`super::Backend::history`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Order {
     /// Valid time ascending (then tx).
@@ -73,7 +73,7 @@ pub enum Order {
     TxDesc,
 }
 
-/// What [`Store::history`] lists.
+/// What [`super::Backend::history`] lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct HistoryQuery {
     /// Sort order.

@@ -20,6 +20,7 @@
 
 mod answers;
 mod codec;
+mod group;
 mod log;
 mod ops;
 mod redb;
@@ -34,7 +35,7 @@ pub use answers::{
     VersionInfo,
 };
 pub use log::{LoggedOp, Origin, TxRecord};
-pub use ops::{EncodedBlob, Op, Put, TxReceipt, ValidFrom};
+pub use ops::{EncodedBlob, Op, Put, TxReceipt, TxRequest, ValidFrom};
 pub use stat::{FileStat, StatEntry, StatUpdate};
 pub use time::{Timestamp, TxId};
 
@@ -88,6 +89,19 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         origin: Origin,
         stat: StatUpdate,
     ) -> Result<Option<TxReceipt>>;
+
+    /// Writes a group of transactions as if one after another (each its own tx id, log record
+    /// and result), sharing one commit where the backend can: what concurrent writers submit
+    /// together costs one fsync. The default writes them one by one.
+    fn transact_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
+        group
+            .into_iter()
+            .map(|request| match request.stat {
+                Some(stat) => self.transact_with_stat(request.ops, request.origin, stat),
+                None => self.transact(request.ops, request.origin).map(Some),
+            })
+            .collect()
+    }
 
     /// What `id` was at `valid_time` as known at transaction `tx` (defaults: now, latest);
     /// `None` when no version is visible there, a tombstone is a version with no object.
@@ -278,22 +292,72 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 }
 
 /// A handle on one store: cheap to clone, shared by the engine, its sessions and the indexer.
-/// It dereferences to [`Backend`], so every query is a method call on it.
+/// It dereferences to [`Backend`], so every query is a method call on it; its writes go
+/// through group commit ([`Store::transact`]), so writers on many threads share commits.
 #[derive(Clone, Debug)]
-pub struct Store(Arc<dyn Backend>);
+pub struct Store {
+    backend: Arc<dyn Backend>,
+    group: Arc<group::GroupCommit>,
+}
 
 impl std::ops::Deref for Store {
     type Target = dyn Backend;
 
     fn deref(&self) -> &Self::Target {
-        &*self.0
+        &*self.backend
     }
 }
 
 impl Store {
     /// A handle on `backend`.
     pub fn from_backend(backend: impl Backend + 'static) -> Self {
-        Store(Arc::new(backend))
+        Store {
+            backend: Arc::new(backend),
+            group: Arc::default(),
+        }
+    }
+
+    /// Writes `ops` as one transaction ([`Backend::transact`]), sharing the commit with other
+    /// threads writing at the same time.
+    ///
+    /// # Errors
+    /// As [`Backend::transact`].
+    pub fn transact(&self, ops: Vec<Op>, origin: Origin) -> Result<TxReceipt> {
+        let request = TxRequest {
+            ops,
+            origin,
+            stat: None,
+        };
+        self.group
+            .submit(&*self.backend, request)?
+            .ok_or_else(|| crate::Error::invariant("a transaction wrote no log record"))
+    }
+
+    /// Writes `ops` and stat cache changes in one commit ([`Backend::transact_with_stat`]),
+    /// sharing it with other threads writing at the same time.
+    ///
+    /// # Errors
+    /// As [`Backend::transact_with_stat`].
+    pub fn transact_with_stat(
+        &self,
+        ops: Vec<Op>,
+        origin: Origin,
+        stat: StatUpdate,
+    ) -> Result<Option<TxReceipt>> {
+        if ops.is_empty() && stat.is_empty() {
+            return Ok(None);
+        }
+        let request = TxRequest {
+            ops,
+            origin,
+            stat: Some(stat),
+        };
+        self.group.submit(&*self.backend, request)
+    }
+
+    /// How many writes wait for a commit now (the daemon's queue depth).
+    pub fn queued_writes(&self) -> usize {
+        self.group.queued()
     }
 
     /// Creates a new redb store in directory `dir` (made if missing).

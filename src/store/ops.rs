@@ -161,7 +161,19 @@ impl Op {
     }
 }
 
-/// What [`Store::transact`] returns: the transaction's number and time.
+/// One transaction of a group commit: its ops (possibly none, for a stat cache change alone),
+/// who writes it, and the stat cache changes written with it.
+#[derive(Clone, Debug)]
+pub struct TxRequest {
+    /// The ops; none when only the stat cache changes.
+    pub ops: Vec<Op>,
+    /// Who writes it.
+    pub origin: super::Origin,
+    /// Stat cache changes written in the same commit.
+    pub stat: Option<super::StatUpdate>,
+}
+
+/// What [`super::Store::transact`] returns: the transaction's number and time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TxReceipt {
     /// The new transaction's number.

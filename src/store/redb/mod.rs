@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
+use super::TxRequest;
 use super::codec::{self, EntityRec, FirstRec, OpRec, TxHeaderRec, VersionRec};
 use super::log::{self, LoggedOp, Origin, TxRecord};
 use super::{
@@ -194,6 +195,10 @@ impl Backend for RedbStore {
         stat: StatUpdate,
     ) -> Result<Option<TxReceipt>> {
         RedbStore::transact_with_stat(self, ops, origin, stat)
+    }
+
+    fn transact_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
+        RedbStore::transact_group(self, group)
     }
 
     fn as_of(

@@ -326,130 +326,227 @@ impl RedbStore {
         origin: Origin,
         stat: Option<&StatUpdate>,
     ) -> Result<TxReceipt> {
-        if ops.is_empty() {
-            return Err(Error::invalid_input(
-                "a transaction needs at least one op; nothing was written",
-            ));
-        }
-        let mut written = std::collections::HashSet::new();
-        for op in &ops {
-            if !matches!(op, Op::Match { .. }) && !written.insert(op.entity()) {
-                return Err(Error::invalid_input(format!(
-                    "entity {} is written by two ops of one transaction; give one op per entity",
-                    op.entity()
-                )));
-            }
-        }
-        if ops.len() > u32::MAX as usize {
-            return Err(Error::invalid_input("a transaction holds at most 2^32 ops"));
-        }
+        check_ops(&ops)?;
         let wtx = self.begin_write()?;
-        let receipt = {
-            let mut w = WriteTables::open(&wtx)?;
-            w.base_cache = Some(&self.base_cache);
-            let last = match w.tx_log.last().db()? {
-                Some((k, v)) => Some((
-                    k.value(),
-                    codec::decode::<TxHeaderRec>(v.value(), "tx header")?,
-                )),
-                None => None,
-            };
-            let tx = last.as_ref().map_or(1, |(id, _)| id + 1);
-            let prev_chain = last.as_ref().map_or([0u8; 32], |(_, h)| h.chain);
-            let now = Timestamp::now().as_micros();
-            let tx_time = last.as_ref().map_or(now, |(_, h)| now.max(h.tx_time + 1));
-            for op in &ops {
-                if let Op::Match { entity, expected } = op {
-                    let actual = w.current_hash(entity, tx_time)?;
-                    if actual != expected.map(|h| h.0) {
-                        let show =
-                            |h: Option<[u8; 32]>| h.map_or("absent".to_string(), hex::encode);
-                        return Err(Error::Conflict {
-                            entity: entity.clone(),
-                            expected: show(expected.map(|h| h.0)),
-                            actual: show(actual),
-                        });
-                    }
-                }
-            }
-            let mut bodies = Vec::with_capacity(ops.len());
-            // An evicted file's stat cache entry goes too, so that the next scan reads it again.
-            let mut evicted_paths: Vec<(String, String)> = Vec::new();
-            for (n, op) in ops.iter().enumerate() {
-                let body = match op {
-                    Op::Put(put) => w.resolve_put(put, tx_time)?,
-                    Op::Delete {
-                        entity,
-                        valid_from,
-                        valid_to,
-                    } => {
-                        if entity_rec(&w.entities, entity)?.is_none() {
-                            return Err(unknown_entity(entity));
-                        }
-                        let from = valid_from.map_or(tx_time, Timestamp::as_micros);
-                        check_range(entity, from, *valid_to)?;
-                        OpRec::Write(codec::WriteRec::delete(
-                            entity.as_str().into(),
-                            from,
-                            valid_to.map(Timestamp::as_micros),
-                        ))
-                    }
-                    Op::Evict { entity } => {
-                        let Some(rec) = entity_rec(&w.entities, entity)? else {
-                            return Err(unknown_entity(entity));
-                        };
-                        if let Some(source) = rec.source {
-                            evicted_paths.push((source.0.0, source.1));
-                        }
-                        OpRec::Evict {
-                            entity: entity.as_str().into(),
-                        }
-                    }
-                    Op::Match { entity, expected } => OpRec::Match {
-                        entity: entity.as_str().into(),
-                        expected: expected.map(|h| h.0),
-                    },
-                };
-                let n = n as u32;
-                w.apply(tx, tx_time, n, &body)?;
-                w.tx_ops
-                    .insert((tx, n), codec::encode_op(&body, tx_time)?.as_slice())
-                    .db()?;
-                bodies.push(body);
-            }
-            w.end_tx()?;
-            let digests = bodies
-                .iter()
-                .map(log::op_digest)
-                .collect::<Result<Vec<_>>>()?;
-            let chain = log::next_chain(&prev_chain, tx, tx_time, origin.as_str(), &digests)?;
-            let header = TxHeaderRec {
-                tx_time,
-                origin: origin.as_str().to_string(),
-                digests,
-                chain,
-            };
-            w.tx_log
-                .insert(tx, codec::encode(&header)?.as_slice())
-                .db()?;
-            w.finish()?;
-            if !evicted_paths.is_empty() {
-                let mut cache = wtx.open_table(STAT_CACHE).db()?;
-                for (filesystem_id, path) in &evicted_paths {
-                    cache
-                        .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
-                        .db()?;
-                }
-            }
-            TxReceipt {
-                tx_id: TxId(tx),
-                tx_time: ts(tx_time),
-            }
-        };
+        let receipt = self.write_tx(&wtx, &ops, &origin)?;
         if let Some(stat) = stat {
             stat::apply(&wtx, stat)?;
         }
         wtx.commit().db()?;
         Ok(receipt)
     }
+
+    /// Writes `ops` as the next transaction inside the open redb transaction `wtx`: its tx id,
+    /// log record and chain value follow those already written in `wtx`. On error `wtx` holds a
+    /// partial write and must be dropped, not committed.
+    fn write_tx(&self, wtx: &WriteTransaction, ops: &[Op], origin: &Origin) -> Result<TxReceipt> {
+        let mut w = WriteTables::open(&wtx)?;
+        w.base_cache = Some(&self.base_cache);
+        let last = match w.tx_log.last().db()? {
+            Some((k, v)) => Some((
+                k.value(),
+                codec::decode::<TxHeaderRec>(v.value(), "tx header")?,
+            )),
+            None => None,
+        };
+        let tx = last.as_ref().map_or(1, |(id, _)| id + 1);
+        let prev_chain = last.as_ref().map_or([0u8; 32], |(_, h)| h.chain);
+        let now = Timestamp::now().as_micros();
+        let tx_time = last.as_ref().map_or(now, |(_, h)| now.max(h.tx_time + 1));
+        for op in ops {
+            if let Op::Match { entity, expected } = op {
+                let actual = w.current_hash(entity, tx_time)?;
+                if actual != expected.map(|h| h.0) {
+                    let show = |h: Option<[u8; 32]>| h.map_or("absent".to_string(), hex::encode);
+                    return Err(Error::Conflict {
+                        entity: entity.clone(),
+                        expected: show(expected.map(|h| h.0)),
+                        actual: show(actual),
+                    });
+                }
+            }
+        }
+        let mut bodies = Vec::with_capacity(ops.len());
+        // An evicted file's stat cache entry goes too, so that the next scan reads it again.
+        let mut evicted_paths: Vec<(String, String)> = Vec::new();
+        for (n, op) in ops.iter().enumerate() {
+            let body = match op {
+                Op::Put(put) => w.resolve_put(put, tx_time)?,
+                Op::Delete {
+                    entity,
+                    valid_from,
+                    valid_to,
+                } => {
+                    if entity_rec(&w.entities, entity)?.is_none() {
+                        return Err(unknown_entity(entity));
+                    }
+                    let from = valid_from.map_or(tx_time, Timestamp::as_micros);
+                    check_range(entity, from, *valid_to)?;
+                    OpRec::Write(codec::WriteRec::delete(
+                        entity.as_str().into(),
+                        from,
+                        valid_to.map(Timestamp::as_micros),
+                    ))
+                }
+                Op::Evict { entity } => {
+                    let Some(rec) = entity_rec(&w.entities, entity)? else {
+                        return Err(unknown_entity(entity));
+                    };
+                    if let Some(source) = rec.source {
+                        evicted_paths.push((source.0.0, source.1));
+                    }
+                    OpRec::Evict {
+                        entity: entity.as_str().into(),
+                    }
+                }
+                Op::Match { entity, expected } => OpRec::Match {
+                    entity: entity.as_str().into(),
+                    expected: expected.map(|h| h.0),
+                },
+            };
+            let n = n as u32;
+            w.apply(tx, tx_time, n, &body)?;
+            w.tx_ops
+                .insert((tx, n), codec::encode_op(&body, tx_time)?.as_slice())
+                .db()?;
+            bodies.push(body);
+        }
+        w.end_tx()?;
+        let digests = bodies
+            .iter()
+            .map(log::op_digest)
+            .collect::<Result<Vec<_>>>()?;
+        let chain = log::next_chain(&prev_chain, tx, tx_time, origin.as_str(), &digests)?;
+        let header = TxHeaderRec {
+            tx_time,
+            origin: origin.as_str().to_string(),
+            digests,
+            chain,
+        };
+        w.tx_log
+            .insert(tx, codec::encode(&header)?.as_slice())
+            .db()?;
+        w.finish()?;
+        if !evicted_paths.is_empty() {
+            let mut cache = wtx.open_table(STAT_CACHE).db()?;
+            for (filesystem_id, path) in &evicted_paths {
+                cache
+                    .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
+                    .db()?;
+            }
+        }
+        Ok(TxReceipt {
+            tx_id: TxId(tx),
+            tx_time: ts(tx_time),
+        })
+    }
+
+    /// Writes a group of transactions in one redb commit (one fsync), each with its own tx id,
+    /// log record and chain value, as if they had been written one after another: a request
+    /// that fails is answered with its error and the group is written again without it, so
+    /// nothing of it stays and the others do not see it.
+    pub fn transact_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
+        let mut results: Vec<Option<Result<Option<TxReceipt>>>> =
+            group.iter().map(|_| None).collect();
+        for (i, request) in group.iter().enumerate() {
+            if !request.ops.is_empty()
+                && let Err(e) = check_ops(&request.ops)
+            {
+                results[i] = Some(Err(e));
+            }
+        }
+        loop {
+            let pending: Vec<usize> = (0..group.len()).filter(|&i| results[i].is_none()).collect();
+            if pending.is_empty() {
+                break;
+            }
+            let wtx = match self.begin_write() {
+                Ok(wtx) => wtx,
+                Err(e) => {
+                    let message = e.full_message();
+                    for i in pending {
+                        results[i] = Some(Err(Error::storage(
+                            "beginning a group commit",
+                            message.clone(),
+                        )));
+                    }
+                    break;
+                }
+            };
+            let mut receipts = Vec::with_capacity(pending.len());
+            let mut failed = None;
+            for &i in &pending {
+                let request = &group[i];
+                let written = if request.ops.is_empty() {
+                    Ok(None)
+                } else {
+                    self.write_tx(&wtx, &request.ops, &request.origin).map(Some)
+                };
+                let written = written.and_then(|receipt| {
+                    if let Some(stat) = &request.stat {
+                        stat::apply(&wtx, stat)?;
+                    }
+                    Ok(receipt)
+                });
+                match written {
+                    Ok(receipt) => receipts.push((i, receipt)),
+                    Err(e) => {
+                        failed = Some((i, e));
+                        break;
+                    }
+                }
+            }
+            if let Some((i, e)) = failed {
+                // Dropped uncommitted: redb aborts it, and the others are written again.
+                drop(wtx);
+                results[i] = Some(Err(e));
+                continue;
+            }
+            match wtx.commit() {
+                Ok(()) => {
+                    for (i, receipt) in receipts {
+                        results[i] = Some(Ok(receipt));
+                    }
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    for (i, _) in receipts {
+                        results[i] =
+                            Some(Err(Error::storage("committing a group", message.clone())));
+                    }
+                }
+            }
+            break;
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(Error::invariant("a group commit left a request unanswered"))
+                })
+            })
+            .collect()
+    }
+}
+
+/// Refuses an op list that cannot make a transaction (empty, an entity written twice, too long).
+fn check_ops(ops: &[Op]) -> Result<()> {
+    if ops.is_empty() {
+        return Err(Error::invalid_input(
+            "a transaction needs at least one op; nothing was written",
+        ));
+    }
+    let mut written = std::collections::HashSet::new();
+    for op in ops {
+        if !matches!(op, Op::Match { .. }) && !written.insert(op.entity()) {
+            return Err(Error::invalid_input(format!(
+                "entity {} is written by two ops of one transaction; give one op per entity",
+                op.entity()
+            )));
+        }
+    }
+    if ops.len() > u32::MAX as usize {
+        return Err(Error::invalid_input("a transaction holds at most 2^32 ops"));
+    }
+    Ok(())
 }
