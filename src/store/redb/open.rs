@@ -6,6 +6,7 @@ use std::path::Path;
 use redb::{Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, WriteTransaction};
 
 use super::*;
+use crate::store::private;
 
 /// The redb handle of a store: read-write, or read-only.
 pub(crate) enum Handle {
@@ -89,16 +90,17 @@ fn write_lock_file(dir: &Path) -> Result<()> {
         command,
         Timestamp::now()
     );
-    let path = dir.join(LOCK_FILE);
-    std::fs::write(&path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
+    private::write_file(&dir.join(LOCK_FILE), text.as_bytes())
 }
 
 impl RedbStore {
-    /// Creates a new store in directory `dir` (made if missing).
+    /// Creates a new store in directory `dir`, made 0700 if missing (its files are 0600; an
+    /// existing directory loses the group's and others' bits when the current user owns it).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when a store already exists there; [`Error::Io`] when the
-    /// directory cannot be made; [`Error::StoreLocked`] when another process holds it.
+    /// directory cannot be made or made private; [`Error::StoreLocked`] when another process
+    /// holds it.
     pub fn create(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
         if dir.join(DB_FILE).exists() {
@@ -107,12 +109,13 @@ impl RedbStore {
                 dir.display()
             )));
         }
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io(format!("creating store directory {}", dir.display()), e))?;
+        private::create_dir(dir)?;
         Self::open_dir(dir, true)
     }
 
-    /// Opens the existing store in directory `dir`.
+    /// Opens the existing store in directory `dir`. A directory made by an older strata with
+    /// looser modes loses the group's and others' bits, and so do its files, when the current
+    /// user owns them.
     ///
     /// # Errors
     /// [`Error::NotFound`] when there is none; [`Error::StoreLocked`] when another process holds
@@ -161,6 +164,12 @@ impl RedbStore {
 
     pub(super) fn open_dir(dir: &Path, create: bool) -> Result<Self> {
         let path = dir.join(DB_FILE);
+        if create {
+            // redb would create the file with the umask's mode.
+            private::create_empty(&path)?;
+        } else {
+            private::tighten_store(dir)?;
+        }
         let mut builder = Database::builder();
         builder.set_cache_size(CACHE_BYTES);
         let opened = if create {
@@ -245,8 +254,9 @@ impl RedbStore {
 
 impl RedbStore {
     /// Opens the existing store in `dir` for reading only: no write to the file, so nothing to
-    /// sync. A store that was not closed cleanly needs a repair, which only a read-write open
-    /// makes: then this falls back to [`RedbStore::open`].
+    /// sync (its modes are tightened as [`RedbStore::open`] does). A store that was not closed
+    /// cleanly needs a repair, which only a read-write open makes: then this falls back to
+    /// [`RedbStore::open`].
     ///
     /// # Errors
     /// As [`RedbStore::open`].
@@ -256,6 +266,7 @@ impl RedbStore {
         if !path.exists() {
             return RedbStore::open(dir);
         }
+        private::tighten_store(dir)?;
         let mut builder = Database::builder();
         builder.set_cache_size(CACHE_BYTES);
         match builder.open_read_only(&path) {
