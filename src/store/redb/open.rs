@@ -75,22 +75,70 @@ impl std::fmt::Display for WriteRefused {
     }
 }
 
+/// The holder of a store as its lock file records it, for [`Error::StoreLocked`]: the `pid=`,
+/// `program=` and `started=` lines only (a lock file left by an older strata also held the
+/// whole command line, which is not repeated).
 pub(crate) fn lock_holder(dir: &Path) -> String {
-    match std::fs::read_to_string(dir.join(LOCK_FILE)) {
-        Ok(text) if !text.trim().is_empty() => text.trim().replace('\n', ", "),
-        _ => "unknown holder".to_string(),
+    let text = std::fs::read_to_string(dir.join(LOCK_FILE)).unwrap_or_default();
+    let fields: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| {
+            ["pid=", "program=", "started="]
+                .iter()
+                .any(|key| line.starts_with(key))
+        })
+        .collect();
+    if fields.is_empty() {
+        "unknown holder".to_string()
+    } else {
+        fields.join(", ")
     }
 }
 
+/// The name this program was started as: the file name of `argv[0]`, never its directory or
+/// arguments (which may hold secrets); control characters become `?`.
+fn program_name() -> String {
+    let arg0 = std::env::args_os().next().unwrap_or_default();
+    let name = Path::new(&arg0)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name.is_empty() {
+        return "unknown".to_string();
+    }
+    name.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+/// Writes the informational lock file (mode 0600): pid, program and start time, never the
+/// arguments.
 fn write_lock_file(dir: &Path) -> Result<()> {
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
     let text = format!(
-        "pid={}\ncommand={}\nstarted={}\n",
+        "pid={}\nprogram={}\nstarted={}\n",
         std::process::id(),
-        command,
+        program_name(),
         Timestamp::now()
     );
-    private::write_file(&dir.join(LOCK_FILE), text.as_bytes())
+    let path = dir.join(LOCK_FILE);
+    match private::write_file(&path, text.as_bytes()) {
+        // A stale lock file of another user (root held the store and was killed): the
+        // directory is ours, so it can go.
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::PermissionDenied => {
+            std::fs::remove_file(&path).map_err(|e| {
+                Error::io(
+                    format!(
+                        "replacing {} (another user's lock file; remove it)",
+                        path.display()
+                    ),
+                    e,
+                )
+            })?;
+            private::write_file(&path, text.as_bytes())
+        }
+        written => written,
+    }
 }
 
 impl RedbStore {
