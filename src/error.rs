@@ -64,7 +64,7 @@ pub enum Error {
     StoreLocked {
         /// The store file that could not be opened.
         path: PathBuf,
-        /// The holder as the lock file records it (pid, command, start time), or `unknown`.
+        /// The holder as the lock file records it (pid, program, start time), or `unknown`.
         holder: String,
     },
 

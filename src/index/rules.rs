@@ -1,4 +1,6 @@
-//! Deny rules: globs naming files whose bytes strata never stores (secrets).
+//! Deny rules: globs naming files whose bytes strata never stores (secrets). They match
+//! case-insensitively: `.ENV`, `ID_RSA` and `Secret.PEM` are the same secrets as their lowercase
+//! forms (and the same files on a case-insensitive filesystem).
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -8,6 +10,7 @@ use crate::error::{Error, Result};
 pub const DEFAULT_DENY_GLOBS: &[&str] = &[
     ".env",
     ".env.*",
+    "*.env",
     ".envrc",
     "*.pem",
     "*.key",
@@ -30,7 +33,7 @@ pub const DEFAULT_DENY_GLOBS: &[&str] = &[
 ];
 
 /// A compiled set of deny globs. A glob without a `/` matches a file name anywhere; one with a
-/// `/` matches the whole canonical path.
+/// `/` matches the whole canonical path. Case is ignored, in the globs and in the names.
 #[derive(Clone, Debug)]
 pub struct DenyRules {
     by_name: GlobSet,
@@ -51,6 +54,7 @@ impl DenyRules {
             let compiled = |pattern: &str| -> Result<Glob> {
                 GlobBuilder::new(pattern)
                     .literal_separator(true)
+                    .case_insensitive(true)
                     .build()
                     .map_err(|e| Error::invalid_input(format!("deny glob {glob:?}: {e}")))
             };
@@ -117,6 +121,41 @@ mod tests {
             "/p/environment.md",
             "/p/keys.rs",
             "/p/.envrc.md",
+        ] {
+            assert!(!rules.is_denied(path), "{path} should be allowed");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn every_case_variant_is_denied() -> Result<()> {
+        let rules = DenyRules::with_defaults(&["**/Private/*.TXT"])?;
+        for path in [
+            "/p/prod.env",
+            "/p/PROD.ENV",
+            "/p/Staging.Env",
+            "/p/.ENV",
+            "/p/.Env",
+            "/p/.ENV.LOCAL",
+            "/p/.EnvRC",
+            "/p/ID_RSA",
+            "/p/Id_Ed25519.PUB",
+            "/p/Secret.PEM",
+            "/p/SERVER.KEY",
+            "/p/Credentials.JSON",
+            "/p/.NETRC",
+            "/home/u/.SSH/config",
+            "/home/u/.Aws/CREDENTIALS",
+            "/p/private/notes.txt",
+            "/p/PRIVATE/Notes.Txt",
+        ] {
+            assert!(rules.is_denied(path), "{path} should be denied");
+        }
+        for path in [
+            "/p/ENVIRONMENT.md",
+            "/p/Keys.RS",
+            "/p/.EnvRC.md",
+            "/p/envs.txt",
         ] {
             assert!(!rules.is_denied(path), "{path} should be allowed");
         }

@@ -9,6 +9,7 @@ use super::read::DEFAULT_MAX_CONTENT_BYTES;
 use super::rules::DenyRules;
 use crate::error::{Error, Result};
 use crate::resolve::MountMapping;
+use crate::store::private;
 
 /// The settings file's name inside the store directory.
 pub const SETTINGS_FILE: &str = "settings.toml";
@@ -68,7 +69,8 @@ impl Settings {
         Ok(settings)
     }
 
-    /// Writes `settings.toml` into `store_dir`, atomically (write a temporary file, then rename).
+    /// Writes `settings.toml` into `store_dir`, atomically (write a temporary file, then rename),
+    /// with mode 0600 whatever the umask.
     ///
     /// # Errors
     /// [`Error::Io`] when the file cannot be written.
@@ -78,8 +80,8 @@ impl Settings {
             Error::invalid_input(format!("settings cannot be written as TOML: {e}"))
         })?;
         let temporary = store_dir.join(format!("{SETTINGS_FILE}.tmp"));
-        std::fs::write(&temporary, text)
-            .and_then(|()| std::fs::rename(&temporary, &path))
+        private::write_file(&temporary, text.as_bytes())?;
+        std::fs::rename(&temporary, &path)
             .map_err(|e| Error::io(format!("writing {}", path.display()), e))
     }
 

@@ -8,13 +8,16 @@
 //! cloneable handle on one backend (`Arc<dyn Backend>`): what sessions, the indexer and the
 //! engine hold. The embedded implementation is redb's (`redb/`): a store is a directory holding
 //! `store.redb` and `store.lock` (who holds it: pid, program, start time; redb's own file lock
-//! is the real lock). redb types appear nowhere outside `redb/`.
+//! is the real lock), the directory 0700 and its files 0600. redb types appear nowhere outside
+//! `redb/`.
 //!
 //! # Layout
 //! - `ops`: what a transaction is made of. `answers`: what queries return. `stat`: stat cache
 //!   entries. `time`: [`Timestamp`] (UTC µs, RFC 3339) and [`TxId`].
 //! - `log`: origins, op digests and the chain (engine-neutral). `codec`: the only user of
 //!   bincode (record encodings).
+//! - `private`: the store directory's modes (0700, files 0600, whatever the umask); every file
+//!   strata makes in a store directory is made there.
 //! - `redb/`: the redb implementation (tables, blobs and documents, deltas, the bitemporal write
 //!   rule, evict, fsck).
 
@@ -23,6 +26,7 @@ mod codec;
 mod group;
 mod log;
 mod ops;
+pub(crate) mod private;
 mod redb;
 mod stat;
 mod time;

@@ -5,6 +5,8 @@
 mod canonical;
 // The strata binary end to end: index, edit, inspect, errors.
 mod cli;
+// Store privacy: modes under any umask, the lock file, deny rules in every case, another uid.
+mod privacy;
 // The mount resolver: mappings, path checks, symlinks, properties.
 mod resolve;
 // The layering check of .ci/layering, on this tree and on copies with bad imports.

@@ -6,6 +6,7 @@ use std::path::Path;
 use redb::{Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, WriteTransaction};
 
 use super::*;
+use crate::store::private;
 
 /// The redb handle of a store: read-write, or read-only.
 pub(crate) enum Handle {
@@ -48,31 +49,80 @@ impl Handle {
     }
 }
 
+/// The holder of a store as its lock file records it, for [`Error::StoreLocked`]: the `pid=`,
+/// `program=` and `started=` lines only (a lock file left by an older strata also held the
+/// whole command line, which is not repeated).
 pub(crate) fn lock_holder(dir: &Path) -> String {
-    match std::fs::read_to_string(dir.join(LOCK_FILE)) {
-        Ok(text) if !text.trim().is_empty() => text.trim().replace('\n', ", "),
-        _ => "unknown holder".to_string(),
+    let text = std::fs::read_to_string(dir.join(LOCK_FILE)).unwrap_or_default();
+    let fields: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| {
+            ["pid=", "program=", "started="]
+                .iter()
+                .any(|key| line.starts_with(key))
+        })
+        .collect();
+    if fields.is_empty() {
+        "unknown holder".to_string()
+    } else {
+        fields.join(", ")
     }
 }
 
+/// The name this program was started as: the file name of `argv[0]`, never its directory or
+/// arguments (which may hold secrets); control characters become `?`.
+fn program_name() -> String {
+    let arg0 = std::env::args_os().next().unwrap_or_default();
+    let name = Path::new(&arg0)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name.is_empty() {
+        return "unknown".to_string();
+    }
+    name.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+/// Writes the informational lock file (mode 0600): pid, program and start time, never the
+/// arguments.
 fn write_lock_file(dir: &Path) -> Result<()> {
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
     let text = format!(
-        "pid={}\ncommand={}\nstarted={}\n",
+        "pid={}\nprogram={}\nstarted={}\n",
         std::process::id(),
-        command,
+        program_name(),
         Timestamp::now()
     );
     let path = dir.join(LOCK_FILE);
-    std::fs::write(&path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
+    match private::write_file(&path, text.as_bytes()) {
+        // A stale lock file of another user (root held the store and was killed): the
+        // directory is ours, so it can go.
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::PermissionDenied => {
+            std::fs::remove_file(&path).map_err(|e| {
+                Error::io(
+                    format!(
+                        "replacing {} (another user's lock file; remove it)",
+                        path.display()
+                    ),
+                    e,
+                )
+            })?;
+            private::write_file(&path, text.as_bytes())
+        }
+        written => written,
+    }
 }
 
 impl RedbStore {
-    /// Creates a new store in directory `dir` (made if missing).
+    /// Creates a new store in directory `dir`, made 0700 if missing (its files are 0600; an
+    /// existing directory loses the group's and others' bits when the current user owns it).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when a store already exists there; [`Error::Io`] when the
-    /// directory cannot be made; [`Error::StoreLocked`] when another process holds it.
+    /// directory cannot be made or made private; [`Error::StoreLocked`] when another process
+    /// holds it.
     pub fn create(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
         if dir.join(DB_FILE).exists() {
@@ -81,12 +131,13 @@ impl RedbStore {
                 dir.display()
             )));
         }
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io(format!("creating store directory {}", dir.display()), e))?;
+        private::create_dir(dir)?;
         Self::open_dir(dir, true)
     }
 
-    /// Opens the existing store in directory `dir`.
+    /// Opens the existing store in directory `dir`. A directory made by an older strata with
+    /// looser modes loses the group's and others' bits, and so do its files, when the current
+    /// user owns them.
     ///
     /// # Errors
     /// [`Error::NotFound`] when there is none; [`Error::StoreLocked`] when another process holds
@@ -135,6 +186,12 @@ impl RedbStore {
 
     pub(super) fn open_dir(dir: &Path, create: bool) -> Result<Self> {
         let path = dir.join(DB_FILE);
+        if create {
+            // redb would create the file with the umask's mode.
+            private::create_empty(&path)?;
+        } else {
+            private::tighten_store(dir)?;
+        }
         let mut builder = Database::builder();
         builder.set_cache_size(CACHE_BYTES);
         let opened = if create {
@@ -219,8 +276,9 @@ impl RedbStore {
 
 impl RedbStore {
     /// Opens the existing store in `dir` for reading only: no write to the file, so nothing to
-    /// sync. A store that was not closed cleanly needs a repair, which only a read-write open
-    /// makes: then this falls back to [`RedbStore::open`].
+    /// sync (its modes are tightened as [`RedbStore::open`] does). A store that was not closed
+    /// cleanly needs a repair, which only a read-write open makes: then this falls back to
+    /// [`RedbStore::open`].
     ///
     /// # Errors
     /// As [`RedbStore::open`].
@@ -230,6 +288,7 @@ impl RedbStore {
         if !path.exists() {
             return RedbStore::open(dir);
         }
+        private::tighten_store(dir)?;
         let mut builder = Database::builder();
         builder.set_cache_size(CACHE_BYTES);
         match builder.open_read_only(&path) {

@@ -340,7 +340,7 @@ impl RedbStore {
     /// log record and chain value follow those already written in `wtx`. On error `wtx` holds a
     /// partial write and must be dropped, not committed.
     fn write_tx(&self, wtx: &WriteTransaction, ops: &[Op], origin: &Origin) -> Result<TxReceipt> {
-        let mut w = WriteTables::open(&wtx)?;
+        let mut w = WriteTables::open(wtx)?;
         w.base_cache = Some(&self.base_cache);
         let last = match w.tx_log.last().db()? {
             Some((k, v)) => Some((

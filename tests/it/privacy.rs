@@ -1,0 +1,373 @@
+//! The store keeps its owner's secrets (issue 11): the directory 0700 and its files 0600 under
+//! any umask, a lock file without arguments, deny rules in every case, and another user kept
+//! out (as root, through `setpriv`).
+
+#![allow(
+    clippy::print_stdout,
+    reason = "the holder child reports readiness on stdout; skipped tests say why"
+)]
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use strata::Error;
+use strata::store::Store;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// An argument given to the holder child that must never reach its lock file.
+const SECRET_ARG: &str = "--skip=hunter2-secret-token";
+
+/// A temporary tree to index and a store beside it, in a directory others may enter (0755), so
+/// that only the store's own modes keep them out.
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    tree: PathBuf,
+    store: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Result<Self, Box<dyn std::error::Error>> {
+        let tmp = tempfile::tempdir()?;
+        let root = fs::canonicalize(tmp.path())?;
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o755))?;
+        let tree = root.join("tree");
+        fs::create_dir(&tree)?;
+        fs::set_permissions(&tree, fs::Permissions::from_mode(0o755))?;
+        for (name, text) in [("a.txt", "a\n"), ("notes.md", "the plan\n")] {
+            let path = tree.join(name);
+            fs::write(&path, text)?;
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o644))?;
+        }
+        Ok(Fixture {
+            store: root.join("store"),
+            _tmp: tmp,
+            root,
+            tree,
+        })
+    }
+
+    /// Runs `strata --store STORE args…` in the tree under `umask 000`.
+    fn strata(&self, args: &[&str]) -> Result<Output, Box<dyn std::error::Error>> {
+        let output = Command::new("sh")
+            .arg("-c")
+            .arg(r#"umask 000; exec "$0" "$@""#)
+            .arg(env!("CARGO_BIN_EXE_strata"))
+            .arg("--store")
+            .arg(&self.store)
+            .args(args)
+            .current_dir(&self.tree)
+            .env_remove("STRATA_STORE")
+            .output()?;
+        if !output.status.success() {
+            return Err(format!(
+                "strata {args:?} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+            .into());
+        }
+        Ok(output)
+    }
+
+    /// Starts a child process that holds the store (a `Store` opened under `umask 000`), with
+    /// [`SECRET_ARG`] on its command line, and waits until it holds it.
+    fn hold(&self) -> Result<Holder, Box<dyn std::error::Error>> {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(r#"umask 000; exec "$0" "$@""#)
+            .arg(std::env::current_exe()?)
+            .args([
+                "privacy::holder_child",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+                SECRET_ARG,
+            ])
+            .env("STRATA_PRIVACY_HOLD", &self.store)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or("the holder has no stdout")?;
+        let holder = Holder(child);
+        // libtest prints "test privacy::holder_child ... " before the child's own output.
+        let ready = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.ends_with("ready"));
+        if !ready {
+            return Err("the holder child exited before holding the store".into());
+        }
+        Ok(holder)
+    }
+}
+
+/// A child process holding a store; killed when dropped (which leaves a stale lock file).
+struct Holder(Child);
+
+impl Holder {
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn mode(path: &Path) -> Result<u32, Box<dyn std::error::Error>> {
+    Ok(fs::metadata(path)?.mode() & 0o7777)
+}
+
+/// Asserts the store directory is 0700 and every entry in it a 0600 file; returns their names.
+fn assert_private(store: &Path) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let dir_mode = mode(store)?;
+    assert_eq!(dir_mode, 0o700, "{}: mode {dir_mode:o}", store.display());
+    let mut names = Vec::new();
+    for entry in fs::read_dir(store)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        assert!(entry.file_type()?.is_file(), "{name} is a plain file");
+        let file_mode = mode(&entry.path())?;
+        assert_eq!(file_mode, 0o600, "{name}: mode {file_mode:o}");
+        names.push(name);
+    }
+    names.sort();
+    Ok(names)
+}
+
+#[test]
+fn the_store_is_private_under_a_permissive_umask() -> TestResult {
+    let f = Fixture::new()?;
+    // The control: under this umask a file is made world-writable.
+    let control = f.root.join("control");
+    Command::new("sh")
+        .arg("-c")
+        .arg(r#"umask 000; : > "$0""#)
+        .arg(&control)
+        .status()?;
+    assert_eq!(mode(&control)?, 0o666, "umask 000 reaches the child");
+
+    f.strata(&["init", "--mount", "/work=/home/me/project"])?;
+    assert_eq!(assert_private(&f.store)?, ["settings.toml", "store.redb"]);
+    f.strata(&["index", "."])?;
+    assert_eq!(assert_private(&f.store)?, ["settings.toml", "store.redb"]);
+    f.strata(&["session", "new"])?;
+    f.strata(&["mount", "add", "/data=/srv/data"])?;
+    assert_eq!(assert_private(&f.store)?, ["settings.toml", "store.redb"]);
+
+    // A store created by `index` (no init) and a missing parent: the store is private, the
+    // parent made as the umask says.
+    let nested = f.root.join("new/parent/store");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"umask 000; exec "$0" "$@""#)
+        .arg(env!("CARGO_BIN_EXE_strata"))
+        .arg("--store")
+        .arg(&nested)
+        .args(["index", "."])
+        .current_dir(&f.tree)
+        .env_remove("STRATA_STORE")
+        .output()?;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(assert_private(&nested)?, ["store.redb"]);
+    assert_eq!(mode(&f.root.join("new/parent"))?, 0o777);
+    Ok(())
+}
+
+#[test]
+fn a_store_made_loose_by_an_older_strata_is_tightened_when_opened() -> TestResult {
+    let f = Fixture::new()?;
+    f.strata(&["init"])?;
+    f.strata(&["index", "."])?;
+    fs::set_permissions(&f.store, fs::Permissions::from_mode(0o755))?;
+    for name in ["store.redb", "settings.toml"] {
+        fs::set_permissions(f.store.join(name), fs::Permissions::from_mode(0o644))?;
+    }
+    // An older strata's stale lock file, with a secret on its command line.
+    let stale =
+        "pid=1\ncommand=strata session turn --content hunter2\nstarted=2025-01-01T00:00:00Z\n";
+    fs::write(f.store.join("store.lock"), stale)?;
+    fs::set_permissions(
+        f.store.join("store.lock"),
+        fs::Permissions::from_mode(0o644),
+    )?;
+    // A read-only command is enough, and it says nothing about it.
+    let out = f.strata(&["ls"])?;
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_private(&f.store)?;
+    Ok(())
+}
+
+#[test]
+fn a_held_store_locks_without_arguments() -> TestResult {
+    let f = Fixture::new()?;
+    f.strata(&["init"])?;
+    let holder = f.hold()?;
+    let lock_path = f.store.join("store.lock");
+    let lock_mode = mode(&lock_path)?;
+    assert_eq!(
+        lock_mode, 0o600,
+        "the lock file under umask 000: {lock_mode:o}"
+    );
+    assert_private(&f.store)?;
+
+    let lock = fs::read_to_string(&lock_path)?;
+    let keys: Vec<&str> = lock
+        .lines()
+        .map(|line| line.split_once('=').map_or(line, |(key, _)| key))
+        .collect();
+    assert_eq!(keys, ["pid", "program", "started"], "{lock}");
+    assert!(lock.contains(&format!("pid={}\n", holder.pid())), "{lock}");
+    let exe = std::env::current_exe()?;
+    let program = exe.file_name().ok_or("no file name")?.to_string_lossy();
+    assert!(lock.contains(&format!("program={program}\n")), "{lock}");
+    for leaked in ["hunter2", "--exact", "holder_child", "/"] {
+        assert!(
+            !lock.contains(leaked),
+            "{leaked:?} in the lock file: {lock}"
+        );
+    }
+
+    // The holder's description in the error: pid and program, no arguments.
+    match Store::open(&f.store) {
+        Err(Error::StoreLocked { holder: named, .. }) => {
+            assert!(named.contains(&format!("pid={}", holder.pid())), "{named}");
+            assert!(named.contains(&format!("program={program}")), "{named}");
+            assert!(!named.contains("hunter2"), "{named}");
+        }
+        other => return Err(format!("expected StoreLocked, got {other:?}").into()),
+    }
+
+    // Killed: the stale lock keeps no arguments either, and never blocks.
+    drop(holder);
+    let stale = fs::read_to_string(&lock_path)?;
+    assert!(!stale.contains("hunter2"), "{stale}");
+    drop(Store::open(&f.store)?);
+    Ok(())
+}
+
+/// Not a test by itself: the body of the holder child of [`Fixture::hold`], run only when
+/// `STRATA_PRIVACY_HOLD` names a store. It opens the store, says `ready` and waits to be killed.
+#[test]
+fn holder_child() -> TestResult {
+    let Some(dir) = std::env::var_os("STRATA_PRIVACY_HOLD") else {
+        return Ok(());
+    };
+    let _store = Store::open(&dir)?;
+    println!("ready");
+    std::thread::sleep(Duration::from_secs(60));
+    Ok(())
+}
+
+#[test]
+fn denied_names_in_every_case_are_stored_without_content() -> TestResult {
+    let f = Fixture::new()?;
+    let secrets = [
+        "prod.env",
+        "PROD.ENV",
+        ".ENV",
+        ".Env.Local",
+        "ID_RSA",
+        "Id_Ed25519",
+        "Secret.PEM",
+        "server.KEY",
+    ];
+    for name in secrets {
+        fs::write(f.tree.join(name), "hunter2\n")?;
+    }
+    f.strata(&["index", "."])?;
+    let out = f.strata(&["ls", "--json"])?;
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let state = |name: &str| {
+        listed.as_array().and_then(|rows| {
+            rows.iter()
+                .find(|row| {
+                    row["path"]
+                        .as_str()
+                        .is_some_and(|p| p.ends_with(&format!("/{name}")))
+                })
+                .and_then(|row| row["state"].as_str())
+        })
+    };
+    for name in secrets {
+        assert_eq!(state(name), Some("denied"), "{name}: {listed}");
+    }
+    assert_ne!(state("a.txt"), Some("denied"), "{listed}");
+    let raw = fs::read(f.store.join("store.redb"))?;
+    assert!(
+        !raw.windows(7).any(|w| w == b"hunter2"),
+        "a denied file's bytes reached the store file"
+    );
+    Ok(())
+}
+
+/// Runs `program args…` as uid and gid 65534 (nobody) with no supplementary groups.
+fn as_nobody(program: &str, args: &[&Path]) -> std::io::Result<Output> {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", program])
+        .args(args)
+        .output()
+}
+
+#[test]
+fn another_user_can_read_nothing_of_the_store() -> TestResult {
+    if rustix::process::geteuid().as_raw() != 0 {
+        println!(
+            "skipped another_user_can_read_nothing_of_the_store: it needs root, to run commands \
+             as another user (uid 65534) with setpriv; run the tests as root to check it"
+        );
+        return Ok(());
+    }
+    let f = Fixture::new()?;
+    f.strata(&["init"])?;
+    f.strata(&["index", "."])?;
+    let _holder = f.hold()?;
+    // The control: another user reads the tree beside the store.
+    let public = f.tree.join("notes.md");
+    let control = match as_nobody("cat", &[&public]) {
+        Ok(out) => out,
+        Err(e) => {
+            println!("skipped another_user_can_read_nothing_of_the_store: setpriv: {e}");
+            return Ok(());
+        }
+    };
+    if !control.status.success() {
+        println!(
+            "skipped another_user_can_read_nothing_of_the_store: uid 65534 cannot read {} \
+             ({}); its parent directories must let others in (set TMPDIR)",
+            public.display(),
+            String::from_utf8_lossy(&control.stderr).trim()
+        );
+        return Ok(());
+    }
+    assert_eq!(control.stdout, b"the plan\n");
+
+    let names = assert_private(&f.store)?;
+    assert_eq!(names, ["settings.toml", "store.lock", "store.redb"]);
+    let listing = as_nobody("ls", &[&f.store])?;
+    assert_denied("listing the store directory", &listing);
+    for name in &names {
+        let read = as_nobody("cat", &[&f.store.join(name)])?;
+        assert_denied(name, &read);
+    }
+    Ok(())
+}
+
+fn assert_denied(what: &str, out: &Output) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{what}: another user succeeded");
+    assert!(out.stdout.is_empty(), "{what}: another user read something");
+    assert!(stderr.contains("Permission denied"), "{what}: {stderr}");
+}
