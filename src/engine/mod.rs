@@ -21,6 +21,7 @@ mod admin;
 mod index;
 mod objects;
 mod request;
+mod schema;
 mod sessions;
 
 use std::collections::HashMap;
@@ -41,6 +42,7 @@ pub use objects::{
     HistoryResponse, HistoryRow, LsRequest, LsRow, MIN_PREFIX, ShowRequest, ShowResponse,
 };
 pub use request::{Apply, Request, Response, Writes};
+pub use schema::{RPC_SCHEMA_DIR, rpc_schemas};
 pub use sessions::{
     Committed, Forked, SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest,
     SessionLsRequest, SessionNewRequest, SessionReadRequest, SessionRenderRequest, SessionRendered,

@@ -24,6 +24,12 @@ pub trait Apply: Into<Request> {
     fn apply(self, engine: &Engine) -> Result<Self::Response>;
 }
 
+/// Something that walks the method table with the types (the JSON Schemas of `schema/rpc/`).
+pub(crate) trait VisitMethod {
+    /// Visits method `method`, whose params are `R` and whose result is `R::Response`.
+    fn visit<R: Apply + schemars::JsonSchema>(&mut self, method: &'static str);
+}
+
 /// Declares the method table: the [`Request`] and [`Response`] enums, the conversions, dispatch.
 macro_rules! methods {
     ($( $method:literal => $variant:ident($request:ty) -> $response:ty; )*) => {
@@ -72,6 +78,11 @@ macro_rules! methods {
                 match self {
                     $( Request::$variant(r) => r.apply(engine).map(Response::$variant), )*
                 }
+            }
+
+            /// Calls `visitor` once per method, with its request type, in the order of the table.
+            pub(crate) fn visit_methods(visitor: &mut impl VisitMethod) {
+                $( visitor.visit::<$request>($method); )*
             }
         }
 

@@ -13,6 +13,8 @@ mod resolve;
 mod layering;
 // The JSON Schemas of schema/objects/ against the envelopes strata prints.
 mod schema;
+// The JSON Schemas of schema/rpc/: no drift from the types, one pair per method, real responses valid.
+mod rpc_schema;
 // Sessions: triggers, sets, activation, render, resume, views, forks, deltas, CLI.
 mod session;
 // Review: session reads through links out of a mount, kept JSON after loads and forks.
