@@ -449,7 +449,8 @@ impl RedbStore {
         let mut results: Vec<Option<Result<Option<TxReceipt>>>> =
             group.iter().map(|_| None).collect();
         for (i, request) in group.iter().enumerate() {
-            if !request.ops.is_empty()
+            // Without ops a request may only change the stat cache.
+            if (!request.ops.is_empty() || request.stat.is_none())
                 && let Err(e) = check_ops(&request.ops)
             {
                 results[i] = Some(Err(e));
