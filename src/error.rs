@@ -102,6 +102,19 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
+    /// An error the daemon answered a request with: its kind (as [`Error::kind`] names them),
+    /// its message, and the messages of its causes.
+    #[error("{message}")]
+    Remote {
+        /// The kind of the daemon's error (`not_found`, `corrupt`, …).
+        kind: String,
+        /// The daemon's error message.
+        message: String,
+        /// Its causes' messages, outermost first.
+        #[source]
+        cause: Option<Box<RemoteCause>>,
+    },
+
     /// Something strata holds true did not hold (a bug, not bad input or a damaged store): the
     /// operation stopped before changing anything it could not finish.
     #[error("internal error: {what}; please report it")]
@@ -111,7 +124,69 @@ pub enum Error {
     },
 }
 
+/// One cause of an [`Error::Remote`], as text, with the next one as its source.
+#[derive(Debug)]
+pub struct RemoteCause {
+    text: String,
+    next: Option<Box<RemoteCause>>,
+}
+
+impl RemoteCause {
+    /// The chain of `causes`, outermost first (`None` when there is none).
+    pub fn chain(causes: Vec<String>) -> Option<Box<RemoteCause>> {
+        causes.into_iter().rev().fold(None, |next, text| {
+            Some(Box::new(RemoteCause { text, next }))
+        })
+    }
+}
+
+impl std::fmt::Display for RemoteCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for RemoteCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.next
+            .as_deref()
+            .map(|c| c as &(dyn std::error::Error + 'static))
+    }
+}
+
 impl Error {
+    /// What kind of error this is, in one word a program can match (the JSON-RPC error's
+    /// `data.kind`): `not_found`, `conflict`, `invalid_path`, `invalid_input`,
+    /// `permission_denied`, `corrupt`, `store_locked`, `format_version`, `io`, `storage`,
+    /// `invariant`, or a remote error's own kind.
+    pub fn kind(&self) -> &str {
+        match self {
+            Error::NotFound { .. } => "not_found",
+            Error::Conflict { .. } => "conflict",
+            Error::InvalidPath { .. } => "invalid_path",
+            Error::InvalidInput { .. } => "invalid_input",
+            Error::PermissionDenied { .. } => "permission_denied",
+            Error::Corrupt { .. } => "corrupt",
+            Error::StoreLocked { .. } => "store_locked",
+            Error::FormatVersion { .. } => "format_version",
+            Error::Io { .. } => "io",
+            Error::Storage { .. } => "storage",
+            Error::Remote { kind, .. } => kind,
+            Error::Invariant { .. } => "invariant",
+        }
+    }
+
+    /// The messages of this error's causes, outermost first.
+    pub fn causes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut cause = std::error::Error::source(self);
+        while let Some(err) = cause {
+            out.push(err.to_string());
+            cause = err.source();
+        }
+        out
+    }
+
     /// Builds an [`Error::Io`] from an I/O error and a description of what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
@@ -160,11 +235,9 @@ impl Error {
     /// end without an error chain (JSON-RPC, MCP) shows it.
     pub fn full_message(&self) -> String {
         let mut text = self.to_string();
-        let mut cause = std::error::Error::source(self);
-        while let Some(err) = cause {
+        for cause in self.causes() {
             text.push_str(": ");
-            text.push_str(&err.to_string());
-            cause = err.source();
+            text.push_str(&cause);
         }
         text
     }

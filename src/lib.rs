@@ -20,6 +20,7 @@ pub mod hash;
 pub mod index;
 pub mod object;
 pub mod resolve;
+pub mod server;
 pub mod session;
 pub mod store;
 

@@ -25,10 +25,9 @@ fn main() -> ExitCode {
             {
                 eprintln!("strata: {err:#}");
                 let corrupt = err.chain().any(|cause| {
-                    matches!(
-                        cause.downcast_ref::<strata::Error>(),
-                        Some(strata::Error::Corrupt { .. })
-                    )
+                    cause
+                        .downcast_ref::<strata::Error>()
+                        .is_some_and(|e| e.kind() == "corrupt")
                 });
                 if corrupt {
                     eprintln!(

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use strata::engine::{
-    Access, Engine, EvictRequest, FsckRequest, GcRequest, LogRequest, MountAddRequest,
-    MountLsRequest, MountRmRequest, StatsRequest,
+    Engine, EvictRequest, FsckRequest, GcRequest, LogRequest, MountAddRequest, MountLsRequest,
+    MountRmRequest, StatsRequest,
 };
 use strata::resolve::MountMapping;
 
@@ -43,19 +43,18 @@ impl Invocation<'_> {
 
     pub(super) fn mount(&mut self, command: MountCommand) -> Result<ExitCode> {
         // Mounts live in the settings file beside the store: the store itself is only read.
-        let engine = self.engine(Access::ReadOnly)?;
         match command {
             MountCommand::Add { spec } => {
                 let mount = parse_mounts(std::slice::from_ref(&spec))?.remove(0);
-                let added = engine.call(MountAddRequest { mount })?;
+                let added = self.call(MountAddRequest { mount })?;
                 writeln!(self.out, "added mount {}", added.mount)?;
             }
             MountCommand::Rm { agent_prefix } => {
-                let removed = engine.call(MountRmRequest { agent_prefix })?;
+                let removed = self.call(MountRmRequest { agent_prefix })?;
                 writeln!(self.out, "removed mount {}", removed.mount.agent_prefix)?;
             }
             MountCommand::Ls(JsonArgs { json }) => {
-                let mounts = engine.call(MountLsRequest {})?.mounts;
+                let mounts = self.call(MountLsRequest {})?.mounts;
                 if json {
                     writeln!(self.out, "{}", serde_json::to_string_pretty(&mounts)?)?;
                 } else {

@@ -12,6 +12,17 @@ pub struct Cli {
     #[arg(long, global = true, env = "STRATA_STORE", value_name = "DIR")]
     pub store: Option<PathBuf>,
 
+    /// Run the engine in this process instead of sending the command to the store's daemon
+    /// (which is started when none runs); waits for a store another process holds.
+    #[arg(
+        long,
+        global = true,
+        env = "STRATA_NO_DAEMON",
+        action = clap::ArgAction::SetTrue,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub no_daemon: bool,
+
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
@@ -50,6 +61,20 @@ pub enum Command {
     /// Agent sessions: create, read, discover, activate, render, resume, fork.
     #[command(subcommand)]
     Session(super::session::SessionCommand),
+    /// Serve the store to many clients over its Unix socket (strata.sock), until stopped.
+    Serve(ServeArgs),
+    /// Stop the store's daemon (it finishes what is in flight first).
+    Stop,
+    /// The store's daemon: pid, uptime, clients, requests, last transaction, queued writes.
+    Status(JsonArgs),
+}
+
+/// `strata serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Exit after this many seconds without a client (default: run until stopped).
+    #[arg(long, value_name = "SECONDS")]
+    pub idle_timeout: Option<u64>,
 }
 
 /// `strata init`.

@@ -25,7 +25,6 @@ impl Invocation<'_> {
                 bail!("cannot index {}: it does not exist", missing.display());
             }
         }
-        let engine = self.engine_creating()?;
         let request = IndexRequest {
             paths: roots
                 .iter()
@@ -42,15 +41,20 @@ impl Invocation<'_> {
             bar
         });
         let mut last_tick = 0u64;
-        let summary = request.apply_with_progress(&engine, &mut |progress| {
-            if let Some(bar) = &bar
-                && progress.files - last_tick >= 64
-            {
-                last_tick = progress.files;
-                bar.set_position(progress.files);
-                bar.set_message(format!("{} read", output::bytes(progress.bytes_read)));
-            }
-        })?;
+        let summary = if store_exists(self.dir()) && self.uses_daemon()? {
+            self.call(request)?
+        } else {
+            let engine = self.engine_creating()?;
+            request.apply_with_progress(&engine, &mut |progress| {
+                if let Some(bar) = &bar
+                    && progress.files - last_tick >= 64
+                {
+                    last_tick = progress.files;
+                    bar.set_position(progress.files);
+                    bar.set_message(format!("{} read", output::bytes(progress.bytes_read)));
+                }
+            })?
+        };
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }

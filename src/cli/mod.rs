@@ -10,10 +10,13 @@
 //! - `args`: the clap definitions. `locate`: finding the store as git finds `.git`.
 //! - `objects`: ls, show, cat, history, diff. `admin`: init, mount, log, fsck, evict, gc, stats.
 //! - `index`: index with its progress bar. `session`: the session commands.
+//! - `daemon`: serve, stop, status, and how a command reaches the engine: through the store's
+//!   daemon (started when none runs), or in this process with `--no-daemon`.
 //! - `output`: tables, sizes, short hashes.
 
 mod admin;
 mod args;
+mod daemon;
 mod index;
 mod locate;
 mod objects;
@@ -45,6 +48,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         cwd,
         located,
         out: &mut out,
+        no_daemon: cli.no_daemon,
+        client: std::cell::RefCell::new(None),
     };
     invocation.dispatch(cli.command)
 }
@@ -54,6 +59,10 @@ struct Invocation<'a> {
     cwd: PathBuf,
     located: Located,
     out: &'a mut dyn Write,
+    /// Run the engine in this process (`--no-daemon`).
+    no_daemon: bool,
+    /// The connection to the store's daemon, once made.
+    client: std::cell::RefCell<Option<strata::server::client::Client>>,
 }
 
 impl Invocation<'_> {
@@ -73,6 +82,9 @@ impl Invocation<'_> {
             Command::Gc(args) => self.gc(args),
             Command::Stats(args) => self.stats(args),
             Command::Session(command) => self.session(command),
+            Command::Serve(args) => self.serve(args),
+            Command::Stop => self.stop(),
+            Command::Status(args) => self.status(args),
         }
     }
 
@@ -106,11 +118,13 @@ impl Invocation<'_> {
         Ok(())
     }
 
-    /// An engine over the store, which must exist, opened as `access` says.
+    /// An engine in this process over the store, which must exist, opened as `access` says
+    /// (waiting while another process holds it).
     fn engine(&self, access: Access) -> Result<Engine> {
         self.check_exists()?;
         let dir = self.dir();
-        Engine::open(dir, access).with_context(|| format!("opening store {}", dir.display()))
+        daemon::open_waiting(dir, access)
+            .with_context(|| format!("opening store {}", dir.display()))
     }
 
     /// An engine over the store, creating it (and saying so on stderr) when there is none.
@@ -121,7 +135,7 @@ impl Invocation<'_> {
         } else {
             "creating"
         };
-        let engine = Engine::open(dir, Access::Create)
+        let engine = daemon::open_waiting(dir, Access::Create)
             .with_context(|| format!("{verb} store {}", dir.display()))?;
         if engine.created() {
             let mut err = std::io::stderr();
@@ -130,9 +144,17 @@ impl Invocation<'_> {
         Ok(engine)
     }
 
-    /// Sends `request` to an engine over the existing store, opened read-only unless the request
-    /// writes.
+    /// Answers `request` over the existing store: through its daemon, or (`--no-daemon`, or
+    /// when no daemon can be started) in this process, opened read-only unless the request
+    /// writes. Both give the same response.
     fn call<R: Apply + strata::engine::Writes>(&self, request: R) -> Result<R::Response> {
+        self.check_exists()?;
+        if self.uses_daemon()? {
+            let mut client = self.client.borrow_mut();
+            if let Some(client) = client.as_mut() {
+                return Ok(client.call(request)?);
+            }
+        }
         let access = if request.writes() {
             Access::ReadWrite
         } else {

@@ -295,7 +295,11 @@ impl Invocation<'_> {
                         ..request.clone()
                     })?;
                 }
-                let created = self.engine_creating()?.call(request)?;
+                let created = if strata::engine::store_exists(self.dir()) {
+                    self.call(request)?
+                } else {
+                    self.engine_creating()?.call(request)?
+                };
                 if args.json.json {
                     self.print_json(&created)?;
                 } else {

@@ -150,6 +150,23 @@ pub(crate) fn create_empty(path: &Path) -> Result<()> {
     }
 }
 
+/// Opens `path` for appending, with mode 0600 (created so, and set so when it existed): the
+/// daemon's log.
+///
+/// # Errors
+/// [`Error::Io`] naming the file when it cannot be opened or its mode cannot be set.
+pub(crate) fn append_file(path: &Path) -> Result<File> {
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(FILE_MODE)
+        .open(path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    file.set_permissions(Permissions::from_mode(FILE_MODE))
+        .map_err(|e| Error::io(format!("making {} private (mode 600)", path.display()), e))?;
+    Ok(file)
+}
+
 /// Writes `bytes` as the whole of `path`, with mode 0600 (see [`create_file`]).
 ///
 /// # Errors

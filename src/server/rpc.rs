@@ -1,0 +1,501 @@
+//! `strata serve`: the daemon. It holds the store, serves the engine as JSON-RPC 2.0 over the
+//! Unix socket `strata.sock` in the store directory (one JSON message per line), and answers
+//! many clients at once: reads run beside writes, and writes that arrive together share one
+//! commit (the store's group commit).
+//!
+//! Trust: the socket is 0600 inside a 0700 directory, and a peer whose uid is not the daemon's
+//! is refused (`SO_PEERCRED`). A message over [`MAX_MESSAGE_BYTES`] is refused and skipped;
+//! a client that disconnects mid-request costs nothing (the request still finishes, its answer
+//! is dropped). SIGINT, SIGTERM and the `stop` method finish what is in flight, answer it,
+//! remove the socket and exit. An auto-started daemon exits after an idle time without clients.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{Notify, mpsc};
+
+use super::protocol::{
+    Handshake, MAX_MESSAGE_BYTES, PROTOCOL_VERSION, SOCKET_FILE, Status, code, error_object,
+    notification, protocol_error, response,
+};
+use crate::engine::{Access, Engine, Request};
+use crate::error::{Error, Result};
+use crate::store::Timestamp;
+
+/// How a daemon runs.
+#[derive(Clone, Debug)]
+pub struct DaemonOptions {
+    /// Exit after this long without a client (and nothing in flight); `None`: run until stopped.
+    pub idle_timeout: Option<Duration>,
+    /// The largest message read.
+    pub max_message_bytes: usize,
+}
+
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        DaemonOptions {
+            idle_timeout: None,
+            max_message_bytes: MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
+/// The socket of the store in `dir`.
+pub fn socket_path(dir: &Path) -> PathBuf {
+    dir.join(SOCKET_FILE)
+}
+
+/// What every connection shares.
+struct Shared {
+    engine: Arc<Engine>,
+    options: DaemonOptions,
+    started: Instant,
+    started_at: Timestamp,
+    uid: u32,
+    clients: AtomicU64,
+    requests: AtomicU64,
+    in_flight: AtomicU64,
+    /// Milliseconds since `started` of the last activity (a connection, a message, an answer).
+    last_activity: AtomicU64,
+    shutdown: Notify,
+    stopping: std::sync::atomic::AtomicBool,
+}
+
+impl Shared {
+    fn touch(&self) {
+        let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_activity.store(now, Ordering::Relaxed);
+    }
+
+    fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.shutdown.notify_waiters();
+        self.shutdown.notify_one();
+    }
+
+    fn status(&self) -> Result<Status> {
+        let store = self.engine.store();
+        Ok(Status {
+            pid: std::process::id(),
+            started: self.started_at.to_rfc3339(),
+            uptime_seconds: self.started.elapsed().as_secs_f64(),
+            clients: self.clients.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+            last_tx: store.chain_head()?.map(|(tx, _)| tx.0),
+            queued_writes: store.queued_writes() as u64,
+            store: self
+                .engine
+                .dir()
+                .map_or_else(|| ":memory:".into(), |d| d.display().to_string()),
+            idle_timeout_seconds: self.options.idle_timeout.map(|d| d.as_secs()),
+        })
+    }
+}
+
+/// Serves the store in `dir` until stopped: takes the store (refusing when a daemon already
+/// serves it, naming that one), replaces a stale socket, binds the socket (0600), answers
+/// clients, and on shutdown removes the socket and closes the store.
+///
+/// # Errors
+/// [`Error::StoreLocked`] when another process holds the store (a daemon, named by its lock
+/// file); [`Error::Io`] when the socket cannot be made; the engine's open errors.
+pub fn serve(dir: &Path, options: DaemonOptions) -> Result<()> {
+    // The store first: whoever holds it owns the socket, so two daemons starting at once can
+    // never remove each other's socket.
+    let engine = Arc::new(Engine::open(dir, Access::ReadWrite)?);
+    let path = socket_path(dir);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(Error::io(
+                format!("removing the stale socket {}", path.display()),
+                e,
+            ));
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("starting the daemon's runtime", e))?;
+    let outcome = runtime.block_on(async {
+        let listener = bind(&path)?;
+        let signals = shutdown_signals();
+        run(listener, Arc::clone(&engine), options, &path, signals).await
+    });
+    // Whatever happened, the socket goes: a later client must not find a dead one.
+    let _ = std::fs::remove_file(&path);
+    drop(runtime);
+    drop(engine);
+    outcome
+}
+
+/// Binds the socket at `path` with mode 0600.
+fn bind(path: &Path) -> Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    let listener = UnixListener::bind(path)
+        .map_err(|e| Error::io(format!("binding the socket {}", path.display()), e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io(format!("making the socket {} private", path.display()), e))?;
+    Ok(listener)
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signals() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        // Without signal handling the daemon still stops on `stop` and on idleness.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+}
+
+/// Answers clients on `listener` until `shutdown` resolves, `stop` is asked, the idle time
+/// passes, or the socket at `socket` disappears (its store directory was removed); then waits
+/// for what is in flight.
+///
+/// # Errors
+/// Never after it starts listening (failed connections are logged and dropped).
+pub async fn run(
+    listener: UnixListener,
+    engine: Arc<Engine>,
+    options: DaemonOptions,
+    socket: &Path,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<()> {
+    let shared = Arc::new(Shared {
+        engine,
+        options,
+        started: Instant::now(),
+        started_at: Timestamp::now(),
+        uid: rustix::process::geteuid().as_raw(),
+        clients: AtomicU64::new(0),
+        requests: AtomicU64::new(0),
+        in_flight: AtomicU64::new(0),
+        last_activity: AtomicU64::new(0),
+        shutdown: Notify::new(),
+        stopping: std::sync::atomic::AtomicBool::new(false),
+    });
+    tracing::info!(pid = std::process::id(), socket = %socket.display(), "serving");
+    tokio::pin!(shutdown);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    shared.touch();
+                    tokio::spawn(connection(stream, Arc::clone(&shared)));
+                }
+                Err(e) => tracing::warn!(error = %e, "accept failed"),
+            },
+            () = &mut shutdown => break,
+            () = shared.shutdown.notified() => break,
+            _ = tick.tick() => {
+                if shared.stopping.load(Ordering::SeqCst) || idle(&shared) || !socket.exists() {
+                    break;
+                }
+            }
+        }
+    }
+    tracing::info!("stopping: finishing what is in flight");
+    // Finish the commits in flight and answer them (bounded: a stuck client cannot hold us).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while shared.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Whether the daemon has been idle for its idle time (no client, nothing in flight).
+fn idle(shared: &Shared) -> bool {
+    let Some(timeout) = shared.options.idle_timeout else {
+        return false;
+    };
+    let last = Duration::from_millis(shared.last_activity.load(Ordering::Relaxed));
+    shared.clients.load(Ordering::Relaxed) == 0
+        && shared.in_flight.load(Ordering::Relaxed) == 0
+        && shared.started.elapsed().saturating_sub(last) >= timeout
+}
+
+/// Counts a connected client while it lives.
+struct ClientGuard(Arc<Shared>);
+
+impl Drop for ClientGuard {
+    fn drop(&mut self) {
+        self.0.clients.fetch_sub(1, Ordering::Relaxed);
+        self.0.touch();
+    }
+}
+
+/// Serves one client: reads its messages, answers each (concurrently), writes the answers and
+/// notifications through one writer task.
+async fn connection(stream: UnixStream, shared: Arc<Shared>) {
+    shared.clients.fetch_add(1, Ordering::Relaxed);
+    let _guard = ClientGuard(Arc::clone(&shared));
+    let peer = stream.peer_cred().map(|cred| cred.uid());
+    let (read, mut write) = stream.into_split();
+    if peer.as_ref().ok() != Some(&shared.uid) {
+        let who = peer.map_or_else(|e| format!("unknown ({e})"), |uid| uid.to_string());
+        tracing::warn!(peer = %who, "refused a client of another user");
+        let line = response(
+            &Value::Null,
+            Err(protocol_error(
+                code::PERMISSION_DENIED,
+                "permission_denied",
+                format!(
+                    "this daemon serves only its own user (uid {}); you are uid {who}",
+                    shared.uid
+                ),
+            )),
+        );
+        let _ = write.write_all(format!("{line}\n").as_bytes()).await;
+        return;
+    }
+    let (out, mut outgoing) = mpsc::channel::<String>(256);
+    let writer = tokio::spawn(async move {
+        while let Some(line) = outgoing.recv().await {
+            if write.write_all(line.as_bytes()).await.is_err()
+                || write.write_all(b"\n").await.is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut reader = BufReader::new(read);
+    let limit = shared.options.max_message_bytes;
+    loop {
+        match read_message(&mut reader, limit).await {
+            Ok(Some(Message::Line(line))) => {
+                shared.touch();
+                let shared = Arc::clone(&shared);
+                let out = out.clone();
+                tokio::spawn(async move {
+                    if let Some(answer) = answer(&line, &shared, &out).await {
+                        let _ = out.send(answer).await;
+                    }
+                    shared.touch();
+                });
+            }
+            Ok(Some(Message::TooLarge)) => {
+                let error = protocol_error(
+                    code::INVALID_REQUEST,
+                    "invalid_request",
+                    format!("the message is over {limit} bytes; send smaller messages"),
+                );
+                let _ = out.send(response(&Value::Null, Err(error))).await;
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    drop(out);
+    let _ = writer.await;
+}
+
+/// One message read from a client.
+enum Message {
+    /// A line (without its newline).
+    Line(String),
+    /// A line over the limit, skipped.
+    TooLarge,
+}
+
+/// Reads the next line of at most `limit` bytes; `None` at the end of the stream (a half-sent
+/// last line is dropped).
+async fn read_message(
+    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    limit: usize,
+) -> std::io::Result<Option<Message>> {
+    let mut line = Vec::new();
+    let mut too_large = false;
+    loop {
+        let buffer = reader.fill_buf().await?;
+        if buffer.is_empty() {
+            return Ok(None);
+        }
+        let (taken, done) = match buffer.iter().position(|b| *b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (buffer.len(), false),
+        };
+        if !too_large {
+            let end = if done { taken - 1 } else { taken };
+            line.extend_from_slice(&buffer[..end]);
+            if line.len() > limit {
+                too_large = true;
+                line = Vec::new();
+            }
+        }
+        reader.consume(taken);
+        if done {
+            if too_large {
+                return Ok(Some(Message::TooLarge));
+            }
+            return Ok(Some(Message::Line(
+                String::from_utf8_lossy(&line).into_owned(),
+            )));
+        }
+    }
+}
+
+/// Answers one message; `None` for a notification (no id), which gets no answer.
+async fn answer(line: &str, shared: &Arc<Shared>, out: &mpsc::Sender<String>) -> Option<String> {
+    let message: Value = match serde_json::from_str(line) {
+        Ok(message) => message,
+        Err(e) => {
+            let error = protocol_error(
+                code::PARSE_ERROR,
+                "parse_error",
+                format!("the message is not JSON ({e}); send one JSON-RPC 2.0 object per line"),
+            );
+            return Some(response(&Value::Null, Err(error)));
+        }
+    };
+    let Value::Object(fields) = &message else {
+        let error = protocol_error(
+            code::INVALID_REQUEST,
+            "invalid_request",
+            "the message is not a JSON object; send {\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": …}",
+        );
+        return Some(response(&Value::Null, Err(error)));
+    };
+    let id = fields.get("id").cloned();
+    let reply =
+        |outcome: std::result::Result<Value, Value>| id.as_ref().map(|id| response(id, outcome));
+    if fields.get("jsonrpc") != Some(&json!("2.0")) {
+        let error = protocol_error(
+            code::INVALID_REQUEST,
+            "invalid_request",
+            "\"jsonrpc\" must be \"2.0\"",
+        );
+        return Some(response(id.as_ref().unwrap_or(&Value::Null), Err(error)));
+    }
+    let Some(method) = fields.get("method").and_then(Value::as_str) else {
+        return Some(response(
+            id.as_ref().unwrap_or(&Value::Null),
+            Err(protocol_error(
+                code::INVALID_REQUEST,
+                "invalid_request",
+                "the request has no \"method\" string",
+            )),
+        ));
+    };
+    let params = match fields.get("params") {
+        None | Some(Value::Null) => json!({}),
+        Some(params @ Value::Object(_)) => params.clone(),
+        Some(_) => {
+            return reply(Err(protocol_error(
+                code::INVALID_PARAMS,
+                "invalid_params",
+                "\"params\" must be an object of named parameters",
+            )));
+        }
+    };
+    shared.requests.fetch_add(1, Ordering::Relaxed);
+    let outcome = match method {
+        "handshake" => handshake(&params),
+        "status" => shared
+            .status()
+            .map(|s| json!(s))
+            .map_err(|e| error_object(&e)),
+        "stop" => {
+            shared.stop();
+            Ok(json!({"stopping": true}))
+        }
+        "subscribe" => {
+            subscribe(shared, out.clone());
+            Ok(json!({"subscribed": true}))
+        }
+        _ => call_engine(method, params, shared).await,
+    };
+    reply(outcome)
+}
+
+/// `handshake`: the protocol and server versions; another major protocol version is refused.
+fn handshake(params: &Value) -> std::result::Result<Value, Value> {
+    if let Some(theirs) = params.get("protocol").and_then(Value::as_str) {
+        let major = |v: &str| v.split('.').next().unwrap_or_default().to_string();
+        if major(theirs) != major(PROTOCOL_VERSION) {
+            return Err(protocol_error(
+                code::PROTOCOL_VERSION,
+                "protocol_version",
+                format!(
+                    "this daemon speaks protocol {PROTOCOL_VERSION}, the client {theirs}; use a \
+                     client of major version {}",
+                    major(PROTOCOL_VERSION)
+                ),
+            ));
+        }
+    }
+    Ok(json!(Handshake {
+        protocol: PROTOCOL_VERSION.into(),
+        server: format!("strata {}", env!("CARGO_PKG_VERSION")),
+        pid: std::process::id(),
+    }))
+}
+
+/// `subscribe`: every commit from now on reaches this client as a `commit` notification.
+fn subscribe(shared: &Arc<Shared>, out: mpsc::Sender<String>) {
+    let events = shared.engine.subscribe();
+    tokio::task::spawn_blocking(move || {
+        while let Ok(event) = events.recv() {
+            let line = notification("commit", json!(event));
+            if out.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// Answers an engine method on a blocking thread.
+async fn call_engine(
+    method: &str,
+    params: Value,
+    shared: &Arc<Shared>,
+) -> std::result::Result<Value, Value> {
+    if !Request::METHODS.contains(&method) {
+        return Err(protocol_error(
+            code::METHOD_NOT_FOUND,
+            "method_not_found",
+            format!(
+                "no method {method:?}; the methods are {} and handshake, status, stop, subscribe",
+                Request::METHODS.join(", ")
+            ),
+        ));
+    }
+    let request: Request = serde_json::from_value(json!({"method": method, "params": params}))
+        .map_err(|e| {
+            protocol_error(
+                code::INVALID_PARAMS,
+                "invalid_params",
+                format!("the params of {method} do not fit it: {e} (see schema/rpc/{method}.params.json)"),
+            )
+        })?;
+    shared.in_flight.fetch_add(1, Ordering::SeqCst);
+    let engine = Arc::clone(&shared.engine);
+    let handled = tokio::task::spawn_blocking(move || engine.handle(request)).await;
+    shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+    match handled {
+        Ok(Ok(response)) => serde_json::to_value(response).map_err(|e| {
+            error_object(&Error::invariant(format!(
+                "a response does not serialise: {e}"
+            )))
+        }),
+        Ok(Err(e)) => Err(error_object(&e)),
+        Err(e) => Err(error_object(&Error::invariant(format!(
+            "the request stopped in the middle ({e})"
+        )))),
+    }
+}
