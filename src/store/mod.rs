@@ -295,6 +295,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn gc(&self) -> Result<GcReport>;
 }
 
+/// Opens a redb store with `open` under the storage guard: a damaged file that makes redb panic
+/// is an [`crate::Error::Corrupt`], not a crash (and the panic prints nothing).
+fn guarded_open(what: &str, open: impl FnOnce() -> Result<redb::RedbStore>) -> Result<Store> {
+    redb::guard::quiet_panics();
+    let damaged = std::sync::atomic::AtomicBool::new(false);
+    redb::guard::guarded(&damaged, what, open).map(Store::from_backend)
+}
+
 /// A handle on one store: cheap to clone, shared by the engine, its sessions and the indexer.
 /// It dereferences to [`Backend`], so every query is a method call on it; its writes go
 /// through group commit ([`Store::transact`]), so writers on many threads share commits.
@@ -371,7 +379,7 @@ impl Store {
     /// when the directory cannot be made; [`crate::Error::StoreLocked`] when another process
     /// holds it.
     pub fn create(dir: impl AsRef<Path>) -> Result<Self> {
-        redb::RedbStore::create(dir).map(Store::from_backend)
+        guarded_open("creating the store", || redb::RedbStore::create(dir))
     }
 
     /// Opens the existing redb store in directory `dir`.
@@ -380,7 +388,7 @@ impl Store {
     /// [`crate::Error::NotFound`] when there is none; [`crate::Error::StoreLocked`] when another
     /// process holds it; [`crate::Error::FormatVersion`] when another format version wrote it.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        redb::RedbStore::open(dir).map(Store::from_backend)
+        guarded_open("opening the store", || redb::RedbStore::open(dir))
     }
 
     /// Opens the redb store in `dir`, creating it when there is none.
@@ -388,7 +396,7 @@ impl Store {
     /// # Errors
     /// As [`Store::create`] and [`Store::open`].
     pub fn open_or_create(dir: impl AsRef<Path>) -> Result<Self> {
-        redb::RedbStore::open_or_create(dir).map(Store::from_backend)
+        guarded_open("opening the store", || redb::RedbStore::open_or_create(dir))
     }
 
     /// Opens the existing redb store in `dir` for reading only: no write to the file, so nothing
@@ -398,7 +406,7 @@ impl Store {
     /// # Errors
     /// As [`Store::open`].
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Self> {
-        redb::RedbStore::open_read_only(dir).map(Store::from_backend)
+        guarded_open("opening the store", || redb::RedbStore::open_read_only(dir))
     }
 
     /// A redb store in memory (nothing on disk, no lock file): for tests and models.
@@ -406,7 +414,7 @@ impl Store {
     /// # Errors
     /// [`crate::Error::Storage`] when redb fails.
     pub fn in_memory() -> Result<Self> {
-        redb::RedbStore::in_memory().map(Store::from_backend)
+        guarded_open("making a store in memory", redb::RedbStore::in_memory)
     }
 
     /// The ids of the file entities on `filesystem_id` at `prefix` or below it, in path order.

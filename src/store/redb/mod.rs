@@ -16,6 +16,7 @@ mod blobs;
 mod doc_delta;
 mod evict;
 mod fsck;
+pub(crate) mod guard;
 mod lookup;
 mod metadata;
 mod open;
@@ -74,6 +75,8 @@ pub(crate) struct RedbStore {
     opened: (u64, u64),
     /// The latest session and chat documents written, the bases of their next deltas.
     base_cache: doc_delta::BaseCache,
+    /// Set when a call into redb panicked (a damaged page): writes are refused from then on.
+    damaged: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -167,11 +170,25 @@ impl Drop for RedbStore {
                 && allocated >= opened_allocated + opened_allocated / 8
                 && let Some(db) = self.handle.writable()
             {
-                let _ = db.compact();
+                // Best effort, and never a panic out of a drop (a damaged page).
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.compact()));
             }
             // Best effort: a lock file left behind is only informational.
             let _ = std::fs::remove_file(dir.join(LOCK_FILE));
         }
+    }
+}
+
+impl RedbStore {
+    /// Runs `f` (doing `what`) under the storage guard.
+    fn guarded<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        guard::guarded(&self.damaged, what, f)
+    }
+
+    /// Runs the write `f` (doing `what`) under the storage guard, refused on a damaged handle.
+    fn guarded_write<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        guard::check_writable(&self.damaged)?;
+        guard::guarded(&self.damaged, what, f)
     }
 }
 
@@ -185,7 +202,9 @@ impl Backend for RedbStore {
     }
 
     fn transact(&self, ops: Vec<Op>, origin: Origin) -> Result<TxReceipt> {
-        RedbStore::transact(self, ops, origin)
+        self.guarded_write("writing a transaction", || {
+            RedbStore::transact(self, ops, origin)
+        })
     }
 
     fn transact_with_stat(
@@ -194,11 +213,31 @@ impl Backend for RedbStore {
         origin: Origin,
         stat: StatUpdate,
     ) -> Result<Option<TxReceipt>> {
-        RedbStore::transact_with_stat(self, ops, origin, stat)
+        self.guarded_write("writing a transaction", || {
+            RedbStore::transact_with_stat(self, ops, origin, stat)
+        })
     }
 
     fn transact_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
-        RedbStore::transact_group(self, group)
+        if let Err(e) = guard::check_writable(&self.damaged) {
+            let message = e.to_string();
+            return group
+                .iter()
+                .map(|_| Err(Error::corrupt(message.clone())))
+                .collect();
+        }
+        let count = group.len();
+        match self.guarded("writing a group of transactions", || {
+            Ok(RedbStore::transact_group(self, group))
+        }) {
+            Ok(results) => results,
+            Err(e) => {
+                let message = e.to_string();
+                (0..count)
+                    .map(|_| Err(Error::corrupt(message.clone())))
+                    .collect()
+            }
+        }
     }
 
     fn as_of(
@@ -207,7 +246,9 @@ impl Backend for RedbStore {
         valid_time: Option<Timestamp>,
         tx: Option<TxId>,
     ) -> Result<Option<Version>> {
-        RedbStore::as_of(self, id, valid_time, tx)
+        self.guarded("reading a version", || {
+            RedbStore::as_of(self, id, valid_time, tx)
+        })
     }
 
     fn version_info(
@@ -216,71 +257,85 @@ impl Backend for RedbStore {
         valid_time: Option<Timestamp>,
         tx: Option<TxId>,
     ) -> Result<Option<VersionInfo>> {
-        RedbStore::version_info(self, id, valid_time, tx)
+        self.guarded("reading a version", || {
+            RedbStore::version_info(self, id, valid_time, tx)
+        })
     }
 
     fn get_if_known(&self, id: &str) -> Result<Option<Version>> {
-        RedbStore::get_if_known(self, id)
+        self.guarded("reading a version", || RedbStore::get_if_known(self, id))
     }
 
     fn history(&self, id: &str, query: HistoryQuery) -> Result<Vec<VersionInfo>> {
-        RedbStore::history(self, id, query)
+        self.guarded("reading a history", || RedbStore::history(self, id, query))
     }
 
     fn version_sizes(&self, id: &str, versions: &[VersionInfo]) -> Result<Vec<Option<u64>>> {
-        RedbStore::version_sizes(self, id, versions)
+        self.guarded("reading version sizes", || {
+            RedbStore::version_sizes(self, id, versions)
+        })
     }
 
     fn log(&self, since: Option<TxId>, limit: usize) -> Result<Vec<TxRecord>> {
-        RedbStore::log(self, since, limit)
+        self.guarded("reading the log", || RedbStore::log(self, since, limit))
     }
 
     fn chain_head(&self) -> Result<Option<(TxId, [u8; 32])>> {
-        RedbStore::chain_head(self)
+        self.guarded("reading the log", || RedbStore::chain_head(self))
     }
 
     fn tx_at_time(&self, time: Timestamp) -> Result<Option<TxId>> {
-        RedbStore::tx_at_time(self, time)
+        self.guarded("reading the log", || RedbStore::tx_at_time(self, time))
     }
 
     fn entity(&self, id: &str) -> Result<EntityInfo> {
-        RedbStore::entity(self, id)
+        self.guarded("reading an entity", || RedbStore::entity(self, id))
     }
 
     fn entity_exists(&self, id: &str) -> Result<bool> {
-        RedbStore::entity_exists(self, id)
+        self.guarded("reading an entity", || RedbStore::entity_exists(self, id))
     }
 
     fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
-        RedbStore::ids_with_prefix(self, prefix, limit)
+        self.guarded("listing entity ids", || {
+            RedbStore::ids_with_prefix(self, prefix, limit)
+        })
     }
 
     fn entity_at_path(&self, filesystem_id: &str, path: &str) -> Result<Option<String>> {
-        RedbStore::entity_at_path(self, filesystem_id, path)
+        self.guarded("looking up a path", || {
+            RedbStore::entity_at_path(self, filesystem_id, path)
+        })
     }
 
     fn paths_under(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<(String, String)>> {
-        RedbStore::paths_under(self, filesystem_id, prefix)
+        self.guarded("listing paths", || {
+            RedbStore::paths_under(self, filesystem_id, prefix)
+        })
     }
 
     fn indexed_paths_under(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<String>> {
-        RedbStore::indexed_paths_under(self, filesystem_id, prefix)
+        self.guarded("listing paths", || {
+            RedbStore::indexed_paths_under(self, filesystem_id, prefix)
+        })
     }
 
     fn content(&self, hash: &Hash) -> Result<Option<Vec<u8>>> {
-        RedbStore::content(self, hash)
+        self.guarded("reading a content", || RedbStore::content(self, hash))
     }
 
     fn live_entities(&self) -> Result<Vec<EntityInfo>> {
-        RedbStore::live_entities(self)
+        self.guarded("listing entities", || RedbStore::live_entities(self))
     }
 
     fn metadata(&self, id: &str, tx: Option<TxId>) -> Result<Option<ObjectMeta>> {
-        RedbStore::metadata(self, id, tx)
+        self.guarded("reading metadata", || RedbStore::metadata(self, id, tx))
     }
 
     fn metadata_many(&self, ids: &[&str], tx: Option<TxId>) -> Result<Vec<Option<ObjectMeta>>> {
-        RedbStore::metadata_many(self, ids, tx)
+        self.guarded("reading metadata", || {
+            RedbStore::metadata_many(self, ids, tx)
+        })
     }
 
     fn metadata_with_json(
@@ -288,7 +343,9 @@ impl Backend for RedbStore {
         id: &str,
         tx: Option<TxId>,
     ) -> Result<Option<(ObjectMeta, Option<String>)>> {
-        RedbStore::metadata_with_json(self, id, tx)
+        self.guarded("reading metadata", || {
+            RedbStore::metadata_with_json(self, id, tx)
+        })
     }
 
     fn stat_cache(
@@ -296,26 +353,30 @@ impl Backend for RedbStore {
         filesystem_id: &str,
         prefix: &str,
     ) -> Result<rustc_hash::FxHashMap<String, StatEntry>> {
-        RedbStore::stat_cache(self, filesystem_id, prefix)
+        self.guarded("reading the stat cache", || {
+            RedbStore::stat_cache(self, filesystem_id, prefix)
+        })
     }
 
     fn stats(&self) -> Result<Stats> {
-        RedbStore::stats(self)
+        self.guarded("counting", || RedbStore::stats(self))
     }
 
     fn evict(&self, id: &str, origin: Origin) -> Result<TxReceipt> {
-        RedbStore::evict(self, id, origin)
+        self.guarded_write("evicting", || RedbStore::evict(self, id, origin))
     }
 
     fn fsck(&self) -> Result<Vec<Finding>> {
-        RedbStore::fsck(self)
+        self.guarded("verifying the store", || RedbStore::fsck(self))
     }
 
     fn fsck_rebuild(&self) -> Result<()> {
-        RedbStore::fsck_rebuild(self)
+        self.guarded_write("rebuilding the query tables", || {
+            RedbStore::fsck_rebuild(self)
+        })
     }
 
     fn gc(&self) -> Result<GcReport> {
-        RedbStore::gc(self)
+        self.guarded_write("collecting garbage", || RedbStore::gc(self))
     }
 }

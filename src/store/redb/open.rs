@@ -179,6 +179,7 @@ impl RedbStore {
             dir: None,
             opened: (0, 0),
             base_cache: doc_delta::BaseCache::default(),
+            damaged: std::sync::atomic::AtomicBool::new(false),
         };
         store.init(true, Path::new(":memory:"))?;
         Ok(store)
@@ -215,6 +216,7 @@ impl RedbStore {
             dir: Some(dir.to_path_buf()),
             opened: file_size(&path),
             base_cache: doc_delta::BaseCache::default(),
+            damaged: std::sync::atomic::AtomicBool::new(false),
         };
         store.init(create, &path)?;
         Ok(store)
@@ -298,6 +300,7 @@ impl RedbStore {
                     dir: Some(dir.to_path_buf()),
                     opened: (0, 0),
                     base_cache: doc_delta::BaseCache::default(),
+                    damaged: std::sync::atomic::AtomicBool::new(false),
                 };
                 store.check_format(&path)?;
                 Ok(store)

@@ -1,0 +1,105 @@
+//! The storage boundary's guard: redb panics on some damaged pages (an `unreachable!` in a
+//! cursor, a slice out of range, an unwrap on UTF-8); no such panic may reach a user. Every call
+//! into redb from the [`Backend`] impl runs under [`guarded`], which turns a panic into
+//! [`Error::Corrupt`] naming what was being done, and marks the handle damaged: its writes are
+//! refused from then on (reads still answer what they can), until the store is reopened after
+//! `strata fsck`.
+//!
+//! The panic's message would still be printed by the process's panic hook; [`quiet_panics`]
+//! installs a hook that stays silent for panics inside a guard (their message becomes part of
+//! the error) and leaves every other panic to the previous hook.
+
+use std::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::{Error, Result};
+
+thread_local! {
+    /// Whether this thread is inside a guard (its panics are reported as errors).
+    static GUARDED: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Installs (once per process) a panic hook that prints nothing for a panic inside a storage
+/// guard and defers to the previous hook for every other panic.
+pub fn quiet_panics() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if GUARDED.with(Cell::get) == 0 {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// The text of a panic's payload.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "no message".to_string()
+    }
+}
+
+/// Runs `f`, a call into the storage engine doing `what`; a panic inside it becomes
+/// [`Error::Corrupt`] and sets `damaged`.
+pub(crate) fn guarded<T>(
+    damaged: &AtomicBool,
+    what: &str,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    GUARDED.with(|depth| depth.set(depth.get() + 1));
+    let outcome = catch_unwind(AssertUnwindSafe(f));
+    GUARDED.with(|depth| depth.set(depth.get().saturating_sub(1)));
+    match outcome {
+        Ok(result) => result,
+        Err(payload) => {
+            damaged.store(true, Ordering::SeqCst);
+            Err(Error::corrupt(format!(
+                "the store file is damaged: the storage engine failed while {what} ({}); run \
+                 `strata fsck` to see what is affected",
+                panic_text(&*payload)
+            )))
+        }
+    }
+}
+
+/// Refuses a write on a handle that found the store damaged.
+pub(super) fn check_writable(damaged: &AtomicBool) -> Result<()> {
+    if damaged.load(Ordering::SeqCst) {
+        return Err(Error::corrupt(
+            "an earlier operation found the store file damaged, so writes are refused; run \
+             `strata fsck` and repair the store before writing to it",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_a_corrupt_error_and_marks_the_handle() {
+        quiet_panics();
+        let damaged = AtomicBool::new(false);
+        let result: Result<()> = guarded(&damaged, "reading a page", || {
+            let pages: Vec<u8> = Vec::new();
+            // A range out of bounds, as redb's btree code meets on a zeroed page.
+            let _ = &pages[3..9];
+            Ok(())
+        });
+        let err = result.map(|()| "no error").unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains("reading a page"), "{err}");
+        assert!(damaged.load(Ordering::SeqCst));
+        assert!(check_writable(&damaged).is_err());
+        // Outside a guard, the depth is back to zero: other panics keep the previous hook.
+        assert_eq!(GUARDED.with(Cell::get), 0);
+    }
+}
