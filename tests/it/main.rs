@@ -15,6 +15,8 @@ mod session;
 mod session_review;
 // The bitemporal store: transactions, queries, log, evict, fsck, crashes.
 mod store;
+// What every module shares: TestResult, whose failure names the line of its `?`.
+mod support;
 // The proptest oracle: as_of and history against a BTreeMap model.
 mod temporal;
 // Canonical JSON and hash vectors of schema/vectors.json, recomputed with strata.
