@@ -1,6 +1,11 @@
 //! strata's integration tests: one binary, one module per area, all through the public API and
 //! the real `strata` binary.
+//!
+//! The crash and lock tests set `STRATA_TEST_CHILD`, `STRATA_TEST_BACKEND` and
+//! `STRATA_TEST_STORE` for their child process (`backends::child_process`, an ignored test).
 
+// The backends the contract suites run on (redb in memory and on disk), the crash test's child.
+mod backends;
 // Canonical JSON properties (proptest): round trip, fixed point, key order, unsafe integers.
 mod canonical;
 // The strata binary end to end: index, edit, inspect, errors.

@@ -2,8 +2,6 @@
 //! log and its chain, evict, fsck, gc, locking and crashes, through the public API and real
 //! files and processes.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use strata::hash::sha256;
@@ -13,6 +11,9 @@ use strata::store::{
 };
 use strata::{Error, Hash};
 
+use crate::backends::{
+    ChildMode, DurableFactory, StoreFactory, backend_tests, redb_on_disk, spawn_child,
+};
 use crate::support::{TestResult, error_of};
 
 fn t(text: &str) -> TestResult<Timestamp> {
@@ -125,8 +126,7 @@ fn a_thousand_versions_sharing_content_store_it_once() -> TestResult {
 /// per transaction, then the visible history as (valid_from, tx index, value).
 /// Deviation: a row that restores the earlier value at a range's end carries the writing
 /// transaction (XTDB stamps the restored row's own); every as-of answer is the same.
-#[test]
-fn xtdb_put_delete_range_semantics() -> TestResult {
+fn xtdb_put_delete_range_semantics(backend: &dyn StoreFactory) -> TestResult {
     type Tx = (Option<&'static str>, u32, Option<u32>);
     type Row = (u32, usize, Option<&'static str>);
     let cases: Vec<(&str, Vec<Tx>, Vec<Row>)> = vec![
@@ -245,7 +245,7 @@ fn xtdb_put_delete_range_semantics() -> TestResult {
         ),
     ];
     for (name, txs, expected) in cases {
-        let store = Store::in_memory()?;
+        let store = backend.fresh()?;
         let id = "system_prompt:ivan";
         let mut receipts = Vec::new();
         for (value, start, end) in txs {
@@ -273,6 +273,7 @@ fn xtdb_put_delete_range_semantics() -> TestResult {
     }
     Ok(())
 }
+backend_tests!(xtdb_put_delete_range_semantics: redb_in_memory, redb_on_disk);
 
 #[test]
 fn corrections_are_hidden_unless_asked_and_invisible_before_their_tx() -> TestResult {
@@ -573,9 +574,8 @@ fn paths_match_whole_segments() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn rebuild_from_the_log_gives_the_same_answers() -> TestResult {
-    let store = Store::in_memory()?;
+fn rebuild_from_the_log_gives_the_same_answers(backend: &dyn StoreFactory) -> TestResult {
+    let store = backend.fresh()?;
     for i in 0..20u32 {
         let ops = vec![
             Op::put_at(prompt("r", &format!("v{}", i % 7))?, day(1 + i % 9)?, None),
@@ -617,6 +617,7 @@ fn rebuild_from_the_log_gives_the_same_answers() -> TestResult {
     assert_eq!(store.fsck()?, vec![]);
     Ok(())
 }
+backend_tests!(rebuild_from_the_log_gives_the_same_answers: redb_in_memory, redb_on_disk);
 
 #[test]
 fn gc_sweeps_what_no_version_references() -> TestResult {
@@ -630,14 +631,9 @@ fn gc_sweeps_what_no_version_references() -> TestResult {
     Ok(())
 }
 
-/// Finds `needle` in `haystack`.
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-#[test]
-fn a_flipped_byte_in_a_blob_is_found_by_fsck() -> TestResult {
-    let dir = tempfile::tempdir()?;
+/// A bit flipped on disk inside raw bytes a put kept: fsck names that blob, and only it.
+fn a_flipped_byte_in_a_blob_is_found_by_fsck(backend: &dyn DurableFactory) -> TestResult {
+    let place = tempfile::tempdir()?;
     // Incompressible bytes, so that they are stored as given.
     let mut bytes: Vec<u8> = (0..100u32)
         .flat_map(|i| sha256(&i.to_le_bytes()).0)
@@ -651,18 +647,14 @@ fn a_flipped_byte_in_a_blob_is_found_by_fsck() -> TestResult {
         bytes.clone(),
     )?;
     {
-        let store = Store::create(dir.path())?;
+        let store = backend.open(place.path())?;
         let mut put = Put::new(bin.clone());
         put.bytes = Some(bytes.clone());
         store.transact(vec![Op::Put(Box::new(put))], Origin::Cli)?;
         assert!(store.fsck()?.is_empty());
     }
-    let copy = tempfile::tempdir()?;
-    let mut raw = std::fs::read(dir.path().join("store.redb"))?;
-    let at = find(&raw, &bytes[1000..1064]).ok_or("the blob bytes are not in the file")?;
-    raw[at + 10] ^= 0x40;
-    std::fs::write(copy.path().join("store.redb"), raw)?;
-    let store = Store::open(copy.path())?;
+    backend.corrupt(place.path(), &bytes[1000..1064])?;
+    let store = backend.open(place.path())?;
     let findings = store.fsck()?;
     assert_eq!(findings.len(), 1, "{findings:?}");
     assert_eq!(findings[0].kind, "blob_hash");
@@ -672,6 +664,7 @@ fn a_flipped_byte_in_a_blob_is_found_by_fsck() -> TestResult {
     );
     Ok(())
 }
+backend_tests!(a_flipped_byte_in_a_blob_is_found_by_fsck: redb_on_disk);
 
 #[test]
 fn another_format_version_is_refused() -> TestResult {
@@ -707,65 +700,11 @@ fn another_format_version_is_refused() -> TestResult {
     Ok(())
 }
 
-/// Runs this test binary as a child in `mode` on store `dir`, its stdout piped.
-fn spawn_child(mode: &str, dir: &std::path::Path) -> TestResult<std::process::Child> {
-    Ok(Command::new(std::env::current_exe()?)
-        .args([
-            "store::child_process",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("STRATA_TEST_CHILD", mode)
-        .env("STRATA_TEST_STORE", dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?)
-}
-
-/// Not a test by itself: the body of the child processes of the lock and crash tests, run only
-/// when `STRATA_TEST_CHILD` is set. `hold` opens the store and waits; `write` commits
-/// transactions in a loop and prints `ack N` after each returns.
-#[test]
-fn child_process() -> TestResult {
-    let Ok(mode) = std::env::var("STRATA_TEST_CHILD") else {
-        return Ok(());
-    };
-    let dir = std::env::var("STRATA_TEST_STORE")?;
-    let store = Store::open_or_create(&dir)?;
-    match mode.as_str() {
-        "hold" => {
-            println!("ready");
-            std::thread::sleep(Duration::from_secs(60));
-        }
-        "write" => {
-            for i in 0u64.. {
-                let big: String = (0..(i % 7) * 900)
-                    .map(|j| char::from(b'a' + ((i + j) % 26) as u8))
-                    .collect();
-                let ops = vec![
-                    Op::put(file(
-                        &format!("/crash/{}.txt", i % 50),
-                        &format!("{i} {big}"),
-                    )?),
-                    Op::put(prompt("crash", &format!("turn {i}"))?),
-                ];
-                let r = store.transact(ops, Origin::Other("crash-test".into()))?;
-                println!("ack {}", r.tx_id.0);
-            }
-        }
-        other => return Err(format!("unknown child mode {other}").into()),
-    }
-    Ok(())
-}
-
 #[test]
 fn a_second_process_gets_store_locked_and_a_stale_lock_never_blocks() -> TestResult {
     let dir = tempfile::tempdir()?;
     drop(Store::create(dir.path())?);
-    let mut child = spawn_child("hold", dir.path())?;
-    let lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
-    // libtest prints "test store::child_process ... " before the child's own output.
+    let (mut child, lines) = spawn_child(ChildMode::Hold, &redb_on_disk()?, dir.path())?;
     let mut ready = false;
     for line in lines {
         if line?.ends_with("ready") {
@@ -773,7 +712,7 @@ fn a_second_process_gets_store_locked_and_a_stale_lock_never_blocks() -> TestRes
             break;
         }
     }
-    assert!(ready);
+    assert!(ready, "the child never held the store");
     let err = error_of(Store::open(dir.path()))?;
     match &err {
         Error::StoreLocked { path, holder } => {
@@ -799,17 +738,18 @@ fn a_second_process_gets_store_locked_and_a_stale_lock_never_blocks() -> TestRes
     Ok(())
 }
 
-#[test]
-fn sigkill_loses_no_acknowledged_transaction() -> TestResult {
-    let dir = tempfile::tempdir()?;
-    drop(Store::create(dir.path())?);
+/// A child process writing transactions is killed (SIGKILL) at a pseudo-random moment, twenty
+/// times over one store: every transaction it acknowledged is there when the store is opened
+/// again, readable at its own tx, and fsck is clean.
+fn sigkill_loses_no_acknowledged_transaction(backend: &dyn DurableFactory) -> TestResult {
+    let place = tempfile::tempdir()?;
+    drop(backend.open(place.path())?);
     let mut acked_max = 0;
     for round in 0..20u64 {
-        let mut child = spawn_child("write", dir.path())?;
-        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let (mut child, lines) = spawn_child(ChildMode::Write, backend, place.path())?;
         let reader = std::thread::spawn(move || {
             let mut acks = Vec::new();
-            for line in BufReader::new(stdout).lines() {
+            for line in lines {
                 let Ok(line) = line else { break };
                 if let Some(n) = line.split("ack ").nth(1) {
                     acks.push(n.parse::<u64>()?);
@@ -823,7 +763,7 @@ fn sigkill_loses_no_acknowledged_transaction() -> TestResult {
         child.kill()?;
         child.wait()?;
         let acks = reader.join().map_err(|_| "the reader thread panicked")??;
-        let store = Store::open(dir.path())?;
+        let store = backend.open(place.path())?;
         let head = store.chain_head()?.map_or(0, |(tx, _)| tx.0);
         if let Some(&last) = acks.last() {
             assert!(
@@ -845,6 +785,7 @@ fn sigkill_loses_no_acknowledged_transaction() -> TestResult {
     assert!(acked_max > 0, "the children acknowledged something");
     Ok(())
 }
+backend_tests!(sigkill_loses_no_acknowledged_transaction: redb_on_disk);
 
 #[test]
 fn hash_of_bytes_is_the_blob_key() -> TestResult {
@@ -1216,10 +1157,10 @@ fn every_answer(store: &Store, ids: &[String], now: Timestamp) -> TestResult<Vec
     Ok(out)
 }
 
-#[test]
-fn rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times() -> TestResult {
-    let dir = tempfile::tempdir()?;
-    let store = Store::create(dir.path())?;
+fn rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times(
+    backend: &dyn StoreFactory,
+) -> TestResult {
+    let store = backend.fresh()?;
     let (min, max) = (Timestamp::MIN, Timestamp::MAX);
     let a = file("/a.rs", "a1")?;
     let (ida, idb, idc) = (
@@ -1324,6 +1265,7 @@ fn rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times() ->
     assert_eq!(store.gc()?, Default::default());
     Ok(())
 }
+backend_tests!(rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times: redb_in_memory, redb_on_disk);
 
 /// Chats that share records (a fork from the end of a parent, one from the middle of its
 /// rebased chain) and a file whose content is one of the parent's transcripts, evicted in
