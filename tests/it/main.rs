@@ -1,6 +1,12 @@
 //! strata's integration tests: one binary, one module per area, all through the public API and
 //! the real `strata` binary.
 //!
+//! Environment variables that scale the slow tests (defaults keep `cargo test` quick):
+//! - `STRATA_ORACLE_CASES=2000`: random histories of the bitemporal oracle, per backend
+//!   (`temporal`; default 64, about 3 s; 2000 take about 100 s).
+//! - `PROPTEST_CASES` (proptest's own) sets the cases of the one property test that does not fix
+//!   its count (`resolve`).
+//!
 //! The crash and lock tests set `STRATA_TEST_CHILD`, `STRATA_TEST_BACKEND` and
 //! `STRATA_TEST_STORE` for their child process (`backends::child_process`, an ignored test).
 

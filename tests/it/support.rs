@@ -1,6 +1,6 @@
 //! What every test module shares: [`TestResult`], whose error names the line of the `?` that
-//! failed (as a panicking `unwrap` would), and [`error_of`] for
-//! what must fail.
+//! failed (as a panicking `unwrap` would), [`error_of`] for what must fail, and [`env_count`]
+//! for the knobs that scale slow tests.
 
 use std::fmt::{Debug, Display};
 use std::panic::Location;
@@ -49,5 +49,21 @@ pub fn error_of<T: Debug, E>(result: Result<T, E>) -> TestResult<E> {
             what: format!("expected an error, got Ok({value:?})"),
         }),
         Err(e) => Ok(e),
+    }
+}
+
+/// The count a test runs with: environment variable `var` when it is set (a positive number),
+/// else `default`.
+///
+/// # Errors
+/// When `var` is set to something else (zero would make the test pass without testing).
+pub fn env_count(var: &str, default: u32) -> TestResult<u32> {
+    match std::env::var(var) {
+        Ok(text) => match text.parse() {
+            Ok(0) | Err(_) => Err(format!("{var}={text:?}: give a count of at least 1").into()),
+            Ok(n) => Ok(n),
+        },
+        Err(std::env::VarError::NotPresent) => Ok(default),
+        Err(e) => Err(format!("{var}: {e}").into()),
     }
 }
