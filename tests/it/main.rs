@@ -4,6 +4,8 @@
 //! Environment variables that scale the slow tests (defaults keep `cargo test` quick):
 //! - `STRATA_ORACLE_CASES=2000`: random histories of the bitemporal oracle, per backend
 //!   (`temporal`; default 64, about 3 s; 2000 take about 100 s).
+//! - `STRATA_TRANSCRIPT_TURNS=300`: turns of the growing chat committed on disk (`store`; default
+//!   60, about 1 s; 300 take about 10 s).
 //! - `PROPTEST_CASES` (proptest's own) sets the cases of the one property test that does not fix
 //!   its count (`resolve`).
 //!

@@ -14,7 +14,7 @@ use strata::{Error, Hash};
 use crate::backends::{
     ChildMode, DurableFactory, StoreFactory, backend_tests, redb_on_disk, spawn_child,
 };
-use crate::support::{TestResult, error_of};
+use crate::support::{TestResult, env_count, error_of};
 
 fn t(text: &str) -> TestResult<Timestamp> {
     Ok(text.parse()?)
@@ -832,29 +832,41 @@ fn transcript_at(store: &Store, id: &str, tx: TxId) -> TestResult<String> {
     Ok(object.content().ok_or("no content")?.to_string())
 }
 
+/// A chat of `STRATA_TRANSCRIPT_TURNS` turns (default 60; 300 for a thorough run) committed a
+/// turn at a time on disk, then a fork sharing its first third: a commit stores less than 15
+/// turns' worth of transcript (a twentieth of the whole chat at 300 turns) however long the chat.
 #[test]
 fn a_growing_chat_transcript_costs_its_new_turns_not_the_whole_chat() -> TestResult {
+    let count = env_count("STRATA_TRANSCRIPT_TURNS", 60)?.max(3);
+    let n = usize::try_from(count)?;
     let dir = tempfile::tempdir()?;
     let store = Store::create(dir.path())?;
-    let turns: Vec<_> = (0..300).map(chat_turn).collect();
+    let turns: Vec<_> = (0..n).map(chat_turn).collect();
     let mut txs = Vec::new();
     let mut per_commit = Vec::new();
+    let mut stored = store.stats()?.stored_bytes;
     for k in 1..=turns.len() {
         let chat = Object::chat("one", turns[..k].to_vec())?;
-        let before = store.stats()?.stored_bytes;
         txs.push(store.transact(vec![Op::put(chat)], Origin::Session)?.tx_id);
-        per_commit.push(store.stats()?.stored_bytes - before);
+        let now = store.stats()?.stored_bytes;
+        per_commit.push(now - stored);
+        stored = now;
     }
     let whole = strata::object::transcript(&turns).len() as u64;
-    let late = &mut per_commit[200..].to_vec();
+    let late = &mut per_commit[2 * n / 3..].to_vec();
     late.sort_unstable();
     let median = late[late.len() / 2];
     assert!(
-        median * 20 < whole,
-        "a commit of one turn stores {median} bytes; the transcript is {whole}"
+        median * 20 * u64::from(count) < whole * 300,
+        "a commit of one turn stores {median} bytes; the transcript of {n} turns is {whole}"
     );
     // Every version reads back whole, as of its own transaction.
-    for (k, tx) in txs.iter().enumerate().step_by(13).chain([(299, &txs[299])]) {
+    for (k, tx) in txs
+        .iter()
+        .enumerate()
+        .step_by(13)
+        .chain([(n - 1, &txs[n - 1])])
+    {
         assert_eq!(
             transcript_at(&store, "chat:one", *tx)?,
             strata::object::transcript(&turns[..=k]),
@@ -864,10 +876,11 @@ fn a_growing_chat_transcript_costs_its_new_turns_not_the_whole_chat() -> TestRes
     assert_eq!(store.fsck()?, vec![]);
     assert_eq!(store.gc()?, Default::default());
 
-    // A second chat sharing the first 100 turns shares their blobs, then diverges; evicting the
-    // first chat leaves every version of the second readable, and evicting both leaves nothing.
-    let mut other: Vec<_> = turns[..100].to_vec();
-    other.extend((1000..1100).map(chat_turn));
+    // A second chat sharing the first third of the turns shares their blobs, then diverges as
+    // many turns; evicting the first chat leaves every version of the second readable, and
+    // evicting both leaves nothing.
+    let mut other: Vec<_> = turns[..n / 3].to_vec();
+    other.extend((1000..1000 + n / 3).map(chat_turn));
     let mut other_txs = Vec::new();
     for k in 1..=other.len() {
         let chat = Object::chat("one", other[..k].to_vec())?;
