@@ -2,15 +2,12 @@
 //! back to a numerically equal value and is a fixed point, key order never changes a hash, and
 //! an integer beyond ±2^53 anywhere is refused.
 
-#![allow(
-    clippy::unwrap_used,
-    reason = "test helpers: a failed unwrap is a failed test"
-)]
-
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
 use strata::Error;
 use strata::hash::{MAX_SAFE_INTEGER, canonical_json, sha256, sha256_json};
+
+use crate::support::TestResult;
 
 const SAFE: i64 = MAX_SAFE_INTEGER as i64;
 
@@ -58,7 +55,7 @@ fn leaf() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         (-SAFE..=SAFE).prop_map(Value::from),
         prop_oneof![Just(SAFE), Just(-SAFE), Just(0)].prop_map(Value::from),
-        double().prop_map(|x| Value::Number(Number::from_f64(x).unwrap())),
+        double().prop_filter_map("not finite", |x| Number::from_f64(x).map(Value::Number)),
         text().prop_map(Value::String),
     ]
 }
@@ -100,9 +97,10 @@ fn plant(value: Value, big: Value, seed: usize) -> Value {
             Value::Array(items)
         }
         Value::Object(mut map) if !map.is_empty() && !seed.is_multiple_of(3) => {
-            let key = map.keys().nth(seed % map.len()).cloned().unwrap();
-            let child = map.remove(&key).unwrap();
-            map.insert(key, plant(child, big, seed / 3));
+            let n = seed % map.len();
+            if let Some(child) = map.values_mut().nth(n) {
+                *child = plant(std::mem::take(child), big, seed / 3);
+            }
             Value::Object(map)
         }
         Value::Array(mut items) => {
@@ -122,11 +120,11 @@ proptest! {
 
     #[test]
     fn canonical_text_parses_back_equal_and_is_a_fixed_point(v in value()) {
-        let text = canonical_json(&v).unwrap();
-        let parsed: Value = serde_json::from_str(&text).unwrap();
+        let text = canonical_json(&v)?;
+        let parsed: Value = serde_json::from_str(&text)?;
         prop_assert!(numerically_equal(&v, &parsed), "{v} -> {text} -> {parsed}");
-        prop_assert_eq!(canonical_json(&parsed).unwrap(), text.clone());
-        prop_assert_eq!(sha256_json(&v).unwrap(), sha256(text.as_bytes()));
+        prop_assert_eq!(canonical_json(&parsed)?, text.clone());
+        prop_assert_eq!(sha256_json(&v)?, sha256(text.as_bytes()));
     }
 
     #[test]
@@ -142,10 +140,10 @@ proptest! {
         ],
         wrap in any::<bool>(),
     ) {
-        let number = Value::Number(Number::from_f64(x).unwrap());
+        let number = Value::Number(Number::from_f64(x).ok_or(TestCaseError::fail("not finite"))?);
         let v = if wrap { serde_json::json!({"args": [number]}) } else { number };
         if let Ok(text) = canonical_json(&v) {
-            let parsed: Value = serde_json::from_str(&text).unwrap();
+            let parsed: Value = serde_json::from_str(&text)?;
             prop_assert!(numerically_equal(&v, &parsed), "{v} -> {text}");
             prop_assert_eq!(canonical_json(&parsed).ok(), Some(text));
         } else {
@@ -163,21 +161,21 @@ proptest! {
             })
     ) {
         // JSON text with the keys written in two different orders, parsed by serde_json.
-        let write = |indices: &mut dyn Iterator<Item = usize>| {
-            let members: Vec<String> = indices
+        let write = |indices: &mut dyn Iterator<Item = usize>| -> serde_json::Result<String> {
+            let members = indices
                 .map(|i| {
                     let (k, v) = &pairs[i];
-                    format!("{}:{}", serde_json::to_string(k).unwrap(), v)
+                    Ok(format!("{}:{}", serde_json::to_string(k)?, v))
                 })
-                .collect();
-            format!("{{{}}}", members.join(","))
+                .collect::<serde_json::Result<Vec<String>>>()?;
+            Ok(format!("{{{}}}", members.join(",")))
         };
-        let given = write(&mut (0..pairs.len()));
-        let shuffled = write(&mut order.iter().copied());
-        let a: Value = serde_json::from_str(&given).unwrap();
-        let b: Value = serde_json::from_str(&shuffled).unwrap();
-        prop_assert_eq!(canonical_json(&a).unwrap(), canonical_json(&b).unwrap());
-        prop_assert_eq!(sha256_json(&a).unwrap(), sha256_json(&b).unwrap());
+        let given = write(&mut (0..pairs.len()))?;
+        let shuffled = write(&mut order.iter().copied())?;
+        let a: Value = serde_json::from_str(&given)?;
+        let b: Value = serde_json::from_str(&shuffled)?;
+        prop_assert_eq!(canonical_json(&a)?, canonical_json(&b)?);
+        prop_assert_eq!(sha256_json(&a)?, sha256_json(&b)?);
     }
 
     #[test]
@@ -204,7 +202,7 @@ proptest! {
 /// A double that JCS writes as an integer beyond ±2^53 is refused like that integer, so that
 /// canonical text read back is always accepted again (`1e18` is written `1000000000000000000`).
 #[test]
-fn refuses_doubles_written_as_unsafe_integers() {
+fn refuses_doubles_written_as_unsafe_integers() -> TestResult {
     for text in [
         "1e18",
         "-1e20",
@@ -212,7 +210,7 @@ fn refuses_doubles_written_as_unsafe_integers() {
         "[{\"a\":1.5e17}]",
         "999999999999999900000.0",
     ] {
-        let v: Value = serde_json::from_str(text).unwrap();
+        let v: Value = serde_json::from_str(text)?;
         assert!(canonical_json(&v).is_err(), "{text} was accepted");
     }
     for (text, canonical) in [
@@ -221,11 +219,12 @@ fn refuses_doubles_written_as_unsafe_integers() {
         ("1e21", "1e+21"),
         ("1e15", "1000000000000000"),
     ] {
-        let v: Value = serde_json::from_str(text).unwrap();
+        let v: Value = serde_json::from_str(text)?;
         assert_eq!(
             canonical_json(&v).ok().as_deref(),
             Some(canonical),
             "{text}"
         );
     }
+    Ok(())
 }

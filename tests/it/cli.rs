@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
-type TestResult = Result<(), Box<dyn std::error::Error>>;
+use crate::support::TestResult;
 
 /// A temporary tree to index and a store beside it (outside the tree).
 struct Fixture {
@@ -17,7 +17,7 @@ struct Fixture {
 }
 
 impl Fixture {
-    fn new() -> Result<Self, Box<dyn std::error::Error>> {
+    fn new() -> TestResult<Self> {
         let tmp = tempfile::tempdir()?;
         let tree = fs::canonicalize(tmp.path())?.join("tree");
         let store = fs::canonicalize(tmp.path())?.join("store");
@@ -30,7 +30,7 @@ impl Fixture {
     }
 
     /// Writes a file and dates its mtime an hour back, so the racy-clean rule does not apply.
-    fn write(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    fn write(&self, rel: &str, bytes: &[u8]) -> TestResult<PathBuf> {
         let path = self.tree.join(rel);
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent)?;
@@ -45,7 +45,7 @@ impl Fixture {
     }
 
     /// Runs `strata --store STORE args…` in the tree.
-    fn run(&self, args: &[&str]) -> Result<Output, Box<dyn std::error::Error>> {
+    fn run(&self, args: &[&str]) -> TestResult<Output> {
         Ok(Command::new(env!("CARGO_BIN_EXE_strata"))
             .arg("--store")
             .arg(&self.store)
@@ -56,7 +56,7 @@ impl Fixture {
     }
 
     /// Runs a command that must succeed and returns its stdout.
-    fn ok(&self, args: &[&str]) -> Result<String, Box<dyn std::error::Error>> {
+    fn ok(&self, args: &[&str]) -> TestResult<String> {
         let output = self.run(args)?;
         if !output.status.success() {
             return Err(format!(
@@ -70,7 +70,7 @@ impl Fixture {
     }
 
     /// Runs a command that must fail with exit code `code` and returns its stderr.
-    fn fails(&self, args: &[&str], code: i32) -> Result<String, Box<dyn std::error::Error>> {
+    fn fails(&self, args: &[&str], code: i32) -> TestResult<String> {
         let output = self.run(args)?;
         assert_eq!(
             output.status.code(),
@@ -82,17 +82,17 @@ impl Fixture {
         Ok(String::from_utf8(output.stderr)?)
     }
 
-    fn json(&self, args: &[&str]) -> Result<Value, Box<dyn std::error::Error>> {
+    fn json(&self, args: &[&str]) -> TestResult<Value> {
         Ok(serde_json::from_str(&self.ok(args)?)?)
     }
 
-    fn index(&self) -> Result<Value, Box<dyn std::error::Error>> {
+    fn index(&self) -> TestResult<Value> {
         self.json(&["index", ".", "--quiet", "--json"])
     }
 }
 
 /// A validator for a schema file under `schema/`.
-fn validator(relative: &str) -> Result<jsonschema::Validator, Box<dyn std::error::Error>> {
+fn validator(relative: &str) -> TestResult<jsonschema::Validator> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("schema")
         .join(relative);
@@ -413,7 +413,7 @@ fn index_creates_the_default_store_and_finds_it_from_below() -> TestResult {
 }
 
 /// The paths `strata ls` lists.
-fn live_paths(f: &Fixture) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+fn live_paths(f: &Fixture) -> TestResult<Vec<String>> {
     let ls = f.json(&["ls", "--json"])?;
     Ok(ls
         .as_array()
@@ -551,7 +551,7 @@ fn the_store_directory_is_never_indexed_even_as_a_root() -> TestResult {
     f.write("a.txt", b"a\n")?;
     // The store inside the tree, named on the command line as a root, or a directory inside it.
     let store = f.tree.join(".strata");
-    let run = |args: &[&str]| -> Result<Output, Box<dyn std::error::Error>> {
+    let run = |args: &[&str]| -> TestResult<Output> {
         Ok(Command::new(env!("CARGO_BIN_EXE_strata"))
             .args(args)
             .current_dir(&f.tree)

@@ -1,6 +1,19 @@
 //! strata's integration tests: one binary, one module per area, all through the public API and
 //! the real `strata` binary.
+//!
+//! Environment variables that scale the slow tests (defaults keep `cargo test` quick):
+//! - `STRATA_ORACLE_CASES=2000`: random histories of the bitemporal oracle, per backend
+//!   (`temporal`; default 64, about 3 s; 2000 take about 100 s).
+//! - `STRATA_TRANSCRIPT_TURNS=300`: turns of the growing chat committed on disk (`store`; default
+//!   60, about 1 s; 300 take about 10 s).
+//! - `PROPTEST_CASES` (proptest's own) sets the cases of the one property test that does not fix
+//!   its count (`resolve`).
+//!
+//! The crash and lock tests set `STRATA_TEST_CHILD`, `STRATA_TEST_BACKEND` and
+//! `STRATA_TEST_STORE` for their child process (`backends::child_process`, an ignored test).
 
+// The backends the contract suites run on (redb in memory and on disk), the crash test's child.
+mod backends;
 // Canonical JSON properties (proptest): round trip, fixed point, key order, unsafe integers.
 mod canonical;
 // The strata binary end to end: index, edit, inspect, errors.
@@ -21,6 +34,8 @@ mod session;
 mod session_review;
 // The bitemporal store: transactions, queries, log, evict, fsck, crashes.
 mod store;
+// What every module shares: TestResult, whose failure names the line of its `?`.
+mod support;
 // The proptest oracle: as_of and history against a BTreeMap model.
 mod temporal;
 // Canonical JSON and hash vectors of schema/vectors.json, recomputed with strata.

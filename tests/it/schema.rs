@@ -2,11 +2,6 @@
 //! built with strata's constructors is valid for its own type's schema and no other, every
 //! schema property is printed by some example, and broken envelopes are rejected.
 
-#![allow(
-    clippy::unwrap_used,
-    reason = "test helpers: a failed unwrap is a failed test"
-)]
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use jsonschema::Validator;
@@ -14,23 +9,25 @@ use serde_json::{Map, Value, json};
 use strata::object::{ContentOmitted, Role, SessionFields, ToolStatus, ToolcallFields, Turn};
 use strata::{FilesystemSource, Object, ObjectType, hash::sha256};
 
-fn schema_text(object_type: ObjectType) -> Value {
+use crate::support::TestResult;
+
+fn schema_text(object_type: ObjectType) -> TestResult<Value> {
     let path = format!(
         "{}/schema/objects/{object_type}.schema.json",
         env!("CARGO_MANIFEST_DIR")
     );
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    Ok(serde_json::from_str(&std::fs::read_to_string(&path)?)?)
 }
 
 /// The compiled schema of every type.
-fn validators() -> BTreeMap<ObjectType, Validator> {
+fn validators() -> TestResult<BTreeMap<ObjectType, Validator>> {
     ObjectType::ALL
         .into_iter()
         .map(|t| {
-            let schema = schema_text(t);
+            let schema = schema_text(t)?;
             jsonschema::draft202012::meta::validate(&schema)
-                .unwrap_or_else(|e| panic!("{t} schema is not a valid 2020-12 schema: {e}"));
-            (t, jsonschema::draft202012::new(&schema).unwrap())
+                .map_err(|e| format!("{t} schema is not a valid 2020-12 schema: {e}"))?;
+            Ok((t, jsonschema::draft202012::new(&schema)?))
         })
         .collect()
 }
@@ -42,14 +39,18 @@ fn fs(path: &str) -> FilesystemSource {
     }
 }
 
-fn args(value: Value) -> Map<String, Value> {
-    serde_json::from_value(value).unwrap()
+fn args(value: Value) -> TestResult<Map<String, Value>> {
+    Ok(serde_json::from_value(value)?)
 }
 
-fn toolcall(id: &str, args_display: Option<&str>, file_refs: Option<Vec<String>>) -> Object {
+fn toolcall(
+    id: &str,
+    args_display: Option<&str>,
+    file_refs: Option<Vec<String>>,
+) -> TestResult<Object> {
     let fields = ToolcallFields {
         tool: "read_file".into(),
-        args: args(json!({"path": "/tmp/a.md", "limit": 10, "nested": [1.5, null, {"k": true}]})),
+        args: args(json!({"path": "/tmp/a.md", "limit": 10, "nested": [1.5, null, {"k": true}]}))?,
         args_display: args_display.map(str::to_string),
         status: if file_refs.is_some() {
             ToolStatus::Ok
@@ -59,7 +60,7 @@ fn toolcall(id: &str, args_display: Option<&str>, file_refs: Option<Vec<String>>
         chat_ref: "chat:s1".into(),
         file_refs,
     };
-    Object::toolcall(id, fields, "output\n".into()).unwrap()
+    Ok(Object::toolcall(id, fields, "output\n".into())?)
 }
 
 fn turn(role: Role, content: &str, refs: Option<&[&str]>) -> Turn {
@@ -71,19 +72,19 @@ fn turn(role: Role, content: &str, refs: Option<&[&str]>) -> Turn {
 }
 
 /// Envelopes of all five types, optional fields present and absent, content omitted or not.
-fn examples() -> Vec<(&'static str, Object)> {
-    let text = Object::file_text(fs("/tmp/test.md"), "hello wörld 😀".into()).unwrap();
+fn examples() -> TestResult<Vec<(&'static str, Object)>> {
+    let text = Object::file_text(fs("/tmp/test.md"), "hello wörld 😀".into())?;
     let file_id = text.id().to_string();
-    vec![
+    Ok(vec![
         ("text file", text),
         (
             "empty file",
-            Object::file_text(fs("/tmp/Makefile"), String::new()).unwrap(),
+            Object::file_text(fs("/tmp/Makefile"), String::new())?,
         ),
-        ("stub", Object::file_stub(fs("/src/lib.rs")).unwrap()),
+        ("stub", Object::file_stub(fs("/src/lib.rs"))?),
         (
             "binary file",
-            Object::file_bytes(fs("/img/a.png"), vec![0xff, 0, 0xfe]).unwrap(),
+            Object::file_bytes(fs("/img/a.png"), vec![0xff, 0, 0xfe])?,
         ),
         (
             "too large file",
@@ -91,12 +92,11 @@ fn examples() -> Vec<(&'static str, Object)> {
                 fs("/var/big.log"),
                 Some(sha256(b"big")),
                 ContentOmitted::TooLarge,
-            )
-            .unwrap(),
+            )?,
         ),
         (
             "denied file",
-            Object::file_omitted(fs("/home/a/.env"), None, ContentOmitted::Denied).unwrap(),
+            Object::file_omitted(fs("/home/a/.env"), None, ContentOmitted::Denied)?,
         ),
         (
             "toolcall with optional fields",
@@ -104,15 +104,15 @@ fn examples() -> Vec<(&'static str, Object)> {
                 "toolcall:1",
                 Some("read /tmp/a.md"),
                 Some(vec![file_id.clone()]),
-            ),
+            )?,
         ),
         (
             "toolcall without optional fields",
-            toolcall("call_42", None, None),
+            toolcall("call_42", None, None)?,
         ),
         (
             "toolcall with args_display only",
-            toolcall("toolcall:3", Some(""), None),
+            toolcall("toolcall:3", Some(""), None)?,
         ),
         (
             "chat",
@@ -124,13 +124,12 @@ fn examples() -> Vec<(&'static str, Object)> {
                     turn(Role::Assistant, "reading", Some(&["toolcall:1", "call_42"])),
                     turn(Role::Tool, "output", Some(&[])),
                 ],
-            )
-            .unwrap(),
+            )?,
         ),
-        ("empty chat", Object::chat("s2", vec![]).unwrap()),
+        ("empty chat", Object::chat("s2", vec![])?),
         (
             "system prompt",
-            Object::system_prompt("s1", "You are careful.".into()).unwrap(),
+            Object::system_prompt("s1", "You are careful.".into())?,
         ),
         (
             "session",
@@ -142,8 +141,7 @@ fn examples() -> Vec<(&'static str, Object)> {
                 metadata_pool: vec![file_id.clone(), "toolcall:1".into()],
                 active_set: vec![file_id.clone()],
                 pinned_set: vec![file_id],
-            })
-            .unwrap(),
+            })?,
         ),
         (
             "empty session",
@@ -155,10 +153,9 @@ fn examples() -> Vec<(&'static str, Object)> {
                 metadata_pool: vec![],
                 active_set: vec![],
                 pinned_set: vec![],
-            })
-            .unwrap(),
+            })?,
         ),
-    ]
+    ])
 }
 
 fn errors(validator: &Validator, instance: &Value) -> Vec<String> {
@@ -169,10 +166,10 @@ fn errors(validator: &Validator, instance: &Value) -> Vec<String> {
 }
 
 #[test]
-fn every_example_is_valid_for_its_own_schema_only() {
-    let validators = validators();
+fn every_example_is_valid_for_its_own_schema_only() -> TestResult {
+    let validators = validators()?;
     let mut seen_types = BTreeSet::new();
-    for (name, object) in examples() {
+    for (name, object) in examples()? {
         let envelope = object.to_json();
         seen_types.insert(object.object_type());
         for (t, validator) in &validators {
@@ -188,36 +185,38 @@ fn every_example_is_valid_for_its_own_schema_only() {
         }
     }
     assert_eq!(seen_types.len(), ObjectType::ALL.len());
+    Ok(())
 }
 
 #[test]
-fn every_vector_envelope_is_valid() {
-    let validators = validators();
+fn every_vector_envelope_is_valid() -> TestResult {
+    let validators = validators()?;
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/vectors.json");
-    let file: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
     let mut checked = 0;
-    for case in file["cases"].as_array().unwrap() {
+    for case in file["cases"].as_array().ok_or("no cases")? {
         if case["kind"] != "object" {
             continue;
         }
         let envelope = &case["envelope"];
-        let t: ObjectType = envelope["type"].as_str().unwrap().parse().unwrap();
+        let t: ObjectType = envelope["type"].as_str().ok_or("no type")?.parse()?;
         let errs = errors(&validators[&t], envelope);
         assert!(errs.is_empty(), "{}: {errs:#?}", case["name"]);
         checked += 1;
     }
     assert!(checked >= 10, "only {checked} object vectors");
+    Ok(())
 }
 
 /// A schema lists no field that strata never prints: each property appears in some example.
 #[test]
-fn every_schema_property_is_printed_by_some_example() {
+fn every_schema_property_is_printed_by_some_example() -> TestResult {
     let mut printed: BTreeMap<ObjectType, BTreeSet<String>> = BTreeMap::new();
-    for (_, object) in examples() {
+    for (_, object) in examples()? {
         let keys = object
             .to_json()
             .as_object()
-            .unwrap()
+            .ok_or("an envelope that is not an object")?
             .keys()
             .cloned()
             .collect::<Vec<_>>();
@@ -227,10 +226,10 @@ fn every_schema_property_is_printed_by_some_example() {
             .extend(keys);
     }
     for t in ObjectType::ALL {
-        let schema = schema_text(t);
+        let schema = schema_text(t)?;
         let properties: BTreeSet<String> = schema["properties"]
             .as_object()
-            .unwrap()
+            .ok_or("no properties")?
             .keys()
             .cloned()
             .collect();
@@ -238,12 +237,16 @@ fn every_schema_property_is_printed_by_some_example() {
             properties, printed[&t],
             "{t}: schema properties vs printed keys"
         );
-        let required: BTreeSet<String> = schema["required"]
+        let required = schema["required"]
             .as_array()
-            .unwrap()
+            .ok_or("no required")?
             .iter()
-            .map(|v| v.as_str().unwrap().to_string())
-            .collect();
+            .map(|v| {
+                Ok(v.as_str()
+                    .ok_or("a required that is not a string")?
+                    .to_string())
+            })
+            .collect::<TestResult<BTreeSet<String>>>()?;
         let optional: Vec<&String> = properties.difference(&required).collect();
         let expected: &[&str] = match t {
             ObjectType::File => &["content_omitted"],
@@ -252,6 +255,7 @@ fn every_schema_property_is_printed_by_some_example() {
         };
         assert_eq!(optional, expected, "{t}: optional properties");
     }
+    Ok(())
 }
 
 /// One way of breaking a valid envelope, and whether strata's own parser must refuse it too.
@@ -267,8 +271,10 @@ fn breakages() -> Vec<Breakage> {
             what: "upper-case hash",
             example: "text file",
             change: |m| {
-                let h = m["object_hash"].as_str().unwrap().to_uppercase();
-                m.insert("object_hash".into(), json!(h));
+                // Without a hash to change, the envelope stays valid and the test fails.
+                if let Some(h) = m["object_hash"].as_str().map(str::to_uppercase) {
+                    m.insert("object_hash".into(), json!(h));
+                }
             },
         },
         Breakage {
@@ -488,9 +494,9 @@ fn breakages() -> Vec<Breakage> {
 }
 
 #[test]
-fn broken_envelopes_are_rejected_by_the_schema_and_by_strata() {
-    let validators = validators();
-    let examples: BTreeMap<&str, Object> = examples().into_iter().collect();
+fn broken_envelopes_are_rejected_by_the_schema_and_by_strata() -> TestResult {
+    let validators = validators()?;
+    let examples: BTreeMap<&str, Object> = examples()?.into_iter().collect();
     let mut parser_accepts = Vec::new();
     for b in breakages() {
         let object = &examples[b.example];
@@ -512,4 +518,5 @@ fn broken_envelopes_are_rejected_by_the_schema_and_by_strata() {
     // The parser is as strict as the schema except where it reads a null optional field as
     // absent (the envelope it then prints omits it, and its hashes are those of the absent field).
     assert_eq!(parser_accepts, ["null args_display"]);
+    Ok(())
 }

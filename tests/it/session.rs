@@ -17,7 +17,7 @@ use strata::session::{
 use strata::store::{HistoryQuery, Store, Timestamp, TxId};
 use strata::{Error, Origin};
 
-type TestResult = Result<(), Box<dyn std::error::Error>>;
+use crate::support::TestResult;
 
 /// A temporary directory of real files (canonical path, so it is its own identity path).
 struct Tree {
@@ -26,19 +26,14 @@ struct Tree {
 }
 
 impl Tree {
-    fn new() -> Result<Self, Box<dyn std::error::Error>> {
+    fn new() -> TestResult<Self> {
         let tmp = tempfile::tempdir()?;
         let root = fs::canonicalize(tmp.path())?;
         Ok(Tree { _tmp: tmp, root })
     }
 
     /// Writes `rel` and dates it `age` in the past; returns its path as a string.
-    fn write_aged(
-        &self,
-        rel: &str,
-        text: &str,
-        age: Duration,
-    ) -> Result<String, Box<dyn std::error::Error>> {
+    fn write_aged(&self, rel: &str, text: &str, age: Duration) -> TestResult<String> {
         let path = self.root.join(rel);
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent)?;
@@ -51,7 +46,7 @@ impl Tree {
         Ok(path_str(&path))
     }
 
-    fn write(&self, rel: &str, text: &str) -> Result<String, Box<dyn std::error::Error>> {
+    fn write(&self, rel: &str, text: &str) -> TestResult<String> {
         self.write_aged(rel, text, Duration::from_secs(7200))
     }
 
@@ -986,7 +981,7 @@ fn strata(
     cwd: &Path,
     args: &[&str],
     stdin: Option<&str>,
-) -> Result<std::process::Output, Box<dyn std::error::Error>> {
+) -> TestResult<std::process::Output> {
     use std::io::Write as _;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
         .arg("--store")
@@ -1004,12 +999,7 @@ fn strata(
     Ok(child.wait_with_output()?)
 }
 
-fn ok_json(
-    store: &Path,
-    cwd: &Path,
-    args: &[&str],
-    stdin: Option<&str>,
-) -> Result<Value, Box<dyn std::error::Error>> {
+fn ok_json(store: &Path, cwd: &Path, args: &[&str], stdin: Option<&str>) -> TestResult<Value> {
     let output = strata(store, cwd, args, stdin)?;
     if !output.status.success() {
         return Err(format!(

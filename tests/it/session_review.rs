@@ -10,10 +10,10 @@ use strata::resolve::MountMapping;
 use strata::session::{Session, SessionOptions};
 use strata::store::Store;
 
-type TestResult = Result<(), Box<dyn std::error::Error>>;
+use crate::support::TestResult;
 
 /// A canonical temporary root holding a mount directory `work/` and a file outside it.
-fn mounted_tree() -> Result<(tempfile::TempDir, PathBuf), Box<dyn std::error::Error>> {
+fn mounted_tree() -> TestResult<(tempfile::TempDir, PathBuf)> {
     let tmp = tempfile::tempdir()?;
     let root = fs::canonicalize(tmp.path())?;
     fs::create_dir(root.join("work"))?;
@@ -251,10 +251,7 @@ fn a_stored_document_with_a_repeated_id_loads_and_commits_canonically() -> TestR
 }
 
 /// Runs the real binary on `store`; its stdout, or an error with its stderr.
-fn strata_out(
-    store: &std::path::Path,
-    args: &[&str],
-) -> Result<String, Box<dyn std::error::Error>> {
+fn strata_out(store: &std::path::Path, args: &[&str]) -> TestResult<String> {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
         .arg("--store")
         .arg(store)

@@ -2,13 +2,6 @@
 //! log and its chain, evict, fsck, gc, locking and crashes, through the public API and real
 //! files and processes.
 
-#![allow(
-    clippy::unwrap_used,
-    reason = "test helpers panic on failure like the tests"
-)]
-
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use strata::hash::sha256;
@@ -18,42 +11,46 @@ use strata::store::{
 };
 use strata::{Error, Hash};
 
-fn t(text: &str) -> Timestamp {
-    text.parse().unwrap()
+use crate::backends::{
+    ChildMode, DurableFactory, StoreFactory, backend_tests, redb_on_disk, spawn_child,
+};
+use crate::support::{TestResult, env_count, error_of};
+
+fn t(text: &str) -> TestResult<Timestamp> {
+    Ok(text.parse()?)
 }
 
-fn day(d: u32) -> Timestamp {
+fn day(d: u32) -> TestResult<Timestamp> {
     t(&format!("2019-11-{d:02}T00:00:00Z"))
 }
 
-fn prompt(sid: &str, text: &str) -> Object {
-    Object::system_prompt(sid, text.into()).unwrap()
+fn prompt(sid: &str, text: &str) -> TestResult<Object> {
+    Ok(Object::system_prompt(sid, text.into())?)
 }
 
-fn file(path: &str, text: &str) -> Object {
-    Object::file_text(
+fn file(path: &str, text: &str) -> TestResult<Object> {
+    Ok(Object::file_text(
         FilesystemSource {
             filesystem_id: "fs1".into(),
             path: path.into(),
         },
         text.into(),
-    )
-    .unwrap()
+    )?)
 }
 
-fn content_of(store: &Store, info: &VersionInfo) -> Option<String> {
+fn content_of(store: &Store, info: &VersionInfo) -> TestResult<Option<String>> {
     let v = store
-        .as_of(&info.entity, Some(info.valid_from), Some(info.tx_id))
-        .unwrap()
-        .unwrap();
-    v.object.map(|o| o.content().unwrap().to_string())
+        .as_of(&info.entity, Some(info.valid_from), Some(info.tx_id))?
+        .ok_or("no version visible")?;
+    let content = v.object.map(|o| o.content().map(str::to_string));
+    Ok(content.map(|c| c.ok_or("no content")).transpose()?)
 }
 
 #[test]
-fn put_get_round_trips_envelopes_and_content() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join(".strata")).unwrap();
-    let text = file("/src/a.rs", "fn main() {}\n");
+fn put_get_round_trips_envelopes_and_content() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = Store::create(dir.path().join(".strata"))?;
+    let text = file("/src/a.rs", "fn main() {}\n")?;
     let bin_bytes = vec![0xff, 0, 1, 2, 0xfe];
     let bin = Object::file_bytes(
         FilesystemSource {
@@ -61,73 +58,75 @@ fn put_get_round_trips_envelopes_and_content() {
             path: "/img/x.png".into(),
         },
         bin_bytes.clone(),
-    )
-    .unwrap();
+    )?;
     let mut put_bin = Put::new(bin.clone());
     put_bin.bytes = Some(bin_bytes.clone());
     put_bin.spelling = Some("/IMG/x.png".into());
-    let r1 = store
-        .transact(
-            vec![Op::put(text.clone()), Op::Put(Box::new(put_bin))],
-            Origin::Cli,
-        )
-        .unwrap();
+    let r1 = store.transact(
+        vec![Op::put(text.clone()), Op::Put(Box::new(put_bin))],
+        Origin::Cli,
+    )?;
     assert_eq!(r1.tx_id, TxId(1));
-    let got = store.get(text.id()).unwrap().unwrap();
+    let got = store.get(text.id())?.ok_or("no current version")?;
     assert_eq!(got.object.as_ref(), Some(&text));
     assert_eq!(got.info.valid_from, r1.tx_time);
     assert_eq!(got.info.valid_to, None);
-    let got_bin = store.get(bin.id()).unwrap().unwrap();
+    let got_bin = store.get(bin.id())?.ok_or("no current version")?;
     assert_eq!(got_bin.object.as_ref(), Some(&bin));
     assert_eq!(got_bin.info.spelling.as_deref(), Some("/IMG/x.png"));
     assert_eq!(
-        store.content(bin.file_hash().unwrap()).unwrap(),
+        store.content(bin.file_hash().ok_or("no file_hash")?)?,
         Some(bin_bytes)
     );
     assert_eq!(
         store
-            .content(text.content_hash().unwrap())
-            .unwrap()
-            .unwrap(),
+            .content(text.content_hash().ok_or("no content_hash")?)?
+            .ok_or("no stored content")?,
         b"fn main() {}\n"
     );
-    let r2 = store
-        .transact(vec![Op::put(file("/src/a.rs", "v2"))], Origin::Indexer)
-        .unwrap();
+    let r2 = store.transact(vec![Op::put(file("/src/a.rs", "v2")?)], Origin::Indexer)?;
     assert_eq!(r2.tx_id, TxId(2));
     assert!(r2.tx_time > r1.tx_time);
     // As of tx 1 the old content is what the store knew.
     let old = store
-        .as_of(text.id(), None, Some(TxId(1)))
-        .unwrap()
-        .unwrap();
-    assert_eq!(old.object.unwrap().content(), Some("fn main() {}\n"));
-    let e = store.entity(text.id()).unwrap();
+        .as_of(text.id(), None, Some(TxId(1)))?
+        .ok_or("no version visible")?;
+    assert_eq!(
+        old.object.ok_or("a tombstone")?.content(),
+        Some("fn main() {}\n")
+    );
+    let e = store.entity(text.id())?;
     assert_eq!(e.source, text.source().cloned());
-    assert_eq!(store.live_entities().unwrap().len(), 2);
-    assert!(store.fsck().unwrap().is_empty());
+    assert_eq!(store.live_entities()?.len(), 2);
+    assert!(store.fsck()?.is_empty());
+    Ok(())
 }
 
 #[test]
-fn a_thousand_versions_sharing_content_store_it_once() {
-    let store = Store::in_memory().unwrap();
-    let ops: Vec<Op> = (0..1000)
-        .map(|i| Op::put(file(&format!("/many/{i}.txt"), "same bytes everywhere")))
-        .collect();
-    store.transact(ops, Origin::Indexer).unwrap();
-    let stats = store.stats().unwrap();
+fn a_thousand_versions_sharing_content_store_it_once() -> TestResult {
+    let store = Store::in_memory()?;
+    let ops = (0..1000)
+        .map(|i| {
+            Ok(Op::put(file(
+                &format!("/many/{i}.txt"),
+                "same bytes everywhere",
+            )?))
+        })
+        .collect::<TestResult<Vec<Op>>>()?;
+    store.transact(ops, Origin::Indexer)?;
+    let stats = store.stats()?;
     assert_eq!(stats.entities, 1000);
     assert_eq!(stats.blobs, 1);
     assert_eq!(stats.documents, 1);
     assert!(stats.dedup_ratio() > 100.0, "{stats:?}");
+    Ok(())
 }
 
 /// XTDB v1's `test-put-delete-range-semantics`, case by case: (value or delete, start, end)
 /// per transaction, then the visible history as (valid_from, tx index, value).
 /// Deviation: a row that restores the earlier value at a range's end carries the writing
 /// transaction (XTDB stamps the restored row's own); every as-of answer is the same.
-#[test]
-fn xtdb_put_delete_range_semantics() {
+fn xtdb_put_delete_range_semantics(backend: &dyn StoreFactory) -> TestResult {
     type Tx = (Option<&'static str>, u32, Option<u32>);
     type Row = (u32, usize, Option<&'static str>);
     let cases: Vec<(&str, Vec<Tx>, Vec<Row>)> = vec![
@@ -246,80 +245,76 @@ fn xtdb_put_delete_range_semantics() {
         ),
     ];
     for (name, txs, expected) in cases {
-        let store = Store::in_memory().unwrap();
+        let store = backend.fresh()?;
         let id = "system_prompt:ivan";
         let mut receipts = Vec::new();
         for (value, start, end) in txs {
             let op = match value {
-                Some(v) => Op::put_at(prompt("ivan", v), day(start), end.map(day)),
+                Some(v) => Op::put_at(prompt("ivan", v)?, day(start)?, end.map(day).transpose()?),
                 None => Op::Delete {
                     entity: id.into(),
-                    valid_from: Some(day(start)),
-                    valid_to: end.map(day),
+                    valid_from: Some(day(start)?),
+                    valid_to: end.map(day).transpose()?,
                 },
             };
-            receipts.push(store.transact(vec![op], Origin::Cli).unwrap());
+            receipts.push(store.transact(vec![op], Origin::Cli)?);
         }
-        let history = store.history(id, HistoryQuery::default()).unwrap();
-        let got: Vec<(Timestamp, TxId, Option<String>)> = history
+        let history = store.history(id, HistoryQuery::default())?;
+        let got = history
             .iter()
-            .map(|v| (v.valid_from, v.tx_id, content_of(&store, v)))
-            .collect();
-        let want: Vec<(Timestamp, TxId, Option<String>)> = expected
+            .map(|v| Ok((v.valid_from, v.tx_id, content_of(&store, v)?)))
+            .collect::<TestResult<Vec<(Timestamp, TxId, Option<String>)>>>()?;
+        let want = expected
             .iter()
-            .map(|(d, tx, v)| (day(*d), receipts[*tx].tx_id, v.map(String::from)))
-            .collect();
+            .map(|(d, tx, v)| Ok((day(*d)?, receipts[*tx].tx_id, v.map(String::from))))
+            .collect::<TestResult<Vec<(Timestamp, TxId, Option<String>)>>>()?;
         assert_eq!(got, want, "{name}");
-        assert!(store.fsck().unwrap().is_empty(), "{name}");
+        assert!(store.fsck()?.is_empty(), "{name}");
     }
+    Ok(())
 }
+backend_tests!(xtdb_put_delete_range_semantics: redb_in_memory, redb_on_disk);
 
 #[test]
-fn corrections_are_hidden_unless_asked_and_invisible_before_their_tx() {
-    let store = Store::in_memory().unwrap();
+fn corrections_are_hidden_unless_asked_and_invisible_before_their_tx() -> TestResult {
+    let store = Store::in_memory()?;
     let id = "system_prompt:s";
-    let r1 = store
-        .transact(
-            vec![Op::put_at(prompt("s", "a"), day(1), None)],
-            Origin::Cli,
-        )
-        .unwrap();
-    let r2 = store
-        .transact(
-            vec![Op::put_at(prompt("s", "b"), day(1), None)],
-            Origin::Cli,
-        )
-        .unwrap();
-    let plain = store.history(id, HistoryQuery::default()).unwrap();
+    let r1 = store.transact(
+        vec![Op::put_at(prompt("s", "a")?, day(1)?, None)],
+        Origin::Cli,
+    )?;
+    let r2 = store.transact(
+        vec![Op::put_at(prompt("s", "b")?, day(1)?, None)],
+        Origin::Cli,
+    )?;
+    let plain = store.history(id, HistoryQuery::default())?;
     assert_eq!(plain.len(), 1);
     assert_eq!(plain[0].tx_id, r2.tx_id);
-    let all = store
-        .history(
-            id,
-            HistoryQuery {
-                with_corrections: true,
-                order: Order::TxDesc,
-                ..HistoryQuery::default()
-            },
-        )
-        .unwrap();
+    let all = store.history(
+        id,
+        HistoryQuery {
+            with_corrections: true,
+            order: Order::TxDesc,
+            ..HistoryQuery::default()
+        },
+    )?;
     assert_eq!(
         all.iter().map(|v| v.tx_id).collect::<Vec<_>>(),
         vec![r2.tx_id, r1.tx_id]
     );
     let before = store
-        .as_of(id, Some(day(2)), Some(r1.tx_id))
-        .unwrap()
-        .unwrap();
-    assert_eq!(before.object.unwrap().content(), Some("a"));
-    let before_any = store.as_of(id, Some(day(2)), Some(TxId(0))).unwrap();
+        .as_of(id, Some(day(2)?), Some(r1.tx_id))?
+        .ok_or("no version visible")?;
+    assert_eq!(before.object.ok_or("a tombstone")?.content(), Some("a"));
+    let before_any = store.as_of(id, Some(day(2)?), Some(TxId(0)))?;
     assert!(before_any.is_none());
+    Ok(())
 }
 
 #[test]
-fn bad_input_gets_precise_errors() {
-    let store = Store::in_memory().unwrap();
-    let unknown = store.get("toolcall:nope").unwrap_err();
+fn bad_input_gets_precise_errors() -> TestResult {
+    let store = Store::in_memory()?;
+    let unknown = error_of(store.get("toolcall:nope"))?;
     assert!(matches!(unknown, Error::NotFound { .. }), "{unknown}");
     assert!(unknown.to_string().contains("toolcall:nope"));
     for op in [
@@ -328,7 +323,7 @@ fn bad_input_gets_precise_errors() {
             entity: "toolcall:nope".into(),
         },
     ] {
-        let err = store.transact(vec![op], Origin::Cli).unwrap_err();
+        let err = error_of(store.transact(vec![op], Origin::Cli))?;
         assert!(matches!(err, Error::NotFound { .. }), "{err}");
     }
     assert!(
@@ -337,30 +332,26 @@ fn bad_input_gets_precise_errors() {
             .is_err()
     );
 
-    let empty = store.transact(vec![], Origin::Cli).unwrap_err();
+    let empty = error_of(store.transact(vec![], Origin::Cli))?;
     assert!(empty.to_string().contains("at least one op"), "{empty}");
-    let twice = store
-        .transact(
-            vec![Op::put(prompt("s", "a")), Op::put(prompt("s", "b"))],
-            Origin::Cli,
-        )
-        .unwrap_err();
+    let twice = error_of(store.transact(
+        vec![Op::put(prompt("s", "a")?), Op::put(prompt("s", "b")?)],
+        Origin::Cli,
+    ))?;
     assert!(twice.to_string().contains("system_prompt:s"), "{twice}");
     assert!(twice.to_string().contains("two ops"), "{twice}");
 
     for bad in ["1969-12-31T23:59:59.999999Z", "+10000-01-01T00:00:00Z"] {
-        let err = bad.parse::<Timestamp>().unwrap_err();
+        let err = error_of(bad.parse::<Timestamp>())?;
         assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
         assert!(err.to_string().contains("1970"), "{err}");
     }
     assert!(Timestamp::from_micros(-1).is_err());
 
-    let backwards = store
-        .transact(
-            vec![Op::put_at(prompt("s", "a"), day(5), Some(day(5)))],
-            Origin::Cli,
-        )
-        .unwrap_err();
+    let backwards = error_of(store.transact(
+        vec![Op::put_at(prompt("s", "a")?, day(5)?, Some(day(5)?))],
+        Origin::Cli,
+    ))?;
     assert!(backwards.to_string().contains("not after"), "{backwards}");
 
     let bin = Object::file_bytes(
@@ -369,49 +360,43 @@ fn bad_input_gets_precise_errors() {
             path: "/b.bin".into(),
         },
         vec![0xff, 1],
-    )
-    .unwrap();
+    )?;
     let mut put = Put::new(bin);
     put.bytes = Some(vec![0xff, 2]);
-    let wrong = store
-        .transact(vec![Op::Put(Box::new(put))], Origin::Cli)
-        .unwrap_err();
+    let wrong = error_of(store.transact(vec![Op::Put(Box::new(put))], Origin::Cli))?;
     assert!(wrong.to_string().contains("file_hash"), "{wrong}");
 
     // Nothing of the failed transactions was written.
-    assert_eq!(store.stats().unwrap().transactions, 0);
-    assert_eq!(store.stats().unwrap().blobs, 0);
+    assert_eq!(store.stats()?.transactions, 0);
+    assert_eq!(store.stats()?.blobs, 0);
+    Ok(())
 }
 
 #[test]
-fn a_failed_match_aborts_the_whole_transaction() {
-    let store = Store::in_memory().unwrap();
-    let a = prompt("a", "one");
-    store
-        .transact(
-            vec![
-                Op::Match {
-                    entity: a.id().into(),
-                    expected: None,
-                },
-                Op::put(a.clone()),
-            ],
-            Origin::Session,
-        )
-        .unwrap();
+fn a_failed_match_aborts_the_whole_transaction() -> TestResult {
+    let store = Store::in_memory()?;
+    let a = prompt("a", "one")?;
+    store.transact(
+        vec![
+            Op::Match {
+                entity: a.id().into(),
+                expected: None,
+            },
+            Op::put(a.clone()),
+        ],
+        Origin::Session,
+    )?;
     let stale = Hash([9; 32]);
-    let err = store
-        .transact(
-            vec![
-                Op::put(prompt("b", "two")),
-                Op::Match {
-                    entity: a.id().into(),
-                    expected: Some(stale),
-                },
-            ],
-            Origin::Session,
-        )
-        .unwrap_err();
+    let err = error_of(store.transact(
+        vec![
+            Op::put(prompt("b", "two")?),
+            Op::Match {
+                entity: a.id().into(),
+                expected: Some(stale),
+            },
+        ],
+        Origin::Session,
+    ))?;
     match &err {
         Error::Conflict {
             entity,
@@ -425,18 +410,16 @@ fn a_failed_match_aborts_the_whole_transaction() {
         other => panic!("{other}"),
     }
     assert!(store.get("system_prompt:b").is_err(), "b must not exist");
-    store
-        .transact(
-            vec![
-                Op::Match {
-                    entity: a.id().into(),
-                    expected: Some(*a.object_hash()),
-                },
-                Op::put(prompt("a", "two")),
-            ],
-            Origin::Session,
-        )
-        .unwrap();
+    store.transact(
+        vec![
+            Op::Match {
+                entity: a.id().into(),
+                expected: Some(*a.object_hash()),
+            },
+            Op::put(prompt("a", "two")?),
+        ],
+        Origin::Session,
+    )?;
     // A type clash on an id is a conflict too.
     let clash = Object::session(strata::object::SessionFields {
         session_id: "x".into(),
@@ -446,85 +429,73 @@ fn a_failed_match_aborts_the_whole_transaction() {
         metadata_pool: vec![],
         active_set: vec![],
         pinned_set: vec![],
-    })
-    .unwrap();
-    store
-        .transact(vec![Op::put(clash)], Origin::Session)
-        .unwrap();
+    })?;
+    store.transact(vec![Op::put(clash)], Origin::Session)?;
+    Ok(())
 }
 
 #[test]
-fn mtime_clamped_stays_between_the_previous_version_and_tx_time() {
-    let store = Store::in_memory().unwrap();
-    let f1 = file("/m.txt", "1");
+fn mtime_clamped_stays_between_the_previous_version_and_tx_time() -> TestResult {
+    let store = Store::in_memory()?;
+    let f1 = file("/m.txt", "1")?;
     let mut put = Put::new(f1.clone());
     put.valid_from = ValidFrom::MtimeClamped(Timestamp::saturating_from_micros(-5_000_000));
-    store
-        .transact(vec![Op::Put(Box::new(put))], Origin::Watcher)
-        .unwrap();
-    let v1 = store.get(f1.id()).unwrap().unwrap().info;
+    store.transact(vec![Op::Put(Box::new(put))], Origin::Watcher)?;
+    let v1 = store.get(f1.id())?.ok_or("no current version")?.info;
     assert_eq!(v1.valid_from, Timestamp::MIN);
 
-    let mut put = Put::new(file("/m.txt", "2"));
-    put.valid_from = ValidFrom::MtimeClamped(t("2020-01-01T00:00:00Z"));
-    store
-        .transact(vec![Op::Put(Box::new(put))], Origin::Watcher)
-        .unwrap();
-    let mut put = Put::new(file("/m.txt", "3"));
-    put.valid_from = ValidFrom::MtimeClamped(t("2019-01-01T00:00:00Z"));
-    store
-        .transact(vec![Op::Put(Box::new(put))], Origin::Watcher)
-        .unwrap();
-    let v3 = store.get(f1.id()).unwrap().unwrap().info;
+    let mut put = Put::new(file("/m.txt", "2")?);
+    put.valid_from = ValidFrom::MtimeClamped(t("2020-01-01T00:00:00Z")?);
+    store.transact(vec![Op::Put(Box::new(put))], Origin::Watcher)?;
+    let mut put = Put::new(file("/m.txt", "3")?);
+    put.valid_from = ValidFrom::MtimeClamped(t("2019-01-01T00:00:00Z")?);
+    store.transact(vec![Op::Put(Box::new(put))], Origin::Watcher)?;
+    let v3 = store.get(f1.id())?.ok_or("no current version")?.info;
     assert_eq!(
         v3.valid_from,
-        t("2020-01-01T00:00:00.000001Z"),
+        t("2020-01-01T00:00:00.000001Z")?,
         "after the previous"
     );
-    let mut put = Put::new(file("/m.txt", "4"));
-    put.valid_from = ValidFrom::MtimeClamped(t("9999-01-01T00:00:00Z"));
-    let r4 = store
-        .transact(vec![Op::Put(Box::new(put))], Origin::Watcher)
-        .unwrap();
-    let v4 = store.get(f1.id()).unwrap().unwrap().info;
+    let mut put = Put::new(file("/m.txt", "4")?);
+    put.valid_from = ValidFrom::MtimeClamped(t("9999-01-01T00:00:00Z")?);
+    let r4 = store.transact(vec![Op::Put(Box::new(put))], Origin::Watcher)?;
+    let v4 = store.get(f1.id())?.ok_or("no current version")?.info;
     assert_eq!(v4.valid_from, r4.tx_time, "never after tx time");
-    let history = store.history(f1.id(), HistoryQuery::default()).unwrap();
+    let history = store.history(f1.id(), HistoryQuery::default())?;
     assert_eq!(history.len(), 4);
     assert_eq!(history[2].valid_to, Some(r4.tx_time));
+    Ok(())
 }
 
 #[test]
-fn log_records_ops_and_the_chain_survives_eviction() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path()).unwrap();
-    let keep = file("/keep.txt", "shared");
-    let gone = file("/gone.txt", "shared");
-    let secret = file("/gone2.txt", "secret only here");
-    store
-        .transact(
-            vec![Op::put(keep.clone()), Op::put(gone.clone())],
-            Origin::Indexer,
-        )
-        .unwrap();
-    store
-        .transact(vec![Op::put(secret.clone())], Origin::Indexer)
-        .unwrap();
-    store
-        .transact(vec![Op::delete(gone.id())], Origin::Watcher)
-        .unwrap();
-    let head_before = store.chain_head().unwrap().unwrap();
-    let log = store.log(None, 100).unwrap();
+fn log_records_ops_and_the_chain_survives_eviction() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = Store::create(dir.path())?;
+    let keep = file("/keep.txt", "shared")?;
+    let gone = file("/gone.txt", "shared")?;
+    let secret = file("/gone2.txt", "secret only here")?;
+    store.transact(
+        vec![Op::put(keep.clone()), Op::put(gone.clone())],
+        Origin::Indexer,
+    )?;
+    store.transact(vec![Op::put(secret.clone())], Origin::Indexer)?;
+    store.transact(vec![Op::delete(gone.id())], Origin::Watcher)?;
+    let head_before = store.chain_head()?.ok_or("an empty store")?;
+    let log = store.log(None, 100)?;
     assert_eq!(log.len(), 3);
     assert_eq!(log[0].origin, Origin::Indexer);
     assert_eq!(log[0].ops[1].kind(), Some("put"));
     assert_eq!(log[0].ops[1].entity(), Some(gone.id()));
-    assert_eq!(log[0].ops[0].body.as_ref().unwrap()["type"], "file");
+    assert_eq!(
+        log[0].ops[0].body.as_ref().ok_or("no op body")?["type"],
+        "file"
+    );
     assert_eq!(log[2].ops[0].kind(), Some("delete"));
     assert_eq!(log[2].chain, head_before.1);
-    assert_eq!(store.log(Some(TxId(1)), 1).unwrap()[0].tx_id, TxId(2));
+    assert_eq!(store.log(Some(TxId(1)), 1)?[0].tx_id, TxId(2));
 
-    store.evict(gone.id(), Origin::Cli).unwrap();
-    store.evict(secret.id(), Origin::Cli).unwrap();
+    store.evict(gone.id(), Origin::Cli)?;
+    store.evict(secret.id(), Origin::Cli)?;
     for tx in 0..=5 {
         for id in [gone.id(), secret.id()] {
             assert!(matches!(
@@ -533,46 +504,48 @@ fn log_records_ops_and_the_chain_survives_eviction() {
             ));
         }
     }
-    assert!(
-        store
-            .entity_ids_by_path("fs1", "/gone.txt")
-            .unwrap()
-            .is_empty()
+    assert!(store.entity_ids_by_path("fs1", "/gone.txt")?.is_empty());
+    assert_eq!(
+        store.content(secret.content_hash().ok_or("no content_hash")?)?,
+        None
     );
-    assert_eq!(store.content(secret.content_hash().unwrap()).unwrap(), None);
     assert!(
         store
-            .content(keep.content_hash().unwrap())
-            .unwrap()
+            .content(keep.content_hash().ok_or("no content_hash")?)?
             .is_some()
     );
-    let log = store.log(None, 100).unwrap();
+    let log = store.log(None, 100)?;
     assert!(log[0].ops[1].body.is_none(), "evicted body gone");
     assert!(log[0].ops[0].body.is_some());
     assert!(log[2].ops[0].body.is_none());
     assert_eq!(log[3].ops[0].kind(), Some("evict"));
-    let json = serde_json::to_string(&log.iter().map(|r| r.to_json()).collect::<Vec<_>>()).unwrap();
+    let json = serde_json::to_string(&log.iter().map(|r| r.to_json()).collect::<Vec<_>>())?;
     assert!(!json.contains("secret only here"));
     assert!(!json.contains("/gone2.txt"), "no path of an evicted entity");
     assert_eq!(
         log[2].chain, head_before.1,
         "earlier chain values unchanged"
     );
-    assert_eq!(store.fsck().unwrap(), vec![]);
+    assert_eq!(store.fsck()?, vec![]);
     // The raw file keeps nothing of the evicted content once redb reuses the pages; the
     // tables certainly do not.
-    store.fsck_rebuild().unwrap();
-    assert_eq!(store.fsck().unwrap(), vec![]);
+    store.fsck_rebuild()?;
+    assert_eq!(store.fsck()?, vec![]);
     assert!(store.get(gone.id()).is_err());
     assert_eq!(
-        store.get(keep.id()).unwrap().unwrap().object.as_ref(),
+        store
+            .get(keep.id())?
+            .ok_or("no current version")?
+            .object
+            .as_ref(),
         Some(&keep)
     );
+    Ok(())
 }
 
 #[test]
-fn paths_match_whole_segments() {
-    let store = Store::in_memory().unwrap();
+fn paths_match_whole_segments() -> TestResult {
+    let store = Store::in_memory()?;
     let ops = [
         "/a/b",
         "/a/b/c.txt",
@@ -582,105 +555,85 @@ fn paths_match_whole_segments() {
         "/z.txt",
     ]
     .iter()
-    .map(|p| Op::put(file(p, p)))
-    .collect();
-    store.transact(ops, Origin::Indexer).unwrap();
-    let paths = |prefix: &str| -> Vec<String> {
+    .map(|p| Ok(Op::put(file(p, p)?)))
+    .collect::<TestResult<Vec<Op>>>()?;
+    store.transact(ops, Origin::Indexer)?;
+    let paths = |prefix: &str| -> TestResult<Vec<String>> {
         store
-            .entity_ids_by_path("fs1", prefix)
-            .unwrap()
+            .entity_ids_by_path("fs1", prefix)?
             .iter()
-            .map(|id| match store.entity(id).unwrap().source.unwrap() {
-                strata::Source::Filesystem(fs) => fs.path,
+            .map(|id| match store.entity(id)?.source.ok_or("no source")? {
+                strata::Source::Filesystem(fs) => Ok(fs.path),
             })
             .collect()
     };
-    assert_eq!(paths("/a/b"), vec!["/a/b", "/a/b/c.txt", "/a/b/d/e.txt"]);
-    assert_eq!(paths("/a/b/"), vec!["/a/b", "/a/b/c.txt", "/a/b/d/e.txt"]);
-    assert_eq!(paths("/").len(), 6);
-    assert!(store.entity_ids_by_path("other", "/").unwrap().is_empty());
+    assert_eq!(paths("/a/b")?, vec!["/a/b", "/a/b/c.txt", "/a/b/d/e.txt"]);
+    assert_eq!(paths("/a/b/")?, vec!["/a/b", "/a/b/c.txt", "/a/b/d/e.txt"]);
+    assert_eq!(paths("/")?.len(), 6);
+    assert!(store.entity_ids_by_path("other", "/")?.is_empty());
+    Ok(())
 }
 
-#[test]
-fn rebuild_from_the_log_gives_the_same_answers() {
-    let store = Store::in_memory().unwrap();
+fn rebuild_from_the_log_gives_the_same_answers(backend: &dyn StoreFactory) -> TestResult {
+    let store = backend.fresh()?;
     for i in 0..20u32 {
         let ops = vec![
-            Op::put_at(prompt("r", &format!("v{}", i % 7)), day(1 + i % 9), None),
+            Op::put_at(prompt("r", &format!("v{}", i % 7))?, day(1 + i % 9)?, None),
             Op::put_at(
-                file(&format!("/r/{}.md", i % 4), &format!("{i}")),
-                day(2),
-                Some(day(20 - i % 5)),
+                file(&format!("/r/{}.md", i % 4), &format!("{i}"))?,
+                day(2)?,
+                Some(day(20 - i % 5)?),
             ),
         ];
-        store.transact(ops, Origin::Indexer).unwrap();
+        store.transact(ops, Origin::Indexer)?;
     }
-    store
-        .transact(vec![Op::delete("system_prompt:r")], Origin::Cli)
-        .unwrap();
-    let ids: Vec<String> = store
-        .live_entities()
-        .unwrap()
-        .into_iter()
-        .map(|e| e.id)
-        .collect();
-    let snapshot = |store: &Store| {
+    store.transact(vec![Op::delete("system_prompt:r")], Origin::Cli)?;
+    let ids: Vec<String> = store.live_entities()?.into_iter().map(|e| e.id).collect();
+    let snapshot = |store: &Store| -> TestResult<Vec<String>> {
         let mut out = Vec::new();
         for id in ids.iter().map(String::as_str).chain(["system_prompt:r"]) {
             out.push(format!(
                 "{:?}",
-                store
-                    .history(
-                        id,
-                        HistoryQuery {
-                            with_corrections: true,
-                            ..Default::default()
-                        }
-                    )
-                    .unwrap()
+                store.history(
+                    id,
+                    HistoryQuery {
+                        with_corrections: true,
+                        ..Default::default()
+                    }
+                )?
             ));
             for tx in 0..22 {
                 for d in 0..22 {
-                    let v = store.as_of(id, Some(day(d + 1)), Some(TxId(tx))).unwrap();
+                    let v = store.as_of(id, Some(day(d + 1)?), Some(TxId(tx)))?;
                     out.push(format!("{v:?}"));
                 }
             }
         }
-        out
+        Ok(out)
     };
-    let before = snapshot(&store);
-    store.fsck_rebuild().unwrap();
-    assert_eq!(snapshot(&store), before);
-    assert_eq!(store.fsck().unwrap(), vec![]);
+    let before = snapshot(&store)?;
+    store.fsck_rebuild()?;
+    assert_eq!(snapshot(&store)?, before);
+    assert_eq!(store.fsck()?, vec![]);
+    Ok(())
 }
+backend_tests!(rebuild_from_the_log_gives_the_same_answers: redb_in_memory, redb_on_disk);
 
 #[test]
-fn gc_sweeps_what_no_version_references() {
-    let store = Store::in_memory().unwrap();
-    store
-        .transact(vec![Op::put(prompt("g", "kept"))], Origin::Cli)
-        .unwrap();
-    assert_eq!(store.gc().unwrap(), Default::default());
-    store
-        .transact(vec![Op::put(prompt("h", "evicted"))], Origin::Cli)
-        .unwrap();
-    store.evict("system_prompt:h", Origin::Cli).unwrap();
-    assert_eq!(
-        store.stats().unwrap().blobs,
-        1,
-        "evict swept its own content"
-    );
-    assert_eq!(store.gc().unwrap().blobs_removed, 0);
+fn gc_sweeps_what_no_version_references() -> TestResult {
+    let store = Store::in_memory()?;
+    store.transact(vec![Op::put(prompt("g", "kept")?)], Origin::Cli)?;
+    assert_eq!(store.gc()?, Default::default());
+    store.transact(vec![Op::put(prompt("h", "evicted")?)], Origin::Cli)?;
+    store.evict("system_prompt:h", Origin::Cli)?;
+    assert_eq!(store.stats()?.blobs, 1, "evict swept its own content");
+    assert_eq!(store.gc()?.blobs_removed, 0);
+    Ok(())
 }
 
-/// Finds `needle` in `haystack`.
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-#[test]
-fn a_flipped_byte_in_a_blob_is_found_by_fsck() {
-    let dir = tempfile::tempdir().unwrap();
+/// A bit flipped on disk inside raw bytes a put kept: fsck names that blob, and only it.
+fn a_flipped_byte_in_a_blob_is_found_by_fsck(backend: &dyn DurableFactory) -> TestResult {
+    let place = tempfile::tempdir()?;
     // Incompressible bytes, so that they are stored as given.
     let mut bytes: Vec<u8> = (0..100u32)
         .flat_map(|i| sha256(&i.to_le_bytes()).0)
@@ -692,46 +645,41 @@ fn a_flipped_byte_in_a_blob_is_found_by_fsck() {
             path: "/blob.bin".into(),
         },
         bytes.clone(),
-    )
-    .unwrap();
+    )?;
     {
-        let store = Store::create(dir.path()).unwrap();
+        let store = backend.open(place.path())?;
         let mut put = Put::new(bin.clone());
         put.bytes = Some(bytes.clone());
-        store
-            .transact(vec![Op::Put(Box::new(put))], Origin::Cli)
-            .unwrap();
-        assert!(store.fsck().unwrap().is_empty());
+        store.transact(vec![Op::Put(Box::new(put))], Origin::Cli)?;
+        assert!(store.fsck()?.is_empty());
     }
-    let copy = tempfile::tempdir().unwrap();
-    let mut raw = std::fs::read(dir.path().join("store.redb")).unwrap();
-    let at = find(&raw, &bytes[1000..1064]).expect("blob bytes are in the file");
-    raw[at + 10] ^= 0x40;
-    std::fs::write(copy.path().join("store.redb"), raw).unwrap();
-    let store = Store::open(copy.path()).unwrap();
-    let findings = store.fsck().unwrap();
+    backend.corrupt(place.path(), &bytes[1000..1064])?;
+    let store = backend.open(place.path())?;
+    let findings = store.fsck()?;
     assert_eq!(findings.len(), 1, "{findings:?}");
     assert_eq!(findings[0].kind, "blob_hash");
-    assert_eq!(findings[0].subject, bin.file_hash().unwrap().to_hex());
+    assert_eq!(
+        findings[0].subject,
+        bin.file_hash().ok_or("no file_hash")?.to_hex()
+    );
+    Ok(())
 }
+backend_tests!(a_flipped_byte_in_a_blob_is_found_by_fsck: redb_on_disk);
 
 #[test]
-fn another_format_version_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    drop(Store::create(dir.path()).unwrap());
+fn another_format_version_is_refused() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    drop(Store::create(dir.path())?);
     {
-        let db = redb::Database::open(dir.path().join("store.redb")).unwrap();
-        let tx = db.begin_write().unwrap();
+        let db = redb::Database::open(dir.path().join("store.redb"))?;
+        let tx = db.begin_write()?;
         {
-            let mut meta = tx
-                .open_table(redb::TableDefinition::<&str, &[u8]>::new("meta"))
-                .unwrap();
-            meta.insert("format_version", 99u32.to_le_bytes().as_slice())
-                .unwrap();
+            let mut meta = tx.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta"))?;
+            meta.insert("format_version", 99u32.to_le_bytes().as_slice())?;
         }
-        tx.commit().unwrap();
+        tx.commit()?;
     }
-    let err = Store::open(dir.path()).unwrap_err();
+    let err = error_of(Store::open(dir.path()))?;
     assert!(
         matches!(
             err,
@@ -743,77 +691,29 @@ fn another_format_version_is_refused() {
         ),
         "{err}"
     );
-    let missing = Store::open(dir.path().join("nope")).unwrap_err();
+    let missing = error_of(Store::open(dir.path().join("nope")))?;
     assert!(matches!(missing, Error::NotFound { .. }), "{missing}");
     assert!(
         Store::create(dir.path()).is_err(),
         "create refuses an existing store"
     );
+    Ok(())
 }
 
-/// Runs this test binary as a child in `mode` on store `dir`, its stdout piped.
-fn spawn_child(mode: &str, dir: &std::path::Path) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "store::child_process",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("STRATA_TEST_CHILD", mode)
-        .env("STRATA_TEST_STORE", dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-/// Not a test by itself: the body of the child processes of the lock and crash tests, run only
-/// when `STRATA_TEST_CHILD` is set. `hold` opens the store and waits; `write` commits
-/// transactions in a loop and prints `ack N` after each returns.
 #[test]
-fn child_process() {
-    let Ok(mode) = std::env::var("STRATA_TEST_CHILD") else {
-        return;
-    };
-    let dir = std::env::var("STRATA_TEST_STORE").unwrap();
-    let store = Store::open_or_create(&dir).unwrap();
-    match mode.as_str() {
-        "hold" => {
-            println!("ready");
-            std::thread::sleep(Duration::from_secs(60));
+fn a_second_process_gets_store_locked_and_a_stale_lock_never_blocks() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    drop(Store::create(dir.path())?);
+    let (mut child, lines) = spawn_child(ChildMode::Hold, &redb_on_disk()?, dir.path())?;
+    let mut ready = false;
+    for line in lines {
+        if line?.ends_with("ready") {
+            ready = true;
+            break;
         }
-        "write" => {
-            for i in 0u64.. {
-                let big: String = (0..(i % 7) * 900)
-                    .map(|j| char::from(b'a' + ((i + j) % 26) as u8))
-                    .collect();
-                let ops = vec![
-                    Op::put(file(
-                        &format!("/crash/{}.txt", i % 50),
-                        &format!("{i} {big}"),
-                    )),
-                    Op::put(prompt("crash", &format!("turn {i}"))),
-                ];
-                let r = store
-                    .transact(ops, Origin::Other("crash-test".into()))
-                    .unwrap();
-                println!("ack {}", r.tx_id.0);
-            }
-        }
-        other => panic!("unknown child mode {other}"),
     }
-}
-
-#[test]
-fn a_second_process_gets_store_locked_and_a_stale_lock_never_blocks() {
-    let dir = tempfile::tempdir().unwrap();
-    drop(Store::create(dir.path()).unwrap());
-    let mut child = spawn_child("hold", dir.path());
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    // libtest prints "test store::child_process ... " before the child's own output.
-    assert!(lines.any(|l| l.unwrap().ends_with("ready")));
-    let err = Store::open(dir.path()).unwrap_err();
+    assert!(ready, "the child never held the store");
+    let err = error_of(Store::open(dir.path()))?;
     match &err {
         Error::StoreLocked { path, holder } => {
             assert_eq!(path, &dir.path().join("store.redb"));
@@ -822,47 +722,49 @@ fn a_second_process_gets_store_locked_and_a_stale_lock_never_blocks() {
         other => panic!("{other}"),
     }
     assert!(err.to_string().contains("store.redb"), "{err}");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill()?;
+    child.wait()?;
     assert!(
         dir.path().join("store.lock").exists(),
         "stale lock file left by SIGKILL"
     );
-    let store = Store::open(dir.path()).unwrap();
-    let lock = std::fs::read_to_string(dir.path().join("store.lock")).unwrap();
+    let store = Store::open(dir.path())?;
+    let lock = std::fs::read_to_string(dir.path().join("store.lock"))?;
     assert!(
         lock.contains(&format!("pid={}", std::process::id())),
         "{lock}"
     );
     drop(store);
+    Ok(())
 }
 
-#[test]
-fn sigkill_loses_no_acknowledged_transaction() {
-    let dir = tempfile::tempdir().unwrap();
-    drop(Store::create(dir.path()).unwrap());
+/// A child process writing transactions is killed (SIGKILL) at a pseudo-random moment, twenty
+/// times over one store: every transaction it acknowledged is there when the store is opened
+/// again, readable at its own tx, and fsck is clean.
+fn sigkill_loses_no_acknowledged_transaction(backend: &dyn DurableFactory) -> TestResult {
+    let place = tempfile::tempdir()?;
+    drop(backend.open(place.path())?);
     let mut acked_max = 0;
     for round in 0..20u64 {
-        let mut child = spawn_child("write", dir.path());
-        let stdout = child.stdout.take().unwrap();
+        let (mut child, lines) = spawn_child(ChildMode::Write, backend, place.path())?;
         let reader = std::thread::spawn(move || {
             let mut acks = Vec::new();
-            for line in BufReader::new(stdout).lines() {
+            for line in lines {
                 let Ok(line) = line else { break };
                 if let Some(n) = line.split("ack ").nth(1) {
-                    acks.push(n.parse::<u64>().unwrap());
+                    acks.push(n.parse::<u64>()?);
                 }
             }
-            acks
+            TestResult::Ok(acks)
         });
         // A pseudo-random moment: between 30 and 230 ms after the start.
         let wait = 30 + (round * 7919 + 13) % 200;
         std::thread::sleep(Duration::from_millis(wait));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let acks = reader.join().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let head = store.chain_head().unwrap().map_or(0, |(tx, _)| tx.0);
+        child.kill()?;
+        child.wait()?;
+        let acks = reader.join().map_err(|_| "the reader thread panicked")??;
+        let store = backend.open(place.path())?;
+        let head = store.chain_head()?.map_or(0, |(tx, _)| tx.0);
         if let Some(&last) = acks.last() {
             assert!(
                 head >= last,
@@ -871,28 +773,32 @@ fn sigkill_loses_no_acknowledged_transaction() {
             acked_max = last;
         }
         for &tx in acks.iter().rev().take(3) {
-            let record = &store.log(Some(TxId(tx - 1)), 1).unwrap()[0];
+            let record = &store.log(Some(TxId(tx - 1)), 1)?[0];
             assert_eq!(record.tx_id, TxId(tx));
             let prompt = store
-                .as_of("system_prompt:crash", None, Some(TxId(tx)))
-                .unwrap()
-                .unwrap();
+                .as_of("system_prompt:crash", None, Some(TxId(tx)))?
+                .ok_or("no version visible")?;
             assert!(prompt.object.is_some());
         }
-        assert_eq!(store.fsck().unwrap(), vec![], "round {round}");
+        assert_eq!(store.fsck()?, vec![], "round {round}");
     }
     assert!(acked_max > 0, "the children acknowledged something");
+    Ok(())
 }
+backend_tests!(sigkill_loses_no_acknowledged_transaction: redb_on_disk);
 
 #[test]
-fn hash_of_bytes_is_the_blob_key() {
-    let store = Store::in_memory().unwrap();
-    let f = file("/k.txt", "key me");
-    store.transact(vec![Op::put(f)], Origin::Cli).unwrap();
+fn hash_of_bytes_is_the_blob_key() -> TestResult {
+    let store = Store::in_memory()?;
+    let f = file("/k.txt", "key me")?;
+    store.transact(vec![Op::put(f)], Origin::Cli)?;
     assert_eq!(
-        store.content(&sha256(b"key me")).unwrap().unwrap(),
+        store
+            .content(&sha256(b"key me"))?
+            .ok_or("no stored content")?,
         b"key me"
     );
+    Ok(())
 }
 
 /// Turn `n` of a test chat: ~200 characters of hex that zstd cannot shrink to nothing.
@@ -912,156 +818,164 @@ fn chat_turn(n: usize) -> strata::object::Turn {
 }
 
 /// (blobs, documents, stored bytes) of `store`: all zero once everything is evicted.
-fn stored_counts(store: &Store) -> (u64, u64, u64) {
-    let stats = store.stats().unwrap();
-    (stats.blobs, stats.documents, stats.stored_bytes)
+fn stored_counts(store: &Store) -> TestResult<(u64, u64, u64)> {
+    let stats = store.stats()?;
+    Ok((stats.blobs, stats.documents, stats.stored_bytes))
 }
 
 /// The content of chat `id` as of transaction `tx`.
-fn transcript_at(store: &Store, id: &str, tx: TxId) -> String {
-    let v = store.as_of(id, None, Some(tx)).unwrap().unwrap();
-    v.object.unwrap().content().unwrap().to_string()
+fn transcript_at(store: &Store, id: &str, tx: TxId) -> TestResult<String> {
+    let v = store
+        .as_of(id, None, Some(tx))?
+        .ok_or("no version visible")?;
+    let object = v.object.ok_or("a tombstone")?;
+    Ok(object.content().ok_or("no content")?.to_string())
 }
 
+/// A chat of `STRATA_TRANSCRIPT_TURNS` turns (default 60; 300 for a thorough run) committed a
+/// turn at a time on disk, then a fork sharing its first third: a commit stores less than 15
+/// turns' worth of transcript (a twentieth of the whole chat at 300 turns) however long the chat.
 #[test]
-fn a_growing_chat_transcript_costs_its_new_turns_not_the_whole_chat() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path()).unwrap();
-    let turns: Vec<_> = (0..300).map(chat_turn).collect();
+fn a_growing_chat_transcript_costs_its_new_turns_not_the_whole_chat() -> TestResult {
+    let count = env_count("STRATA_TRANSCRIPT_TURNS", 60)?.max(3);
+    let n = usize::try_from(count)?;
+    let dir = tempfile::tempdir()?;
+    let store = Store::create(dir.path())?;
+    let turns: Vec<_> = (0..n).map(chat_turn).collect();
     let mut txs = Vec::new();
     let mut per_commit = Vec::new();
+    let mut stored = store.stats()?.stored_bytes;
     for k in 1..=turns.len() {
-        let chat = Object::chat("one", turns[..k].to_vec()).unwrap();
-        let before = store.stats().unwrap().stored_bytes;
-        txs.push(
-            store
-                .transact(vec![Op::put(chat)], Origin::Session)
-                .unwrap()
-                .tx_id,
-        );
-        per_commit.push(store.stats().unwrap().stored_bytes - before);
+        let chat = Object::chat("one", turns[..k].to_vec())?;
+        txs.push(store.transact(vec![Op::put(chat)], Origin::Session)?.tx_id);
+        let now = store.stats()?.stored_bytes;
+        per_commit.push(now - stored);
+        stored = now;
     }
     let whole = strata::object::transcript(&turns).len() as u64;
-    let late = &mut per_commit[200..].to_vec();
+    let late = &mut per_commit[2 * n / 3..].to_vec();
     late.sort_unstable();
     let median = late[late.len() / 2];
     assert!(
-        median * 20 < whole,
-        "a commit of one turn stores {median} bytes; the transcript is {whole}"
+        median * 20 * u64::from(count) < whole * 300,
+        "a commit of one turn stores {median} bytes; the transcript of {n} turns is {whole}"
     );
     // Every version reads back whole, as of its own transaction.
-    for (k, tx) in txs.iter().enumerate().step_by(13).chain([(299, &txs[299])]) {
+    for (k, tx) in txs
+        .iter()
+        .enumerate()
+        .step_by(13)
+        .chain([(n - 1, &txs[n - 1])])
+    {
         assert_eq!(
-            transcript_at(&store, "chat:one", *tx),
+            transcript_at(&store, "chat:one", *tx)?,
             strata::object::transcript(&turns[..=k]),
             "version {k}"
         );
     }
-    assert_eq!(store.fsck().unwrap(), vec![]);
-    assert_eq!(store.gc().unwrap(), Default::default());
+    assert_eq!(store.fsck()?, vec![]);
+    assert_eq!(store.gc()?, Default::default());
 
-    // A second chat sharing the first 100 turns shares their blobs, then diverges; evicting the
-    // first chat leaves every version of the second readable, and evicting both leaves nothing.
-    let mut other: Vec<_> = turns[..100].to_vec();
-    other.extend((1000..1100).map(chat_turn));
+    // A second chat sharing the first third of the turns shares their blobs, then diverges as
+    // many turns; evicting the first chat leaves every version of the second readable, and
+    // evicting both leaves nothing.
+    let mut other: Vec<_> = turns[..n / 3].to_vec();
+    other.extend((1000..1000 + n / 3).map(chat_turn));
     let mut other_txs = Vec::new();
     for k in 1..=other.len() {
-        let chat = Object::chat("one", other[..k].to_vec()).unwrap();
+        let chat = Object::chat("one", other[..k].to_vec())?;
         // Same session ref, another entity id: a chat of a forked session.
         other_txs.push(
             store
-                .transact(vec![chat_as("chat:two", &chat)], Origin::Session)
-                .unwrap()
+                .transact(vec![chat_as("chat:two", &chat)?], Origin::Session)?
                 .tx_id,
         );
     }
-    store.evict("chat:one", Origin::Cli).unwrap();
+    store.evict("chat:one", Origin::Cli)?;
     for (k, tx) in other_txs.iter().enumerate().step_by(7) {
         assert_eq!(
-            transcript_at(&store, "chat:two", *tx),
+            transcript_at(&store, "chat:two", *tx)?,
             strata::object::transcript(&other[..=k]),
             "version {k}"
         );
     }
-    assert_eq!(store.fsck().unwrap(), vec![]);
-    assert_eq!(store.gc().unwrap(), Default::default());
-    store.evict("chat:two", Origin::Cli).unwrap();
+    assert_eq!(store.fsck()?, vec![]);
+    assert_eq!(store.gc()?, Default::default());
+    store.evict("chat:two", Origin::Cli)?;
     assert_eq!(
-        store.stats().unwrap().blobs,
+        store.stats()?.blobs,
         0,
         "evict released every suffix and base"
     );
-    assert_eq!(store.fsck().unwrap(), vec![]);
-    assert_eq!(store.gc().unwrap(), Default::default());
+    assert_eq!(store.fsck()?, vec![]);
+    assert_eq!(store.gc()?, Default::default());
+    Ok(())
 }
 
 #[test]
-fn a_big_change_starts_a_new_delta_chain_so_later_commits_stay_small() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path()).unwrap();
+fn a_big_change_starts_a_new_delta_chain_so_later_commits_stay_small() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = Store::create(dir.path())?;
     let turns: Vec<_> = (0..200).map(chat_turn).collect();
-    let put = |k: usize| -> u64 {
-        let before = store.stats().unwrap().stored_bytes;
-        let chat = Object::chat("big", turns[..k].to_vec()).unwrap();
-        store
-            .transact(vec![Op::put(chat)], Origin::Session)
-            .unwrap();
-        store.stats().unwrap().stored_bytes - before
+    let put = |k: usize| -> TestResult<u64> {
+        let before = store.stats()?.stored_bytes;
+        let chat = Object::chat("big", turns[..k].to_vec())?;
+        store.transact(vec![Op::put(chat)], Origin::Session)?;
+        Ok(store.stats()?.stored_bytes - before)
     };
     for k in 1..=100 {
-        put(k);
+        put(k)?;
     }
     // Twenty turns at once, a sixth of the chat: stored whole (document and transcript), so that
     // the deltas of the powers of two on the old chain's start do not carry it again.
     let whole = strata::object::transcript(&turns[..120]).len() as u64;
-    let big = put(120);
+    let big = put(120)?;
     assert!(
         big > whole,
         "the big commit stored {big} bytes; the transcript is {whole}"
     );
-    let later: Vec<u64> = (121..=160).map(put).collect();
-    let largest = later.iter().copied().max().unwrap();
+    let later = (121..=160).map(put).collect::<TestResult<Vec<u64>>>()?;
+    let largest = later.iter().copied().max().ok_or("empty")?;
     // The largest later commit is the delta of 32 turns at the first power of two of the new
     // chain: the twenty turns of the big commit are in its base, not in that delta.
     assert!(
         largest * 3 < big,
         "a later one-turn commit stored {largest} bytes; the big one {big}"
     );
-    let v = store.get("chat:big").unwrap().unwrap();
+    let v = store.get("chat:big")?.ok_or("no current version")?;
     assert_eq!(
-        v.object.unwrap().content().unwrap(),
+        v.object
+            .ok_or("a tombstone")?
+            .content()
+            .ok_or("no content")?,
         strata::object::transcript(&turns[..160])
     );
-    assert_eq!(store.fsck().unwrap(), vec![]);
+    assert_eq!(store.fsck()?, vec![]);
+    Ok(())
 }
 
 /// `chat` stored under the entity id `id` (a chat of a forked session, written by a raw put).
-fn chat_as(id: &str, chat: &Object) -> Op {
-    Op::Put(Box::new(Put::new(
-        Object::from_parts(
-            Some(id),
-            None,
-            None,
-            chat.content().map(str::to_string),
-            chat.fields().clone(),
-            None,
-        )
-        .unwrap(),
-    )))
+fn chat_as(id: &str, chat: &Object) -> TestResult<Op> {
+    Ok(Op::Put(Box::new(Put::new(Object::from_parts(
+        Some(id),
+        None,
+        None,
+        chat.content().map(str::to_string),
+        chat.fields().clone(),
+        None,
+    )?))))
 }
 
 #[test]
-fn evicting_a_chat_leaves_nothing_of_it_when_a_fork_is_based_on_its_records() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path()).unwrap();
+fn evicting_a_chat_leaves_nothing_of_it_when_a_fork_is_based_on_its_records() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = Store::create(dir.path())?;
     let turns: Vec<_> = (0..40).map(chat_turn).collect();
     let mut parent_contents = Vec::new();
     for k in 1..=30 {
-        let chat = Object::chat("p", turns[..k].to_vec()).unwrap();
-        parent_contents.push(*chat.content_hash().unwrap());
-        store
-            .transact(vec![Op::put(chat)], Origin::Session)
-            .unwrap();
+        let chat = Object::chat("p", turns[..k].to_vec())?;
+        parent_contents.push(*chat.content_hash().ok_or("no content_hash")?);
+        store.transact(vec![Op::put(chat)], Origin::Session)?;
     }
     // The fork starts with the parent's 30-turn chat in one put (its document and transcript
     // are the parent's), then grows on its own: its records are based on the parent's.
@@ -1070,19 +984,18 @@ fn evicting_a_chat_leaves_nothing_of_it_when_a_fork_is_based_on_its_records() {
     let mut child_contents = Vec::new();
     let mut child_txs = Vec::new();
     for k in 30..=child.len() {
-        let chat = Object::chat("p", child[..k].to_vec()).unwrap();
-        child_contents.push(*chat.content_hash().unwrap());
+        let chat = Object::chat("p", child[..k].to_vec())?;
+        child_contents.push(*chat.content_hash().ok_or("no content_hash")?);
         child_txs.push(
             store
-                .transact(vec![chat_as("chat:fork", &chat)], Origin::Session)
-                .unwrap()
+                .transact(vec![chat_as("chat:fork", &chat)?], Origin::Session)?
                 .tx_id,
         );
     }
-    store.evict("chat:p", Origin::Cli).unwrap();
+    store.evict("chat:p", Origin::Cli)?;
     for (k, tx) in child_txs.iter().enumerate() {
         assert_eq!(
-            transcript_at(&store, "chat:fork", *tx),
+            transcript_at(&store, "chat:fork", *tx)?,
             strata::object::transcript(&child[..30 + k]),
             "version {k} of the fork"
         );
@@ -1090,98 +1003,91 @@ fn evicting_a_chat_leaves_nothing_of_it_when_a_fork_is_based_on_its_records() {
     for (k, hash) in parent_contents.iter().enumerate() {
         if !child_contents.contains(hash) {
             assert!(
-                store.content(&Hash(hash.0)).unwrap().is_none(),
+                store.content(&Hash(hash.0))?.is_none(),
                 "the transcript of the evicted chat's version {k} still answers"
             );
         }
     }
-    assert_eq!(store.fsck().unwrap(), vec![]);
-    assert_eq!(store.gc().unwrap(), Default::default());
-    store.fsck_rebuild().unwrap();
-    let v = store.get("chat:fork").unwrap().unwrap();
+    assert_eq!(store.fsck()?, vec![]);
+    assert_eq!(store.gc()?, Default::default());
+    store.fsck_rebuild()?;
+    let v = store.get("chat:fork")?.ok_or("no current version")?;
     assert_eq!(
-        v.object.unwrap().content().unwrap(),
+        v.object
+            .ok_or("a tombstone")?
+            .content()
+            .ok_or("no content")?,
         strata::object::transcript(&child)
     );
-    store.evict("chat:fork", Origin::Cli).unwrap();
-    assert_eq!(store.stats().unwrap().blobs, 0);
-    assert_eq!(store.fsck().unwrap(), vec![]);
+    store.evict("chat:fork", Origin::Cli)?;
+    assert_eq!(store.stats()?.blobs, 0);
+    assert_eq!(store.fsck()?, vec![]);
+    Ok(())
 }
 
 /// The entities named by the op bodies (other than evictions) the log still holds.
-fn logged_entities(store: &Store) -> Vec<String> {
+fn logged_entities(store: &Store) -> TestResult<Vec<String>> {
     let mut out = Vec::new();
-    for record in store.log(None, usize::MAX).unwrap() {
+    for record in store.log(None, usize::MAX)? {
         for op in record.ops {
             if op.kind() == Some("evict") {
                 continue;
             }
             if let Some(body) = op.body {
-                out.push(body["entity"].as_str().unwrap().to_string());
+                let entity = body["entity"].as_str().ok_or("a body without entity")?;
+                out.push(entity.to_string());
             }
         }
     }
-    out
+    Ok(out)
 }
 
 #[test]
-fn evict_removes_a_match_on_absence_made_before_the_entity_existed() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path()).unwrap();
+fn evict_removes_a_match_on_absence_made_before_the_entity_existed() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = Store::create(dir.path())?;
     let absent = |id: &str| Op::Match {
         entity: id.into(),
         expected: None,
     };
     // A session's first commit: "absent" then the put, in one transaction.
-    store
-        .transact(
-            vec![absent("system_prompt:a"), Op::put(prompt("a", "one"))],
-            Origin::Session,
-        )
-        .unwrap();
+    store.transact(
+        vec![absent("system_prompt:a"), Op::put(prompt("a", "one")?)],
+        Origin::Session,
+    )?;
     // An absence checked in a transaction before the one that creates the entity.
-    store
-        .transact(
-            vec![absent("system_prompt:b"), Op::put(prompt("x", "x"))],
-            Origin::Cli,
-        )
-        .unwrap();
-    store
-        .transact(vec![Op::put(prompt("b", "two"))], Origin::Cli)
-        .unwrap();
-    store
-        .transact(vec![Op::put(prompt("c", "three"))], Origin::Cli)
-        .unwrap();
+    store.transact(
+        vec![absent("system_prompt:b"), Op::put(prompt("x", "x")?)],
+        Origin::Cli,
+    )?;
+    store.transact(vec![Op::put(prompt("b", "two")?)], Origin::Cli)?;
+    store.transact(vec![Op::put(prompt("c", "three")?)], Origin::Cli)?;
     let kept = store
-        .get("system_prompt:x")
-        .unwrap()
-        .unwrap()
+        .get("system_prompt:x")?
+        .ok_or("no current version")?
         .info
         .object_hash;
-    store.evict("system_prompt:a", Origin::Cli).unwrap();
-    store.evict("system_prompt:b", Origin::Cli).unwrap();
+    store.evict("system_prompt:a", Origin::Cli)?;
+    store.evict("system_prompt:b", Origin::Cli)?;
     // A match after the evict in the evict's own transaction (checked before the ops apply).
     let c = store
-        .get("system_prompt:c")
-        .unwrap()
-        .unwrap()
+        .get("system_prompt:c")?
+        .ok_or("no current version")?
         .info
         .object_hash;
-    store
-        .transact(
-            vec![
-                Op::Evict {
-                    entity: "system_prompt:c".into(),
-                },
-                Op::Match {
-                    entity: "system_prompt:c".into(),
-                    expected: c,
-                },
-            ],
-            Origin::Cli,
-        )
-        .unwrap();
-    let logged = logged_entities(&store);
+    store.transact(
+        vec![
+            Op::Evict {
+                entity: "system_prompt:c".into(),
+            },
+            Op::Match {
+                entity: "system_prompt:c".into(),
+                expected: c,
+            },
+        ],
+        Origin::Cli,
+    )?;
+    let logged = logged_entities(&store)?;
     assert!(
         !logged
             .iter()
@@ -1192,26 +1098,26 @@ fn evict_removes_a_match_on_absence_made_before_the_entity_existed() {
     assert_eq!(
         kept,
         store
-            .get("system_prompt:x")
-            .unwrap()
-            .unwrap()
+            .get("system_prompt:x")?
+            .ok_or("no current version")?
             .info
             .object_hash
     );
-    assert_eq!(store.fsck().unwrap(), vec![]);
-    store.fsck_rebuild().unwrap();
-    assert_eq!(logged_entities(&store), logged);
+    assert_eq!(store.fsck()?, vec![]);
+    store.fsck_rebuild()?;
+    assert_eq!(logged_entities(&store)?, logged);
+    Ok(())
 }
 
 /// Every answer the store gives about `ids`: history (with and without corrections, both
 /// orders) and `version_info` at every valid time a row starts or ends (± 1 µs) and at the
 /// extremes, as of every transaction; the log, paths and live entities.
-fn every_answer(store: &Store, ids: &[String], now: Timestamp) -> Vec<String> {
-    let last = store.log(None, usize::MAX).unwrap().len() as u64;
+fn every_answer(store: &Store, ids: &[String], now: Timestamp) -> TestResult<Vec<String>> {
+    let last = store.log(None, usize::MAX)?.len() as u64;
     let mut out = vec![
-        format!("{:?}", store.log(None, usize::MAX).unwrap()),
-        format!("{:?}", store.entity_ids_by_path("fs1", "/").unwrap()),
-        format!("{:?}", store.live_entities().unwrap()),
+        format!("{:?}", store.log(None, usize::MAX)?),
+        format!("{:?}", store.entity_ids_by_path("fs1", "/")?),
+        format!("{:?}", store.live_entities()?),
     ];
     let mut times = vec![Timestamp::MIN, Timestamp::MAX, now];
     for id in ids {
@@ -1261,19 +1167,19 @@ fn every_answer(store: &Store, ids: &[String], now: Timestamp) -> Vec<String> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
-#[test]
-fn rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path()).unwrap();
+fn rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times(
+    backend: &dyn StoreFactory,
+) -> TestResult {
+    let store = backend.fresh()?;
     let (min, max) = (Timestamp::MIN, Timestamp::MAX);
-    let a = file("/a.rs", "a1");
+    let a = file("/a.rs", "a1")?;
     let (ida, idb, idc) = (
         a.id().to_string(),
-        file("/b.rs", "").id().to_string(),
-        file("/c.rs", "").id().to_string(),
+        file("/b.rs", "")?.id().to_string(),
+        file("/c.rs", "")?.id().to_string(),
     );
     let clamped = |object: Object, at: Timestamp| {
         let mut put = Put::new(object);
@@ -1283,136 +1189,142 @@ fn rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times() {
     let ops: Vec<Vec<Op>> = vec![
         vec![
             Op::put(a),
-            Op::put_at(prompt("p", "p1"), min, Some(max)),
+            Op::put_at(prompt("p", "p1")?, min, Some(max)),
             Op::put_at(
-                file("/b.rs", "b-future"),
-                t("9999-12-30T21:59:59.999999Z"),
+                file("/b.rs", "b-future")?,
+                t("9999-12-30T21:59:59.999999Z")?,
                 None,
             ),
         ],
         vec![
-            clamped(file("/a.rs", "a2"), min),
-            Op::put_at(prompt("r", "r1"), day(1), Some(t("9999-01-01T00:00:00Z"))),
+            clamped(file("/a.rs", "a2")?, min),
+            Op::put_at(
+                prompt("r", "r1")?,
+                day(1)?,
+                Some(t("9999-01-01T00:00:00Z")?),
+            ),
         ],
         vec![
             Op::Delete {
                 entity: ida.clone(),
-                valid_from: Some(t("2000-01-01T00:00:00Z")),
-                valid_to: Some(t("2000-01-02T00:00:00Z")),
+                valid_from: Some(t("2000-01-01T00:00:00Z")?),
+                valid_to: Some(t("2000-01-02T00:00:00Z")?),
             },
             Op::Match {
                 entity: "system_prompt:q".into(),
                 expected: None,
             },
-            Op::put_at(prompt("q", "q1"), max, None),
+            Op::put_at(prompt("q", "q1")?, max, None),
         ],
         vec![
-            Op::put_at(prompt("p", "p2"), min, None),
-            clamped(file("/b.rs", "b-clamped"), max),
+            Op::put_at(prompt("p", "p2")?, min, None),
+            clamped(file("/b.rs", "b-clamped")?, max),
         ],
         vec![
-            Op::put_at(prompt("p", "p3"), min, Some(day(2))),
+            Op::put_at(prompt("p", "p3")?, min, Some(day(2)?)),
             Op::Delete {
                 entity: idb.clone(),
                 valid_from: Some(max),
                 valid_to: None,
             },
-            Op::put(file("/c.rs", "c1")),
+            Op::put(file("/c.rs", "c1")?),
         ],
         vec![
             Op::Evict {
                 entity: idc.clone(),
             },
-            clamped(file("/a.rs", "a3"), t("2030-01-01T00:00:00Z")),
+            clamped(file("/a.rs", "a3")?, t("2030-01-01T00:00:00Z")?),
         ],
-        vec![Op::put(file("/c.rs", "c2"))],
+        vec![Op::put(file("/c.rs", "c2")?)],
         vec![
             Op::Delete {
                 entity: "system_prompt:p".into(),
                 valid_from: Some(min),
-                valid_to: Some(t("1970-01-01T00:00:00.000001Z")),
+                valid_to: Some(t("1970-01-01T00:00:00.000001Z")?),
             },
             Op::Evict {
                 entity: "system_prompt:q".into(),
             },
         ],
-        vec![Op::put_at(prompt("r", "r2"), day(1), None)],
+        vec![Op::put_at(prompt("r", "r2")?, day(1)?, None)],
     ];
     for tx in ops {
-        store.transact(tx, Origin::Cli).unwrap();
+        store.transact(tx, Origin::Cli)?;
     }
     let ids: Vec<String> = [ida, idb, idc]
         .into_iter()
         .chain(["p", "q", "r"].map(|s| format!("system_prompt:{s}")))
         .collect();
     let now = Timestamp::now();
-    let before = every_answer(&store, &ids, now);
+    let before = every_answer(&store, &ids, now)?;
     assert!(matches!(
         store.version_info("system_prompt:q", None, None),
         Err(Error::NotFound { .. })
     ));
     let b_at_max = store
-        .version_info(&ids[1], Some(max), None)
-        .unwrap()
-        .unwrap();
+        .version_info(&ids[1], Some(max), None)?
+        .ok_or("no version visible")?;
     assert_eq!((b_at_max.valid_from, b_at_max.object_hash), (max, None));
     let p_first = store.version_info("system_prompt:p", Some(min.next()), Some(TxId(1)));
-    assert_eq!(p_first.unwrap().unwrap().valid_to, Some(max));
-    assert_eq!(store.fsck().unwrap(), vec![]);
-    store.fsck_rebuild().unwrap();
-    let after = every_answer(&store, &ids, now);
+    assert_eq!(p_first?.ok_or("no version visible")?.valid_to, Some(max));
+    assert_eq!(store.fsck()?, vec![]);
+    store.fsck_rebuild()?;
+    let after = every_answer(&store, &ids, now)?;
     assert_eq!(before.len(), after.len());
     for (b, a) in before.iter().zip(&after) {
         assert_eq!(b, a);
     }
-    assert_eq!(store.fsck().unwrap(), vec![]);
-    assert_eq!(store.gc().unwrap(), Default::default());
+    assert_eq!(store.fsck()?, vec![]);
+    assert_eq!(store.gc()?, Default::default());
+    Ok(())
 }
+backend_tests!(rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times: redb_in_memory, redb_on_disk);
 
 /// Chats that share records (a fork from the end of a parent, one from the middle of its
 /// rebased chain) and a file whose content is one of the parent's transcripts, evicted in
 /// `order`: after each evict every other entity reads right at each of its transactions,
 /// nothing only the evicted ones had answers `content()`, fsck is clean and gc has nothing to do.
-fn evict_shared_chats_in_order(order: &[usize]) {
-    let store = Store::in_memory().unwrap();
+fn evict_shared_chats_in_order(order: &[usize]) -> TestResult {
+    let store = Store::in_memory()?;
     let turns: Vec<_> = (0..40).map(chat_turn).collect();
     // (entity, [(tx, content)])
     let mut written: Vec<(String, Vec<(TxId, String)>)> = Vec::new();
     let put = |id: &str, op: Op, content: String, written: &mut Vec<(String, Vec<_>)>| {
-        let tx = store.transact(vec![op], Origin::Session).unwrap().tx_id;
+        let tx = store.transact(vec![op], Origin::Session)?.tx_id;
         match written.iter_mut().find(|(e, _)| e == id) {
             Some((_, list)) => list.push((tx, content)),
             None => written.push((id.to_string(), vec![(tx, content)])),
         }
+        TestResult::Ok(())
     };
     // The parent: 1..=12 turns, then a jump to 20 (stored whole), then one turn at a time.
     for k in (1..=12).chain(20..=30) {
-        let chat = Object::chat("p", turns[..k].to_vec()).unwrap();
-        let content = chat.content().unwrap().to_string();
-        put("chat:p", Op::put(chat), content, &mut written);
+        let chat = Object::chat("p", turns[..k].to_vec())?;
+        let content = chat.content().ok_or("no content")?.to_string();
+        put("chat:p", Op::put(chat), content, &mut written)?;
     }
     let shared = strata::object::transcript(&turns[..10]);
     put(
-        file("/t.txt", &shared).id(),
-        Op::put(file("/t.txt", &shared)),
+        file("/t.txt", &shared)?.id(),
+        Op::put(file("/t.txt", &shared)?),
         shared.clone(),
         &mut written,
-    );
+    )?;
     for (name, from, extra) in [("fork", 30, 500), ("fork2", 20, 700)] {
         let mut own = turns[..from].to_vec();
         own.extend((extra..extra + 12).map(chat_turn));
         for k in from..=own.len() {
-            let chat = Object::chat("p", own[..k].to_vec()).unwrap();
-            let content = chat.content().unwrap().to_string();
+            let chat = Object::chat("p", own[..k].to_vec())?;
+            let content = chat.content().ok_or("no content")?.to_string();
             let id = format!("chat:{name}");
-            put(&id, chat_as(&id, &chat), content, &mut written);
+            put(&id, chat_as(&id, &chat)?, content, &mut written)?;
         }
     }
-    assert_eq!(store.fsck().unwrap(), vec![]);
+    assert_eq!(store.fsck()?, vec![]);
     let mut evicted: Vec<usize> = Vec::new();
     for &e in order {
         let id = written[e].0.clone();
-        store.evict(&id, Origin::Cli).unwrap();
+        store.evict(&id, Origin::Cli)?;
         assert!(matches!(
             store.evict(&id, Origin::Cli),
             Err(Error::NotFound { .. })
@@ -1426,9 +1338,14 @@ fn evict_shared_chats_in_order(order: &[usize]) {
             }
             for (tx, content) in versions {
                 live_contents.insert(sha256(content.as_bytes()));
-                let v = store.as_of(id, None, Some(*tx)).unwrap().unwrap();
+                let v = store
+                    .as_of(id, None, Some(*tx))?
+                    .ok_or("no version visible")?;
                 assert_eq!(
-                    v.object.unwrap().content().unwrap(),
+                    v.object
+                        .ok_or("a tombstone")?
+                        .content()
+                        .ok_or("no content")?,
                     content,
                     "{id} at {tx:?} after evicting {evicted:?}"
                 );
@@ -1439,21 +1356,22 @@ fn evict_shared_chats_in_order(order: &[usize]) {
                 let hash = sha256(content.as_bytes());
                 if !live_contents.contains(&hash) {
                     assert!(
-                        store.content(&hash).unwrap().is_none(),
+                        store.content(&hash)?.is_none(),
                         "{}'s content at {tx:?} answers after evicting {evicted:?}",
                         written[k].0
                     );
                 }
             }
         }
-        assert_eq!(store.fsck().unwrap(), vec![], "after evicting {evicted:?}");
-        assert_eq!(store.gc().unwrap(), Default::default(), "after {evicted:?}");
+        assert_eq!(store.fsck()?, vec![], "after evicting {evicted:?}");
+        assert_eq!(store.gc()?, Default::default(), "after {evicted:?}");
     }
-    assert_eq!(stored_counts(&store), (0, 0, 0));
+    assert_eq!(stored_counts(&store)?, (0, 0, 0));
+    Ok(())
 }
 
 #[test]
-fn evicting_chats_sharing_records_and_a_file_sharing_a_transcript_in_every_order() {
+fn evicting_chats_sharing_records_and_a_file_sharing_a_transcript_in_every_order() -> TestResult {
     let mut orders: Vec<Vec<usize>> = vec![vec![]];
     for _ in 0..4 {
         let mut next = Vec::new();
@@ -1467,143 +1385,156 @@ fn evicting_chats_sharing_records_and_a_file_sharing_a_transcript_in_every_order
         orders = next;
     }
     for order in orders {
-        evict_shared_chats_in_order(&order);
+        evict_shared_chats_in_order(&order)?;
     }
+    Ok(())
 }
 
 #[test]
-fn evicting_a_file_whose_content_is_only_a_base_of_a_fork_removes_that_content() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path()).unwrap();
+fn evicting_a_file_whose_content_is_only_a_base_of_a_fork_removes_that_content() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = Store::create(dir.path())?;
     let turns: Vec<_> = (0..20).map(chat_turn).collect();
     for k in 1..=12 {
-        let chat = Object::chat("p", turns[..k].to_vec()).unwrap();
-        store
-            .transact(vec![Op::put(chat)], Origin::Session)
-            .unwrap();
+        let chat = Object::chat("p", turns[..k].to_vec())?;
+        store.transact(vec![Op::put(chat)], Origin::Session)?;
     }
     // A file holding the parent's 10-turn transcript, and a fork from the parent's 11 turns,
     // whose transcripts are suffix records on the parent's, the 11-turn one on the 10-turn one.
     let shared = strata::object::transcript(&turns[..10]);
-    let text = file("/t.txt", &shared);
+    let text = file("/t.txt", &shared)?;
     let file_id = text.id().to_string();
-    store.transact(vec![Op::put(text)], Origin::Cli).unwrap();
+    store.transact(vec![Op::put(text)], Origin::Cli)?;
     let mut own = turns[..11].to_vec();
     own.extend((900..906).map(chat_turn));
     let mut fork = Vec::new();
     for k in 11..=own.len() {
-        let chat = Object::chat("p", own[..k].to_vec()).unwrap();
+        let chat = Object::chat("p", own[..k].to_vec())?;
         let tx = store
-            .transact(vec![chat_as("chat:fork", &chat)], Origin::Session)
-            .unwrap()
+            .transact(vec![chat_as("chat:fork", &chat)?], Origin::Session)?
             .tx_id;
         fork.push((tx, strata::object::transcript(&own[..k])));
     }
-    store.evict("chat:p", Origin::Cli).unwrap();
-    assert_eq!(store.fsck().unwrap(), vec![]);
-    store.evict(&file_id, Origin::Cli).unwrap();
+    store.evict("chat:p", Origin::Cli)?;
+    assert_eq!(store.fsck()?, vec![]);
+    store.evict(&file_id, Origin::Cli)?;
     assert!(
-        store.content(&sha256(shared.as_bytes())).unwrap().is_none(),
+        store.content(&sha256(shared.as_bytes()))?.is_none(),
         "the evicted file's content answers as the base of the fork's transcripts"
     );
     for (tx, content) in &fork {
-        let v = store.as_of("chat:fork", None, Some(*tx)).unwrap().unwrap();
-        assert_eq!(v.object.unwrap().content().unwrap(), content, "at {tx:?}");
+        let v = store
+            .as_of("chat:fork", None, Some(*tx))?
+            .ok_or("no version visible")?;
+        assert_eq!(
+            v.object
+                .ok_or("a tombstone")?
+                .content()
+                .ok_or("no content")?,
+            content,
+            "at {tx:?}"
+        );
     }
-    assert_eq!(store.fsck().unwrap(), vec![]);
-    assert_eq!(store.gc().unwrap(), Default::default());
+    assert_eq!(store.fsck()?, vec![]);
+    assert_eq!(store.gc()?, Default::default());
+    Ok(())
 }
 
 #[test]
-fn a_fork_keeps_growing_after_its_parent_chat_is_evicted() {
-    let dir = tempfile::tempdir().unwrap();
+fn a_fork_keeps_growing_after_its_parent_chat_is_evicted() -> TestResult {
+    let dir = tempfile::tempdir()?;
     let turns: Vec<_> = (0..30).map(chat_turn).collect();
     let mut own = turns.clone();
     own.extend((300..340).map(chat_turn));
     let mut fork = Vec::new();
     {
-        let store = Store::create(dir.path()).unwrap();
+        let store = Store::create(dir.path())?;
         for k in 1..=30 {
-            let chat = Object::chat("p", turns[..k].to_vec()).unwrap();
-            store
-                .transact(vec![Op::put(chat)], Origin::Session)
-                .unwrap();
+            let chat = Object::chat("p", turns[..k].to_vec())?;
+            store.transact(vec![Op::put(chat)], Origin::Session)?;
         }
         let mut grow = |range: std::ops::RangeInclusive<usize>| {
             for k in range {
-                let chat = Object::chat("p", own[..k].to_vec()).unwrap();
+                let chat = Object::chat("p", own[..k].to_vec())?;
                 let tx = store
-                    .transact(vec![chat_as("chat:fork", &chat)], Origin::Session)
-                    .unwrap()
+                    .transact(vec![chat_as("chat:fork", &chat)?], Origin::Session)?
                     .tx_id;
                 fork.push((tx, k));
             }
+            TestResult::Ok(())
         };
-        grow(30..=45);
-        store.evict("chat:p", Origin::Cli).unwrap();
-        grow(46..=60);
-        assert_eq!(store.fsck().unwrap(), vec![]);
+        grow(30..=45)?;
+        store.evict("chat:p", Origin::Cli)?;
+        grow(46..=60)?;
+        assert_eq!(store.fsck()?, vec![]);
     }
-    let store = Store::open(dir.path()).unwrap();
+    let store = Store::open(dir.path())?;
     for k in 61..=70 {
-        let chat = Object::chat("p", own[..k].to_vec()).unwrap();
+        let chat = Object::chat("p", own[..k].to_vec())?;
         let tx = store
-            .transact(vec![chat_as("chat:fork", &chat)], Origin::Session)
-            .unwrap()
+            .transact(vec![chat_as("chat:fork", &chat)?], Origin::Session)?
             .tx_id;
         fork.push((tx, k));
     }
     for (tx, k) in &fork {
-        let v = store.as_of("chat:fork", None, Some(*tx)).unwrap().unwrap();
+        let v = store
+            .as_of("chat:fork", None, Some(*tx))?
+            .ok_or("no version visible")?;
         assert_eq!(
-            v.object.unwrap().content().unwrap(),
+            v.object
+                .ok_or("a tombstone")?
+                .content()
+                .ok_or("no content")?,
             strata::object::transcript(&own[..*k]),
             "{k} turns"
         );
     }
-    assert_eq!(store.fsck().unwrap(), vec![]);
-    assert_eq!(store.gc().unwrap(), Default::default());
-    store.evict("chat:fork", Origin::Cli).unwrap();
-    assert_eq!(stored_counts(&store), (0, 0, 0));
+    assert_eq!(store.fsck()?, vec![]);
+    assert_eq!(store.gc()?, Default::default());
+    store.evict("chat:fork", Origin::Cli)?;
+    assert_eq!(stored_counts(&store)?, (0, 0, 0));
+    Ok(())
 }
 
 #[test]
-fn a_fork_commit_and_the_evict_of_its_parent_in_one_transaction() {
+fn a_fork_commit_and_the_evict_of_its_parent_in_one_transaction() -> TestResult {
     for fork_first in [true, false] {
-        let store = Store::in_memory().unwrap();
+        let store = Store::in_memory()?;
         let turns: Vec<_> = (0..33).map(chat_turn).collect();
         let mut own = turns[..31].to_vec();
         own.extend((400..410).map(chat_turn));
         for k in 1..=33 {
-            let chat = Object::chat("p", turns[..k].to_vec()).unwrap();
-            store
-                .transact(vec![Op::put(chat)], Origin::Session)
-                .unwrap();
+            let chat = Object::chat("p", turns[..k].to_vec())?;
+            store.transact(vec![Op::put(chat)], Origin::Session)?;
         }
         let mut fork = Vec::new();
         for k in 31..own.len() {
-            let chat = Object::chat("p", own[..k].to_vec()).unwrap();
+            let chat = Object::chat("p", own[..k].to_vec())?;
             let tx = store
-                .transact(vec![chat_as("chat:fork", &chat)], Origin::Session)
-                .unwrap()
+                .transact(vec![chat_as("chat:fork", &chat)?], Origin::Session)?
                 .tx_id;
             fork.push((tx, k));
         }
-        let last = Object::chat("p", own.clone()).unwrap();
+        let last = Object::chat("p", own.clone())?;
         let evict = Op::Evict {
             entity: "chat:p".into(),
         };
         let ops = if fork_first {
-            vec![chat_as("chat:fork", &last), evict]
+            vec![chat_as("chat:fork", &last)?, evict]
         } else {
-            vec![evict, chat_as("chat:fork", &last)]
+            vec![evict, chat_as("chat:fork", &last)?]
         };
-        let tx = store.transact(ops, Origin::Session).unwrap().tx_id;
+        let tx = store.transact(ops, Origin::Session)?.tx_id;
         fork.push((tx, own.len()));
         for (tx, k) in &fork {
-            let v = store.as_of("chat:fork", None, Some(*tx)).unwrap().unwrap();
+            let v = store
+                .as_of("chat:fork", None, Some(*tx))?
+                .ok_or("no version visible")?;
             assert_eq!(
-                v.object.unwrap().content().unwrap(),
+                v.object
+                    .ok_or("a tombstone")?
+                    .content()
+                    .ok_or("no content")?,
                 strata::object::transcript(&own[..*k]),
                 "{k} turns, fork first: {fork_first}"
             );
@@ -1611,12 +1542,13 @@ fn a_fork_commit_and_the_evict_of_its_parent_in_one_transaction() {
         for k in 1..=33 {
             let hash = sha256(strata::object::transcript(&turns[..k]).as_bytes());
             if k < 31 {
-                assert!(store.content(&hash).unwrap().is_none(), "{k} turns");
+                assert!(store.content(&hash)?.is_none(), "{k} turns");
             }
         }
-        assert_eq!(store.fsck().unwrap(), vec![], "fork first: {fork_first}");
-        assert_eq!(store.gc().unwrap(), Default::default());
+        assert_eq!(store.fsck()?, vec![], "fork first: {fork_first}");
+        assert_eq!(store.gc()?, Default::default());
     }
+    Ok(())
 }
 
 /// (tx, turn numbers) of each version of a chat or file.
@@ -1626,7 +1558,7 @@ type Versions = Vec<(TxId, Vec<usize>)>;
 /// three chats sharing records, a few hundred steps over fixed seeds: every live chat reads right
 /// at each of its transactions, fsck stays clean, gc has nothing to do.
 #[test]
-fn random_commits_forks_and_evicts_of_chats_sharing_records() {
+fn random_commits_forks_and_evicts_of_chats_sharing_records() -> TestResult {
     // Seed 51 evicts a file whose content only a fork's suffix records still hold.
     for seed in (1..=7u64).chain([51]) {
         let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -1636,7 +1568,7 @@ fn random_commits_forks_and_evicts_of_chats_sharing_records() {
                 .wrapping_add(1_442_695_040_888_963_407);
             (state >> 33) % n
         };
-        let store = Store::in_memory().unwrap();
+        let store = Store::in_memory()?;
         // Each chat's turn numbers now and its versions (tx, turn numbers).
         let mut chats: Vec<Option<(Vec<usize>, Versions)>> = vec![None, None, None];
         let mut fresh = 1000;
@@ -1644,13 +1576,13 @@ fn random_commits_forks_and_evicts_of_chats_sharing_records() {
         let mut gone: Vec<Vec<usize>> = Vec::new();
         // A file whose content is a chat's transcript of the moment: (tx, turns) per version.
         let mut text_file: Option<Versions> = None;
-        let path = file("/t.txt", "").id().to_string();
+        let path = file("/t.txt", "")?.id().to_string();
         for step in 0..60 {
             if next(6) == 0 {
                 let f = next(3) as usize;
                 match (&text_file, &chats[f]) {
                     (Some(_), _) if next(2) == 0 => {
-                        store.evict(&path, Origin::Cli).unwrap();
+                        store.evict(&path, Origin::Cli)?;
                         gone.extend(text_file.take().into_iter().flatten().map(|v| v.1));
                     }
                     (_, Some((turns, _))) => {
@@ -1658,8 +1590,7 @@ fn random_commits_forks_and_evicts_of_chats_sharing_records() {
                             &turns.iter().map(|n| chat_turn(*n)).collect::<Vec<_>>(),
                         );
                         let tx = store
-                            .transact(vec![Op::put(file("/t.txt", &text))], Origin::Cli)
-                            .unwrap()
+                            .transact(vec![Op::put(file("/t.txt", &text)?)], Origin::Cli)?
                             .tx_id;
                         text_file
                             .get_or_insert_with(Vec::new)
@@ -1673,7 +1604,7 @@ fn random_commits_forks_and_evicts_of_chats_sharing_records() {
             let kind = next(10);
             let turns: Option<Vec<usize>> = match (kind, &chats[e]) {
                 (0..=1, Some(_)) => {
-                    store.evict(&id, Origin::Cli).unwrap();
+                    store.evict(&id, Origin::Cli)?;
                     if let Some((_, versions)) = chats[e].take() {
                         gone.extend(versions.into_iter().map(|(_, turns)| turns));
                     }
@@ -1706,11 +1637,9 @@ fn random_commits_forks_and_evicts_of_chats_sharing_records() {
                 }
             };
             if let Some(turns) = turns {
-                let chat =
-                    Object::chat("x", turns.iter().map(|n| chat_turn(*n)).collect()).unwrap();
+                let chat = Object::chat("x", turns.iter().map(|n| chat_turn(*n)).collect())?;
                 let tx = store
-                    .transact(vec![chat_as(&id, &chat)], Origin::Session)
-                    .unwrap()
+                    .transact(vec![chat_as(&id, &chat)?], Origin::Session)?
                     .tx_id;
                 let entry = chats[e].get_or_insert_with(|| (Vec::new(), Vec::new()));
                 entry.0 = turns.clone();
@@ -1720,22 +1649,29 @@ fn random_commits_forks_and_evicts_of_chats_sharing_records() {
                 let Some((_, versions)) = chat else { continue };
                 for (tx, turns) in versions {
                     let v = store
-                        .as_of(&format!("chat:c{k}"), None, Some(*tx))
-                        .unwrap()
-                        .unwrap();
+                        .as_of(&format!("chat:c{k}"), None, Some(*tx))?
+                        .ok_or("no version visible")?;
                     let want: Vec<_> = turns.iter().map(|n| chat_turn(*n)).collect();
                     assert_eq!(
-                        v.object.unwrap().content().unwrap(),
+                        v.object
+                            .ok_or("a tombstone")?
+                            .content()
+                            .ok_or("no content")?,
                         strata::object::transcript(&want),
                         "seed {seed} step {step}: chat {k} at {tx:?}"
                     );
                 }
             }
             for (tx, turns) in text_file.iter().flatten() {
-                let v = store.as_of(&path, None, Some(*tx)).unwrap().unwrap();
+                let v = store
+                    .as_of(&path, None, Some(*tx))?
+                    .ok_or("no version visible")?;
                 let want: Vec<_> = turns.iter().map(|n| chat_turn(*n)).collect();
                 assert_eq!(
-                    v.object.unwrap().content().unwrap(),
+                    v.object
+                        .ok_or("a tombstone")?
+                        .content()
+                        .ok_or("no content")?,
                     strata::object::transcript(&want),
                     "seed {seed} step {step}: the file at {tx:?}"
                 );
@@ -1752,36 +1688,41 @@ fn random_commits_forks_and_evicts_of_chats_sharing_records() {
                 );
                 if !live {
                     assert!(
-                        store.content(&sha256(text.as_bytes())).unwrap().is_none(),
+                        store.content(&sha256(text.as_bytes()))?.is_none(),
                         "seed {seed} step {step}: an evicted transcript answers"
                     );
                 }
             }
-            assert_eq!(store.fsck().unwrap(), vec![], "seed {seed} step {step}");
+            assert_eq!(store.fsck()?, vec![], "seed {seed} step {step}");
         }
-        assert_eq!(store.gc().unwrap(), Default::default(), "seed {seed}");
-        store.fsck_rebuild().unwrap();
+        assert_eq!(store.gc()?, Default::default(), "seed {seed}");
+        store.fsck_rebuild()?;
         for (k, chat) in chats.iter().enumerate() {
             for (tx, turns) in chat.iter().flat_map(|c| &c.1) {
-                let v = store.as_of(&format!("chat:c{k}"), None, Some(*tx)).unwrap();
+                let v = store.as_of(&format!("chat:c{k}"), None, Some(*tx))?;
                 let want: Vec<_> = turns.iter().map(|n| chat_turn(*n)).collect();
                 assert_eq!(
-                    v.unwrap().object.unwrap().content().unwrap(),
+                    v.ok_or("no version visible")?
+                        .object
+                        .ok_or("a tombstone")?
+                        .content()
+                        .ok_or("no content")?,
                     strata::object::transcript(&want),
                     "seed {seed} after rebuild: chat {k} at {tx:?}"
                 );
             }
         }
-        assert_eq!(store.fsck().unwrap(), vec![], "seed {seed} after rebuild");
-        assert_eq!(store.gc().unwrap(), Default::default(), "seed {seed}");
+        assert_eq!(store.fsck()?, vec![], "seed {seed} after rebuild");
+        assert_eq!(store.gc()?, Default::default(), "seed {seed}");
         if text_file.is_some() {
-            store.evict(&path, Origin::Cli).unwrap();
+            store.evict(&path, Origin::Cli)?;
         }
         for (e, chat) in chats.iter().enumerate() {
             if chat.is_some() {
-                store.evict(&format!("chat:c{e}"), Origin::Cli).unwrap();
+                store.evict(&format!("chat:c{e}"), Origin::Cli)?;
             }
         }
-        assert_eq!(stored_counts(&store), (0, 0, 0), "seed {seed}");
+        assert_eq!(stored_counts(&store)?, (0, 0, 0), "seed {seed}");
     }
+    Ok(())
 }

@@ -1,18 +1,20 @@
 //! The oracle: random sequences of put / put-with-end / delete / delete-with-end / correction /
 //! evict against a plain `BTreeMap` model; every `as_of` (each valid time × each tx) and every
 //! `history` must agree, before and after `fsck_rebuild`, and `fsck` must stay clean.
-
-#![allow(
-    clippy::unwrap_used,
-    reason = "test helpers panic on failure like the tests"
-)]
+//!
+//! A contract suite (see `backends`): it runs on every backend. `STRATA_ORACLE_CASES` sets the
+//! number of random histories (default 64, a few seconds; 2000 for a thorough run).
 
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
 use strata::Error;
 use strata::object::Object;
 use strata::store::{HistoryQuery, Op, Origin, Store, Timestamp, TxId};
+
+use crate::backends::{StoreFactory, backend_tests};
+use crate::support::{TestResult, env_count};
 
 const ENTITIES: usize = 3;
 const MAX_VT: i64 = 10;
@@ -102,16 +104,17 @@ fn model_write(rows: &mut Rows, tx: u64, start: i64, end: Option<i64>, value: Op
     }
 }
 
+/// Valid time `vt` in seconds after the epoch (the model's times, 0 to 13, are all in range).
 fn ts(vt: i64) -> Timestamp {
-    Timestamp::from_micros(vt * 1_000_000).unwrap()
+    Timestamp::saturating_from_micros(vt * 1_000_000)
 }
 
 fn id(e: usize) -> String {
     format!("system_prompt:e{e}")
 }
 
-fn object(e: usize, v: u8) -> Object {
-    Object::system_prompt(&format!("e{e}"), format!("v{v}")).unwrap()
+fn object(e: usize, v: u8) -> strata::Result<Object> {
+    Object::system_prompt(&format!("e{e}"), format!("v{v}"))
 }
 
 fn op_strategy() -> impl Strategy<Value = MOp> {
@@ -126,11 +129,18 @@ fn op_strategy() -> impl Strategy<Value = MOp> {
     ]
 }
 
-fn content(version: &strata::store::Version) -> Option<u8> {
-    version
-        .object
-        .as_ref()
-        .map(|o| o.content().unwrap()[1..].parse().unwrap())
+/// The model value `v` of a version whose content is `v{v}`; `None` for a tombstone.
+fn content(version: &strata::store::Version) -> Result<Option<u8>, TestCaseError> {
+    let Some(object) = &version.object else {
+        return Ok(None);
+    };
+    let text = object
+        .content()
+        .ok_or(TestCaseError::fail("a prompt without content"))?;
+    let value = text
+        .strip_prefix('v')
+        .ok_or(TestCaseError::fail(format!("content {text:?}")))?;
+    Ok(Some(value.parse()?))
 }
 
 fn check(store: &Store, model: &Model) -> Result<(), TestCaseError> {
@@ -150,7 +160,7 @@ fn check(store: &Store, model: &Model) -> Result<(), TestCaseError> {
         for tx in 0..=model.last_tx + 1 {
             let vis = visible(rows, tx);
             for vt in 0..=MAX_VT + 3 {
-                let got = store.as_of(&id, Some(ts(vt)), Some(TxId(tx))).unwrap();
+                let got = store.as_of(&id, Some(ts(vt)), Some(TxId(tx)))?;
                 let want = vis.range(..=vt).next_back();
                 match (got, want) {
                     (None, None) => {}
@@ -160,7 +170,7 @@ fn check(store: &Store, model: &Model) -> Result<(), TestCaseError> {
                             (
                                 got.info.valid_from,
                                 got.info.tx_id,
-                                content(&got),
+                                content(&got)?,
                                 got.info.restored,
                                 got.info.valid_to
                             ),
@@ -177,15 +187,13 @@ fn check(store: &Store, model: &Model) -> Result<(), TestCaseError> {
                     ),
                 }
             }
-            let history = store
-                .history(
-                    &id,
-                    HistoryQuery {
-                        as_of_tx: Some(TxId(tx)),
-                        ..HistoryQuery::default()
-                    },
-                )
-                .unwrap();
+            let history = store.history(
+                &id,
+                HistoryQuery {
+                    as_of_tx: Some(TxId(tx)),
+                    ..HistoryQuery::default()
+                },
+            )?;
             let got: Vec<(Timestamp, TxId)> =
                 history.iter().map(|v| (v.valid_from, v.tx_id)).collect();
             let want: Vec<(Timestamp, TxId)> = vis
@@ -194,15 +202,13 @@ fn check(store: &Store, model: &Model) -> Result<(), TestCaseError> {
                 .collect();
             prop_assert_eq!(got, want, "history of {} at tx {}", id, tx);
         }
-        let all = store
-            .history(
-                &id,
-                HistoryQuery {
-                    with_corrections: true,
-                    ..HistoryQuery::default()
-                },
-            )
-            .unwrap();
+        let all = store.history(
+            &id,
+            HistoryQuery {
+                with_corrections: true,
+                ..HistoryQuery::default()
+            },
+        )?;
         let got: Vec<(Timestamp, TxId, bool)> = all
             .iter()
             .map(|v| (v.valid_from, v.tx_id, v.object_hash.is_none()))
@@ -216,8 +222,7 @@ fn check(store: &Store, model: &Model) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn run(txs: Vec<Vec<MOp>>) -> Result<(), TestCaseError> {
-    let store = Store::in_memory().unwrap();
+fn run(store: &Store, txs: Vec<Vec<MOp>>) -> Result<(), TestCaseError> {
     let mut model = Model {
         entities: vec![None; ENTITIES],
         last_tx: 0,
@@ -253,7 +258,7 @@ fn run(txs: Vec<Vec<MOp>>) -> Result<(), TestCaseError> {
                 other => other,
             };
             ops.push(match &op {
-                MOp::Put { e, v, from, to } => Op::put_at(object(*e, *v), ts(*from), to.map(ts)),
+                MOp::Put { e, v, from, to } => Op::put_at(object(*e, *v)?, ts(*from), to.map(ts)),
                 MOp::Delete { e, from, to } => {
                     expect_not_found |= !exists;
                     Op::Delete {
@@ -275,7 +280,7 @@ fn run(txs: Vec<Vec<MOp>>) -> Result<(), TestCaseError> {
             prop_assert!(matches!(result, Err(Error::NotFound { .. })), "{result:?}");
             continue;
         }
-        let receipt = result.unwrap();
+        let receipt = result?;
         model.last_tx += 1;
         prop_assert_eq!(receipt.tx_id, TxId(model.last_tx));
         let tx = model.last_tx;
@@ -300,19 +305,23 @@ fn run(txs: Vec<Vec<MOp>>) -> Result<(), TestCaseError> {
             }
         }
     }
-    check(&store, &model)?;
-    prop_assert_eq!(store.fsck().unwrap(), vec![]);
-    store.fsck_rebuild().unwrap();
-    check(&store, &model)?;
-    prop_assert_eq!(store.fsck().unwrap(), vec![]);
+    check(store, &model)?;
+    prop_assert_eq!(store.fsck()?, vec![]);
+    store.fsck_rebuild()?;
+    check(store, &model)?;
+    prop_assert_eq!(store.fsck()?, vec![]);
     Ok(())
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
-
-    #[test]
-    fn store_agrees_with_the_model(txs in prop::collection::vec(prop::collection::vec(op_strategy(), 1..3), 1..9)) {
-        run(txs)?;
-    }
+/// The oracle on `backend`: `STRATA_ORACLE_CASES` random histories, each on a fresh store.
+fn store_agrees_with_the_model(backend: &dyn StoreFactory) -> TestResult {
+    let config = ProptestConfig {
+        cases: env_count("STRATA_ORACLE_CASES", 64)?,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    let histories = prop::collection::vec(prop::collection::vec(op_strategy(), 1..3), 1..9);
+    TestRunner::new(config).run(&histories, |txs| run(&backend.fresh()?, txs))?;
+    Ok(())
 }
+backend_tests!(store_agrees_with_the_model: redb_in_memory);

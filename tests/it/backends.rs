@@ -1,0 +1,232 @@
+//! The backends the contract suites run on, and the child process of the crash and lock tests.
+//!
+//! A contract suite is a function of a factory, `fn suite(backend: &dyn StoreFactory) ->
+//! TestResult` (or `&dyn DurableFactory` when its stores must outlive a process), followed by
+//! one [`backend_tests!`] line that makes it a test per backend (`suite::redb_in_memory`, ...).
+//! The suites: the bitemporal oracle (`temporal::store_agrees_with_the_model`); in `store`,
+//! XTDB's range table (`xtdb_put_delete_range_semantics`), fsck and its rebuild
+//! (`a_flipped_byte_in_a_blob_is_found_by_fsck`, `rebuild_from_the_log_gives_the_same_answers`,
+//! `rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times`) and the crash
+//! test (`sigkill_loses_no_acknowledged_transaction`).
+//!
+//! To add a backend (PostgreSQL, say): implement [`StoreFactory`] for it here, and
+//! [`DurableFactory`] when its stores survive the process that made them; give it a constructor
+//! function named as its tests will be (`pub fn postgres() -> TestResult<Postgres>`); add it to
+//! [`durable`] so that a child process can open its stores; then add its name to the
+//! `backend_tests!` line of each suite.
+
+use std::io::{BufRead, BufReader, Lines};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use strata::Result;
+use strata::object::{FilesystemSource, Object};
+use strata::store::{Op, Origin, Store};
+
+use crate::support::TestResult;
+
+/// Makes the stores of one backend for a contract suite.
+pub trait StoreFactory {
+    /// The backend's name, as its tests are named (`redb_in_memory`).
+    fn name(&self) -> &'static str;
+
+    /// A new, empty store that lives at least as long as the factory.
+    ///
+    /// # Errors
+    /// When the backend cannot make one.
+    fn fresh(&self) -> Result<Store>;
+}
+
+/// A backend whose stores outlive the process: another process can open them, and a store is
+/// what reached durable storage when its process was killed.
+pub trait DurableFactory: StoreFactory {
+    /// The store kept at `place` (a directory the test owns: redb keeps its files there, a server
+    /// backend would name its database after it), created when there is none yet.
+    ///
+    /// # Errors
+    /// When the backend cannot open or create it (another process holds it, say).
+    fn open(&self, place: &Path) -> Result<Store>;
+
+    /// Flips one bit inside the stored copy of `stored`, bytes that a put kept verbatim (raw,
+    /// incompressible), in the closed store at `place`: what a bad disk does.
+    ///
+    /// # Errors
+    /// When `stored` is not found at `place`.
+    fn corrupt(&self, place: &Path, stored: &[u8]) -> TestResult;
+}
+
+/// redb in memory: no file, no fsync, no lock.
+pub struct RedbInMemory;
+
+/// The `redb_in_memory` backend.
+pub fn redb_in_memory() -> TestResult<RedbInMemory> {
+    Ok(RedbInMemory)
+}
+
+impl StoreFactory for RedbInMemory {
+    fn name(&self) -> &'static str {
+        "redb_in_memory"
+    }
+
+    fn fresh(&self) -> Result<Store> {
+        Store::in_memory()
+    }
+}
+
+/// redb in files, as strata runs: each fresh store in its own directory of a temporary one.
+pub struct RedbOnDisk {
+    root: tempfile::TempDir,
+    made: AtomicUsize,
+}
+
+/// The `redb_on_disk` backend.
+pub fn redb_on_disk() -> TestResult<RedbOnDisk> {
+    Ok(RedbOnDisk {
+        root: tempfile::tempdir()?,
+        made: AtomicUsize::new(0),
+    })
+}
+
+impl StoreFactory for RedbOnDisk {
+    fn name(&self) -> &'static str {
+        "redb_on_disk"
+    }
+
+    fn fresh(&self) -> Result<Store> {
+        let n = self.made.fetch_add(1, Ordering::Relaxed);
+        Store::create(self.root.path().join(n.to_string()))
+    }
+}
+
+impl DurableFactory for RedbOnDisk {
+    fn open(&self, place: &Path) -> Result<Store> {
+        Store::open_or_create(place)
+    }
+
+    fn corrupt(&self, place: &Path, stored: &[u8]) -> TestResult {
+        let path = place.join(strata::store::DB_FILE);
+        let mut raw = std::fs::read(&path)?;
+        let at = raw
+            .windows(stored.len())
+            .position(|w| w == stored)
+            .ok_or("the stored bytes are not in the redb file")?;
+        raw[at + stored.len() / 2] ^= 0x40;
+        std::fs::write(&path, raw)?;
+        Ok(())
+    }
+}
+
+/// The durable backend named `name`, as a child process rebuilds it.
+///
+/// # Errors
+/// For a name that is no durable backend.
+pub fn durable(name: &str) -> TestResult<Box<dyn DurableFactory>> {
+    match name {
+        "redb_on_disk" => Ok(Box::new(redb_on_disk()?)),
+        other => Err(format!("no durable backend is named {other:?}").into()),
+    }
+}
+
+/// Instantiates contract suites: `backend_tests!(suite: a, b)` makes the tests `suite::a` and
+/// `suite::b`, each calling `suite(&backends::a()?)`. The suite function is in scope where the
+/// macro is used; a module and a function may share a name.
+macro_rules! backend_tests {
+    ($suite:ident: $($backend:ident),+ $(,)?) => {
+        mod $suite {
+            $(
+                #[test]
+                fn $backend() -> $crate::support::TestResult {
+                    super::$suite(&$crate::backends::$backend()?)
+                }
+            )+
+        }
+    };
+}
+pub(crate) use backend_tests;
+
+/// What a child process does: `Hold` opens the store, prints `ready` and waits; `Write` commits
+/// transactions in a loop and prints `ack N` after each returns.
+#[derive(Clone, Copy, Debug)]
+pub enum ChildMode {
+    Hold,
+    Write,
+}
+
+/// The lines a child process prints.
+pub type ChildLines = Lines<BufReader<ChildStdout>>;
+
+/// Runs this test binary's ignored `backends::child_process` as a child in `mode`, on the store
+/// of `backend` at `place`: the child and its stdout by line. libtest prints `test
+/// backends::child_process ... ` before the child's first line.
+///
+/// # Errors
+/// When the child cannot be started.
+pub fn spawn_child(
+    mode: ChildMode,
+    backend: &dyn DurableFactory,
+    place: &Path,
+) -> TestResult<(Child, ChildLines)> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .args([
+            "backends::child_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("STRATA_TEST_CHILD", format!("{mode:?}"))
+        .env("STRATA_TEST_BACKEND", backend.name())
+        .env("STRATA_TEST_STORE", place)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("the child has no stdout")?;
+    Ok((child, BufReader::new(stdout).lines()))
+}
+
+/// Not a test: the body of the child processes of the lock and crash tests, which run it by name
+/// (see [`spawn_child`]); run without them it fails.
+#[test]
+#[ignore = "a helper the crash and lock tests run as their child process"]
+fn child_process() -> TestResult {
+    let var = |name: &str| {
+        std::env::var(name).map_err(|_| {
+            format!("{name} is unset: this is the child of the crash and lock tests, not a test")
+        })
+    };
+    let (mode, backend, place) = (
+        var("STRATA_TEST_CHILD")?,
+        var("STRATA_TEST_BACKEND")?,
+        PathBuf::from(var("STRATA_TEST_STORE")?),
+    );
+    let store = durable(&backend)?.open(&place)?;
+    match mode.as_str() {
+        "Hold" => {
+            println!("ready");
+            std::thread::sleep(Duration::from_secs(60));
+            Ok(())
+        }
+        "Write" => {
+            for i in 0u64.. {
+                let big: String = (0..(i % 7) * 900)
+                    .map(|j| char::from(b'a' + ((i + j) % 26) as u8))
+                    .collect();
+                let file = Object::file_text(
+                    FilesystemSource {
+                        filesystem_id: "fs1".into(),
+                        path: format!("/crash/{}.txt", i % 50),
+                    },
+                    format!("{i} {big}"),
+                )?;
+                let prompt = Object::system_prompt("crash", format!("turn {i}"))?;
+                let ops = vec![Op::put(file), Op::put(prompt)];
+                let r = store.transact(ops, Origin::Other("crash-test".into()))?;
+                println!("ack {}", r.tx_id.0);
+            }
+            Ok(())
+        }
+        other => Err(format!("unknown child mode {other}").into()),
+    }
+}
