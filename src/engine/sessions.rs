@@ -460,6 +460,7 @@ impl Apply for SessionRenderRequest {
                 tx_id: session.last_commit().map(|t| t.0),
                 text: session.render(&RenderOptions {
                     budget: self.budget,
+                    nonce: None,
                 })?,
             })
         })

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use cache::{FileState, Meta};
-pub use render::{ACTIVE_CONTENT, RenderOptions};
+pub use render::{ACTIVE_CONTENT, END_CONTENT, RenderOptions, fresh_nonce};
 pub use resume::{Reconciled, ResumeReport};
 pub use sets::{OrderedSet, Sets};
 

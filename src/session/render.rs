@@ -1,20 +1,59 @@
 //! The context block (seed 003's order): system prompt, one metadata line per pooled object, the
 //! chat with tool outputs replaced by `toolcall_ref` lines, then the active contents, pinned
 //! first, then most recently activated, within a budget of UTF-16 characters.
+//!
+//! Neither a name nor a content can forge the block's own lines: paths and tool names are
+//! quoted as `ls` quotes them (a control character makes them a JSON string), and every content
+//! (an active object's, a multi-line turn's) sits between a start and an end line that carry a
+//! nonce made fresh for each render (seed 001: "explicit delimiters around injected file
+//! content"), which no stored text can know.
 
 use crate::error::{Error, Result};
 use crate::object::{Object, utf16_len};
+use crate::resolve::quoted;
 
 use super::{FileState, Meta, Session};
 
 /// The header of one active content block: `ACTIVE_CONTENT id={id}` then the content.
 pub const ACTIVE_CONTENT: &str = "ACTIVE_CONTENT";
 
+/// The line that ends an active content: `END_CONTENT nonce={nonce}`.
+pub const END_CONTENT: &str = "END_CONTENT";
+
 /// How to render.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RenderOptions {
     /// At most this many UTF-16 units of active content; unlimited when `None`.
     pub budget: Option<u64>,
+    /// The nonce of the content delimiters; a fresh one when `None` (give one only to compare
+    /// renders in tests).
+    pub nonce: Option<String>,
+}
+
+/// A fresh nonce: 16 hex characters no stored text can predict.
+pub fn fresh_nonce() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    // RandomState is seeded from the operating system's randomness.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    let seed = [
+        hasher.finish().to_le_bytes(),
+        u64::from(std::process::id()).to_le_bytes(),
+        (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u64)
+            .to_le_bytes(),
+    ]
+    .concat();
+    hex::encode(&crate::hash::blake3(&seed)[..8])
+}
+
+/// `text` framed between a start and an end line carrying `nonce`.
+fn framed(start: &str, text: &str, nonce: &str) -> String {
+    format!("{start} nonce={nonce}\n{text}\n{END_CONTENT} nonce={nonce}")
 }
 
 impl Session {
@@ -36,11 +75,16 @@ impl Session {
                     FileState::Binary => "char_count=0 [binary]".to_string(),
                     FileState::TooLarge => "char_count=0 [too large]".to_string(),
                 };
-                format!("id={id} type=file path={path} file_type={file_type} {tail}")
+                format!(
+                    "id={id} type=file path={} file_type={} {tail}",
+                    quoted(path),
+                    quoted(file_type)
+                )
             }
             Meta::Toolcall { tool, status } => {
                 format!(
-                    "id={id} type=toolcall tool={tool} status={}",
+                    "id={id} type=toolcall tool={} status={}",
+                    quoted(tool),
                     status.as_str()
                 )
             }
@@ -62,18 +106,25 @@ impl Session {
         lines.join("\n")
     }
 
-    /// The chat: one `role: content` block per turn, each followed by a `toolcall_ref id=…
-    /// tool=… status=…` line per tool call made during it, blocks blank-line separated.
-    pub fn render_chat(&self) -> String {
+    /// The chat: one `role: content` block per turn (a content with a line break or another
+    /// control character framed by lines carrying `nonce`), each followed by a `toolcall_ref
+    /// id=… tool=… status=…` line per tool call made during it, blocks blank-line separated.
+    pub fn render_chat(&self, nonce: &str) -> String {
         let blocks: Vec<String> = self
             .turns
             .iter()
             .map(|turn| {
-                let mut block = format!("{}: {}", turn.role.as_str(), turn.content);
+                let role = turn.role.as_str();
+                let mut block = if turn.content.chars().any(char::is_control) {
+                    format!("{role}:\n{}", framed("TEXT", &turn.content, nonce))
+                } else {
+                    format!("{role}: {}", turn.content)
+                };
                 for id in turn.toolcall_refs.iter().flatten() {
                     match self.cache.get(id) {
                         Some(Meta::Toolcall { tool, status }) => block.push_str(&format!(
-                            "\ntoolcall_ref id={id} tool={tool} status={}",
+                            "\ntoolcall_ref id={id} tool={} status={}",
+                            quoted(tool),
                             status.as_str()
                         )),
                         _ => block.push_str(&format!("\ntoolcall_ref id={id}")),
@@ -154,7 +205,8 @@ impl Session {
         if !metadata.is_empty() {
             sections.push(metadata);
         }
-        let chat = self.render_chat();
+        let nonce = options.nonce.clone().unwrap_or_else(fresh_nonce);
+        let chat = self.render_chat(&nonce);
         if !chat.is_empty() {
             sections.push(chat);
         }
@@ -172,15 +224,18 @@ impl Session {
             match remaining {
                 Some(left) if length > left => {
                     let (cut, shown) = prefix_utf16(&content, left);
+                    let start = format!("{ACTIVE_CONTENT} id={id}");
                     blocks.push(format!(
-                        "{ACTIVE_CONTENT} id={id}\n{cut}\n[cut: {shown} of {length} characters shown; read the rest with `strata cat {id}`, or deactivate other objects]"
+                        "{}\n[cut: {shown} of {length} characters shown; read the rest with `strata cat {id}`, or deactivate other objects]",
+                        framed(&start, cut, &nonce)
                     ));
                     remaining = Some(0);
                     cut_done = true;
                 }
                 _ => {
                     remaining = remaining.map(|left| left - length);
-                    blocks.push(format!("{ACTIVE_CONTENT} id={id}\n{content}"));
+                    let start = format!("{ACTIVE_CONTENT} id={id}");
+                    blocks.push(framed(&start, &content, &nonce));
                 }
             }
         }
