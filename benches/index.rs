@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 use divan::Bencher;
 use divan::counter::ItemsCount;
 use strata::Store;
-use strata::index::{Indexer, ScanOptions, Settings, scan};
+use strata::{Indexer, ScanOptions, Settings, scan};
 
 fn main() {
     divan::main();

@@ -15,10 +15,10 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use serde_json::Map;
-use strata::index::Settings;
+use strata::Settings;
+use strata::Store;
 use strata::object::{Role, ToolStatus};
-use strata::session::{Session, SessionOptions, ToolcallInput};
-use strata::store::Store;
+use strata::{Session, SessionOptions, ToolcallInput};
 
 const FILES: usize = 10_000;
 

@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use strata::object::{FilesystemSource, Object};
-use strata::store::{HistoryQuery, Op, Origin, Put, Store, Timestamp, TxId};
+use strata::{HistoryQuery, Op, Origin, Put, Store, Timestamp, TxId};
 
 fn main() {
     if let Some(path) = std::env::var_os("STRATA_TABLES_OF") {

@@ -4,33 +4,57 @@
 //! sessions become hashed objects whose every version is kept with the time it held (valid time)
 //! and the time the store learned it (transaction time).
 //!
+//! # Brief overview
+//! The principal type is the [`Engine`]: it owns a store and its live sessions and answers
+//! typed requests ([`engine::Request`], one type per operation, each with its response type);
+//! the CLI, the daemon ([`server`]) and Rust callers all go through it. Below it, a [`Store`] is
+//! a handle on a [`Backend`] (the bitemporal store's contract; redb is the embedded default), an
+//! [`Indexer`] turns files into versions, and a [`Session`] is an agent runtime's context,
+//! persisted at every commit.
+//!
 //! # Layout
-//! Modules, lowest first; a module uses only the ones listed before it in its own docs, and
-//! nothing imports a module above it:
+//! Modules, lowest first; a module uses only the ones below it (`.ci/layering` checks it):
 //! - [`hash`]: canonical JSON (RFC 8785), SHA-256 and BLAKE3.
 //! - [`object`]: the envelope types of seed 003 and their five hashes.
 //! - [`resolve`]: mount mappings between agent paths and canonical paths, path checks.
-//! - [`store`]: the bitemporal object store on redb ([`Store`]).
-//! - [`index`]: indexing files and scanning trees into the store ([`index::Indexer`]).
-//! - [`session`]: an agent runtime's context, persisted at every commit ([`session::Session`]).
+//! - `store`: the [`Backend`] trait, the [`Store`] handle, the redb implementation.
+//! - `index`: the one disk path, indexing files and scanning trees ([`Indexer`], [`scan`]).
+//! - `session`: an agent runtime's context ([`Session`]).
+//! - [`engine`]: typed requests and responses over all of the above ([`Engine`]).
+//! - [`server`]: the daemon on the store's Unix socket and its client.
 //! - `error`: [`Error`], the one error type.
 
 pub mod engine;
 pub mod hash;
-pub mod index;
 pub mod object;
 pub mod resolve;
 pub mod server;
-pub mod session;
-pub mod store;
 
 mod error;
+mod index;
+mod session;
+mod store;
 
-pub use error::{Error, Result};
+pub use engine::{Access, Engine};
+pub use error::{Error, RemoteCause, Result};
 pub use hash::Hash;
+pub use index::{
+    Action, DenyRules, Indexer, Planned, ScanOptions, ScanProgress, ScanSummary, Settings, Skipped,
+    scan,
+};
 pub use object::{FilesystemSource, Object, ObjectType, Source};
 pub use resolve::{FilesystemResolver, MountMapping};
-pub use store::{Op, Origin, Store, Timestamp, TxId, TxReceipt};
+pub use session::{
+    ACTIVE_CONTENT, Commit, END_CONTENT, FileState, ForkOrigin, Meta, OrderedSet, Reconciled,
+    RenderOptions, ResumeReport, Session, SessionConfig, SessionOptions, Sets, ToolcallInput,
+    Touched,
+};
+pub use store::{
+    Backend, DB_FILE, DocumentMeta, EncodedBlob, EntityInfo, FORMAT_VERSION, FileStat, Finding,
+    GcReport, HistoryQuery, LOCK_FILE, LoggedOp, ObjectMeta, Op, Order, Origin, Put, StatEntry,
+    StatUpdate, Stats, Store, Timestamp, TxId, TxReceipt, TxRecord, TxRequest, ValidFrom, Version,
+    VersionInfo,
+};
 
 /// The README's Rust examples, compiled and run as doctests so that they stay true.
 #[doc = include_str!("../README.md")]

@@ -19,10 +19,10 @@ use std::io::Read;
 
 pub use dirstat::DirStat;
 pub use disk::{Look, LookRules, Presence, StatChange, look, presence, record};
-pub use read::{Body, DEFAULT_MAX_CONTENT_BYTES, Reading, read_stream, read_with_hint};
-pub use rules::{DEFAULT_DENY_GLOBS, DenyRules};
+pub use read::{Body, Reading, read_stream};
+pub use rules::DenyRules;
 pub use scan::{ScanOptions, ScanProgress, ScanSummary, Skipped, scan};
-pub use settings::{SETTINGS_FILE, Settings};
+pub use settings::Settings;
 
 use crate::error::{Error, Result};
 use crate::object::{ContentOmitted, FilesystemSource, Object};
@@ -162,7 +162,7 @@ impl Indexer {
         }
     }
 
-    /// Turns what one [`look`] at the file of `source` saw into the ops to commit: a tombstone
+    /// Turns what one look at the file of `source` saw into the ops to commit: a tombstone
     /// for a file that is gone, a denied stub, nothing for a file the stat cache vouched for, or
     /// a new version dated by its mtime (clamped) for a file read.
     ///

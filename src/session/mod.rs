@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use cache::{FileState, Meta};
-pub use render::{ACTIVE_CONTENT, END_CONTENT, RenderOptions, fresh_nonce};
+pub use render::{ACTIVE_CONTENT, END_CONTENT, RenderOptions};
 pub use resume::{Reconciled, ResumeReport};
 pub use sets::{OrderedSet, Sets};
 
@@ -91,7 +91,7 @@ pub struct ForkOrigin {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionConfig {
-    /// [`CONFIG_FORMAT`].
+    /// The format of this JSON (1).
     pub format: u32,
     /// The mounts, normalised, each with its filesystem id filled in.
     pub mounts: Vec<MountMapping>,

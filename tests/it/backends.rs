@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use strata::Result;
 use strata::object::{FilesystemSource, Object};
-use strata::store::{Op, Origin, Store};
+use strata::{Op, Origin, Store};
 
 use crate::support::TestResult;
 
@@ -106,7 +106,7 @@ impl DurableFactory for RedbOnDisk {
     }
 
     fn corrupt(&self, place: &Path, stored: &[u8]) -> TestResult {
-        let path = place.join(strata::store::DB_FILE);
+        let path = place.join(strata::DB_FILE);
         let mut raw = std::fs::read(&path)?;
         let at = raw
             .windows(stored.len())

@@ -341,7 +341,7 @@ fn a_held_store_names_its_holder() -> TestResult {
     let f = Fixture::new()?;
     f.write("a.txt", b"a\n")?;
     f.index()?;
-    let held = strata::store::Store::open(&f.store)?;
+    let held = strata::Store::open(&f.store)?;
     let err = f.fails(&["ls"], 2)?;
     assert!(err.contains("locked"), "{err}");
     assert!(

@@ -15,7 +15,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use strata::Error;
-use strata::store::Store;
+use strata::Store;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 

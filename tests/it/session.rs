@@ -8,14 +8,12 @@ use std::time::{Duration, SystemTime};
 
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
-use strata::index::{Action, Settings};
 use strata::object::{Role, ToolStatus};
 use strata::resolve::MountMapping;
-use strata::session::{
-    FileState, Meta, RenderOptions, Session, SessionOptions, Sets, ToolcallInput,
-};
-use strata::store::{HistoryQuery, Store, Timestamp, TxId};
+use strata::{Action, Settings};
 use strata::{Error, Origin};
+use strata::{FileState, Meta, RenderOptions, Session, SessionOptions, Sets, ToolcallInput};
+use strata::{HistoryQuery, Store, Timestamp, TxId};
 
 use crate::support::TestResult;
 
@@ -81,7 +79,7 @@ fn toolcall(id: Option<&str>, tool: &str, output: &str) -> ToolcallInput {
     }
 }
 
-fn ids(set: &strata::session::OrderedSet) -> Vec<String> {
+fn ids(set: &strata::OrderedSet) -> Vec<String> {
     set.ids().to_vec()
 }
 
@@ -315,8 +313,8 @@ fn failed_activation_of_an_unpooled_stub_leaves_the_session_as_it_was() -> TestR
     let sid = s.id().to_string();
     drop(s);
     store.transact(
-        vec![strata::store::Op::put(strata::Object::session(fields)?)],
-        strata::store::Origin::Session,
+        vec![strata::Op::put(strata::Object::session(fields)?)],
+        strata::Origin::Session,
     )?;
     let mut s = Session::load(&store, &Settings::default(), &sid)?;
     let before = s.sets().clone();

@@ -5,10 +5,10 @@ use std::fs;
 use std::path::PathBuf;
 
 use strata::Error;
-use strata::index::Settings;
+use strata::Settings;
+use strata::Store;
 use strata::resolve::MountMapping;
-use strata::session::{Session, SessionOptions};
-use strata::store::Store;
+use strata::{Session, SessionOptions};
 
 use crate::support::TestResult;
 
@@ -110,7 +110,7 @@ fn resume_tombstones_a_file_whose_directory_or_itself_is_replaced() -> TestResul
     fs::remove_file(root.join("work/b.md"))?;
     fs::create_dir(root.join("work/b.md"))?;
     let (_s, report) = Session::resume(&store, &Settings::default(), &sid)?;
-    let actions: Vec<(String, strata::index::Action)> = report
+    let actions: Vec<(String, strata::Action)> = report
         .changes
         .iter()
         .map(|c| (c.path.clone(), c.action))
@@ -118,16 +118,16 @@ fn resume_tombstones_a_file_whose_directory_or_itself_is_replaced() -> TestResul
     assert_eq!(
         actions,
         vec![
-            ("/work/d/a.md".to_string(), strata::index::Action::Deleted),
-            ("/work/b.md".to_string(), strata::index::Action::Deleted),
+            ("/work/d/a.md".to_string(), strata::Action::Deleted),
+            ("/work/b.md".to_string(), strata::Action::Deleted),
         ],
         "{report:?}"
     );
     Ok(())
 }
 
-fn call(id: &str) -> strata::session::ToolcallInput {
-    strata::session::ToolcallInput {
+fn call(id: &str) -> strata::ToolcallInput {
+    strata::ToolcallInput {
         id: Some(id.to_string()),
         tool: "t".into(),
         args: serde_json::Map::new(),
@@ -237,9 +237,7 @@ fn a_stored_document_with_a_repeated_id_loads_and_commits_canonically() -> TestR
     fields.active_set.push(id.clone());
     fields.metadata_pool.push(id.clone());
     store.transact(
-        vec![strata::store::Op::put(strata::object::Object::session(
-            fields,
-        )?)],
+        vec![strata::Op::put(strata::object::Object::session(fields)?)],
         strata::Origin::Session,
     )?;
     let mut loaded = Session::load(&store, &settings, &sid)?;
@@ -288,7 +286,7 @@ fn reading_commands_show_every_old_commit_of_a_delta_stored_session() -> TestRes
                 s.record_toolcall(call(&format!("call-{n}")))?;
             }
             let tx = s.commit()?.ok_or("no commit")?.tx_id.0;
-            let render = s.render(&strata::session::RenderOptions::default())?;
+            let render = s.render(&strata::RenderOptions::default())?;
             let chat = store
                 .get(&format!("chat:{}", s.id()))?
                 .and_then(|v| v.object)

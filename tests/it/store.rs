@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use strata::hash::sha256;
 use strata::object::{FilesystemSource, Object};
-use strata::store::{
+use strata::{Error, Hash};
+use strata::{
     HistoryQuery, Op, Order, Origin, Put, Store, Timestamp, TxId, ValidFrom, VersionInfo,
 };
-use strata::{Error, Hash};
 
 use crate::backends::{
     ChildMode, DurableFactory, StoreFactory, backend_tests, redb_on_disk, spawn_child,
@@ -685,7 +685,7 @@ fn another_format_version_is_refused() -> TestResult {
             err,
             Error::FormatVersion {
                 found: 99,
-                supported: strata::store::FORMAT_VERSION,
+                supported: strata::FORMAT_VERSION,
                 ..
             }
         ),

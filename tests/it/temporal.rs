@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use strata::Error;
 use strata::object::Object;
-use strata::store::{HistoryQuery, Op, Origin, Store, Timestamp, TxId};
+use strata::{HistoryQuery, Op, Origin, Store, Timestamp, TxId};
 
 use crate::backends::{StoreFactory, backend_tests};
 use crate::support::{TestResult, env_count};
@@ -130,7 +130,7 @@ fn op_strategy() -> impl Strategy<Value = MOp> {
 }
 
 /// The model value `v` of a version whose content is `v{v}`; `None` for a tombstone.
-fn content(version: &strata::store::Version) -> Result<Option<u8>, TestCaseError> {
+fn content(version: &strata::Version) -> Result<Option<u8>, TestCaseError> {
     let Some(object) = &version.object else {
         return Ok(None);
     };
