@@ -15,10 +15,10 @@
 use super::*;
 use redb::{ReadableTable, Table};
 
-use super::codec::{self, DocRec};
+use super::codec;
 use super::tables::BLOB_CHUNK;
 use crate::error::{Error, Result};
-use crate::hash::{Hash, sha256};
+use crate::hash::sha256;
 
 /// The blob tables of a write transaction.
 pub(crate) struct BlobTables<'t> {
@@ -28,20 +28,12 @@ pub(crate) struct BlobTables<'t> {
     pub data: Table<'t, u64, &'static [u8]>,
 }
 
-/// The document tables of a write transaction.
-pub(crate) struct DocTables<'t> {
-    /// `doc_index`.
-    pub index: Table<'t, [u8; 32], (u64, u64, bool)>,
-    /// `doc_data`.
-    pub data: Table<'t, u64, &'static [u8]>,
-}
-
-fn next_seq(data: &impl ReadableTable<u64, &'static [u8]>) -> Result<u64> {
+pub(crate) fn next_seq(data: &impl ReadableTable<u64, &'static [u8]>) -> Result<u64> {
     Ok(data.last().db()?.map_or(1, |(k, _)| k.value() + 1))
 }
 
 /// Appends `record` to the blob stream; returns its offset.
-fn append(chunks: &mut Table<'_, u64, &'static [u8]>, record: &[u8]) -> Result<u64> {
+pub(crate) fn append(chunks: &mut Table<'_, u64, &'static [u8]>, record: &[u8]) -> Result<u64> {
     let last = chunks
         .last()
         .db()?
@@ -68,7 +60,7 @@ fn append(chunks: &mut Table<'_, u64, &'static [u8]>, record: &[u8]) -> Result<u
 }
 
 /// Reads `len` bytes at `offset` of the blob stream; `None` when a chunk is missing or short.
-fn read_range(
+pub(crate) fn read_range(
     chunks: &impl ReadableTable<u64, &'static [u8]>,
     offset: u64,
     len: u64,
@@ -100,7 +92,11 @@ fn read_range(
 
 /// Overwrites `len` bytes at `offset` with zeros, dropping chunks that become all zero (except
 /// the last, which the next append extends).
-fn erase_range(chunks: &mut Table<'_, u64, &'static [u8]>, offset: u64, len: u64) -> Result<()> {
+pub(crate) fn erase_range(
+    chunks: &mut Table<'_, u64, &'static [u8]>,
+    offset: u64,
+    len: u64,
+) -> Result<()> {
     if len == 0 {
         return Ok(());
     }
@@ -483,202 +479,6 @@ pub(crate) fn read_at(
         }
     }
     Ok(bytes)
-}
-
-/// The bytes the new document of `object` brings (its content, and the kept raw bytes of a
-/// binary file), for the put statistics.
-pub(crate) struct NewDoc {
-    /// Bytes of blob records written.
-    pub stored: u64,
-}
-
-/// Makes sure the document of `object` exists (storing it and its content when new) and that
-/// the raw `bytes`, when given for a file whose content is null, are kept under its `file_hash`.
-///
-/// # Errors
-/// [`Error::InvalidInput`] when `bytes` do not hash to the object's `file_hash`.
-pub(crate) fn ensure_doc(
-    docs: &mut DocTables<'_>,
-    blobs: &mut BlobTables<'_>,
-    object: &crate::object::Object,
-    bytes: Option<&[u8]>,
-    encoded: Option<&EncodedBlob>,
-    delta_base: Option<&[u8; 32]>,
-    base_cache: Option<&super::doc_delta::BaseCache>,
-) -> Result<NewDoc> {
-    let key = object.object_hash().0;
-    let mut stored = 0;
-    if let Some(bytes) = bytes {
-        let actual = sha256(bytes);
-        if object.file_hash() != Some(&actual) {
-            return Err(Error::invalid_input(format!(
-                "the bytes given for {} hash to {actual}, not to its file_hash {}; give the file's own bytes",
-                object.id(),
-                object.file_hash().map_or("null".to_string(), Hash::to_hex),
-            )));
-        }
-    }
-    let keep_bytes = bytes.filter(|_| object.content().is_none());
-    let existing = docs.index.get(&key).db()?.map(|v| v.value());
-    match existing {
-        Some((seq, refs, file_blob)) => {
-            if let (Some(bytes), false) = (keep_bytes, file_blob)
-                && let Some(file_hash) = object.file_hash()
-            {
-                stored += acquire_blob(blobs, &file_hash.0, bytes, encoded)?.unwrap_or(0);
-                docs.index.insert(&key, (seq, refs, true)).db()?;
-            }
-        }
-        None => {
-            if let (Some(content), Some(hash)) = (object.content(), object.content_hash()) {
-                let previous = match delta_base {
-                    Some(base) => read_doc_raw(&docs.index, &docs.data, base)?
-                        .and_then(|(rec, _)| rec.content_hash),
-                    None => None,
-                };
-                stored += match previous {
-                    Some(previous) => {
-                        acquire_blob_after(blobs, &hash.0, content.as_bytes(), &previous)?
-                    }
-                    None => acquire_blob(blobs, &hash.0, content.as_bytes(), encoded)?,
-                }
-                .unwrap_or(0);
-            }
-            let mut file_blob = false;
-            if let (Some(bytes), Some(file_hash)) = (keep_bytes, object.file_hash()) {
-                stored += acquire_blob(blobs, &file_hash.0, bytes, encoded)?.unwrap_or(0);
-                file_blob = true;
-            }
-            // The object keeps its canonical fields JSON (it hashed it): no second serialising.
-            let fields = match delta_base {
-                Some(base) => super::doc_delta::encode(
-                    &docs.index,
-                    &docs.data,
-                    base,
-                    base_cache,
-                    object.metadata_json(),
-                )?,
-                None => object.metadata_json().to_string(),
-            };
-            let rec = DocRec {
-                file_hash: object.file_hash().map(|h| h.0),
-                content_hash: object.content_hash().map(|h| h.0),
-                fields,
-            };
-            let record = codec::encode(&rec)?;
-            let seq = next_seq(&docs.data)?;
-            docs.data.insert(seq, record.as_slice()).db()?;
-            docs.index.insert(&key, (seq, 0, file_blob)).db()?;
-            stored += record.len() as u64;
-        }
-    }
-    Ok(NewDoc { stored })
-}
-
-/// The blobs a document uses: its content, and its file bytes when kept and different.
-pub(crate) fn doc_blobs(rec: &DocRec, file_blob: bool) -> Vec<[u8; 32]> {
-    let mut out = Vec::new();
-    if let Some(hash) = rec.content_hash {
-        out.push(hash);
-    }
-    if file_blob
-        && let Some(hash) = rec.file_hash
-        && Some(hash) != rec.content_hash
-    {
-        out.push(hash);
-    }
-    out
-}
-
-/// Reads a document record by object hash, with whether its file bytes are kept; a delta
-/// document comes back with its full fields.
-///
-/// # Errors
-/// [`Error::Corrupt`] when the index points nowhere or the record does not decode.
-pub(crate) fn read_doc(
-    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
-    data: &impl ReadableTable<u64, &'static [u8]>,
-    hash: &[u8; 32],
-) -> Result<Option<(DocRec, bool)>> {
-    match read_doc_raw(index, data, hash)? {
-        Some((rec, file_blob)) => Ok(Some((
-            super::doc_delta::resolved(index, data, rec)?,
-            file_blob,
-        ))),
-        None => Ok(None),
-    }
-}
-
-/// Reads a document record as stored (a delta document's fields stay a delta).
-///
-/// # Errors
-/// [`Error::Corrupt`] when the index points nowhere or the record does not decode.
-pub(crate) fn read_doc_raw(
-    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
-    data: &impl ReadableTable<u64, &'static [u8]>,
-    hash: &[u8; 32],
-) -> Result<Option<(DocRec, bool)>> {
-    let Some((seq, _, file_blob)) = index.get(hash).db()?.map(|v| v.value()) else {
-        return Ok(None);
-    };
-    let record = data.get(seq).db()?.ok_or_else(|| {
-        Error::corrupt(format!(
-            "document {} points at missing record {seq}",
-            hex::encode(hash)
-        ))
-    })?;
-    // The label is built only on failure: this runs once per document of a session's resume.
-    let rec = codec::decode(record.value(), "document").map_err(|e| match e {
-        Error::Corrupt { what } => {
-            Error::corrupt(what.replacen("document", &format!("document {}", hex::encode(hash)), 1))
-        }
-        other => other,
-    })?;
-    Ok(Some((rec, file_blob)))
-}
-
-/// Adds one version reference to a document.
-pub(crate) fn reference_doc(docs: &mut DocTables<'_>, hash: &[u8; 32]) -> Result<()> {
-    let (seq, refs, file_blob) =
-        docs.index
-            .get(hash)
-            .db()?
-            .map(|v| v.value())
-            .ok_or_else(|| {
-                Error::corrupt(format!(
-                    "document {} is referenced but missing",
-                    hex::encode(hash)
-                ))
-            })?;
-    docs.index.insert(hash, (seq, refs + 1, file_blob)).db()?;
-    Ok(())
-}
-
-/// Drops one version reference to a document, deleting it (and releasing its blobs) at zero;
-/// returns the bytes freed.
-pub(crate) fn release_doc(
-    docs: &mut DocTables<'_>,
-    blobs: &mut BlobTables<'_>,
-    hash: &[u8; 32],
-) -> Result<u64> {
-    let Some((seq, refs, file_blob)) = docs.index.get(hash).db()?.map(|v| v.value()) else {
-        return Ok(0);
-    };
-    if refs > 1 {
-        docs.index.insert(hash, (seq, refs - 1, file_blob)).db()?;
-        return Ok(0);
-    }
-    docs.index.remove(hash).db()?;
-    let record = docs.data.remove(seq).db()?.map(|v| v.value().to_vec());
-    let mut freed = 0;
-    if let Some(record) = record {
-        freed += record.len() as u64;
-        let rec: DocRec = codec::decode(&record, &format!("document {}", hex::encode(hash)))?;
-        for blob in doc_blobs(&rec, file_blob) {
-            freed += release_blob(blobs, &blob)?;
-        }
-    }
-    Ok(freed)
 }
 
 #[cfg(test)]

@@ -12,90 +12,70 @@
 //! full fields only. A base is always an earlier version of the same entity, so it lives as
 //! long as the deltas on it (only eviction of the whole entity removes either).
 
-use super::*;
-use std::sync::{Arc, Mutex};
-
-use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 #[cfg(test)]
 use similar::capture_diff_slices;
 use similar::{Algorithm, DiffOp, capture_diff};
 
-use super::WriteTables;
-use super::blobs::read_doc_raw;
-use super::codec::{self, DocRec, VersionRec};
 use crate::error::{Error, Result};
 
 /// The first character of a delta document's fields.
-const MARK: char = '\u{1}';
+pub(crate) const MARK: char = '\u{1}';
 /// The longest chain of deltas a read follows: a skip-delta chain of `u32` numbers has at most
 /// 32 (chains written before skip-deltas were linear and at most 64 long).
-const MAX_CHAIN: usize = 64;
+pub(crate) const MAX_CHAIN: usize = 64;
 
 #[derive(Serialize, Deserialize)]
-struct Delta {
+pub(crate) struct Delta {
     /// The base document's object hash (hex).
-    b: String,
+    pub(crate) b: String,
     /// This delta's number in its chain: the full document at its start is 0, and delta `d`
     /// is based on document `d & (d - 1)`.
-    d: u32,
+    pub(crate) d: u32,
     /// Edits in ascending order.
-    e: Vec<Edit>,
+    pub(crate) e: Vec<Edit>,
 }
-
-/// A delta at least 1/`REBASE_FRACTION` of its full document is not stored: the full document
-/// is, and starts a new chain. Without it (and [`BIG_CHANGE`]) a large early change (10 000
-/// files read in a session's first commits) comes back in every delta on the chain's start, at
-/// every power of two (measured: 2 MB at commits 32, 64 and 128 of a 10 000-file session, a
-/// mean of 55 KB a commit; with this rule alone 427 KB each time, a mean of 18.5 KB). A growing
-/// document is then stored whole about each time it has grown by a third since its last full
-/// copy: a constant number of copies per doubling, amortised O(change).
-const REBASE_FRACTION: usize = 4;
-
-/// A document whose length differs from its previous version's by 1/`BIG_CHANGE` of it or more
-/// is stored whole, starting a new chain that holds the change in its base.
-const BIG_CHANGE: usize = 8;
 
 /// A delta's base and number, read without its edits.
 #[derive(Deserialize)]
-struct Head {
-    b: String,
-    d: u32,
+pub(crate) struct Head {
+    pub(crate) b: String,
+    pub(crate) d: u32,
 }
 
 /// One edit of a token list: (first base token, tokens removed, tokens inserted).
-type Edit = (usize, usize, Vec<String>);
+pub(crate) type Edit = (usize, usize, Vec<String>);
 
-fn tokens(fields: &str) -> Vec<&str> {
+pub(crate) fn tokens(fields: &str) -> Vec<&str> {
     fields.split(',').collect()
 }
 
-fn parse(fields: &str) -> Result<Delta> {
+pub(crate) fn parse(fields: &str) -> Result<Delta> {
     serde_json::from_str(&fields[MARK.len_utf8()..])
         .map_err(|e| Error::corrupt(format!("delta document does not parse: {e}")))
 }
 
-fn parse_head(fields: &str) -> Result<Head> {
+pub(crate) fn parse_head(fields: &str) -> Result<Head> {
     serde_json::from_str(&fields[MARK.len_utf8()..])
         .map_err(|e| Error::corrupt(format!("delta document does not parse: {e}")))
 }
 
-fn is_delta(fields: &str) -> bool {
+pub(crate) fn is_delta(fields: &str) -> bool {
     fields.starts_with(MARK)
 }
 
-fn hash_of(hex_hash: &str) -> Result<[u8; 32]> {
+pub(crate) fn hash_of(hex_hash: &str) -> Result<[u8; 32]> {
     let mut out = [0u8; 32];
     hex::decode_to_slice(hex_hash, &mut out)
         .map_err(|e| Error::corrupt(format!("delta base {hex_hash}: {e}")))?;
     Ok(out)
 }
 
-fn base_hash(delta: &Delta) -> Result<[u8; 32]> {
+pub(crate) fn base_hash(delta: &Delta) -> Result<[u8; 32]> {
     hash_of(&delta.b)
 }
 
-fn apply<'a>(old: Vec<&'a str>, delta: &'a Delta) -> Result<Vec<&'a str>> {
+pub(crate) fn apply<'a>(old: Vec<&'a str>, delta: &'a Delta) -> Result<Vec<&'a str>> {
     let mut out: Vec<&str> = Vec::with_capacity(old.len());
     let mut at = 0;
     for (start, removed, inserted) in &delta.e {
@@ -196,7 +176,7 @@ fn common_suffix(a: &[u8], b: &[u8]) -> usize {
 /// its bytes: a commit that appends to three sets then costs about one pass over the document
 /// (byte comparisons and comma counts), not a split of it into tokens. Any split gives a
 /// correct delta; this one only makes it cheap.
-fn edits_of(old: &str, new: &str) -> Vec<Edit> {
+pub(crate) fn edits_of(old: &str, new: &str) -> Vec<Edit> {
     let (a, b) = (sections(old), sections(new));
     let same_keys = a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.1 == y.1);
     let mut edits = Vec::new();
@@ -331,240 +311,6 @@ fn span_diff(
             new_len,
         },
     }]
-}
-
-/// `rec` with its fields resolved to the full canonical JSON when it is a delta.
-///
-/// # Errors
-/// [`Error::Corrupt`] when a base is missing or a delta does not apply.
-pub(crate) fn resolved(
-    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
-    data: &impl ReadableTable<u64, &'static [u8]>,
-    mut rec: DocRec,
-) -> Result<DocRec> {
-    if !is_delta(&rec.fields) {
-        return Ok(rec);
-    }
-    let mut chain = vec![parse(&rec.fields)?];
-    let full = loop {
-        let base = base_hash(
-            chain
-                .last()
-                .ok_or_else(|| Error::corrupt("empty delta chain"))?,
-        )?;
-        let (base_rec, _) = read_doc_raw(index, data, &base)?.ok_or_else(|| {
-            Error::corrupt(format!("delta base {} is missing", hex::encode(base)))
-        })?;
-        if !is_delta(&base_rec.fields) {
-            break base_rec.fields;
-        }
-        if chain.len() > MAX_CHAIN {
-            return Err(Error::corrupt("delta chain longer than its depth limit"));
-        }
-        chain.push(parse(&base_rec.fields)?);
-    };
-    // Applied on token lists, joined once: a chain costs one pass per delta over pointers.
-    let mut current = tokens(&full);
-    for delta in chain.iter().rev() {
-        current = apply(current, delta)?;
-    }
-    rec.fields = current.join(",");
-    Ok(rec)
-}
-
-/// The fields to store for a new document whose full fields are `fields`, the next of the chain
-/// whose latest document is `previous`: a delta against document `n & (n - 1)` of that chain
-/// (found walking back from `previous`) when that is shorter, else `fields`.
-///
-/// # Errors
-/// [`Error::Corrupt`] when the chain does not read or a base does not resolve.
-pub(crate) fn encode(
-    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
-    data: &impl ReadableTable<u64, &'static [u8]>,
-    previous: &[u8; 32],
-    cache: Option<&BaseCache>,
-    fields: &str,
-) -> Result<String> {
-    // A big change (an eighth of the document or more) starts a new chain with the full
-    // document, so that it is not repeated in every delta on the old chain's start.
-    let grew = cache
-        .and_then(|c| c.get(previous))
-        .is_some_and(|prev| fields.len().abs_diff(prev.len()) * BIG_CHANGE >= fields.len());
-    if grew {
-        return Ok(fields.to_string());
-    }
-    let Some((base, number)) = skip_base(index, data, previous)? else {
-        return Ok(fields.to_string());
-    };
-    let base_fields: Arc<str> = match cache.and_then(|c| c.get(&base)) {
-        Some(full) => full,
-        None => {
-            let (raw, _) = read_doc_raw(index, data, &base)?.ok_or_else(|| {
-                Error::corrupt(format!("delta base {} is missing", hex::encode(base)))
-            })?;
-            let full: Arc<str> = resolved(index, data, raw)?.fields.into();
-            if let Some(cache) = cache {
-                cache.put(base, Arc::clone(&full));
-            }
-            full
-        }
-    };
-    let edits = edits_of(&base_fields, fields);
-    let delta = Delta {
-        b: hex::encode(base),
-        d: number,
-        e: edits,
-    };
-    let text = serde_json::to_string(&delta).map_err(|e| Error::storage("encoding a delta", e))?;
-    let encoded = format!("{MARK}{text}");
-    Ok(if encoded.len() < fields.len() / REBASE_FRACTION {
-        encoded
-    } else {
-        fields.to_string()
-    })
-}
-
-/// The base of the next delta after document `previous` and that delta's number: number
-/// `n = previous + 1` is based on document `n & (n - 1)`, which is always on the chain of
-/// `previous` (it clears the lowest set bit of `n`; the chain of `n - 1` clears its set bits one
-/// by one). `None` when `previous` is not stored, its chain is as long as a `u32` counts, or the
-/// chain skips the number (a store written by another rule): then a full document is stored.
-fn skip_base(
-    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
-    data: &impl ReadableTable<u64, &'static [u8]>,
-    previous: &[u8; 32],
-) -> Result<Option<([u8; 32], u32)>> {
-    let number_of = |hash: &[u8; 32]| -> Result<Option<(u32, Option<[u8; 32]>)>> {
-        let Some((raw, _)) = read_doc_raw(index, data, hash)? else {
-            return Ok(None);
-        };
-        if !is_delta(&raw.fields) {
-            return Ok(Some((0, None)));
-        }
-        let head = parse_head(&raw.fields)?;
-        Ok(Some((head.d, Some(hash_of(&head.b)?))))
-    };
-    let Some((mut at_number, mut base)) = number_of(previous)? else {
-        return Ok(None);
-    };
-    let Some(number) = at_number.checked_add(1) else {
-        return Ok(None);
-    };
-    let target = number & (number - 1);
-    let mut at = *previous;
-    while at_number > target {
-        let Some(next) = base else {
-            return Ok(None);
-        };
-        let Some((n, b)) = number_of(&next)? else {
-            return Err(Error::corrupt(format!(
-                "delta base {} is missing",
-                hex::encode(next)
-            )));
-        };
-        if n >= at_number {
-            return Err(Error::corrupt(format!(
-                "delta chain of {} does not descend",
-                hex::encode(previous)
-            )));
-        }
-        (at, at_number, base) = (next, n, b);
-    }
-    Ok((at_number == target).then_some((at, number)))
-}
-
-/// Rewrites with its full fields every delta document that is based directly on one of
-/// `erased` (documents an eviction is about to remove) and is not itself among them: a document
-/// is shared by object hash, so another entity's version (a fork's chat written by a raw put)
-/// can use a delta whose base only the evicted entity's versions referenced, and its own later
-/// deltas can be based on that entity's documents. Deltas are written after their bases, so
-/// only documents from the first erased record on are read. Returns the bytes added.
-///
-/// # Errors
-/// [`Error::Corrupt`] when a document does not decode or a delta does not resolve.
-pub(crate) fn keep_dependents_whole(
-    docs: &mut super::blobs::DocTables<'_>,
-    erased: &std::collections::HashMap<[u8; 32], u64>,
-) -> Result<u64> {
-    let Some(first) = erased.values().min().copied() else {
-        return Ok(0);
-    };
-    let erased_seqs: std::collections::HashSet<u64> = erased.values().copied().collect();
-    let mut rewrite = Vec::new();
-    for entry in docs.data.range(first..).db()? {
-        let (key, value) = entry.db()?;
-        let seq = key.value();
-        if erased_seqs.contains(&seq) {
-            continue;
-        }
-        let rec: DocRec = codec::decode(value.value(), &format!("document record {seq}"))?;
-        if is_delta(&rec.fields) && erased.contains_key(&hash_of(&parse_head(&rec.fields)?.b)?) {
-            rewrite.push((seq, rec));
-        }
-    }
-    // Resolve every one before writing any: a chain may run through another rewritten one.
-    let mut whole = Vec::with_capacity(rewrite.len());
-    for (seq, rec) in rewrite {
-        let old = codec::encode(&rec)?.len() as u64;
-        let rec = resolved(&docs.index, &docs.data, rec)?;
-        whole.push((seq, old, codec::encode(&rec)?));
-    }
-    let mut added = 0;
-    for (seq, old, record) in whole {
-        docs.data.insert(seq, record.as_slice()).db()?;
-        added += (record.len() as u64).saturating_sub(old);
-    }
-    Ok(added)
-}
-
-/// The full fields of the latest session and chat documents this store handle wrote, by object
-/// hash, so that the next delta on one does not rebuild it from its chain. An object hash fixes
-/// its fields (it hashes them), so an entry is never wrong, even for a document whose
-/// transaction failed; the depth of a base is always read from the store.
-#[derive(Debug, Default)]
-pub(crate) struct BaseCache(Mutex<Vec<([u8; 32], Arc<str>)>>);
-
-/// How many documents [`BaseCache`] keeps, least recently used out first: the last few of a
-/// chain are the bases of the next deltas (a few sessions written by one handle at once).
-const CACHED_BASES: usize = 12;
-
-impl BaseCache {
-    /// The fields of document `hash` when cached; a hit becomes the most recent entry, so the
-    /// bases that skip-deltas come back to stay.
-    fn get(&self, hash: &[u8; 32]) -> Option<Arc<str>> {
-        let mut entries = self.0.lock().ok()?;
-        let at = entries.iter().position(|(h, _)| h == hash)?;
-        let entry = entries.remove(at);
-        let fields = Arc::clone(&entry.1);
-        entries.push(entry);
-        Some(fields)
-    }
-
-    /// Remembers the full `fields` of document `hash` as the most recent entry.
-    pub(crate) fn put(&self, hash: [u8; 32], fields: Arc<str>) {
-        // A poisoned lock only loses the cache: deltas then rebuild their base from the store.
-        if let Ok(mut entries) = self.0.lock() {
-            entries.retain(|(h, _)| *h != hash);
-            if entries.len() >= CACHED_BASES {
-                entries.remove(0);
-            }
-            entries.push((hash, fields));
-        }
-    }
-}
-
-impl WriteTables<'_> {
-    /// The object hash of the latest version (greatest valid time, then tx) of entity `eid`, the
-    /// base of its next delta document; `None` when it has none or it is a tombstone.
-    pub(super) fn delta_base(&self, eid: u64) -> Result<Option<[u8; 32]>> {
-        let Some((vt, tx)) = self.latest_row(eid)? else {
-            return Ok(None);
-        };
-        match self.versions.get((eid, vt, tx)).db()? {
-            Some(v) => Ok(codec::decode::<VersionRec>(v.value(), "version record")?.object_hash),
-            None => Ok(None),
-        }
-    }
 }
 
 #[cfg(test)]

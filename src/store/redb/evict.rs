@@ -43,14 +43,14 @@ impl WriteTables<'_> {
             {
                 erased.insert(hash, seq);
                 if let Some((doc, _)) =
-                    blobs::read_doc_raw(&self.docs.index, &self.docs.data, &hash)?
+                    docs::read_doc_raw(&self.docs.index, &self.docs.data, &hash)?
                 {
-                    erased_blobs.extend(blobs::doc_blobs(&doc, file_blob));
+                    erased_blobs.extend(docs::doc_blobs(&doc, file_blob));
                 }
             }
         }
         if chained {
-            added += doc_delta::keep_dependents_whole(&mut self.docs, &erased)?;
+            added += docs::keep_dependents_whole(&mut self.docs, &erased)?;
         }
         // The entity's op bodies: the writes that made its rows, and its matches.
         let mut ops = std::collections::BTreeSet::new();
@@ -59,7 +59,7 @@ impl WriteTables<'_> {
             self.versions.remove(key).db()?;
             self.by_tx.remove((key.0, key.2)).db()?;
             if let Some(hash) = hash {
-                freed += blobs::release_doc(&mut self.docs, &mut self.blobs, &hash)?;
+                freed += docs::release_doc(&mut self.docs, &mut self.blobs, &hash)?;
             }
         }
         let mut matches = Vec::new();

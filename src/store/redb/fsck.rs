@@ -131,7 +131,7 @@ impl RedbStore {
                 continue;
             };
             let rec: DocRec = match codec::decode(record.value(), "document")
-                .and_then(|rec| super::doc_delta::resolved(&doc_index, &doc_data, rec))
+                .and_then(|rec| super::docs::resolved(&doc_index, &doc_data, rec))
             {
                 Ok(rec) => rec,
                 Err(e) => {
@@ -148,7 +148,7 @@ impl RedbStore {
                 Ok(_) => {}
                 Err(e) => out.push(finding("doc_unreadable", subject.clone(), e.to_string())),
             }
-            for blob in blobs::doc_blobs(&rec, file_blob) {
+            for blob in docs::doc_blobs(&rec, file_blob) {
                 *counted_blobs.entry(blob).or_default() += 1;
                 if !blob_refs.contains_key(&blob) {
                     out.push(finding(
@@ -448,7 +448,7 @@ impl RedbStore {
                 }
                 if let Some(record) = w.docs.data.get(seq).db()? {
                     let rec: DocRec = codec::decode(record.value(), "document")?;
-                    for blob in blobs::doc_blobs(&rec, file_blob) {
+                    for blob in docs::doc_blobs(&rec, file_blob) {
                         *blob_counts.entry(blob).or_default() += 1;
                     }
                 }

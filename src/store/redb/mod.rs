@@ -8,12 +8,14 @@
 //! - `write`: the write tables of a transaction and `transact`. `evict`: erasing an entity.
 //! - `read`: the read tables of a query and the queries. `metadata`: metadata-only reads.
 //!   `lookup`: paths, ids and prefixes.
-//! - `blobs`: contents and documents, content-addressed, with reference counts. `doc_delta`:
-//!   session and chat documents stored as deltas. `temporal`: as-of, history, the write rule.
+//! - `blobs`: contents, content-addressed, with reference counts and suffix records.
+//! - `docs`: documents (the hashed fields) by object hash, sessions' and chats' as skip-deltas;
+//!   `doc_delta`: the delta codec itself (no tables). `temporal`: as-of, history, the write rule.
 //! - `stat`: the stat cache table. `fsck`: verification, rebuild, gc.
 
 mod blobs;
 mod doc_delta;
+mod docs;
 mod evict;
 mod fsck;
 pub(crate) mod guard;
@@ -42,7 +44,8 @@ use super::{
 use crate::error::{Error, Result};
 use crate::hash::Hash;
 use crate::object::{ContentOmitted, Fields, FilesystemSource, Object, ObjectType, Source};
-use blobs::{BlobTables, DocTables};
+use blobs::BlobTables;
+use docs::DocTables;
 use open::Handle;
 use read::ReadTables;
 use tables::*;
@@ -74,7 +77,7 @@ pub(crate) struct RedbStore {
     /// (length, bytes allocated on disk) of `store.redb` when this handle opened it (see `Drop`).
     opened: (u64, u64),
     /// The latest session and chat documents written, the bases of their next deltas.
-    base_cache: doc_delta::BaseCache,
+    base_cache: docs::BaseCache,
     /// Set when a call into redb panicked (a damaged page): writes are refused from then on.
     damaged: std::sync::atomic::AtomicBool,
 }

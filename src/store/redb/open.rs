@@ -178,7 +178,7 @@ impl RedbStore {
             handle: Handle::ReadWrite(db),
             dir: None,
             opened: (0, 0),
-            base_cache: doc_delta::BaseCache::default(),
+            base_cache: docs::BaseCache::default(),
             damaged: std::sync::atomic::AtomicBool::new(false),
         };
         store.init(true, Path::new(":memory:"))?;
@@ -215,7 +215,7 @@ impl RedbStore {
             handle: Handle::ReadWrite(db),
             dir: Some(dir.to_path_buf()),
             opened: file_size(&path),
-            base_cache: doc_delta::BaseCache::default(),
+            base_cache: docs::BaseCache::default(),
             damaged: std::sync::atomic::AtomicBool::new(false),
         };
         store.init(create, &path)?;
@@ -299,7 +299,7 @@ impl RedbStore {
                     handle: Handle::ReadOnly(db),
                     dir: Some(dir.to_path_buf()),
                     opened: (0, 0),
-                    base_cache: doc_delta::BaseCache::default(),
+                    base_cache: docs::BaseCache::default(),
                     damaged: std::sync::atomic::AtomicBool::new(false),
                 };
                 store.check_format(&path)?;

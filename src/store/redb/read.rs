@@ -360,13 +360,12 @@ impl ReadTables {
     /// # Errors
     /// [`Error::Corrupt`] when the document is missing or does not resolve.
     pub(super) fn version_doc(&self, id: &str, hash: &[u8; 32]) -> Result<codec::DocRec> {
-        let (doc, _) =
-            blobs::read_doc(&self.doc_index, &self.doc_data, hash)?.ok_or_else(|| {
-                Error::corrupt(format!(
-                    "version of {id} points at missing document {}",
-                    hex::encode(hash)
-                ))
-            })?;
+        let (doc, _) = docs::read_doc(&self.doc_index, &self.doc_data, hash)?.ok_or_else(|| {
+            Error::corrupt(format!(
+                "version of {id} points at missing document {}",
+                hex::encode(hash)
+            ))
+        })?;
         Ok(doc)
     }
 

@@ -27,7 +27,7 @@ pub(crate) struct WriteTables<'t> {
     /// The entities this transaction evicted.
     pub(super) evicted: std::collections::HashSet<String>,
     /// The handle's cache of delta bases (`None` when replaying the log).
-    pub(super) base_cache: Option<&'t doc_delta::BaseCache>,
+    pub(super) base_cache: Option<&'t docs::BaseCache>,
 }
 
 impl<'t> WriteTables<'t> {
@@ -174,7 +174,7 @@ impl WriteTables<'_> {
         rec: &VersionRec,
     ) -> Result<()> {
         if let Some(hash) = &rec.object_hash {
-            blobs::reference_doc(&mut self.docs, hash)?;
+            docs::reference_doc(&mut self.docs, hash)?;
         }
         self.versions
             .insert((eid, vt, tx), codec::encode(rec)?.as_slice())
@@ -258,7 +258,7 @@ impl WriteTables<'_> {
             (Some(rec), ObjectType::Session | ObjectType::Chat) => self.delta_base(rec.eid)?,
             _ => None,
         };
-        let stored = blobs::ensure_doc(
+        let stored = docs::ensure_doc(
             &mut self.docs,
             &mut self.blobs,
             object,

@@ -1,0 +1,463 @@
+//! Documents: the hashed fields of every version, content-addressed by object hash with a
+//! reference count each, stored whole or, for sessions and chats, as skip-deltas on an earlier
+//! document of the same entity (`doc_delta` holds the delta codec; this file chooses bases,
+//! resolves chains and keeps other entities' chains whole when one is evicted).
+
+use super::*;
+use std::sync::{Arc, Mutex};
+
+use super::blobs::{acquire_blob, acquire_blob_after, next_seq, release_blob};
+use super::codec::DocRec;
+use super::doc_delta::{
+    Delta, MARK, MAX_CHAIN, apply, base_hash, edits_of, hash_of, is_delta, parse, parse_head,
+    tokens,
+};
+use crate::hash::sha256;
+
+/// The document tables of a write transaction.
+pub(crate) struct DocTables<'t> {
+    /// `doc_index`.
+    pub index: Table<'t, [u8; 32], (u64, u64, bool)>,
+    /// `doc_data`.
+    pub data: Table<'t, u64, &'static [u8]>,
+}
+
+/// The bytes the new document of `object` brings (its content, and the kept raw bytes of a
+/// binary file), for the put statistics.
+pub(crate) struct NewDoc {
+    /// Bytes of blob records written.
+    pub stored: u64,
+}
+
+/// Makes sure the document of `object` exists (storing it and its content when new) and that
+/// the raw `bytes`, when given for a file whose content is null, are kept under its `file_hash`.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when `bytes` do not hash to the object's `file_hash`.
+pub(crate) fn ensure_doc(
+    docs: &mut DocTables<'_>,
+    blobs: &mut BlobTables<'_>,
+    object: &crate::object::Object,
+    bytes: Option<&[u8]>,
+    encoded: Option<&EncodedBlob>,
+    delta_base: Option<&[u8; 32]>,
+    base_cache: Option<&BaseCache>,
+) -> Result<NewDoc> {
+    let key = object.object_hash().0;
+    let mut stored = 0;
+    if let Some(bytes) = bytes {
+        let actual = sha256(bytes);
+        if object.file_hash() != Some(&actual) {
+            return Err(Error::invalid_input(format!(
+                "the bytes given for {} hash to {actual}, not to its file_hash {}; give the file's own bytes",
+                object.id(),
+                object.file_hash().map_or("null".to_string(), Hash::to_hex),
+            )));
+        }
+    }
+    let keep_bytes = bytes.filter(|_| object.content().is_none());
+    let existing = docs.index.get(&key).db()?.map(|v| v.value());
+    match existing {
+        Some((seq, refs, file_blob)) => {
+            if let (Some(bytes), false) = (keep_bytes, file_blob)
+                && let Some(file_hash) = object.file_hash()
+            {
+                stored += acquire_blob(blobs, &file_hash.0, bytes, encoded)?.unwrap_or(0);
+                docs.index.insert(&key, (seq, refs, true)).db()?;
+            }
+        }
+        None => {
+            if let (Some(content), Some(hash)) = (object.content(), object.content_hash()) {
+                let previous = match delta_base {
+                    Some(base) => read_doc_raw(&docs.index, &docs.data, base)?
+                        .and_then(|(rec, _)| rec.content_hash),
+                    None => None,
+                };
+                stored += match previous {
+                    Some(previous) => {
+                        acquire_blob_after(blobs, &hash.0, content.as_bytes(), &previous)?
+                    }
+                    None => acquire_blob(blobs, &hash.0, content.as_bytes(), encoded)?,
+                }
+                .unwrap_or(0);
+            }
+            let mut file_blob = false;
+            if let (Some(bytes), Some(file_hash)) = (keep_bytes, object.file_hash()) {
+                stored += acquire_blob(blobs, &file_hash.0, bytes, encoded)?.unwrap_or(0);
+                file_blob = true;
+            }
+            // The object keeps its canonical fields JSON (it hashed it): no second serialising.
+            let fields = match delta_base {
+                Some(base) => encode(
+                    &docs.index,
+                    &docs.data,
+                    base,
+                    base_cache,
+                    object.metadata_json(),
+                )?,
+                None => object.metadata_json().to_string(),
+            };
+            let rec = DocRec {
+                file_hash: object.file_hash().map(|h| h.0),
+                content_hash: object.content_hash().map(|h| h.0),
+                fields,
+            };
+            let record = codec::encode(&rec)?;
+            let seq = next_seq(&docs.data)?;
+            docs.data.insert(seq, record.as_slice()).db()?;
+            docs.index.insert(&key, (seq, 0, file_blob)).db()?;
+            stored += record.len() as u64;
+        }
+    }
+    Ok(NewDoc { stored })
+}
+
+/// The blobs a document uses: its content, and its file bytes when kept and different.
+pub(crate) fn doc_blobs(rec: &DocRec, file_blob: bool) -> Vec<[u8; 32]> {
+    let mut out = Vec::new();
+    if let Some(hash) = rec.content_hash {
+        out.push(hash);
+    }
+    if file_blob
+        && let Some(hash) = rec.file_hash
+        && Some(hash) != rec.content_hash
+    {
+        out.push(hash);
+    }
+    out
+}
+
+/// Reads a document record by object hash, with whether its file bytes are kept; a delta
+/// document comes back with its full fields.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the index points nowhere or the record does not decode.
+pub(crate) fn read_doc(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    hash: &[u8; 32],
+) -> Result<Option<(DocRec, bool)>> {
+    match read_doc_raw(index, data, hash)? {
+        Some((rec, file_blob)) => Ok(Some((resolved(index, data, rec)?, file_blob))),
+        None => Ok(None),
+    }
+}
+
+/// Reads a document record as stored (a delta document's fields stay a delta).
+///
+/// # Errors
+/// [`Error::Corrupt`] when the index points nowhere or the record does not decode.
+pub(crate) fn read_doc_raw(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    hash: &[u8; 32],
+) -> Result<Option<(DocRec, bool)>> {
+    let Some((seq, _, file_blob)) = index.get(hash).db()?.map(|v| v.value()) else {
+        return Ok(None);
+    };
+    let record = data.get(seq).db()?.ok_or_else(|| {
+        Error::corrupt(format!(
+            "document {} points at missing record {seq}",
+            hex::encode(hash)
+        ))
+    })?;
+    // The label is built only on failure: this runs once per document of a session's resume.
+    let rec = codec::decode(record.value(), "document").map_err(|e| match e {
+        Error::Corrupt { what } => {
+            Error::corrupt(what.replacen("document", &format!("document {}", hex::encode(hash)), 1))
+        }
+        other => other,
+    })?;
+    Ok(Some((rec, file_blob)))
+}
+
+/// Adds one version reference to a document.
+pub(crate) fn reference_doc(docs: &mut DocTables<'_>, hash: &[u8; 32]) -> Result<()> {
+    let (seq, refs, file_blob) =
+        docs.index
+            .get(hash)
+            .db()?
+            .map(|v| v.value())
+            .ok_or_else(|| {
+                Error::corrupt(format!(
+                    "document {} is referenced but missing",
+                    hex::encode(hash)
+                ))
+            })?;
+    docs.index.insert(hash, (seq, refs + 1, file_blob)).db()?;
+    Ok(())
+}
+
+/// Drops one version reference to a document, deleting it (and releasing its blobs) at zero;
+/// returns the bytes freed.
+pub(crate) fn release_doc(
+    docs: &mut DocTables<'_>,
+    blobs: &mut BlobTables<'_>,
+    hash: &[u8; 32],
+) -> Result<u64> {
+    let Some((seq, refs, file_blob)) = docs.index.get(hash).db()?.map(|v| v.value()) else {
+        return Ok(0);
+    };
+    if refs > 1 {
+        docs.index.insert(hash, (seq, refs - 1, file_blob)).db()?;
+        return Ok(0);
+    }
+    docs.index.remove(hash).db()?;
+    let record = docs.data.remove(seq).db()?.map(|v| v.value().to_vec());
+    let mut freed = 0;
+    if let Some(record) = record {
+        freed += record.len() as u64;
+        let rec: DocRec = codec::decode(&record, &format!("document {}", hex::encode(hash)))?;
+        for blob in doc_blobs(&rec, file_blob) {
+            freed += release_blob(blobs, &blob)?;
+        }
+    }
+    Ok(freed)
+}
+
+/// A delta at least 1/`REBASE_FRACTION` of its full document is not stored: the full document
+/// is, and starts a new chain. Without it (and [`BIG_CHANGE`]) a large early change (10 000
+/// files read in a session's first commits) comes back in every delta on the chain's start, at
+/// every power of two (measured: 2 MB at commits 32, 64 and 128 of a 10 000-file session, a
+/// mean of 55 KB a commit; with this rule alone 427 KB each time, a mean of 18.5 KB). A growing
+/// document is then stored whole about each time it has grown by a third since its last full
+/// copy: a constant number of copies per doubling, amortised O(change).
+const REBASE_FRACTION: usize = 4;
+
+/// A document whose length differs from its previous version's by 1/`BIG_CHANGE` of it or more
+/// is stored whole, starting a new chain that holds the change in its base.
+const BIG_CHANGE: usize = 8;
+
+/// The full fields of the latest session and chat documents this store handle wrote, by object
+/// hash, so that the next delta on one does not rebuild it from its chain. An object hash fixes
+/// its fields (it hashes them), so an entry is never wrong, even for a document whose
+/// transaction failed; the depth of a base is always read from the store.
+#[derive(Debug, Default)]
+pub(crate) struct BaseCache(Mutex<Vec<([u8; 32], Arc<str>)>>);
+
+/// How many documents [`BaseCache`] keeps, least recently used out first: the last few of a
+/// chain are the bases of the next deltas (a few sessions written by one handle at once).
+const CACHED_BASES: usize = 12;
+
+impl BaseCache {
+    /// The fields of document `hash` when cached; a hit becomes the most recent entry, so the
+    /// bases that skip-deltas come back to stay.
+    fn get(&self, hash: &[u8; 32]) -> Option<Arc<str>> {
+        let mut entries = self.0.lock().ok()?;
+        let at = entries.iter().position(|(h, _)| h == hash)?;
+        let entry = entries.remove(at);
+        let fields = Arc::clone(&entry.1);
+        entries.push(entry);
+        Some(fields)
+    }
+
+    /// Remembers the full `fields` of document `hash` as the most recent entry.
+    pub(crate) fn put(&self, hash: [u8; 32], fields: Arc<str>) {
+        // A poisoned lock only loses the cache: deltas then rebuild their base from the store.
+        if let Ok(mut entries) = self.0.lock() {
+            entries.retain(|(h, _)| *h != hash);
+            if entries.len() >= CACHED_BASES {
+                entries.remove(0);
+            }
+            entries.push((hash, fields));
+        }
+    }
+}
+
+/// `rec` with its fields resolved to the full canonical JSON when it is a delta.
+///
+/// # Errors
+/// [`Error::Corrupt`] when a base is missing or a delta does not apply.
+pub(crate) fn resolved(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    mut rec: DocRec,
+) -> Result<DocRec> {
+    if !is_delta(&rec.fields) {
+        return Ok(rec);
+    }
+    let mut chain = vec![parse(&rec.fields)?];
+    let full = loop {
+        let base = base_hash(
+            chain
+                .last()
+                .ok_or_else(|| Error::corrupt("empty delta chain"))?,
+        )?;
+        let (base_rec, _) = read_doc_raw(index, data, &base)?.ok_or_else(|| {
+            Error::corrupt(format!("delta base {} is missing", hex::encode(base)))
+        })?;
+        if !is_delta(&base_rec.fields) {
+            break base_rec.fields;
+        }
+        if chain.len() > MAX_CHAIN {
+            return Err(Error::corrupt("delta chain longer than its depth limit"));
+        }
+        chain.push(parse(&base_rec.fields)?);
+    };
+    // Applied on token lists, joined once: a chain costs one pass per delta over pointers.
+    let mut current = tokens(&full);
+    for delta in chain.iter().rev() {
+        current = apply(current, delta)?;
+    }
+    rec.fields = current.join(",");
+    Ok(rec)
+}
+
+/// The fields to store for a new document whose full fields are `fields`, the next of the chain
+/// whose latest document is `previous`: a delta against document `n & (n - 1)` of that chain
+/// (found walking back from `previous`) when that is shorter, else `fields`.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the chain does not read or a base does not resolve.
+pub(crate) fn encode(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    previous: &[u8; 32],
+    cache: Option<&BaseCache>,
+    fields: &str,
+) -> Result<String> {
+    // A big change (an eighth of the document or more) starts a new chain with the full
+    // document, so that it is not repeated in every delta on the old chain's start.
+    let grew = cache
+        .and_then(|c| c.get(previous))
+        .is_some_and(|prev| fields.len().abs_diff(prev.len()) * BIG_CHANGE >= fields.len());
+    if grew {
+        return Ok(fields.to_string());
+    }
+    let Some((base, number)) = skip_base(index, data, previous)? else {
+        return Ok(fields.to_string());
+    };
+    let base_fields: Arc<str> = match cache.and_then(|c| c.get(&base)) {
+        Some(full) => full,
+        None => {
+            let (raw, _) = read_doc_raw(index, data, &base)?.ok_or_else(|| {
+                Error::corrupt(format!("delta base {} is missing", hex::encode(base)))
+            })?;
+            let full: Arc<str> = resolved(index, data, raw)?.fields.into();
+            if let Some(cache) = cache {
+                cache.put(base, Arc::clone(&full));
+            }
+            full
+        }
+    };
+    let edits = edits_of(&base_fields, fields);
+    let delta = Delta {
+        b: hex::encode(base),
+        d: number,
+        e: edits,
+    };
+    let text = serde_json::to_string(&delta).map_err(|e| Error::storage("encoding a delta", e))?;
+    let encoded = format!("{MARK}{text}");
+    Ok(if encoded.len() < fields.len() / REBASE_FRACTION {
+        encoded
+    } else {
+        fields.to_string()
+    })
+}
+
+/// The base of the next delta after document `previous` and that delta's number: number
+/// `n = previous + 1` is based on document `n & (n - 1)`, which is always on the chain of
+/// `previous` (it clears the lowest set bit of `n`; the chain of `n - 1` clears its set bits one
+/// by one). `None` when `previous` is not stored, its chain is as long as a `u32` counts, or the
+/// chain skips the number (a store written by another rule): then a full document is stored.
+fn skip_base(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    previous: &[u8; 32],
+) -> Result<Option<([u8; 32], u32)>> {
+    let number_of = |hash: &[u8; 32]| -> Result<Option<(u32, Option<[u8; 32]>)>> {
+        let Some((raw, _)) = read_doc_raw(index, data, hash)? else {
+            return Ok(None);
+        };
+        if !is_delta(&raw.fields) {
+            return Ok(Some((0, None)));
+        }
+        let head = parse_head(&raw.fields)?;
+        Ok(Some((head.d, Some(hash_of(&head.b)?))))
+    };
+    let Some((mut at_number, mut base)) = number_of(previous)? else {
+        return Ok(None);
+    };
+    let Some(number) = at_number.checked_add(1) else {
+        return Ok(None);
+    };
+    let target = number & (number - 1);
+    let mut at = *previous;
+    while at_number > target {
+        let Some(next) = base else {
+            return Ok(None);
+        };
+        let Some((n, b)) = number_of(&next)? else {
+            return Err(Error::corrupt(format!(
+                "delta base {} is missing",
+                hex::encode(next)
+            )));
+        };
+        if n >= at_number {
+            return Err(Error::corrupt(format!(
+                "delta chain of {} does not descend",
+                hex::encode(previous)
+            )));
+        }
+        (at, at_number, base) = (next, n, b);
+    }
+    Ok((at_number == target).then_some((at, number)))
+}
+
+/// Rewrites with its full fields every delta document that is based directly on one of
+/// `erased` (documents an eviction is about to remove) and is not itself among them: a document
+/// is shared by object hash, so another entity's version (a fork's chat written by a raw put)
+/// can use a delta whose base only the evicted entity's versions referenced, and its own later
+/// deltas can be based on that entity's documents. Deltas are written after their bases, so
+/// only documents from the first erased record on are read. Returns the bytes added.
+///
+/// # Errors
+/// [`Error::Corrupt`] when a document does not decode or a delta does not resolve.
+pub(crate) fn keep_dependents_whole(
+    docs: &mut super::docs::DocTables<'_>,
+    erased: &std::collections::HashMap<[u8; 32], u64>,
+) -> Result<u64> {
+    let Some(first) = erased.values().min().copied() else {
+        return Ok(0);
+    };
+    let erased_seqs: std::collections::HashSet<u64> = erased.values().copied().collect();
+    let mut rewrite = Vec::new();
+    for entry in docs.data.range(first..).db()? {
+        let (key, value) = entry.db()?;
+        let seq = key.value();
+        if erased_seqs.contains(&seq) {
+            continue;
+        }
+        let rec: DocRec = codec::decode(value.value(), &format!("document record {seq}"))?;
+        if is_delta(&rec.fields) && erased.contains_key(&hash_of(&parse_head(&rec.fields)?.b)?) {
+            rewrite.push((seq, rec));
+        }
+    }
+    // Resolve every one before writing any: a chain may run through another rewritten one.
+    let mut whole = Vec::with_capacity(rewrite.len());
+    for (seq, rec) in rewrite {
+        let old = codec::encode(&rec)?.len() as u64;
+        let rec = resolved(&docs.index, &docs.data, rec)?;
+        whole.push((seq, old, codec::encode(&rec)?));
+    }
+    let mut added = 0;
+    for (seq, old, record) in whole {
+        docs.data.insert(seq, record.as_slice()).db()?;
+        added += (record.len() as u64).saturating_sub(old);
+    }
+    Ok(added)
+}
+
+impl WriteTables<'_> {
+    /// The object hash of the latest version (greatest valid time, then tx) of entity `eid`, the
+    /// base of its next delta document; `None` when it has none or it is a tombstone.
+    pub(super) fn delta_base(&self, eid: u64) -> Result<Option<[u8; 32]>> {
+        let Some((vt, tx)) = self.latest_row(eid)? else {
+            return Ok(None);
+        };
+        match self.versions.get((eid, vt, tx)).db()? {
+            Some(v) => Ok(codec::decode::<VersionRec>(v.value(), "version record")?.object_hash),
+            None => Ok(None),
+        }
+    }
+}
