@@ -13,8 +13,10 @@
 //! - [`store`]: the bitemporal object store on redb ([`Store`]).
 //! - [`index`]: indexing files and scanning trees into the store ([`index::Indexer`]).
 //! - [`session`]: an agent runtime's context, persisted at every commit ([`session::Session`]).
+//! - [`agent`]: the agent-facing tools; first docs mode ([`agent::docs::DocsLibrary`]).
 //! - `error`: [`Error`], the one error type.
 
+pub mod agent;
 pub mod engine;
 pub mod hash;
 pub mod index;
