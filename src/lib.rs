@@ -14,6 +14,7 @@
 //! - [`index`]: indexing files and scanning trees into the store ([`index::Indexer`]).
 //! - [`session`]: an agent runtime's context, persisted at every commit ([`session::Session`]).
 //! - [`agent`]: the agent-facing tools; first docs mode ([`agent::docs::DocsLibrary`]).
+//! - [`server`]: the tokio front ends; first the MCP stdio server ([`server::mcp::McpServer`]).
 //! - `error`: [`Error`], the one error type.
 
 pub mod agent;
@@ -22,6 +23,7 @@ pub mod hash;
 pub mod index;
 pub mod object;
 pub mod resolve;
+pub mod server;
 pub mod session;
 pub mod store;
 

@@ -16,6 +16,7 @@ mod admin;
 mod args;
 mod index;
 mod locate;
+mod mcp;
 mod objects;
 mod output;
 mod session;
@@ -73,6 +74,7 @@ impl Invocation<'_> {
             Command::Gc(args) => self.gc(args),
             Command::Stats(args) => self.stats(args),
             Command::Session(command) => self.session(command),
+            Command::Mcp(args) => self.mcp(args),
         }
     }
 

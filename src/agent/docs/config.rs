@@ -93,6 +93,17 @@ impl DocsConfig {
         config.documentation_paths = paths;
         config
     }
+
+    /// The configuration when docs mode is asked for, else `None`: it is asked for when the
+    /// command line names a directory (`--docs-path DIR` or `-d DIR`) or `DOCS_PATH` is set.
+    pub fn requested<S, E>(args: &[S], env: E) -> Option<Self>
+    where
+        S: AsRef<str>,
+        E: Fn(&str) -> Option<String>,
+    {
+        let asked = CommandLine::parse(args).docs_paths.is_some() || env("DOCS_PATH").is_some();
+        asked.then(|| Self::from_args_and_env(args, env))
+    }
 }
 
 /// What the command line sets.
@@ -224,6 +235,34 @@ mod tests {
         assert_eq!(c.documentation_paths, ["/docs"]);
         // A flag without its value is ignored too.
         assert_eq!(config(&["-d"], &[]), DocsConfig::default());
+    }
+
+    #[test]
+    fn docs_mode_is_requested_by_a_path_on_the_command_line_or_docs_path() {
+        let requested = |args: &[&str], env: &[(&str, &str)]| {
+            let env: HashMap<String, String> = env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            DocsConfig::requested(args, |name| env.get(name).cloned())
+        };
+        assert_eq!(requested(&[], &[]), None);
+        assert_eq!(
+            requested(&["--max-headers", "4", "-d"], &[("MAX_HEADERS", "3")]),
+            None
+        );
+        let c = requested(&["-d", "/a", "--max-headers", "4"], &[]).expect("docs mode");
+        assert_eq!(
+            (c.documentation_paths.as_slice(), c.max_headers),
+            (["/a".to_owned()].as_slice(), 4)
+        );
+        let c = requested(&["--docs-path", "/b"], &[]).expect("docs mode");
+        assert_eq!(c.documentation_paths, ["/b"]);
+        let c = requested(&[], &[("DOCS_PATH", "/e1,/e2")]).expect("docs mode");
+        assert_eq!(c.documentation_paths, ["/e1", "/e2"]);
+        // A blank DOCS_PATH still asks for docs mode, over the default directory.
+        let c = requested(&[], &[("DOCS_PATH", "")]).expect("docs mode");
+        assert_eq!(c.documentation_paths, ["./docs"]);
     }
 
     #[test]
