@@ -7,6 +7,8 @@ mod canonical;
 mod cli;
 // The mount resolver: mappings, path checks, symlinks, properties.
 mod resolve;
+// `strata mcp` over stdio: docs mode's tools, errors, configuration, many servers, Python SDK.
+mod mcp;
 // The layering check of .ci/layering, on this tree and on copies with bad imports.
 mod layering;
 // The JSON Schemas of schema/objects/ against the envelopes strata prints.
