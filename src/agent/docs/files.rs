@@ -103,8 +103,7 @@ fn discover_directory(dir: &str) -> Vec<DocFile> {
         .filter_map(|relative| {
             let path = Path::new(dir).join(&relative);
             let size = fs::metadata(&path).ok().filter(|m| m.is_file())?.len();
-            let bytes = fs::read(&path).ok()?;
-            let text = String::from_utf8_lossy(&bytes);
+            let text = super::utf8_lossy(fs::read(&path).ok()?);
             let (front_matter, _) = split_front_matter(&text);
             Some(DocFile {
                 file_id: String::new(),

@@ -33,6 +33,9 @@ pub fn js_trim(s: &str) -> &str {
 
 /// `s.length` in JavaScript: the number of UTF-16 code units.
 pub fn utf16_len(s: &str) -> usize {
+    if s.is_ascii() {
+        return s.len();
+    }
     s.chars().map(char::len_utf16).sum()
 }
 

@@ -99,9 +99,15 @@ impl MarkdownDocument {
                 *children.entry(parent.to_owned()).or_default() += 1;
             }
         }
+        // `character_count` is the UTF-16 length of the section's lines joined with `\n`: the
+        // lines' lengths (prefix sums, so each line is measured once) plus one per line break.
+        let mut before = Vec::with_capacity(normalized.len() + 1);
+        before.push(0usize);
+        for line in &normalized {
+            before.push(before[before.len() - 1] + utf16_len(line));
+        }
         for s in &mut sections {
-            let text = normalized[s.start..=s.end].join("\n");
-            s.character_count = utf16_len(&text);
+            s.character_count = before[s.end + 1] - before[s.start] + (s.end - s.start);
             s.subsection_count = children.get(&s.id).copied().unwrap_or(0);
         }
         Self {
@@ -159,6 +165,9 @@ impl MarkdownDocument {
 /// Splits at `\n`, after turning each `\r` not followed by `\n` into `\n`, so that the lines are
 /// those of the normalised text, a CRLF line keeping its `\r`.
 fn split_lines(body: &str) -> Vec<String> {
+    if !body.contains('\r') {
+        return body.split('\n').map(str::to_owned).collect();
+    }
     let mut fixed = String::with_capacity(body.len());
     let mut chars = body.chars().peekable();
     while let Some(c) = chars.next() {

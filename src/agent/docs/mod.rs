@@ -372,10 +372,15 @@ fn check_file_id(file_id: &str) -> Result<(), DocsError> {
 
 /// Reads a file now (its sections are always parsed from its current text).
 fn read_document(file: &DocFile) -> Option<MarkdownDocument> {
-    let bytes = fs::read(&file.path).ok()?;
-    let text = String::from_utf8_lossy(&bytes);
+    let text = utf8_lossy(fs::read(&file.path).ok()?);
     let (_, body) = split_front_matter(&text);
     Some(MarkdownDocument::parse(body))
+}
+
+/// The bytes as text, invalid UTF-8 replaced with U+FFFD as Node's decoder does; the check of
+/// valid text (the common case) is the standard library's fast one.
+fn utf8_lossy(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// A listing entry, with the original's fallbacks and omissions.
