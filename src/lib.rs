@@ -20,10 +20,12 @@
 //! - `store`: the [`Backend`] trait, the [`Store`] handle, the redb implementation.
 //! - `index`: the one disk path, indexing files and scanning trees ([`Indexer`], [`scan`]).
 //! - `session`: an agent runtime's context ([`Session`]).
+//! - [`agent`]: the agent-facing tools; first docs mode ([`agent::docs::DocsLibrary`]).
 //! - [`engine`]: typed requests and responses over all of the above ([`Engine`]).
-//! - [`server`]: the daemon on the store's Unix socket and its client.
+//! - [`server`]: the daemon on the store's Unix socket and its client; the MCP stdio server.
 //! - `error`: [`Error`], the one error type.
 
+pub mod agent;
 pub mod engine;
 pub mod hash;
 pub mod object;

@@ -67,6 +67,8 @@ pub enum Command {
     Stop,
     /// The store's daemon: pid, uptime, clients, requests, last transaction, queued writes.
     Status(JsonArgs),
+    /// An MCP server over stdio; `--docs-path DIR` makes it a drop-in for docs-mcp.
+    Mcp(McpArgs),
 }
 
 /// `strata serve`.
@@ -75,6 +77,26 @@ pub struct ServeArgs {
     /// Exit after this many seconds without a client (default: run until stopped).
     #[arg(long, value_name = "SECONDS")]
     pub idle_timeout: Option<u64>,
+}
+
+/// `strata mcp`: its arguments are read as docs-mcp reads its own, so they are taken raw.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Docs mode: --docs-path DIR / -d DIR (repeatable), --max-headers N, \
+                  --max-toc-depth N; environment DOCS_PATH (comma-separated), MAX_HEADERS, \
+                  MAX_TOC_DEPTH; the command line wins over the environment, which wins over \
+                  the defaults (./docs, 25, 3). Other arguments are ignored. Without \
+                  --docs-path or DOCS_PATH the server lists no tools yet."
+)]
+pub struct McpArgs {
+    /// docs-mcp's options (see below); anything else is ignored, as docs-mcp ignores it.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        num_args = 0..,
+        value_name = "ARGS"
+    )]
+    pub args: Vec<String>,
 }
 
 /// `strata init`.

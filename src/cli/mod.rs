@@ -19,6 +19,7 @@ mod args;
 mod daemon;
 mod index;
 mod locate;
+mod mcp;
 mod objects;
 mod output;
 mod session;
@@ -85,6 +86,7 @@ impl Invocation<'_> {
             Command::Serve(args) => self.serve(args),
             Command::Stop => self.stop(),
             Command::Status(args) => self.status(args),
+            Command::Mcp(args) => self.mcp(args),
         }
     }
 

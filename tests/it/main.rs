@@ -22,6 +22,8 @@ mod cli;
 mod privacy;
 // The mount resolver: mappings, path checks, symlinks, properties.
 mod resolve;
+// `strata mcp` over stdio: docs mode's tools, errors, configuration, many servers, Python SDK.
+mod mcp;
 // The layering check of .ci/layering, on this tree and on copies with bad imports.
 mod layering;
 // The JSON Schemas of schema/objects/ against the envelopes strata prints.
