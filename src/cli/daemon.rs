@@ -97,10 +97,17 @@ impl Invocation<'_> {
             .with_writer(std::io::stderr)
             .with_ansi(false)
             .try_init();
-        let options = DaemonOptions {
+        let mut options = DaemonOptions {
             idle_timeout: args.idle_timeout.map(Duration::from_secs),
             ..DaemonOptions::default()
         };
+        // A smaller message limit, for tests of the limit (a larger one is not allowed).
+        if let Some(limit) = std::env::var("STRATA_MAX_MESSAGE_BYTES")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+        {
+            options.max_message_bytes = limit.min(options.max_message_bytes);
+        }
         serve(&dir, options).with_context(|| format!("serving {}", dir.display()))?;
         Ok(ExitCode::SUCCESS)
     }
