@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch};
 
@@ -274,6 +274,16 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>) {
             )),
         );
         let _ = write.write_all(format!("{line}\n").as_bytes()).await;
+        let _ = write.shutdown().await;
+        // Read (and drop) what it sends for a moment before closing: closing on unread bytes
+        // would make its write fail (EPIPE) before it reads why it was refused.
+        let mut sink = tokio::io::sink();
+        let mut read = read.take(64 * 1024);
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            tokio::io::copy(&mut read, &mut sink),
+        )
+        .await;
         return;
     }
     let (out, mut outgoing) = mpsc::channel::<Outgoing>(256);
