@@ -621,7 +621,7 @@ enum Stop {
 /// socket goes, the daemon exits 0.
 fn stops_after_the_request_in_flight(how: Stop) -> TestResult {
     let f = Fixture::new()?;
-    f.write_files("big", 3000)?;
+    f.write_files("big", 1500)?;
     let mut daemon = Daemon::start(&f, &[])?;
     let mut indexer = Raw::connect(&f.socket())?;
     let tree = f.tree.display().to_string();
@@ -645,7 +645,7 @@ fn stops_after_the_request_in_flight(how: Stop) -> TestResult {
     let answer = indexer.recv()?;
     assert_eq!(answer["id"], json!(1), "{answer}");
     assert!(
-        answer["result"]["created"].as_u64() >= Some(3000),
+        answer["result"]["created"].as_u64() >= Some(1500),
         "{how:?}: the index in flight was not answered: {answer}"
     );
     let status = daemon.wait(Duration::from_secs(20))?;
@@ -941,7 +941,7 @@ fn readers_and_a_session_answer_while_an_index_runs() -> TestResult {
     f.write("small.txt", "small\n")?;
     f.ok(&["index", "small.txt"])?;
     f.ok(&["session", "new", "--id", "s1"])?;
-    f.write_files("big", 20_000)?;
+    f.write_files("big", 8_000)?;
     let mut index = f
         .command(&["index", "big", "--quiet"])
         .stdout(Stdio::null())
