@@ -5,8 +5,9 @@
 //! 2. A small read through the socket (that `show`) against the protocol's floor (`handshake`).
 //! 3. The write workload: 16 clients, each with its own session of 100 files, each doing a tool
 //!    call then a turn (two commits) for 10 s: commits/s, p50/p99 latency of one commit.
-//! 4. The same beside an `index` of a large tree, when `STRATA_BENCH_CORPUS` names one (e.g.
-//!    `python3 tools/corpus/gen.py /tmp/corpus --preset large`).
+//! 4. The same beside an `index` of a large tree, with a `show` every 10 ms, when
+//!    `STRATA_BENCH_CORPUS` names one (e.g. `python3 tools/corpus/gen.py /tmp/corpus --preset
+//!    large`).
 //!
 //! Run: `cargo bench --bench serve` (release). Environment: `STRATA_BENCH_SECONDS` (10),
 //! `STRATA_BENCH_CLIENTS` (16), `STRATA_BENCH_CORPUS` (none), `TMPDIR` (where the store goes).
@@ -322,12 +323,30 @@ fn main() {
         });
         // Let the scan get under way.
         std::thread::sleep(Duration::from_secs(1));
-        workload(
-            "write load through the daemon beside an index",
-            &Target::Daemon(&store),
-            &index_sessions,
-            seconds,
-        );
+        // A reader beside the index and the writers: `show` every 10 ms.
+        let reading = std::sync::atomic::AtomicBool::new(true);
+        let mut reads = std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                let mut client = Client::connect(&store).unwrap().unwrap();
+                let mut latencies = Vec::new();
+                while reading.load(std::sync::atomic::Ordering::Relaxed) {
+                    let started = Instant::now();
+                    client.call(show()).unwrap();
+                    latencies.push(started.elapsed());
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                latencies
+            });
+            workload(
+                "write load through the daemon beside an index",
+                &Target::Daemon(&store),
+                &index_sessions,
+                seconds,
+            );
+            reading.store(false, std::sync::atomic::Ordering::Relaxed);
+            reader.join().unwrap()
+        });
+        report("show (small file) beside the index and writers", &mut reads);
         let (took, summary) = indexer.join().unwrap();
         println!(
             "the index of {} took {:.1} s: {}",
