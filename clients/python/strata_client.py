@@ -740,7 +740,7 @@ class ForkOrigin(TypedDict):
 
 class SessionConfig(TypedDict):
     """The per-session state outside the seed's hashed session fields, stored as the content (JSON) of the `session_config:{sid}` object so that resume resolves the same paths."""
-    # [`CONFIG_FORMAT`].
+    # The format of this JSON (1).
     format: int
     # The mounts, normalised, each with its filesystem id filled in.
     mounts: list[MountMapping]

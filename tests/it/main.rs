@@ -18,6 +18,8 @@ mod backends;
 mod canonical;
 // The strata binary end to end: index, edit, inspect, errors.
 mod cli;
+// The daemon with real processes and sockets: protocol, bad input, lifecycle, concurrency, SIGKILL.
+mod daemon;
 // Store privacy: modes under any umask, the lock file, deny rules in every case, another uid.
 mod privacy;
 // The mount resolver: mappings, path checks, symlinks, properties.
