@@ -1623,17 +1623,27 @@ class Client(_EngineMethods):
         """
         store = find_store(store_dir)
         path = os.path.join(store, SOCKET_FILE)
-        sock = _connect_socket(path)
-        if sock is None:
-            if not start:
-                raise NoDaemon(
-                    "no_daemon",
-                    None,
-                    f"no strata daemon serves {store} (no answer on {path}); start one with "
-                    f"`strata --store {store} serve`, or connect with start=True",
-                )
-            sock = _start_daemon(store, strata, idle_timeout, start_timeout)
-        return cls(sock, store_dir=store, timeout=timeout)
+        # A daemon that has just died can still accept for a moment (its last threads hold the
+        # socket while they exit) and then drops the connection: that is no daemon, so look
+        # again a few times before giving up.
+        for attempt in range(5):
+            sock = _connect_socket(path)
+            if sock is None:
+                if not start:
+                    raise NoDaemon(
+                        "no_daemon",
+                        None,
+                        f"no strata daemon serves {store} (no answer on {path}); start one "
+                        f"with `strata --store {store} serve`, or connect with start=True",
+                    )
+                sock = _start_daemon(store, strata, idle_timeout, start_timeout)
+            try:
+                return cls(sock, store_dir=store, timeout=timeout)
+            except ConnectionLost:
+                if attempt == 4:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def handshake(self, *, protocol: str | None = None, client: str | None = None) -> Handshake:
         """Exchanges versions with the daemon (`connect` does it). Raises ProtocolVersionError

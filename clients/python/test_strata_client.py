@@ -511,7 +511,7 @@ class LifecycleTest(DaemonTest):
         client = self.connect()
         self.subscribed = True
         self.connect().subscribe()
-        client.stop(timeout=1)
+        client.stop(timeout=10)
 
     def test_example_agent(self) -> None:
         done = subprocess.run(
