@@ -7,5 +7,7 @@
 //! # Layout
 //! - [`docs`]: docs mode (`strata mcp --docs-path DIR`), a drop-in for docs-mcp's five tools
 //!   over a directory of Markdown files; it needs no store.
+//! - [`fd`]: file descriptors (seed 004), the pure core: paging, `read_fd`, the original's XML.
 
 pub mod docs;
+pub mod fd;
