@@ -2,7 +2,8 @@
 //! as plain functions over a table that a session persists and a fork copies.
 //!
 //! Uses only its own submodules, and no I/O: `fd_to_file` hands the write to a [`FileSink`]. The
-//! session keeps the persisted form (`agent::descriptors` converts); this module is the pure core.
+//! session keeps the persisted form ([`super::descriptors`] converts); this module is the pure
+//! core.
 //!
 //! Tool output longer than `max_direct_output_chars` becomes a descriptor `fd:N` and the agent
 //! gets the original's `<fd_result>` with page 1 as a preview ([`FdTable::wrap_tool_output`]);
