@@ -1,5 +1,5 @@
 //! Descriptors over a session: the live [`FdTable`] (kept in the session's agent cache, rebuilt
-//! from the persisted [`Descriptors`] after a reload), wrapping large tool output, `read_fd`, and
+//! from the persisted [`crate::Descriptors`] after a reload), wrapping large tool output, `read_fd`, and
 //! writing every change back to the session.
 //!
 //! A descriptor made from a tool's output is persisted as a reference to the stored tool call

@@ -64,17 +64,16 @@ pub fn outline(filename: &str, text: &str, budget: usize) -> String {
     );
     let leading_budget = budget / 4;
     let mut leading = String::new();
-    let mut taken = 0;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        if taken == LEADING_LINES {
-            break;
-        }
+    for line in text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(LEADING_LINES)
+    {
         let line = format!("  {}\n", cut(line));
         if leading.chars().count() + line.chars().count() > leading_budget {
             break;
         }
         leading.push_str(&line);
-        taken += 1;
     }
     if !leading.is_empty() {
         out.push_str("begins:\n");
