@@ -38,6 +38,9 @@ mod session;
 mod session_review;
 // The bitemporal store: transactions, queries, log, evict, fsck, crashes.
 mod store;
+// The session tools through `strata mcp` in session mode: every tool and error, hashes,
+// descriptors across restarts and forks, recorded calls, a daemon; schema/tools/ drift.
+mod tools;
 // What every module shares: TestResult, whose failure names the line of its `?`.
 mod support;
 // The proptest oracle: as_of and history against a BTreeMap model.
