@@ -1088,6 +1088,42 @@ class AgentToolsResult(TypedDict):
     instructions: str | None
 
 
+class AgentEntrypointsParams(TypedDict):
+    """`agent.entrypoints`: the excerpts of the entrypoint files (AGENTS.md, the README, the manifests) in the top directory of each of a session's mounts, for a runtime to put before the model when the session starts (seed 001, "Startup")."""
+    # The session id.
+    session: str
+
+
+class Entrypoint(TypedDict):
+    """One entrypoint file's excerpt."""
+    # The session's id of the file (`f3`).
+    fileId: str
+    # Its path below its mount.
+    filename: str
+    # The SHA-256 of the whole file as stored (hex): a valid base for a write.
+    sha256: str
+    # Its leading lines, credentials redacted.
+    excerpt: str
+    # How many lines the excerpt holds.
+    lines: int
+    # How many lines the file has.
+    totalLines: int
+    # Whether the file goes on after the excerpt.
+    truncated: bool
+    # How many credentials were redacted (0: none).
+    redacted: int
+
+
+class AgentEntrypointsResult(TypedDict):
+    """What `agent.entrypoints` answers."""
+    # The session id.
+    session_id: str
+    # Each entrypoint's id, name, hash and leading lines, in the order they are offered.
+    entrypoints: list[Entrypoint]
+    # The commit that joined the files read to the session (none when nothing changed).
+    tx_id: int | None
+
+
 # Every engine method: its params type and its result type.
 METHODS: dict[str, tuple[Any, Any]] = {
     "ls": (LsParams, LsResult),
@@ -1118,6 +1154,7 @@ METHODS: dict[str, tuple[Any, Any]] = {
     "session.history": (SessionHistoryParams, SessionHistoryResult),
     "agent.call": (AgentCallParams, AgentCallResult),
     "agent.tools": (AgentToolsParams, AgentToolsResult),
+    "agent.entrypoints": (AgentEntrypointsParams, AgentEntrypointsResult),
 }
 
 
@@ -1652,6 +1689,21 @@ class _EngineMethods:
         Returns schema/rpc/agent.tools.result.json (optional params left at None are not sent).
         """
         return cast(AgentToolsResult, self._request("agent.tools", {"session": session}, {}))
+
+    def agent_entrypoints(self, session: str) -> AgentEntrypointsResult:
+        """`agent.entrypoints`: the excerpts of the entrypoint files (AGENTS.md, the README, the manifests) in the top directory of each of a session's mounts, for a runtime to put before the model when the session starts (seed 001, "Startup").
+
+        session: The session id.
+        Returns schema/rpc/agent.entrypoints.result.json (optional params left at None are not sent).
+        """
+        result = self._request(
+            "agent.entrypoints",
+            {
+                "session": session,
+            },
+            {},
+        )
+        return cast(AgentEntrypointsResult, result)
 
 
 # --- END GENERATED ---

@@ -153,6 +153,27 @@ impl Walker {
         }
     }
 
+    /// The agent paths of the files named `names` that lie directly in a root (regular files,
+    /// not symlinks, not hidden by the ignore rules), root by root, in the order of `names`.
+    pub(crate) fn top_level(&self, names: &[&str]) -> Vec<String> {
+        let mut paths = Vec::new();
+        for root in &self.roots {
+            for name in names {
+                let abs = root.dir.join(name);
+                let is_file = std::fs::symlink_metadata(&abs).is_ok_and(|m| m.is_file());
+                if is_file
+                    && !self
+                        .rules
+                        .matched_path_or_any_parents(&abs, false)
+                        .is_ignore()
+                {
+                    paths.push(join(&root.agent_prefix, name));
+                }
+            }
+        }
+        paths
+    }
+
     /// Every file under the roots, in no particular order.
     pub(crate) fn all(&self) -> Vec<Found> {
         let found = Mutex::new(Vec::new());

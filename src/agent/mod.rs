@@ -16,12 +16,15 @@
 //! - `read`: `list_files`, `read_file`, `read_lines`, `get_excerpt`. `search`: `search`.
 //!   `summary`: `summarize_file`. `history`: `get_file_history`, `get_file_diff`.
 //!   [`redact`]: credential redaction for excerpts, summaries and snippets.
+//! - [`entrypoints`]: the excerpts of AGENTS.md, the README and manifests offered when a session
+//!   starts.
 //! - [`fd`]: file descriptors (seed 004), the pure core: paging, `read_fd`, the original's XML.
 //!   [`descriptors`]: descriptors over a session (the live table, wrapping, persistence).
 
 mod args;
 pub mod descriptors;
 pub mod docs;
+pub mod entrypoints;
 pub mod fd;
 mod files;
 mod history;
@@ -34,6 +37,7 @@ pub mod tools;
 #[cfg(test)]
 mod tests;
 
+pub use entrypoints::{Entrypoint, entrypoints};
 pub use files::DEFAULT_EXCLUDES;
 pub use read::{CHARS_PER_TOKEN, EXCERPT_LINES, tokens};
 pub use summary::{SUMMARY_TOKENS, outline};

@@ -1,6 +1,7 @@
 //! The agent tools over a live session: `agent.call` runs one tool (and commits what it did,
 //! the recorded tool call included, as one commit of the session), `agent.tools` lists the tools
-//! a session offers.
+//! a session offers, `agent.entrypoints` the excerpts a runtime shows the model when a session
+//! starts.
 //!
 //! One request for every tool rather than one per tool: the tools are a table (`agent::tools`)
 //! whose arguments are checked by the tool itself against the schemas of `schema/tools/`, and
@@ -13,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::request::Apply;
 use super::{Engine, Result, lock};
+use crate::agent::Entrypoint;
 use crate::agent::tools::{self, ToolAnswer};
 
 /// `agent.call`: run tool `tool` with `args` on session `session`.
@@ -96,6 +98,42 @@ impl Apply for AgentToolsRequest {
             tools: tools::tool_definitions(&session),
             instructions: crate::agent::descriptors::prompt_addition(&session),
             session_id: self.session.clone(),
+        })
+    }
+}
+
+/// `agent.entrypoints`: the excerpts of the entrypoint files (AGENTS.md, the README, the
+/// manifests) in the top directory of each of a session's mounts, for a runtime to put before
+/// the model when the session starts (seed 001, "Startup").
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentEntrypointsRequest {
+    /// The session id.
+    pub session: String,
+}
+
+/// What `agent.entrypoints` answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AgentEntrypoints {
+    /// The session id.
+    pub session_id: String,
+    /// Each entrypoint's id, name, hash and leading lines, in the order they are offered.
+    pub entrypoints: Vec<Entrypoint>,
+    /// The commit that joined the files read to the session (none when nothing changed).
+    pub tx_id: Option<u64>,
+}
+
+impl Apply for AgentEntrypointsRequest {
+    type Response = AgentEntrypoints;
+
+    /// # Errors
+    /// [`crate::Error::NotFound`] for an unknown session; the session's errors.
+    fn apply(self, engine: &Engine) -> Result<AgentEntrypoints> {
+        let (entrypoints, tx_id) = engine.with_session(&self.session, crate::agent::entrypoints)?;
+        Ok(AgentEntrypoints {
+            session_id: self.session,
+            entrypoints,
+            tx_id,
         })
     }
 }

@@ -44,7 +44,7 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::agent::docs::{DocsConfig, DocsLibrary, server_info, tool_definitions};
-use crate::engine::{AgentCallRequest, AgentToolsRequest, Apply, Engine};
+use crate::engine::{AgentCallRequest, AgentEntrypointsRequest, AgentToolsRequest, Apply, Engine};
 use crate::error::{Error, Result};
 use crate::server::client::Client;
 
@@ -188,6 +188,12 @@ impl McpServer {
             instructions.push_str("\n\n");
             instructions.push_str(&fd);
         }
+        let started = backend.call(AgentEntrypointsRequest {
+            session: session.to_string(),
+        })?;
+        instructions.push_str(&crate::agent::entrypoints::instructions(
+            &started.entrypoints,
+        ));
         Ok(Self {
             mode: Mode::Session {
                 backend,

@@ -41,7 +41,7 @@ use serde_json::{Map, Value};
 pub use cache::{FileState, Meta};
 pub use descriptors::{DescriptorEntry, DescriptorOrigin, DescriptorSettings, Descriptors};
 pub use ids::FileIds;
-pub use render::{ACTIVE_CONTENT, END_CONTENT, RenderOptions};
+pub use render::{ACTIVE_CONTENT, END_CONTENT, RenderOptions, fresh_nonce};
 pub use resume::{Reconciled, ResumeReport};
 pub use sets::{OrderedSet, Sets};
 

@@ -16,10 +16,10 @@ use std::time::{Duration, SystemTime};
 use jsonschema::Validator;
 use serde_json::{Map, Value, json};
 use strata::engine::{
-    Access, AgentCallRequest, AgentToolsRequest, Apply, AsOf, CatRequest, DiffRequest, Engine,
-    EvictRequest, FsckRequest, GcRequest, HistoryRequest, IndexRequest, LogRequest, LsRequest,
-    MountAddRequest, MountLsRequest, MountRmRequest, RPC_SCHEMA_DIR, Request,
-    SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest, SessionLsRequest,
+    Access, AgentCallRequest, AgentEntrypointsRequest, AgentToolsRequest, Apply, AsOf, CatRequest,
+    DiffRequest, Engine, EvictRequest, FsckRequest, GcRequest, HistoryRequest, IndexRequest,
+    LogRequest, LsRequest, MountAddRequest, MountLsRequest, MountRmRequest, RPC_SCHEMA_DIR,
+    Request, SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest, SessionLsRequest,
     SessionNewRequest, SessionReadRequest, SessionRenderRequest, SessionResumeRequest,
     SessionSetRequest, SessionShowRequest, SessionToolcallRequest, SessionTurnRequest, SetOp,
     ShowRequest, StatsRequest, rpc_schemas,
@@ -566,6 +566,9 @@ fn a_real_engine_run_is_valid_for_the_schemas() -> TestResult {
 
     // The agent tools: a read (with its hash), a failure, the listing.
     e.call(AgentToolsRequest {
+        session: "s1".into(),
+    })?;
+    e.call(AgentEntrypointsRequest {
         session: "s1".into(),
     })?;
     for (tool, args) in [

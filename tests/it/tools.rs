@@ -194,6 +194,51 @@ fn tools_list_matches_schema_tools() -> TestResult {
 }
 
 #[test]
+fn initialize_offers_the_entrypoints_excerpts_with_their_hashes() -> TestResult {
+    let project = Project::new()?;
+    fs::write(
+        project.tree.join("AGENTS.md"),
+        "Run the tests.\napi_key = \"abcd1234abcd1234\"\n",
+    )?;
+    fs::write(
+        project.tree.join("Cargo.toml"),
+        "[package]\nname = \"demo\"\n",
+    )?;
+    fs::write(project.tree.join("package.json"), b"\0\x01 not text")?;
+    let mut server = project.server(&[])?;
+    let init = server.initialize()?;
+    let text = init["instructions"].as_str().ok_or("instructions")?;
+    let frames: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("ENTRYPOINT "))
+        .collect();
+    assert_eq!(frames.len(), 3, "{text}");
+    for (frame, name) in frames.iter().zip(["AGENTS.md", "README.md", "Cargo.toml"]) {
+        let sha = project.sha256(name)?;
+        assert!(
+            frame.contains(&format!("filename=\"{name}\" sha256={sha}")),
+            "{frame}"
+        );
+    }
+    assert!(
+        text.contains("Run the tests.") && text.contains("# Demo"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("abcd1234abcd1234"),
+        "credentials are redacted: {text}"
+    );
+    // The excerpt's file id names the same file for the tools.
+    let id = frames[1]
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("fileId="))
+        .ok_or("fileId")?;
+    let read = ok(&mut server, "read_file", json!({"filepath": id}))?;
+    assert!(read.contains("A demo tree."), "{read}");
+    Ok(())
+}
+
+#[test]
 fn every_tool_answers_and_every_error_path_is_an_error_result() -> TestResult {
     let project = Project::new()?;
     let mut server = project.server(&["--no-daemon"])?;
