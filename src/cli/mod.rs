@@ -111,10 +111,38 @@ impl Invocation<'_> {
         }
         let dir = self.dir();
         if !store_exists(dir) {
+            self.check_given()?;
             bail!(
                 "{} holds no strata store; run `strata init --store {}` to create one",
                 dir.display(),
                 dir.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// Fails when the store directory named by `--store` or `STRATA_STORE` cannot be one: a
+    /// file, or a project directory whose store is its `.strata/` (the hint names that).
+    fn check_given(&self) -> Result<()> {
+        let Located::Given(dir) = &self.located else {
+            return Ok(());
+        };
+        let inner = dir.join(locate::STORE_DIR_NAME);
+        if store_exists(&inner) {
+            bail!(
+                "{} is not a store directory but holds one in {}: pass --store {} (or set \
+                 STRATA_STORE to it)",
+                dir.display(),
+                locate::STORE_DIR_NAME,
+                inner.display()
+            );
+        }
+        if dir.exists() && !dir.is_dir() {
+            bail!(
+                "--store (or STRATA_STORE) {} is a file; it names a store directory (a `{}` \
+                 directory, or one `strata init --store DIR` creates)",
+                dir.display(),
+                locate::STORE_DIR_NAME
             );
         }
         Ok(())
@@ -131,6 +159,7 @@ impl Invocation<'_> {
 
     /// An engine over the store, creating it (and saying so on stderr) when there is none.
     fn engine_creating(&self) -> Result<Engine> {
+        self.check_given()?;
         let dir = self.dir();
         let verb = if store_exists(dir) {
             "opening"
