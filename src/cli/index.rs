@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use std::io::Write as _;
 
-use strata::ScanSummary;
+use strata::engine::IndexResponse;
 use strata::engine::{IndexRequest, store_exists};
 
 use super::args::IndexArgs;
@@ -97,7 +97,7 @@ impl Invocation<'_> {
 
 /// Reports on stderr what the scan did not index: each path the user named that was not indexed
 /// (always), then the skips counted by kind (unless `quiet`), or one line per skip (`verbose`).
-fn report_skips(summary: &ScanSummary, quiet: bool, verbose: bool) -> std::io::Result<()> {
+fn report_skips(summary: &IndexResponse, quiet: bool, verbose: bool) -> std::io::Result<()> {
     let mut err = std::io::stderr().lock();
     for named in &summary.not_indexed {
         writeln!(
@@ -107,7 +107,8 @@ fn report_skips(summary: &ScanSummary, quiet: bool, verbose: bool) -> std::io::R
             named.reason
         )?;
     }
-    if quiet || summary.skipped == 0 {
+    // Nothing more to say when the only skips were the named paths just reported.
+    if quiet || summary.skipped == summary.not_indexed.len() as u64 {
         return Ok(());
     }
     if verbose {

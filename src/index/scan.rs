@@ -290,7 +290,7 @@ pub fn scan(
                 Found::Skipped { path, kind, reason } => {
                     // Not marked seen: a regular file skipped for a read error is still there
                     // (`is_gone` keeps it); a symlink that replaced an indexed file is not.
-                    let named = plan.roots.iter().any(|root| *root == path);
+                    let named = plan.roots.contains(&path);
                     let path = path.display().to_string();
                     if !skipped_seen.insert(path.clone()) {
                         continue;

@@ -563,6 +563,22 @@ fn every_bad_input_says_what_is_wrong_and_what_works() -> TestResult {
             "strata: not found: locked.txt",
             "make it readable",
         ));
+        let read_only = bench.root.join("ro");
+        fs::create_dir_all(&read_only)?;
+        fs::set_permissions(
+            &read_only,
+            std::os::unix::fs::PermissionsExt::from_mode(0o555),
+        )?;
+        cases.push(Case {
+            bare: true,
+            ..case(
+                "store that cannot be made",
+                &["--store", "../ro/s", "ls"],
+                2,
+                "strata: ",
+                "holds no strata store, and none can be created there",
+            )
+        });
         cases.push(case(
             "unreadable dir",
             &["index", "../closed"],
