@@ -698,6 +698,16 @@ fn ls_and_diff_answer_as_git_would() -> TestResult {
         "{sub}"
     );
 
+    // Under --valid-at, only the versions begun by then are counted.
+    let history: serde_json::Value =
+        serde_json::from_str(&bench.ok(&["history", "a.txt", "--json"])?)?;
+    let first = history[0]["valid_from"].as_str().ok_or("valid_from")?;
+    let then: serde_json::Value =
+        serde_json::from_str(&bench.ok(&["ls", "a.txt", "--valid-at", first, "--json"])?)?;
+    assert_eq!(then[0]["versions"], 1, "{then}");
+    let now: serde_json::Value = serde_json::from_str(&bench.ok(&["ls", "a.txt", "--json"])?)?;
+    assert_eq!(now[0]["versions"], 2, "{now}");
+
     let diff = bench.ok(&["diff", "a.txt"])?;
     let name = bench.tree.join("a.txt").display().to_string();
     assert!(
