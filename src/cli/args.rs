@@ -31,14 +31,15 @@ pub struct Cli {
 /// Every command.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create an empty store (default ./.strata).
+    /// Create an empty store (default ./.strata); on an existing one, change nothing and say so.
     Init(InitArgs),
     /// The store's default mounts, given to new sessions.
     #[command(subcommand)]
     Mount(MountCommand),
     /// Index trees: record every new, changed and deleted file.
     Index(IndexArgs),
-    /// Files in the store: path, size, versions, last change.
+    /// Files in the store: size, versions, last change, state, path (relative when under the
+    /// current directory).
     Ls(LsArgs),
     /// One object's envelope.
     Show(ShowArgs),
@@ -56,7 +57,7 @@ pub enum Command {
     Evict(EvictArgs),
     /// Drop contents and documents that no version references.
     Gc(JsonArgs),
-    /// Entities, versions, transactions, bytes and the dedup ratio.
+    /// Entities, versions, transactions, bytes, and bytes put per byte stored.
     Stats(JsonArgs),
     /// Agent sessions: create, read, discover, activate, render, resume, fork.
     #[command(subcommand)]
