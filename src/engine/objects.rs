@@ -119,12 +119,19 @@ impl Engine {
                  make it readable, then run `strata index {quoted_ref}`"
             ))));
         }
+        // Inside an indexed tree when some directory above it (short of `/`) holds stored files.
         let filesystem = machine_filesystem_id();
-        let parent = Path::new(path)
-            .parent()
-            .and_then(Path::to_str)
-            .unwrap_or("/");
-        if self.store.paths_under(&filesystem, parent)?.is_empty() {
+        let mut inside = false;
+        for dir in Path::new(path).ancestors().skip(1) {
+            let Some(dir) = dir.to_str().filter(|d| *d != "/") else {
+                continue;
+            };
+            if !self.store.paths_under(&filesystem, dir)?.is_empty() {
+                inside = true;
+                break;
+            }
+        }
+        if !inside {
             return Ok(Some(Error::not_found(format!(
                 "{reference} in the store: it is outside every tree the store has indexed \
                  (`strata ls` lists what it has)"

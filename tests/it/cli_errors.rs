@@ -267,9 +267,9 @@ fn every_bad_input_says_what_is_wrong_and_what_works() -> TestResult {
         ),
         case(
             "show outside",
-            &["show", "/etc/hostname"],
+            &["show", "/etc/passwd"],
             2,
-            "strata: not found: /etc/hostname",
+            "strata: not found: /etc/passwd",
             "outside every tree the store has indexed",
         ),
         case(
@@ -599,15 +599,26 @@ fn every_bad_input_says_what_is_wrong_and_what_works() -> TestResult {
     // The refused commands wrote nothing; the index runs found nothing new.
     let log_after = bench.ok(&["log", "--json"])?;
     assert_eq!(log_before, log_after);
-    // A file new since the last index: indexing it is the hint, and it works.
+    // A file new since the last index (also in a new directory): indexing it is the hint, and
+    // it works.
     bench.write("new.txt", b"new\n")?;
-    let late = vec![case(
-        "new file",
-        &["show", "new.txt"],
-        2,
-        "strata: not found: new.txt",
-        "run `strata index new.txt`",
-    )];
+    bench.write("newdir/n.txt", b"n\n")?;
+    let late = vec![
+        case(
+            "new dir",
+            &["show", "newdir/n.txt"],
+            2,
+            "strata: not found: newdir/n.txt",
+            "run `strata index newdir/n.txt`",
+        ),
+        case(
+            "new file",
+            &["show", "new.txt"],
+            2,
+            "strata: not found: new.txt",
+            "run `strata index new.txt`",
+        ),
+    ];
     let failures = run_cases(&bench, &late)?;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     bench.ok(&["index", "new.txt"])?;
