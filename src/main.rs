@@ -1,12 +1,30 @@
 //! The `strata` command: parse the arguments, run the command, map errors to exit codes.
 //!
-//! Exit codes: 0 success; 1 `fsck` found problems; 2 an error (printed to stderr).
+//! Exit codes: 0 success; 1 `fsck` found problems, or `index` could not index a path it was
+//! given; 2 an error (printed to stderr).
 
 mod cli;
 
 use std::process::ExitCode;
 
 use clap::Parser;
+
+/// The error and its causes on one line, `outer: inner`, leaving out a cause whose text the
+/// line already holds (an error that quotes its source would otherwise say it twice).
+fn message(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
@@ -23,7 +41,7 @@ fn main() -> ExitCode {
             }
             #[expect(clippy::print_stderr, reason = "the binary reports its error")]
             {
-                eprintln!("strata: {err:#}");
+                eprintln!("strata: {}", message(&err));
                 let corrupt = err.chain().any(|cause| {
                     cause
                         .downcast_ref::<strata::Error>()

@@ -601,7 +601,7 @@ class StatsResult(TypedDict):
     put_bytes: int
     # Size of the store file on disk.
     file_bytes: int
-    # Bytes put per byte stored.
+    # Bytes put per byte stored: deduplication and compression together.
     dedup_ratio: float
 
 
@@ -661,11 +661,17 @@ class IndexParams(TypedDict):
     cwd: NotRequired[str | None]
 
 
+SkipKind = Literal["symlink", "fifo", "socket", "device", "special", "unreadable", "unreadable_dir", "not_utf8", "store", "gone"]
+# Why the walk did not index a path: the key of the counts a scan reports by reason.
+
+
 class Skipped(TypedDict):
     """A file the scan did not index, and why."""
     # The path as found on disk.
     path: str
-    # Why it was skipped.
+    # What kind of skip (the key of [`ScanSummary::skipped_by_kind`]).
+    kind: SkipKind
+    # Why it was skipped, in words.
     reason: str
 
 
@@ -681,8 +687,10 @@ class IndexResult(TypedDict):
     unchanged: int
     # Tombstones written for files that are gone.
     deleted: int
-    # Files not indexed (symlinks, non-UTF-8 names, read errors).
+    # Paths not indexed (symlinks, FIFOs, sockets, devices, unreadable files and directories, non-UTF-8 names, other stores' directories).
     skipped: int
+    # The skipped paths counted by kind.
+    skipped_by_kind: dict[str, Any]
     # Files a deny rule kept out (stored as stubs without content).
     denied: int
     # Bytes read from files.
@@ -693,6 +701,8 @@ class IndexResult(TypedDict):
     tx_ids: list[int]
     # The first skipped files (at most 100), with reasons.
     skipped_files: list[Skipped]
+    # The paths given to the scan that were not indexed themselves (a FIFO, a device, an unreadable file or directory), with reasons.
+    not_indexed: list[Skipped]
 
 
 class DescriptorSettings(TypedDict):

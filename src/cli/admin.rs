@@ -31,13 +31,23 @@ impl Invocation<'_> {
             // `init` makes a store here even when one exists further up, as `git init` does.
             Located::Found(_) | Located::Missing(_) => self.cwd.join(locate::STORE_DIR_NAME),
         };
+        self.check_given()?;
         let mounts = parse_mounts(&args.mounts)?;
         let created = Engine::init(&dir, mounts)?;
-        writeln!(
-            self.out,
-            "initialised an empty strata store in {}",
-            created.dir
-        )?;
+        if created.existed {
+            // As `git init` in a repository: nothing changes, and that is not an error.
+            writeln!(
+                self.out,
+                "reinitialised existing strata store in {} (nothing changed)",
+                created.dir
+            )?;
+        } else {
+            writeln!(
+                self.out,
+                "initialised an empty strata store in {}",
+                created.dir
+            )?;
+        }
         Ok(ExitCode::SUCCESS)
     }
 
@@ -190,7 +200,7 @@ impl Invocation<'_> {
     pub(super) fn gc(&mut self, args: JsonArgs) -> Result<ExitCode> {
         let report = self.call(GcRequest {})?;
         if args.json {
-            writeln!(self.out, "{}", serde_json::to_value(report)?)?;
+            self.print_json(&report)?;
         } else {
             writeln!(
                 self.out,
@@ -218,7 +228,10 @@ impl Invocation<'_> {
                 vec!["bytes put".into(), output::bytes(stats.put_bytes)],
                 vec!["bytes stored".into(), output::bytes(stats.stored_bytes)],
                 vec!["store file".into(), output::bytes(stats.file_bytes)],
-                vec!["dedup ratio".into(), format!("{:.2}", stats.dedup_ratio)],
+                vec![
+                    "put/stored (dedup and compression)".into(),
+                    format!("{:.2}", stats.dedup_ratio),
+                ],
             ];
             output::table(self.out, &["WHAT", "COUNT"], &rows)?;
         }

@@ -31,14 +31,15 @@ pub struct Cli {
 /// Every command.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create an empty store (default ./.strata).
+    /// Create an empty store (default ./.strata); on an existing one, change nothing and say so.
     Init(InitArgs),
     /// The store's default mounts, given to new sessions.
     #[command(subcommand)]
     Mount(MountCommand),
     /// Index trees: record every new, changed and deleted file.
     Index(IndexArgs),
-    /// Files in the store: path, size, versions, last change.
+    /// Files in the store: size, versions, last change, state, path (relative when under the
+    /// current directory).
     Ls(LsArgs),
     /// One object's envelope.
     Show(ShowArgs),
@@ -56,7 +57,7 @@ pub enum Command {
     Evict(EvictArgs),
     /// Drop contents and documents that no version references.
     Gc(JsonArgs),
-    /// Entities, versions, transactions, bytes and the dedup ratio.
+    /// Entities, versions, transactions, bytes, and bytes put per byte stored.
     Stats(JsonArgs),
     /// Agent sessions: create, read, discover, activate, render, resume, fork.
     #[command(subcommand)]
@@ -132,25 +133,58 @@ pub enum MountCommand {
 pub struct IndexArgs {
     /// The trees or files to index (default: the current directory).
     pub paths: Vec<PathBuf>,
-    /// Print no progress bar.
-    #[arg(long, short)]
+    /// Print no progress bar and no count of skipped paths.
+    #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,
-    /// Print the summary as one JSON object.
+    /// List every skipped path (symlinks, FIFOs, unreadable files…) on stderr, with its reason.
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A transaction id as typed: a whole number from 1 (`strata log` lists them).
+fn tx_id(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) | Err(_) => Err(format!(
+            "{text:?} is not a transaction id; ids are whole numbers from 1 (`strata log` lists them)"
+        )),
+        Ok(tx) => Ok(tx),
+    }
+}
+
+/// A transaction number that may be 0 (`log --since 0`: from the start).
+fn tx_number(text: &str) -> Result<u64, String> {
+    text.parse::<u64>().map_err(|_| {
+        format!("{text:?} is not a transaction id; ids are whole numbers (`strata log` lists them)")
+    })
 }
 
 /// Which version of an object to read: by valid time and by what the store knew when.
 #[derive(Debug, Args, Clone, Default)]
 pub struct AsOfArgs {
-    /// The valid time to read at (RFC 3339); default now.
-    #[arg(long, value_name = "TIME")]
+    /// The valid time to read at (RFC 3339; finer than microseconds is truncated); default now.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub valid_at: Option<String>,
+    #[command(flatten)]
+    pub known: KnownArgs,
+}
+
+/// As the store knew it: after a transaction, or at a transaction time.
+#[derive(Debug, Args, Clone, Default)]
+pub struct KnownArgs {
     /// Read as the store knew it after this transaction.
-    #[arg(long, value_name = "TX", conflicts_with = "tx_time")]
+    #[arg(
+        long,
+        value_name = "TX",
+        conflicts_with = "tx_time",
+        allow_negative_numbers = true,
+        value_parser = tx_id
+    )]
     pub as_of_tx: Option<u64>,
     /// Read as the store knew it at this time (RFC 3339).
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub tx_time: Option<String>,
 }
 
@@ -207,8 +241,11 @@ pub struct HistoryArgs {
     /// Order by transaction time instead of valid time.
     #[arg(long)]
     pub by_tx: bool,
+    /// History lists every valid time: refused with a hint, and not listed in --help.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, hide = true)]
+    pub valid_at: Option<String>,
     #[command(flatten)]
-    pub as_of: AsOfArgs,
+    pub known: KnownArgs,
     #[command(flatten)]
     pub json: JsonArgs,
 }
@@ -217,10 +254,10 @@ pub struct HistoryArgs {
 #[derive(Debug, Args)]
 pub struct LogArgs {
     /// Only transactions after this one.
-    #[arg(long, value_name = "TX")]
+    #[arg(long, value_name = "TX", allow_negative_numbers = true, value_parser = tx_number)]
     pub since: Option<u64>,
     /// At most this many transactions: the newest, or the first after --since.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub limit: Option<usize>,
     #[command(flatten)]
     pub json: JsonArgs,
@@ -232,8 +269,10 @@ pub struct DiffArgs {
     /// A path, an entity id, or an id prefix.
     pub reference: String,
     /// The older version, as a transaction id (default: the version before TO).
+    #[arg(allow_negative_numbers = true, value_parser = tx_id)]
     pub from: Option<u64>,
     /// The newer version, as a transaction id (default: the current one).
+    #[arg(allow_negative_numbers = true, value_parser = tx_id)]
     pub to: Option<u64>,
 }
 

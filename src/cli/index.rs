@@ -4,6 +4,9 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
+use std::io::Write as _;
+
+use strata::engine::IndexResponse;
 use strata::engine::{IndexRequest, store_exists};
 
 use super::args::IndexArgs;
@@ -59,38 +62,88 @@ impl Invocation<'_> {
             bar.finish_and_clear();
         }
         if args.json {
-            writeln!(self.out, "{}", serde_json::to_string(&summary)?)?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        writeln!(
-            self.out,
-            "indexed {} files in {:.2}s: {} created, {} updated, {} unchanged, {} deleted, \
-             {} skipped, {} denied; {} read",
-            summary.files,
-            summary.seconds,
-            summary.created,
-            summary.updated,
-            summary.unchanged,
-            summary.deleted,
-            summary.skipped,
-            summary.denied,
-            output::bytes(summary.bytes_read),
-        )?;
-        if let (Some(first), Some(last)) = (summary.tx_ids.first(), summary.tx_ids.last()) {
-            if first == last {
-                writeln!(self.out, "transaction {first}")?;
-            } else {
-                writeln!(self.out, "transactions {first}–{last}")?;
-            }
-        }
-        for skipped in &summary.skipped_files {
+            self.print_json(&summary)?;
+        } else {
             writeln!(
                 self.out,
+                "indexed {} files in {:.2}s: {} created, {} updated, {} unchanged, {} deleted, \
+                 {} skipped, {} denied; {} read",
+                summary.files,
+                summary.seconds,
+                summary.created,
+                summary.updated,
+                summary.unchanged,
+                summary.deleted,
+                summary.skipped,
+                summary.denied,
+                output::bytes(summary.bytes_read),
+            )?;
+            if let (Some(first), Some(last)) = (summary.tx_ids.first(), summary.tx_ids.last()) {
+                if first == last {
+                    writeln!(self.out, "transaction {first}")?;
+                } else {
+                    writeln!(self.out, "transactions {first}–{last}")?;
+                }
+            }
+        }
+        report_skips(&summary, args.quiet, args.verbose)?;
+        Ok(if summary.not_indexed.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+}
+
+/// Reports on stderr what the scan did not index: each path the user named that was not indexed
+/// (always), then the skips counted by kind (unless `quiet`), or one line per skip (`verbose`).
+fn report_skips(summary: &IndexResponse, quiet: bool, verbose: bool) -> std::io::Result<()> {
+    let mut err = std::io::stderr().lock();
+    for named in &summary.not_indexed {
+        writeln!(
+            err,
+            "strata: {} was not indexed: {}",
+            output::path(&named.path),
+            named.reason
+        )?;
+    }
+    // Nothing more to say when the only skips were the named paths just reported.
+    if quiet || summary.skipped == summary.not_indexed.len() as u64 {
+        return Ok(());
+    }
+    if verbose {
+        for skipped in &summary.skipped_files {
+            writeln!(
+                err,
                 "skipped {}: {}",
                 output::path(&skipped.path),
                 skipped.reason
             )?;
         }
-        Ok(ExitCode::SUCCESS)
+        let listed = summary.skipped_files.len() as u64;
+        if summary.skipped > listed {
+            writeln!(
+                err,
+                "… and {} more skipped (only the first {listed} are kept)",
+                summary.skipped - listed
+            )?;
+        }
+        return Ok(());
     }
+    let counts: Vec<String> = summary
+        .skipped_by_kind
+        .iter()
+        .map(|(kind, n)| kind.counted(*n))
+        .collect();
+    writeln!(
+        err,
+        "skipped {} {}: {} (--verbose lists them, -q hides this)",
+        summary.skipped,
+        if summary.skipped == 1 {
+            "path"
+        } else {
+            "paths"
+        },
+        counts.join(", ")
+    )
 }

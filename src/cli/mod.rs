@@ -55,6 +55,15 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     invocation.dispatch(cli.command)
 }
 
+/// Why a store could not be created at `dir`: the error of its nearest existing ancestor's
+/// write check (`None`: it can be).
+fn uncreatable(dir: &Path) -> Option<std::io::Error> {
+    let existing = dir.ancestors().find(|a| a.exists())?;
+    rustix::fs::access(existing, rustix::fs::Access::WRITE_OK)
+        .err()
+        .map(std::io::Error::from)
+}
+
 /// What every command needs: where it runs, where the store is, where output goes.
 struct Invocation<'a> {
     cwd: PathBuf,
@@ -102,7 +111,14 @@ impl Invocation<'_> {
 
     /// Fails, saying how to make one, when there is no store where the command looks.
     fn check_exists(&self) -> Result<()> {
-        if let Located::Missing(_) = self.located {
+        if let Located::Missing(dir) = &self.located {
+            if let Some(err) = uncreatable(dir) {
+                bail!(
+                    "no strata store in {} or any directory above it, and none can be created \
+                     here ({err}); pass --store DIR with a store, or run where you can write",
+                    self.cwd.display()
+                );
+            }
             bail!(
                 "no strata store in {} or any directory above it; run `strata init` to create one \
                  here, or pass --store DIR",
@@ -111,10 +127,45 @@ impl Invocation<'_> {
         }
         let dir = self.dir();
         if !store_exists(dir) {
+            self.check_given()?;
+            if let Some(err) = uncreatable(dir) {
+                bail!(
+                    "{} holds no strata store, and none can be created there ({err}); pass \
+                     --store DIR with a store you can read",
+                    dir.display()
+                );
+            }
             bail!(
                 "{} holds no strata store; run `strata init --store {}` to create one",
                 dir.display(),
                 dir.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// Fails when the store directory named by `--store` or `STRATA_STORE` cannot be one: a
+    /// file, or a project directory whose store is its `.strata/` (the hint names that).
+    fn check_given(&self) -> Result<()> {
+        let Located::Given(dir) = &self.located else {
+            return Ok(());
+        };
+        let inner = dir.join(locate::STORE_DIR_NAME);
+        if store_exists(&inner) {
+            bail!(
+                "{} is not a store directory but holds one in {}: pass --store {} (or set \
+                 STRATA_STORE to it)",
+                dir.display(),
+                locate::STORE_DIR_NAME,
+                inner.display()
+            );
+        }
+        if dir.exists() && !dir.is_dir() {
+            bail!(
+                "--store (or STRATA_STORE) {} is a file; it names a store directory (a `{}` \
+                 directory, or one `strata init --store DIR` creates)",
+                dir.display(),
+                locate::STORE_DIR_NAME
             );
         }
         Ok(())
@@ -131,6 +182,7 @@ impl Invocation<'_> {
 
     /// An engine over the store, creating it (and saying so on stderr) when there is none.
     fn engine_creating(&self) -> Result<Engine> {
+        self.check_given()?;
         let dir = self.dir();
         let verb = if store_exists(dir) {
             "opening"

@@ -6,13 +6,22 @@ use anyhow::Result;
 use serde_json::Value;
 use strata::engine::{AsOf, CatRequest, DiffRequest, HistoryRequest, LsRequest, ShowRequest};
 
-use super::args::{AsOfArgs, CatArgs, DiffArgs, HistoryArgs, LsArgs, ShowArgs};
+use super::args::{AsOfArgs, CatArgs, DiffArgs, HistoryArgs, KnownArgs, LsArgs, ShowArgs};
 use super::{Invocation, output};
 
 impl From<AsOfArgs> for AsOf {
     fn from(args: AsOfArgs) -> Self {
         AsOf {
             valid_at: args.valid_at,
+            ..args.known.into()
+        }
+    }
+}
+
+impl From<KnownArgs> for AsOf {
+    fn from(args: KnownArgs) -> Self {
+        AsOf {
+            valid_at: None,
             as_of_tx: args.as_of_tx,
             tx_time: args.tx_time,
         }
@@ -36,25 +45,23 @@ impl Invocation<'_> {
             self.print_json(&rows)?;
             return Ok(ExitCode::SUCCESS);
         }
+        // Paths under the current directory are shown relative to it, as git shows them; the
+        // path comes last, so that no column is padded to the longest path.
         let table: Vec<Vec<String>> = rows
             .iter()
             .map(|row| {
                 vec![
-                    output::path(&row.path),
                     row.size.map_or("-".into(), output::bytes),
                     row.versions.to_string(),
                     row.last_change.clone(),
-                    if row.state == "text" {
-                        String::new()
-                    } else {
-                        row.state.clone()
-                    },
+                    row.state.clone(),
+                    output::path(&output::relative(&row.path, &self.cwd)),
                 ]
             })
             .collect();
         output::table(
             self.out,
-            &["PATH", "SIZE", "VERSIONS", "LAST CHANGE", ""],
+            &["SIZE", "VERSIONS", "LAST CHANGE", "STATE", "PATH"],
             &table,
         )?;
         Ok(ExitCode::SUCCESS)
@@ -140,7 +147,10 @@ impl Invocation<'_> {
             cwd: self.cwd(),
             corrections: args.corrections,
             by_tx: args.by_tx,
-            as_of: args.as_of.into(),
+            as_of: AsOf {
+                valid_at: args.valid_at,
+                ..args.known.into()
+            },
         })?;
         if args.json.json {
             self.print_json(&history.versions)?;

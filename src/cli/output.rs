@@ -51,6 +51,23 @@ pub fn path(path: &str) -> String {
     strata::resolve::quoted(path).into_owned()
 }
 
+/// `path` relative to `cwd` when it is under it (`.` for `cwd` itself), else as given: the
+/// form git prints paths in.
+pub fn relative(path: &str, cwd: &std::path::Path) -> String {
+    let real = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+    for base in [cwd, real.as_path()] {
+        if let Ok(rest) = std::path::Path::new(path).strip_prefix(base) {
+            let rest = rest.to_string_lossy();
+            return if rest.is_empty() {
+                ".".into()
+            } else {
+                rest.into_owned()
+            };
+        }
+    }
+    path.to_string()
+}
+
 /// The first 12 hex characters of a hash, as git shortens commit ids.
 pub fn short(hex: &str) -> String {
     hex.chars().take(12).collect()
@@ -84,6 +101,18 @@ mod tests {
         assert_eq!(path("/a b/ü.txt"), "/a b/ü.txt");
         assert_eq!(path("/a\nb"), "\"/a\\nb\"");
         assert_eq!(path("/t\tab"), "\"/t\\tab\"");
+    }
+
+    #[test]
+    fn paths_under_the_current_directory_are_relative() {
+        let cwd = std::path::Path::new("/no/such/strata/tree");
+        assert_eq!(relative("/no/such/strata/tree/a/b.txt", cwd), "a/b.txt");
+        assert_eq!(relative("/no/such/strata/tree", cwd), ".");
+        assert_eq!(
+            relative("/no/such/strata/treehouse/x", cwd),
+            "/no/such/strata/treehouse/x"
+        );
+        assert_eq!(relative("/etc/passwd", cwd), "/etc/passwd");
     }
 
     #[test]

@@ -264,9 +264,30 @@ impl Invocation<'_> {
         self.committed(json, files.tx_id, files)
     }
 
+    /// The session `given` names: an id, or a prefix of exactly one session's id (as entity ids
+    /// take prefixes). Anything else is passed on as given, for the engine to refuse.
+    fn session_id(&self, given: String) -> Result<String> {
+        let ids = self.call(SessionLsRequest {})?;
+        if ids.contains(&given) {
+            return Ok(given);
+        }
+        let matches: Vec<&String> = ids.iter().filter(|id| id.starts_with(&given)).collect();
+        match matches.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => Ok(given),
+            many => {
+                let shown: Vec<String> = many.iter().take(10).map(|id| format!("  {id}")).collect();
+                bail!(
+                    "session id prefix {given} is ambiguous; it matches:\n{}\ngive more characters",
+                    shown.join("\n")
+                )
+            }
+        }
+    }
+
     fn set_op(&mut self, args: ObjArgs, op: SetOp) -> Result<ExitCode> {
         let done = self.call(SessionSetRequest {
-            id: args.id,
+            id: self.session_id(args.id)?,
             object: args.object,
             op,
         })?;
@@ -323,7 +344,7 @@ impl Invocation<'_> {
             }
             SessionCommand::Show(args) => {
                 let shown = self.call(SessionShowRequest {
-                    id: args.id,
+                    id: self.session_id(args.id)?,
                     as_of_tx: args.as_of_tx,
                 })?;
                 if args.json.json {
@@ -348,7 +369,10 @@ impl Invocation<'_> {
                     .iter()
                     .map(|p| self.agent_path(p))
                     .collect::<Result<Vec<_>>>()?;
-                let files = self.call(SessionReadRequest { id: args.id, paths })?;
+                let files = self.call(SessionReadRequest {
+                    id: self.session_id(args.id)?,
+                    paths,
+                })?;
                 return self.touched(&files, args.json.json);
             }
             SessionCommand::Discover(args) => {
@@ -357,7 +381,10 @@ impl Invocation<'_> {
                     .iter()
                     .map(|p| self.agent_path(p))
                     .collect::<Result<Vec<_>>>()?;
-                let files = self.call(SessionDiscoverRequest { id: args.id, paths })?;
+                let files = self.call(SessionDiscoverRequest {
+                    id: self.session_id(args.id)?,
+                    paths,
+                })?;
                 return self.touched(&files, args.json.json);
             }
             SessionCommand::Activate(args) => return self.set_op(args, SetOp::Activate),
@@ -377,13 +404,25 @@ impl Invocation<'_> {
                 };
                 let output_text = text_arg(&args.output, "the tool output")?;
                 let recorded = self.call(SessionToolcallRequest {
-                    id: args.id,
+                    id: self.session_id(args.id)?,
                     tool: args.tool,
                     args: call_args,
                     args_display: args.args_display,
                     call_id: args.call_id,
                     status,
-                    file_refs: args.file_refs,
+                    // A path on disk travels absolute (the engine has no current directory).
+                    file_refs: args
+                        .file_refs
+                        .into_iter()
+                        .map(|r| {
+                            let path = self.cwd.join(&r);
+                            if !r.is_empty() && path.exists() {
+                                path.display().to_string()
+                            } else {
+                                r
+                            }
+                        })
+                        .collect(),
                     output: output_text,
                 })?;
                 if !args.json.json {
@@ -398,7 +437,7 @@ impl Invocation<'_> {
                     args.content
                 };
                 let appended = self.call(SessionTurnRequest {
-                    id: args.id,
+                    id: self.session_id(args.id)?,
                     role: args.role,
                     content,
                     toolcall_refs: args.toolcall_refs,
@@ -407,7 +446,7 @@ impl Invocation<'_> {
             }
             SessionCommand::Render(args) => {
                 let rendered = self.call(SessionRenderRequest {
-                    id: args.id,
+                    id: self.session_id(args.id)?,
                     budget: args.budget,
                     as_of_tx: args.as_of_tx,
                 })?;
@@ -418,7 +457,9 @@ impl Invocation<'_> {
                 }
             }
             SessionCommand::Resume(args) => {
-                let report = self.call(SessionResumeRequest { id: args.id })?;
+                let report = self.call(SessionResumeRequest {
+                    id: self.session_id(args.id)?,
+                })?;
                 if args.json.json {
                     self.print_json(&report)?;
                 } else {
@@ -448,7 +489,7 @@ impl Invocation<'_> {
             }
             SessionCommand::Fork(args) => {
                 let forked = self.call(SessionForkRequest {
-                    id: args.id,
+                    id: self.session_id(args.id)?,
                     as_of_tx: args.as_of_tx,
                     new_id: args.new_id,
                 })?;
@@ -459,7 +500,9 @@ impl Invocation<'_> {
                 }
             }
             SessionCommand::History(args) => {
-                let history = self.call(SessionHistoryRequest { id: args.id })?;
+                let history = self.call(SessionHistoryRequest {
+                    id: self.session_id(args.id)?,
+                })?;
                 if args.json.json {
                     self.print_json(&history)?;
                 } else {

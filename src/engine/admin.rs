@@ -19,19 +19,31 @@ fn check_mounts(mounts: &[MountMapping]) -> Result<()> {
 /// What `init` answers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InitResponse {
-    /// The new store's directory.
+    /// The store's directory.
     pub dir: String,
+    /// Whether the store existed already (nothing was changed), as `git init` reinitialises.
+    #[serde(default)]
+    pub existed: bool,
 }
 
-/// Creates an empty store in `dir` with default `mounts`.
+/// Creates an empty store in `dir` with default `mounts`. A store that exists already is left
+/// as it is, when the mounts given are among its default mounts.
 pub(super) fn init(dir: &Path, mounts: Vec<MountMapping>) -> Result<InitResponse> {
-    if dir.join(DB_FILE).exists() {
-        return Err(Error::invalid_input(format!(
-            "{} already holds a strata store; nothing to do",
-            dir.display()
-        )));
-    }
     check_mounts(&mounts)?;
+    if dir.join(DB_FILE).exists() {
+        let existing = Settings::load(dir)?.mounts;
+        if let Some(new) = mounts.iter().find(|m| !existing.contains(m)) {
+            return Err(Error::invalid_input(format!(
+                "{} already holds a strata store, without the mount {new}; add it with `strata \
+                 mount add '{new}'`",
+                dir.display()
+            )));
+        }
+        return Ok(InitResponse {
+            dir: dir.display().to_string(),
+            existed: true,
+        });
+    }
     drop(Store::create(dir)?);
     let settings = Settings {
         mounts,
@@ -40,6 +52,7 @@ pub(super) fn init(dir: &Path, mounts: Vec<MountMapping>) -> Result<InitResponse
     settings.save(dir)?;
     Ok(InitResponse {
         dir: dir.display().to_string(),
+        existed: false,
     })
 }
 
@@ -140,6 +153,15 @@ impl Apply for LogRequest {
     /// [`Error::Corrupt`] when a record does not decode.
     fn apply(self, engine: &Engine) -> Result<LogResponse> {
         let head = engine.chain_head()?;
+        let latest = head.as_ref().map_or(0, |h| h.tx_id);
+        if let Some(since) = self.since
+            && since > latest
+        {
+            // As --as-of-tx: a transaction the store does not have is an error, not an empty log.
+            return Err(Error::invalid_input(format!(
+                "--since {since}: the store has transactions 1 to {latest}"
+            )));
+        }
         // Without `since`, `limit` keeps the newest transactions, as `git log -n` does.
         let since = match (self.since, self.limit) {
             (Some(since), _) => Some(TxId(since)),
@@ -326,7 +348,7 @@ pub struct StatsResponse {
     pub put_bytes: u64,
     /// Size of the store file on disk.
     pub file_bytes: u64,
-    /// Bytes put per byte stored.
+    /// Bytes put per byte stored: deduplication and compression together.
     pub dedup_ratio: f64,
 }
 

@@ -32,9 +32,10 @@ pub struct AsOf {
     pub tx_time: Option<String>,
 }
 
-/// Parses a time given as `flag`, saying which flag held what on error.
+/// Parses a time given as `flag` ([`Timestamp::parse_given`]: finer than a microsecond is
+/// truncated), saying which flag held what on error.
 fn parse_time(flag: &str, text: &str) -> Result<Timestamp> {
-    text.parse::<Timestamp>().map_err(|e| {
+    Timestamp::parse_given(text).map_err(|e| {
         let reason = match e {
             Error::InvalidInput { reason } => reason,
             other => other.to_string(),
@@ -81,16 +82,65 @@ impl Engine {
             if let Some(id) = store.entity_at_path(&machine_filesystem_id(), &path)? {
                 return Ok(id);
             }
-            if Path::new(&path).exists() {
-                return Err(Error::not_found(format!(
-                    "{reference} ({path}) in the store; run `strata index {reference}` to add it"
-                )));
+            if let Some(err) = self.unknown_path(reference, &path)? {
+                return Err(err);
             }
         }
         if store.entity_exists(reference)? {
             return Ok(reference.to_string());
         }
         by_id(store, reference, reference)
+    }
+
+    /// Why `path` (named as `reference`), on disk but not in the store, is not there, with a
+    /// command that works: a directory is listed, an unreadable file must be made readable, a
+    /// file in an indexed tree is indexed; a path outside every indexed tree is only named.
+    /// `None` when nothing is on disk there.
+    fn unknown_path(&self, reference: &str, path: &str) -> Result<Option<Error>> {
+        let Ok(meta) = std::fs::metadata(path) else {
+            return Ok(None);
+        };
+        let quoted_ref = shell_word(reference);
+        if meta.is_dir() {
+            return Ok(Some(Error::invalid_input(format!(
+                "{reference} is a directory; name a file in it (`strata ls {quoted_ref}` lists \
+                 those the store has)"
+            ))));
+        }
+        if !meta.is_file() {
+            return Ok(Some(Error::invalid_input(format!(
+                "{reference} is not a regular file, so the store does not hold it; strata \
+                 indexes regular files only"
+            ))));
+        }
+        if let Err(err) = std::fs::File::open(path) {
+            return Ok(Some(Error::not_found(format!(
+                "{reference} in the store: the file cannot be read ({err}), so indexing skips it; \
+                 make it readable, then run `strata index {quoted_ref}`"
+            ))));
+        }
+        // Inside an indexed tree when some directory above it (short of `/`) holds stored files.
+        let filesystem = machine_filesystem_id();
+        let mut inside = false;
+        for dir in Path::new(path).ancestors().skip(1) {
+            let Some(dir) = dir.to_str().filter(|d| *d != "/") else {
+                continue;
+            };
+            if !self.store.paths_under(&filesystem, dir)?.is_empty() {
+                inside = true;
+                break;
+            }
+        }
+        if !inside {
+            return Ok(Some(Error::not_found(format!(
+                "{reference} in the store: it is outside every tree the store has indexed \
+                 (`strata ls` lists what it has)"
+            ))));
+        }
+        Ok(Some(Error::not_found(format!(
+            "{reference} in the store: it is new since the last index; run `strata index \
+             {quoted_ref}` to add it"
+        ))))
     }
 
     /// The version of `id` the as-of point selects; a tombstone or nothing is an error that
@@ -111,6 +161,19 @@ impl Engine {
                 "{id} at that time: it did not exist yet; see `strata history {id}`"
             ))),
         }
+    }
+}
+
+/// `text` as one word for a shell command line: as is when it is plain, else single-quoted.
+fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@=".contains(&b));
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
     }
 }
 
@@ -162,19 +225,6 @@ fn name_of(object: &Object) -> String {
     match object.source() {
         Some(source) => source.as_filesystem().path.clone(),
         None => object.id().to_string(),
-    }
-}
-
-/// What a version's content is, in one word: `text`, `binary`, `too_large`, `denied`, `stub`,
-/// or `deleted` for a tombstone.
-fn state_of(object: Option<&Object>) -> &'static str {
-    match object {
-        None => "deleted",
-        Some(o) => match o.content_omitted() {
-            Some(reason) => reason.as_str(),
-            None if o.is_stub() => "stub",
-            None => "text",
-        },
     }
 }
 
@@ -234,30 +284,40 @@ impl Apply for LsRequest {
             None => "/".to_string(),
         };
         let mut rows = Vec::new();
+        // Version rows and content lengths only: no object is rebuilt, no content read.
         for (path, id) in store.paths_under(&machine_filesystem_id(), &prefix)? {
-            let Some(version) = store.as_of(&id, valid, tx)? else {
+            let Some(info) = store.version_info(&id, valid, tx)? else {
                 continue;
             };
-            if version.object.is_none() && !self.all {
+            if info.is_tombstone() && !self.all {
                 continue;
             }
             let query = HistoryQuery {
                 as_of_tx: tx,
+                // Under --valid-at, the versions that had begun by then.
+                valid_to: valid.map(Timestamp::next),
                 ..HistoryQuery::default()
             };
             let versions = store.history(&id, query)?.len() as u64;
             let size = store
-                .version_sizes(&id, std::slice::from_ref(&version.info))?
+                .version_sizes(&id, std::slice::from_ref(&info))?
                 .pop()
                 .flatten();
+            let state = match info.content_omitted {
+                _ if info.is_tombstone() => "deleted",
+                Some(reason) => reason.as_str(),
+                // A live version with no content and no reason is a stub (never read).
+                None if size.is_none() => "stub",
+                None => "text",
+            };
             rows.push(LsRow {
-                state: state_of(version.object.as_ref()).to_string(),
+                state: state.to_string(),
                 path,
                 id,
                 size,
                 versions,
-                last_change: version.info.valid_from.to_rfc3339(),
-                tx_id: version.info.tx_id.0,
+                last_change: info.valid_from.to_rfc3339(),
+                tx_id: info.tx_id.0,
             });
         }
         Ok(rows)
@@ -580,19 +640,22 @@ pub struct DiffResponse {
     pub text: String,
 }
 
+/// Whether a version holds no text to diff line by line (binary or too large), as git's
+/// "Binary files … differ" case.
+fn is_opaque(version: Option<&Version>) -> bool {
+    version
+        .and_then(|v| v.object.as_ref())
+        .and_then(Object::content_omitted)
+        .is_some_and(|r| matches!(r, ContentOmitted::Binary | ContentOmitted::TooLarge))
+}
+
 /// The text of a version for diffing: its content, or a line saying why there is none.
-fn diff_text(store: &Store, version: Option<&Version>) -> Result<String> {
+fn diff_text(version: Option<&Version>) -> Result<String> {
     let Some(object) = version.and_then(|v| v.object.as_ref()) else {
         return Ok(String::new());
     };
     if let Some(content) = object.content() {
         return Ok(content.to_string());
-    }
-    if object.content_omitted() == Some(ContentOmitted::Binary)
-        && let Some(hash) = object.file_hash()
-    {
-        let size = store.content(hash)?.map_or(0, |b| b.len());
-        return Ok(format!("Binary file {hash} ({size} bytes)\n"));
     }
     Ok(match object.content_omitted() {
         Some(reason) => format!("[content not stored: {}]\n", reason.as_str()),
@@ -645,8 +708,8 @@ impl Apply for DiffRequest {
             None => None,
         };
         let new = store.as_of(&id, None, Some(TxId(to_tx)))?;
-        let old_text = diff_text(store, old.as_ref())?;
-        let new_text = diff_text(store, new.as_ref())?;
+        let old_text = diff_text(old.as_ref())?;
+        let new_text = diff_text(new.as_ref())?;
         let name = match store.entity(&id)?.source {
             Some(source) => quoted(&source.as_filesystem().path).into_owned(),
             None => id.clone(),
@@ -659,11 +722,32 @@ impl Apply for DiffRequest {
             Some(tx) if exists(&old) => format!("a{name} (tx {tx})"),
             _ => "/dev/null".into(),
         };
-        let new_label = if exists(&new) {
-            format!("b{name} (tx {to_tx})")
-        } else {
-            "/dev/null".into()
+        // The newer side is labelled with the transaction that wrote the version read at TO.
+        let new_label = match &new {
+            Some(version) if version.object.is_some() => {
+                format!("b{name} (tx {})", version.info.tx_id.0)
+            }
+            _ => "/dev/null".into(),
         };
+        if is_opaque(old.as_ref()) || is_opaque(new.as_ref()) {
+            let same = old
+                .as_ref()
+                .and_then(|v| v.object.as_ref().map(Object::object_hash))
+                == new
+                    .as_ref()
+                    .and_then(|v| v.object.as_ref().map(Object::object_hash));
+            let text = if same {
+                String::new()
+            } else {
+                format!("Binary files {old_label} and {new_label} differ\n")
+            };
+            return Ok(DiffResponse {
+                id,
+                from_tx,
+                to_tx,
+                text,
+            });
+        }
         let mut text = similar::TextDiff::from_lines(&old_text, &new_text)
             .unified_diff()
             .context_radius(3)

@@ -373,13 +373,31 @@ impl Apply for SessionToolcallRequest {
     /// [`Error::InvalidInput`] when the chat has no turn yet; [`Error::Conflict`] when the id
     /// belongs to another session's chat or another type.
     fn apply(self, engine: &Engine) -> Result<ToolcallRecorded> {
+        // A file ref must name a file the store has: its id, an id prefix or its path.
+        let file_refs = self
+            .file_refs
+            .iter()
+            .map(|reference| {
+                let refuse = || {
+                    Error::invalid_input(format!(
+                        "file ref {reference:?} names no file in the store; give a file's entity \
+                         id, an id prefix or its absolute path (`strata ls --json` lists ids)"
+                    ))
+                };
+                let id = engine.resolve_ref(None, reference).map_err(|_| refuse())?;
+                match engine.store.entity(&id)?.object_type {
+                    crate::object::ObjectType::File => Ok(id),
+                    _ => Err(refuse()),
+                }
+            })
+            .collect::<Result<Vec<String>>>()?;
         let input = ToolcallInput {
             id: self.call_id,
             tool: self.tool,
             args: self.args,
             args_display: self.args_display,
             status: self.status,
-            file_refs: (!self.file_refs.is_empty()).then_some(self.file_refs),
+            file_refs: (!file_refs.is_empty()).then_some(file_refs),
             output: self.output,
         };
         let (id, tx_id) =

@@ -23,6 +23,7 @@ pub use read::{Body, Reading, read_stream};
 pub use rules::DenyRules;
 pub use scan::{ScanOptions, ScanProgress, ScanSummary, Skipped, scan};
 pub use settings::Settings;
+pub use walk::SkipKind;
 
 use crate::error::{Error, Result};
 use crate::object::{ContentOmitted, FilesystemSource, Object};

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::dirstat::DirStat;
 use super::disk::{Look, StatChange, presence, record};
-use super::walk::{Found, WalkPlan, walk};
+use super::walk::{Found, SkipKind, WalkPlan, walk};
 use super::{Action, Indexer, Planned};
 use crate::error::{Error, Result};
 use crate::object::FilesystemSource;
@@ -59,7 +59,9 @@ pub struct ScanProgress {
 pub struct Skipped {
     /// The path as found on disk.
     pub path: String,
-    /// Why it was skipped.
+    /// What kind of skip (the key of [`ScanSummary::skipped_by_kind`]).
+    pub kind: SkipKind,
+    /// Why it was skipped, in words.
     pub reason: String,
 }
 
@@ -76,8 +78,11 @@ pub struct ScanSummary {
     pub unchanged: u64,
     /// Tombstones written for files that are gone.
     pub deleted: u64,
-    /// Files not indexed (symlinks, non-UTF-8 names, read errors).
+    /// Paths not indexed (symlinks, FIFOs, sockets, devices, unreadable files and directories,
+    /// non-UTF-8 names, other stores' directories).
     pub skipped: u64,
+    /// The skipped paths counted by kind.
+    pub skipped_by_kind: std::collections::BTreeMap<SkipKind, u64>,
     /// Files a deny rule kept out (stored as stubs without content).
     pub denied: u64,
     /// Bytes read from files.
@@ -88,6 +93,9 @@ pub struct ScanSummary {
     pub tx_ids: Vec<u64>,
     /// The first skipped files (at most 100), with reasons.
     pub skipped_files: Vec<Skipped>,
+    /// The paths given to the scan that were not indexed themselves (a FIFO, a device, an
+    /// unreadable file or directory), with reasons.
+    pub not_indexed: Vec<Skipped>,
 }
 
 impl ScanSummary {
@@ -100,10 +108,14 @@ impl ScanSummary {
         }
     }
 
-    fn skip(&mut self, path: String, reason: String) {
+    fn skip(&mut self, skipped: Skipped, named: bool) {
         self.skipped += 1;
+        *self.skipped_by_kind.entry(skipped.kind).or_default() += 1;
+        if named {
+            self.not_indexed.push(skipped.clone());
+        }
         if self.skipped_files.len() < 100 {
-            self.skipped_files.push(Skipped { path, reason });
+            self.skipped_files.push(skipped);
         }
     }
 }
@@ -212,6 +224,10 @@ pub fn scan(
     // Paths found by the walk, to find deletions among the stored paths.
     let mut seen: rustc_hash::FxHashSet<String> =
         rustc_hash::FxHashSet::with_capacity_and_hasher(plan.cache.len(), Default::default());
+    let mut skipped_seen: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
+    // Whether any file under the roots was indexed before (a new path there is a creation or a
+    // rename, dated by its ctime).
+    let tree_known = !plan.cache.is_empty();
     let mut batch = Batch::new(&filesystem_id);
     let (sender, receiver) = sync_channel(4);
     std::thread::scope(|scope| -> Result<()> {
@@ -220,9 +236,11 @@ pub fn scan(
         for found in receiver.into_iter().flatten() {
             match found {
                 Found::Unchanged { path, .. } => {
-                    summary.files += 1;
-                    summary.unchanged += 1;
-                    seen.insert(path);
+                    // Overlapping roots may meet a file twice: it counts once.
+                    if seen.insert(path) {
+                        summary.files += 1;
+                        summary.unchanged += 1;
+                    }
                 }
                 Found::Read {
                     path,
@@ -230,9 +248,21 @@ pub fn scan(
                     change,
                     prepared,
                 } => {
+                    if seen.contains(&path) {
+                        continue;
+                    }
                     summary.files += 1;
                     summary.bytes_read += prepared.bytes_read;
-                    let mtime = Timestamp::saturating_from_micros(stat.mtime_ns / 1000);
+                    // A path new to a tree indexed before was created or renamed there: a rename
+                    // keeps the mtime but sets the ctime, so the later of the two dates it (a
+                    // renamed file's new name does not exist in the past beside its old one).
+                    let new_path = tree_known && !plan.cache.contains_key(&path);
+                    let changed_ns = if new_path {
+                        stat.mtime_ns.max(stat.ctime_ns)
+                    } else {
+                        stat.mtime_ns
+                    };
+                    let mtime = Timestamp::saturating_from_micros(changed_ns / 1000);
                     // Content and its compressed record both wait in memory until the commit.
                     let encoded_len = prepared.encoded.as_ref().map_or(0, EncodedBlob::len);
                     let planned = indexer.plan_prepared(*prepared, Some(mtime))?;
@@ -244,6 +274,9 @@ pub fn scan(
                     seen.insert(path);
                 }
                 Found::Denied { path, .. } => {
+                    if seen.contains(&path) {
+                        continue;
+                    }
                     summary.files += 1;
                     summary.denied += 1;
                     let source = FilesystemSource {
@@ -254,11 +287,16 @@ pub fn scan(
                     add(&mut summary, &mut batch, planned);
                     seen.insert(path);
                 }
-                Found::Skipped { path, reason } => {
+                Found::Skipped { path, kind, reason } => {
                     // Not marked seen: a regular file skipped for a read error is still there
                     // (`is_gone` keeps it); a symlink that replaced an indexed file is not.
+                    let named = plan.roots.contains(&path);
+                    let path = path.display().to_string();
+                    if !skipped_seen.insert(path.clone()) {
+                        continue;
+                    }
                     summary.files += 1;
-                    summary.skip(path.display().to_string(), reason);
+                    summary.skip(Skipped { path, kind, reason }, named);
                 }
             }
             progress(ScanProgress {
@@ -292,6 +330,10 @@ pub fn scan(
             let change = StatChange::of(&gone, scan_start);
             let planned = indexer.plan_look(source, gone)?;
             record(&mut batch.stat, &path, change);
+            if planned.action != Action::Deleted {
+                // Deleted before: not a file of this scan, so not "unchanged" either.
+                continue;
+            }
             add(&mut summary, &mut batch, planned);
             if batch.files >= options.batch_files {
                 commit(indexer, &mut batch, &mut summary)?;

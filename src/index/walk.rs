@@ -44,9 +44,131 @@ pub enum Found {
     Skipped {
         /// The path as found on disk.
         path: PathBuf,
-        /// Why.
+        /// What kind of skip, as [`SkipKind`] names it.
+        kind: SkipKind,
+        /// Why, in words (an error's own message, for a read error).
         reason: String,
     },
+}
+
+/// Why the walk did not index a path: the key of the counts a scan reports by reason.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipKind {
+    /// A symbolic link (never followed).
+    Symlink,
+    /// A named pipe.
+    Fifo,
+    /// A Unix socket.
+    Socket,
+    /// A block or character device.
+    Device,
+    /// Some other kind of file that is not a regular one.
+    Special,
+    /// A file that could not be stat'ed or read.
+    Unreadable,
+    /// A directory that could not be listed.
+    UnreadableDir,
+    /// A name that is not UTF-8.
+    NotUtf8,
+    /// Another strata store's directory inside the tree.
+    Store,
+    /// A file deleted while the walk met it.
+    Gone,
+}
+
+impl SkipKind {
+    /// The kind of a file type that is neither a regular file nor a directory.
+    pub fn of_type(file_type: std::fs::FileType) -> Self {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_symlink() {
+            SkipKind::Symlink
+        } else if file_type.is_fifo() {
+            SkipKind::Fifo
+        } else if file_type.is_socket() {
+            SkipKind::Socket
+        } else if file_type.is_block_device() || file_type.is_char_device() {
+            SkipKind::Device
+        } else {
+            SkipKind::Special
+        }
+    }
+
+    /// The kind in a few words, for one skipped path.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SkipKind::Symlink => "a symlink (symlinks are not followed)",
+            SkipKind::Fifo => "a FIFO (named pipe), not a regular file",
+            SkipKind::Socket => "a socket, not a regular file",
+            SkipKind::Device => "a device, not a regular file",
+            SkipKind::Special => "not a regular file",
+            SkipKind::Unreadable => "cannot be read",
+            SkipKind::UnreadableDir => "a directory that cannot be read",
+            SkipKind::NotUtf8 => "its name is not UTF-8",
+            SkipKind::Store => "another strata store's directory",
+            SkipKind::Gone => "gone while it was walked",
+        }
+    }
+
+    /// The kind's name in counts, singular or plural: `1 symlink`, `2 FIFOs`.
+    pub fn counted(self, n: u64) -> String {
+        let (one, many) = match self {
+            SkipKind::Symlink => ("symlink", "symlinks"),
+            SkipKind::Fifo => ("FIFO", "FIFOs"),
+            SkipKind::Socket => ("socket", "sockets"),
+            SkipKind::Device => ("device", "devices"),
+            SkipKind::Special => ("special file", "special files"),
+            SkipKind::Unreadable => ("unreadable file", "unreadable files"),
+            SkipKind::UnreadableDir => ("unreadable directory", "unreadable directories"),
+            SkipKind::NotUtf8 => ("non-UTF-8 name", "non-UTF-8 names"),
+            SkipKind::Store => ("other store", "other stores"),
+            SkipKind::Gone => ("file gone while walked", "files gone while walked"),
+        };
+        format!("{n} {}", if n == 1 { one } else { many })
+    }
+}
+
+/// Whether `dir` is a strata store's directory (`.strata` holding the store file).
+fn is_store_dir(dir: &Path) -> bool {
+    dir.file_name() == Some(std::ffi::OsStr::new(".strata"))
+        && dir.join(crate::store::DB_FILE).exists()
+}
+
+/// The path a walk error is about, if it names one.
+fn error_path(err: &ignore::Error) -> Option<PathBuf> {
+    match err {
+        ignore::Error::WithPath { path, .. } => Some(path.clone()),
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            error_path(err)
+        }
+        ignore::Error::Loop { child, .. } => Some(child.clone()),
+        ignore::Error::Partial(errs) => errs.iter().find_map(error_path),
+        _ => None,
+    }
+}
+
+/// The I/O error under a walk error, if it is one.
+fn error_io(err: &ignore::Error) -> Option<&std::io::Error> {
+    match err {
+        ignore::Error::Io(io) => Some(io),
+        ignore::Error::WithPath { err, .. }
+        | ignore::Error::WithDepth { err, .. }
+        | ignore::Error::WithLineNumber { err, .. } => error_io(err),
+        ignore::Error::Partial(errs) => errs.iter().find_map(error_io),
+        _ => None,
+    }
 }
 
 /// What the walk needs: roots, rules, the stat cache, and which directories never to enter.
@@ -158,19 +280,39 @@ impl Visitor<'_> {
 
 impl ParallelVisitor for Visitor<'_> {
     fn visit(&mut self, entry: Result<ignore::DirEntry, ignore::Error>) -> WalkState {
+        let mut state = WalkState::Continue;
         let found = match entry {
             Ok(entry) => match entry.file_type() {
-                Some(t) if t.is_dir() => return WalkState::Continue,
+                Some(t) if t.is_dir() => {
+                    if !is_store_dir(entry.path()) {
+                        return WalkState::Continue;
+                    }
+                    // Another store inside the tree: its files are that store's, not content.
+                    state = WalkState::Skip;
+                    Found::Skipped {
+                        path: entry.path().to_path_buf(),
+                        kind: SkipKind::Store,
+                        reason: "another strata store's directory".into(),
+                    }
+                }
                 Some(t) if t.is_file() => visit_file(self.plan, &mut self.dirstat, entry.path()),
-                _ => Found::Skipped {
-                    path: entry.path().to_path_buf(),
-                    reason: "not a regular file (symlinks are not followed)".into(),
-                },
+                other => {
+                    let kind = other.map_or(SkipKind::Special, SkipKind::of_type);
+                    Found::Skipped {
+                        path: entry.path().to_path_buf(),
+                        kind,
+                        reason: kind.describe().into(),
+                    }
+                }
             },
-            Err(err) => Found::Skipped {
-                path: PathBuf::new(),
-                reason: err.to_string(),
-            },
+            Err(err) => {
+                let path = error_path(&err).unwrap_or_default();
+                let (kind, reason) = match error_io(&err) {
+                    Some(io) => (SkipKind::UnreadableDir, format!("cannot be read: {io}")),
+                    None => (SkipKind::UnreadableDir, err.to_string()),
+                };
+                Found::Skipped { path, kind, reason }
+            }
         };
         if let Found::Read { prepared, .. } = &found {
             self.batch_bytes += prepared.bytes_read;
@@ -179,7 +321,7 @@ impl ParallelVisitor for Visitor<'_> {
         if (self.batch.len() >= BATCH_FILES || self.batch_bytes >= BATCH_BYTES) && !self.flush() {
             return WalkState::Quit;
         }
-        WalkState::Continue
+        state
     }
 }
 
@@ -197,21 +339,26 @@ fn visit_file(plan: &WalkPlan, dirstat: &mut DirStat, path: &Path) -> Found {
     let Some(canonical) = path.to_str().map(str::to_string) else {
         return Found::Skipped {
             path: path.to_path_buf(),
-            reason: "file name is not UTF-8".into(),
+            kind: SkipKind::NotUtf8,
+            reason: SkipKind::NotUtf8.describe().into(),
         };
     };
     let presence = match dirstat.stat(&canonical) {
         Ok((true, stat)) => Presence::File(stat),
         Ok((false, _)) => {
+            let kind = std::fs::symlink_metadata(path)
+                .map_or(SkipKind::Special, |m| SkipKind::of_type(m.file_type()));
             return Found::Skipped {
                 path: path.to_path_buf(),
-                reason: "not a regular file (symlinks are not followed)".into(),
+                kind,
+                reason: kind.describe().into(),
             };
         }
         Err(err) => {
             return Found::Skipped {
                 path: path.to_path_buf(),
-                reason: format!("stat failed: {err}"),
+                kind: SkipKind::Unreadable,
+                reason: format!("cannot be read: {err}"),
             };
         }
     };
@@ -239,17 +386,20 @@ fn visit_file(plan: &WalkPlan, dirstat: &mut DirStat, path: &Path) -> Found {
                 },
                 Err(err) => Found::Skipped {
                     path: path.to_path_buf(),
+                    kind: SkipKind::Unreadable,
                     reason: err.to_string(),
                 },
             }
         }
         Look::Unreadable(err) => Found::Skipped {
             path: path.to_path_buf(),
-            reason: format!("read failed: {err}"),
+            kind: SkipKind::Unreadable,
+            reason: format!("cannot be read: {err}"),
         },
         Look::Gone(_) => Found::Skipped {
             path: path.to_path_buf(),
-            reason: "gone while it was walked".into(),
+            kind: SkipKind::Gone,
+            reason: SkipKind::Gone.describe().into(),
         },
     }
 }

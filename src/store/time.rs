@@ -99,6 +99,51 @@ impl FromStr for Timestamp {
     }
 }
 
+impl Timestamp {
+    /// Parses a time a person gave (RFC 3339, any offset): digits finer than a microsecond are
+    /// truncated (as `date +%FT%T.%NZ` prints nine), and an error says what is accepted without
+    /// the date library's own words.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for text that is not RFC 3339 or a time outside
+    /// 1970-01-01..9999-12-30.
+    pub fn parse_given(text: &str) -> Result<Self> {
+        const EXAMPLE: &str = "write e.g. 2024-05-01T12:00:00Z or 2024-05-01T14:00:00+02:00";
+        let ts: jiff::Timestamp = match text.parse() {
+            Ok(ts) => ts,
+            // A well-formed time jiff cannot hold (past 9999-12-30 with its offset).
+            Err(_) if far(text) => {
+                return Err(Error::invalid_input(format!(
+                    "{text:?} is outside the times strata keeps, {} to {}",
+                    Timestamp::MIN,
+                    Timestamp::MAX
+                )));
+            }
+            Err(_) => {
+                return Err(Error::invalid_input(format!(
+                    "{text:?} is not an RFC 3339 time; {EXAMPLE}"
+                )));
+            }
+        };
+        let micros = ts.as_microsecond();
+        Timestamp::from_micros(micros).map_err(|_| {
+            Error::invalid_input(format!(
+                "{text:?} is outside the times strata keeps, {} to {}",
+                Timestamp::MIN,
+                Timestamp::MAX
+            ))
+        })
+    }
+}
+
+/// Whether `text` reads as an RFC 3339 time in the year 9999 or a year with more digits: one
+/// too far for the date library rather than malformed.
+fn far(text: &str) -> bool {
+    let year: String = text.chars().take_while(char::is_ascii_digit).collect();
+    (year.len() > 4 || (year.len() == 4 && year.as_str() >= "9999"))
+        && text[year.len()..].starts_with('-')
+}
+
 impl serde::Serialize for Timestamp {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&self.to_string())
@@ -127,6 +172,27 @@ impl fmt::Display for TxId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn given_times_truncate_nanoseconds_and_say_their_range() -> Result<()> {
+        let t = Timestamp::parse_given("2024-05-01T12:00:00.123456789Z")?;
+        assert_eq!(t.to_string(), "2024-05-01T12:00:00.123456Z");
+        let far = Timestamp::parse_given("9999-12-31T23:59:59Z")
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            far.to_string().contains("outside the times strata keeps"),
+            "{far}"
+        );
+        assert!(!far.to_string().contains("overflow"), "{far}");
+        let early = Timestamp::parse_given("1969-12-31T23:59:59Z")
+            .map(|_| ())
+            .unwrap_err();
+        assert!(early.to_string().contains("outside"), "{early}");
+        let bad = Timestamp::parse_given("yesterday").map(|_| ()).unwrap_err();
+        assert!(bad.to_string().contains("not an RFC 3339 time"), "{bad}");
+        Ok(())
+    }
 
     #[test]
     fn rfc3339_round_trips_with_microseconds() -> Result<()> {

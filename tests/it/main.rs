@@ -18,6 +18,9 @@ mod backends;
 mod canonical;
 // The strata binary end to end: index, edit, inspect, errors.
 mod cli;
+// The CLI's bad inputs as a table (exit code, first stderr line), index reporting, ls and diff
+// answers, the README tour run as written.
+mod cli_errors;
 // The daemon with real processes and sockets: protocol, bad input, lifecycle, concurrency, SIGKILL.
 mod daemon;
 // Store privacy: modes under any umask, the lock file, deny rules in every case, another uid.
