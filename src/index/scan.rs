@@ -288,6 +288,7 @@ pub fn scan(
                 filesystem_id: filesystem_id.clone(),
                 path: path.clone(),
             };
+            check_listed(store, &source)?;
             let gone = Look::Gone(presence);
             let change = StatChange::of(&gone, scan_start);
             let planned = indexer.plan_look(source, gone)?;
@@ -301,6 +302,27 @@ pub fn scan(
     commit(indexer, &mut batch, &mut summary)?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// Checks that a path the store listed among its files has an entity: one that does not is
+/// damage (a `paths` row that lost its entity, or a damaged path), not an unchanged file, and
+/// the scan stops rather than count it.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the entity is missing.
+fn check_listed(store: &crate::store::Store, source: &FilesystemSource) -> Result<()> {
+    let id = crate::object::sourced_identity(
+        crate::object::ObjectType::File,
+        &crate::object::Source::Filesystem(source.clone()),
+    )?
+    .to_hex();
+    if !store.entity_exists(&id)? {
+        return Err(Error::corrupt(format!(
+            "the store lists {:?} but has no entity {id} for it; run `strata fsck`",
+            source.path
+        )));
+    }
+    Ok(())
 }
 
 /// Counts a planned file and queues its ops.

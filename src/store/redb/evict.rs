@@ -4,8 +4,9 @@
 use super::*;
 
 impl WriteTables<'_> {
-    /// Erases every trace of entity `id` (entity row `rec`) but the log's digests.
-    pub(super) fn evict(&mut self, id: &str, rec: &EntityRec) -> Result<()> {
+    /// Erases every trace of entity `id` (entity row `rec`) but the log's digests, in
+    /// transaction `tx`; `evicted_ops` records which op bodies went.
+    pub(super) fn evict(&mut self, id: &str, rec: &EntityRec, tx: u64) -> Result<()> {
         let eid = rec.eid;
         let mut rows = Vec::new();
         for entry in self
@@ -93,8 +94,9 @@ impl WriteTables<'_> {
             self.match_ops.remove((e, tx, n)).db()?;
             ops.insert((tx, n));
         }
-        for (tx, n) in ops {
-            self.tx_ops.remove((tx, n)).db()?;
+        for (op_tx, n) in ops {
+            self.tx_ops.remove((op_tx, n)).db()?;
+            self.evicted_ops.insert((op_tx, n), tx).db()?;
         }
         self.entities.remove(codec::id_key(id).as_slice()).db()?;
         self.entity_ids.remove(eid).db()?;

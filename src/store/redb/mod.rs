@@ -11,7 +11,8 @@
 //! - `blobs`: contents, content-addressed, with reference counts and suffix records.
 //! - `docs`: documents (the hashed fields) by object hash, sessions' and chats' as skip-deltas;
 //!   `doc_delta`: the delta codec itself (no tables). `temporal`: as-of, history, the write rule.
-//! - `stat`: the stat cache table. `fsck`: verification, rebuild, gc.
+//! - `stat`: the stat cache table. `fsck`: verification, rebuild, gc. `verify`: what every read
+//!   checks before serving (documents, contents, version rows against the log).
 
 mod blobs;
 mod doc_delta;
@@ -26,6 +27,7 @@ mod read;
 mod stat;
 mod tables;
 mod temporal;
+mod verify;
 mod write;
 
 use std::collections::HashMap;

@@ -230,6 +230,8 @@ impl RedbStore {
                 let mut meta = tx.open_table(META).db()?;
                 meta.insert("format_version", FORMAT_VERSION.to_le_bytes().as_slice())
                     .db()?;
+                meta.insert(EVICTIONS_SINCE, 1u64.to_le_bytes().as_slice())
+                    .db()?;
             }
             tx.commit().db()?;
             return Ok(());

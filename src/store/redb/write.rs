@@ -15,6 +15,7 @@ pub(crate) struct WriteTables<'t> {
     pub(super) match_ops: Table<'t, (u64, u64, u32), ()>,
     pub(super) tx_log: Table<'t, u64, &'static [u8]>,
     pub(super) tx_ops: Table<'t, (u64, u32), &'static [u8]>,
+    pub(super) evicted_ops: Table<'t, (u64, u32), u64>,
     pub(super) paths: Table<'t, (&'static [u8], &'static str), u64>,
     /// `paths` rows of the entities this transaction created, inserted in key order by
     /// [`WriteTables::finish`]: a scan's files arrive in no useful order, and random inserts left the
@@ -32,8 +33,16 @@ pub(crate) struct WriteTables<'t> {
 
 impl<'t> WriteTables<'t> {
     pub(super) fn open(tx: &'t WriteTransaction) -> Result<Self> {
+        let mut meta = tx.open_table(META).db()?;
+        let tx_log = tx.open_table(TX_LOG).db()?;
+        if meta.get(EVICTIONS_SINCE).db()?.is_none() {
+            // A store made before `evicted_ops`: evictions are recorded from the next tx on.
+            let next = tx_log.last().db()?.map_or(1, |(k, _)| k.value() + 1);
+            meta.insert(EVICTIONS_SINCE, next.to_le_bytes().as_slice())
+                .db()?;
+        }
         Ok(WriteTables {
-            meta: tx.open_table(META).db()?,
+            meta,
             blobs: BlobTables {
                 index: tx.open_table(BLOB_INDEX).db()?,
                 data: tx.open_table(BLOB_DATA).db()?,
@@ -47,8 +56,9 @@ impl<'t> WriteTables<'t> {
             versions: tx.open_table(VERSIONS).db()?,
             by_tx: tx.open_table(VERSIONS_BY_TX).db()?,
             match_ops: tx.open_table(MATCH_OPS).db()?,
-            tx_log: tx.open_table(TX_LOG).db()?,
+            tx_log,
             tx_ops: tx.open_table(TX_OPS).db()?,
+            evicted_ops: tx.open_table(EVICTED_OPS).db()?,
             paths: tx.open_table(PATHS).db()?,
             new_paths: Vec::new(),
             absent_matches: Vec::new(),
@@ -67,6 +77,7 @@ impl<'t> WriteTables<'t> {
                 self.match_ops.insert((rec.eid, tx, n), ()).db()?;
             } else if self.evicted.contains(&entity) {
                 self.tx_ops.remove((tx, n)).db()?;
+                self.evicted_ops.insert((tx, n), tx).db()?;
             } else {
                 self.match_ops.insert((ABSENT_EID, tx, n), ()).db()?;
             }
@@ -129,7 +140,7 @@ impl WriteTables<'_> {
             }
             OpRec::Evict { entity } => {
                 if let Some(rec) = entity_rec(&self.entities, entity)? {
-                    self.evict(entity, &rec)?;
+                    self.evict(entity, &rec, tx)?;
                 }
                 self.evicted.insert(entity.0.clone());
             }
@@ -225,13 +236,33 @@ impl WriteTables<'_> {
                 }
                 None
             }
-            None => Some(FirstRec {
-                object_type: object.object_type().into(),
-                source: object.source().map(|s| {
-                    let fs = s.as_filesystem();
-                    (fs.filesystem_id.as_str().into(), fs.path.clone())
-                }),
-            }),
+            None => {
+                // A path the store knows with no entity for it is damage, not a new file: the
+                // write would make a second entity for it.
+                if let Some(source) = object.source() {
+                    let fs = source.as_filesystem();
+                    let key = codec::id_key(&fs.filesystem_id);
+                    if self
+                        .paths
+                        .get((key.as_slice(), fs.path.as_str()))
+                        .db()?
+                        .is_some()
+                    {
+                        return Err(Error::corrupt(format!(
+                            "the store lists {:?} but has no entity {id} for it; run `strata \
+                             fsck`",
+                            fs.path
+                        )));
+                    }
+                }
+                Some(FirstRec {
+                    object_type: object.object_type().into(),
+                    source: object.source().map(|s| {
+                        let fs = s.as_filesystem();
+                        (fs.filesystem_id.as_str().into(), fs.path.clone())
+                    }),
+                })
+            }
         };
         let valid_from = match put.valid_from {
             ValidFrom::TxTime => tx_time,
