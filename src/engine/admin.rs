@@ -169,12 +169,37 @@ pub struct FsckRequest {
 /// One problem fsck found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FsckFinding {
-    /// What kind of problem (`blob_hash`, `doc_missing`, `chain`, …).
+    /// What kind of problem (`blob_hash`, `doc_missing`, `chain`, `versions`, …).
     pub kind: String,
-    /// What it is about (a hash, an entity, a tx).
+    /// What it is about (a hash, an entity, a tx, a table).
     pub subject: String,
     /// What is wrong.
     pub detail: String,
+    /// The entity it affects, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity: Option<String>,
+    /// The path of that entity, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The transaction (version or log record) it affects, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx: Option<u64>,
+    /// The command that repairs it.
+    pub repair: String,
+}
+
+impl From<crate::store::Finding> for FsckFinding {
+    fn from(f: crate::store::Finding) -> Self {
+        FsckFinding {
+            kind: f.kind.to_string(),
+            subject: f.subject,
+            detail: f.detail,
+            entity: f.entity,
+            path: f.path,
+            tx: f.tx,
+            repair: f.repair.to_string(),
+        }
+    }
 }
 
 /// What `fsck` answers.
@@ -197,20 +222,35 @@ impl Apply for FsckRequest {
         if self.rebuild {
             engine.store.fsck_rebuild()?;
         }
-        let findings = engine
+        let mut findings: Vec<FsckFinding> = engine
             .store
             .fsck()?
             .into_iter()
-            .map(|f| FsckFinding {
-                kind: f.kind.to_string(),
-                subject: f.subject,
-                detail: f.detail,
-            })
+            .map(FsckFinding::from)
             .collect();
+        // On a damaged store the head may not read: that is one more finding, not an error.
+        let head = match engine.chain_head() {
+            Ok(head) => head,
+            Err(e @ Error::Corrupt { .. }) => {
+                if findings.is_empty() {
+                    findings.push(FsckFinding {
+                        kind: "chain".into(),
+                        subject: "the chain's head".into(),
+                        detail: e.to_string(),
+                        entity: None,
+                        path: None,
+                        tx: None,
+                        repair: crate::store::damage::REPAIR.into(),
+                    });
+                }
+                None
+            }
+            Err(e) => return Err(e),
+        };
         Ok(FsckResponse {
             rebuilt: self.rebuild,
             findings,
-            head: engine.chain_head()?,
+            head,
         })
     }
 }

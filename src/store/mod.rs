@@ -16,6 +16,8 @@
 //!   entries. `time`: [`Timestamp`] (UTC µs, RFC 3339) and [`TxId`].
 //! - `log`: origins, op digests and the chain (engine-neutral). `codec`: the only user of
 //!   bincode (record encodings).
+//! - `damage`: the damage marker beside the store file (`store.damaged`): writes refused until
+//!   repaired.
 //! - `private`: the store directory's modes (0700, files 0600, whatever the umask); every file
 //!   strata makes in a store directory is made there.
 //! - `redb/`: the redb implementation (tables, blobs and documents, deltas, the bitemporal write
@@ -23,6 +25,7 @@
 
 mod answers;
 mod codec;
+pub mod damage;
 mod group;
 mod log;
 mod ops;

@@ -29,6 +29,15 @@ pub(crate) struct WriteTables<'t> {
     pub(super) evicted: std::collections::HashSet<String>,
     /// The handle's cache of delta bases (`None` when replaying the log).
     pub(super) base_cache: Option<&'t docs::BaseCache>,
+    /// Set when fsck replays the log into a scratch store that holds the derived tables and the
+    /// document index only: an eviction then drops rows and document references, not contents.
+    pub(super) derived_only: bool,
+    /// The entity ids of the matches placed under [`ABSENT_EID`] by this handle, by (tx, op
+    /// index): a replay's eviction finds them here (it has no op bodies to read).
+    pub(super) absent_match_ids: HashMap<(u64, u32), String>,
+    /// The entity numbers a replay gives the entities it creates (the numbers the store gave
+    /// them, which evictions before them made), when that number is free.
+    pub(super) eid_hints: HashMap<String, u64>,
 }
 
 impl<'t> WriteTables<'t> {
@@ -64,6 +73,9 @@ impl<'t> WriteTables<'t> {
             absent_matches: Vec::new(),
             evicted: std::collections::HashSet::new(),
             base_cache: None,
+            derived_only: false,
+            absent_match_ids: HashMap::new(),
+            eid_hints: HashMap::new(),
         })
     }
 
@@ -80,6 +92,9 @@ impl<'t> WriteTables<'t> {
                 self.evicted_ops.insert((tx, n), tx).db()?;
             } else {
                 self.match_ops.insert((ABSENT_EID, tx, n), ()).db()?;
+                if self.derived_only {
+                    self.absent_match_ids.insert((tx, n), entity);
+                }
             }
         }
         self.evicted.clear();
@@ -155,11 +170,20 @@ impl WriteTables<'_> {
     }
 
     pub(super) fn create_entity(&mut self, id: &str, first: &FirstRec) -> Result<u64> {
-        let eid = self
-            .entity_ids
-            .last()
-            .db()?
-            .map_or(1, |(k, _)| k.value() + 1);
+        let hinted = match self.eid_hints.get(id) {
+            Some(&eid) if eid != ABSENT_EID && self.entity_ids.get(eid).db()?.is_none() => {
+                Some(eid)
+            }
+            _ => None,
+        };
+        let eid = match hinted {
+            Some(eid) => eid,
+            None => self
+                .entity_ids
+                .last()
+                .db()?
+                .map_or(1, |(k, _)| k.value() + 1),
+        };
         let rec = EntityRec {
             eid,
             object_type: first.object_type.clone(),
