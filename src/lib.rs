@@ -20,7 +20,8 @@
 //! - `store`: the [`Backend`] trait, the [`Store`] handle, the redb implementation.
 //! - `index`: the one disk path, indexing files and scanning trees ([`Indexer`], [`scan`]).
 //! - `session`: an agent runtime's context ([`Session`]).
-//! - [`agent`]: the agent-facing tools; first docs mode ([`agent::docs::DocsLibrary`]).
+//! - [`agent`]: the agent-facing tools: the session tools ([`agent::tools::call`]) with file
+//!   descriptors ([`agent::fd`]), and docs mode ([`agent::docs::DocsLibrary`]).
 //! - [`engine`]: typed requests and responses over all of the above ([`Engine`]).
 //! - [`server`]: the daemon on the store's Unix socket and its client; the MCP stdio server.
 //! - `error`: [`Error`], the one error type.
@@ -47,7 +48,8 @@ pub use index::{
 pub use object::{FilesystemSource, Object, ObjectType, Source};
 pub use resolve::{FilesystemResolver, MountMapping};
 pub use session::{
-    ACTIVE_CONTENT, Commit, END_CONTENT, FileState, ForkOrigin, Meta, OrderedSet, Reconciled,
+    ACTIVE_CONTENT, CallerSpan, Commit, DescriptorEntry, DescriptorOrigin, DescriptorSettings,
+    Descriptors, END_CONTENT, FileIds, FileState, ForkOrigin, Meta, OrderedSet, Reconciled,
     RenderOptions, ResumeReport, Session, SessionConfig, SessionOptions, Sets, ToolcallInput,
     Touched,
 };

@@ -178,6 +178,7 @@ FIELD_NAMES = {
     "toolcall": ["tool", "args", "args_display", "status", "chat_ref", "file_refs"],
     "chat": ["turns", "session_ref", "turn_count", "toolcall_refs"],
     "system_prompt": [],
+    "session_config": [],
     "session": ["session_id", "chat_ref", "system_prompt_ref", "session_index",
                 "metadata_pool", "active_set", "pinned_set"],
 }
@@ -304,6 +305,9 @@ OBJECT_CASES = [
     ("system prompt",
      envelope("system_prompt", f"system_prompt:{SID}", None, None,
               "You are a careful agent.\nAnswer in \u65e5\u672c\u8a9e when asked.", {}), {}),
+    ("session configuration (strata's sixth type: no metadata fields, content is the record)",
+     envelope("session_config", f"session_config:{SID}", None, None,
+              '{"default_filesystem_id":"abc123","format":1,"mounts":[]}', {}), {}),
     ("session with populated sets",
      session(SID, [F1, "toolcall:tc-12345", "toolcall:tc-2"], [F1, "toolcall:tc-2"],
              ["toolcall:tc-2", F1], [F1]), {}),

@@ -69,6 +69,8 @@ class Generator:
 
     def type_of(self, schema: dict[str, Any], where: str, name_hint: str) -> str:
         """The Python type of `schema`, emitting the TypedDicts and aliases it needs first."""
+        if schema is True:
+            return "Any"  # the schema that allows anything (a serde_json::Value)
         if "$ref" in schema:
             ref = schema["$ref"]
             if ref.startswith("#/$defs/"):

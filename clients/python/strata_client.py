@@ -525,12 +525,20 @@ class FsckParams(TypedDict):
 
 class FsckFinding(TypedDict):
     """One problem fsck found."""
-    # What kind of problem (`blob_hash`, `doc_missing`, `chain`, …).
+    # What kind of problem (`blob_hash`, `doc_missing`, `chain`, `versions`, …).
     kind: str
-    # What it is about (a hash, an entity, a tx).
+    # What it is about (a hash, an entity, a tx, a table).
     subject: str
     # What is wrong.
     detail: str
+    # The command that repairs it.
+    repair: str
+    # The entity it affects, when known.
+    entity: NotRequired[str | None]
+    # The path of that entity, when known.
+    path: NotRequired[str | None]
+    # The transaction (version or log record) it affects, when known.
+    tx: NotRequired[int | None]
 
 
 class FsckResult(TypedDict):
@@ -695,10 +703,26 @@ class IndexResult(TypedDict):
     skipped_files: list[Skipped]
 
 
+class DescriptorSettings(TypedDict):
+    """The descriptor settings of a session (llmproc's `[file_descriptor]` section without `enabled`: a session has descriptors when its configuration has a [`Descriptors`])."""
+    # Tool output longer than this many characters becomes a descriptor (default 8000).
+    max_direct_output_chars: int
+    # The page size of new descriptors, in characters (default 4000).
+    default_page_size: int
+    # User input longer than this many characters is paged when `page_user_input` (default 8000).
+    max_input_chars: int
+    # Whether large user input becomes a descriptor (default false: a runtime opts in).
+    page_user_input: bool
+
+
 class SessionNewParams(TypedDict):
     """`session.new`: create a session (its first commit)."""
     # The filesystem id of paths no mount maps (default: this machine's).
     default_filesystem: NotRequired[str | None]
+    # Descriptor settings other than the defaults (8000, 4000, 8000, user input not paged).
+    descriptor_settings: NotRequired[DescriptorSettings | None]
+    # File descriptors (seed 004) for the session's tools: on unless `false`.
+    descriptors: NotRequired[bool | None]
     # The session id (default: a new ULID).
     id: NotRequired[str | None]
     # Mounts added to the store's default mounts.
@@ -730,6 +754,28 @@ class SessionShowParams(TypedDict):
     as_of_tx: NotRequired[int | None]
 
 
+CallerSpan = TypedDict(
+    "CallerSpan",
+    {
+        # The caller's name (the MCP client's `clientInfo.name`).
+        "caller": str,
+        # The first tool call it made in this run.
+        "from": str,
+    },
+)
+CallerSpan.__doc__ = """A run of tool calls made by one caller: from tool call `from` on, until the next span."""
+
+
+class Descriptors(TypedDict):
+    """A session's descriptors: settings, the counter (ids are never reused) and the table."""
+    # The settings.
+    settings: DescriptorSettings
+    # The number of the next descriptor (`fd:{next_id}`); starts at 1.
+    next_id: int
+    # The descriptors by id (`fd:1`, …).
+    table: dict[str, Any]
+
+
 class ForkOrigin(TypedDict):
     """Where a forked session came from."""
     # The parent session id.
@@ -739,13 +785,17 @@ class ForkOrigin(TypedDict):
 
 
 class SessionConfig(TypedDict):
-    """The per-session state outside the seed's hashed session fields, stored as the content (JSON) of the `session_config:{sid}` object so that resume resolves the same paths."""
-    # [`CONFIG_FORMAT`].
+    """The per-session state outside the seed's hashed session fields, stored as the content (JSON) of the `session_config:{sid}` object (type `session_config`) so that resume resolves the same paths and reads the same descriptors."""
+    # The format of this JSON (1).
     format: int
     # The mounts, normalised, each with its filesystem id filled in.
     mounts: list[MountMapping]
     # The filesystem of paths no mount maps.
     default_filesystem_id: str
+    # Who made the session's tool calls (an MCP client's name), as runs of calls: outside every hash of the tool calls themselves.
+    callers: NotRequired[list[CallerSpan]]
+    # File descriptors: settings and table; absent when the session has none.
+    descriptors: NotRequired[Descriptors | None]
     # The parent, for a fork.
     forked_from: NotRequired[ForkOrigin | None]
 
@@ -1004,6 +1054,48 @@ class SessionHistoryResult(TypedDict):
     commits: list[Commit]
 
 
+class AgentCallParams(TypedDict):
+    """`agent.call`: run tool `tool` with `args` on session `session`."""
+    # The session id.
+    session: str
+    # The tool (`list_files`, `read_file`, `read_lines`, `get_excerpt`, `search`, `summarize_file`, `get_file_history`, `get_file_diff`, `read_fd`).
+    tool: str
+    # Its arguments, as its schema in `schema/tools/` describes them.
+    args: NotRequired[dict[str, Any]]
+    # Who calls (an MCP client's name), kept with the session outside every hash.
+    caller: NotRequired[str | None]
+
+
+class AgentCallResult(TypedDict):
+    """What `agent.call` answers."""
+    # The session id.
+    session_id: str
+    # The text: the output, a descriptor's `<fd_result>` in its place, or the error.
+    text: str
+    # Whether the call failed (MCP's `isError`).
+    is_error: bool
+    # The id the call was recorded under.
+    call_id: str
+    # The commit that recorded the call.
+    tx_id: int | None
+
+
+class AgentToolsParams(TypedDict):
+    """`agent.tools`: the tools a session offers, as MCP lists them."""
+    # The session id.
+    session: str
+
+
+class AgentToolsResult(TypedDict):
+    """What `agent.tools` answers."""
+    # The session id.
+    session_id: str
+    # Each tool's `name`, `description` and `inputSchema`, in order.
+    tools: list[Any]
+    # Instructions for the model when the session has descriptors (the `<file_descriptor_instructions>` its system prompt gets).
+    instructions: str | None
+
+
 # Every engine method: its params type and its result type.
 METHODS: dict[str, tuple[Any, Any]] = {
     "ls": (LsParams, LsResult),
@@ -1032,6 +1124,8 @@ METHODS: dict[str, tuple[Any, Any]] = {
     "session.resume": (SessionResumeParams, SessionResumeResult),
     "session.fork": (SessionForkParams, SessionForkResult),
     "session.history": (SessionHistoryParams, SessionHistoryResult),
+    "agent.call": (AgentCallParams, AgentCallResult),
+    "agent.tools": (AgentToolsParams, AgentToolsResult),
 }
 
 
@@ -1284,6 +1378,8 @@ class _EngineMethods:
         self,
         *,
         default_filesystem: str | None = None,
+        descriptor_settings: DescriptorSettings | None = None,
+        descriptors: bool | None = None,
         id: str | None = None,
         mounts: list[MountMapping] | None = None,
         system_prompt: str = '',
@@ -1291,6 +1387,8 @@ class _EngineMethods:
         """`session.new`: create a session (its first commit).
 
         default_filesystem: The filesystem id of paths no mount maps (default: this machine's).
+        descriptor_settings: Descriptor settings other than the defaults (8000, 4000, 8000, user input not paged).
+        descriptors: File descriptors (seed 004) for the session's tools: on unless `false`.
         id: The session id (default: a new ULID).
         mounts: Mounts added to the store's default mounts.
         system_prompt: The system prompt.
@@ -1301,6 +1399,8 @@ class _EngineMethods:
             {},
             {
                 "default_filesystem": default_filesystem,
+                "descriptor_settings": descriptor_settings,
+                "descriptors": descriptors,
                 "id": id,
                 "mounts": mounts,
                 "system_prompt": system_prompt,
@@ -1524,11 +1624,64 @@ class _EngineMethods:
         """
         return cast(SessionHistoryResult, self._request("session.history", {"id": id}, {}))
 
+    def agent_call(
+        self,
+        session: str,
+        tool: str,
+        *,
+        args: dict[str, Any] | None = None,
+        caller: str | None = None,
+    ) -> AgentCallResult:
+        """`agent.call`: run tool `tool` with `args` on session `session`.
+
+        session: The session id.
+        tool: The tool (`list_files`, `read_file`, `read_lines`, `get_excerpt`, `search`, `summarize_file`, `get_file_history`, `get_file_diff`, `read_fd`).
+        args: Its arguments, as its schema in `schema/tools/` describes them.
+        caller: Who calls (an MCP client's name), kept with the session outside every hash.
+        Returns schema/rpc/agent.call.result.json (optional params left at None are not sent).
+        """
+        result = self._request(
+            "agent.call",
+            {
+                "session": session,
+                "tool": tool,
+            },
+            {
+                "args": args,
+                "caller": caller,
+            },
+        )
+        return cast(AgentCallResult, result)
+
+    def agent_tools(self, session: str) -> AgentToolsResult:
+        """`agent.tools`: the tools a session offers, as MCP lists them.
+
+        session: The session id.
+        Returns schema/rpc/agent.tools.result.json (optional params left at None are not sent).
+        """
+        return cast(AgentToolsResult, self._request("agent.tools", {"session": session}, {}))
+
 
 # --- END GENERATED ---
 
 
 # --- the client ----------------------------------------------------------------------------------
+
+
+def tool_parts(text: str) -> tuple[dict[str, Any] | None, str]:
+    """Splits the text of an `agent.call` answer: the tools that give file content (read_file,
+    read_lines, get_excerpt, summarize_file, get_file_diff) answer with one line of JSON (fileId,
+    filename, sha256…) and then the text as it is; the others with JSON alone (header None and
+    the JSON text as body); a descriptor's `<fd_result>` or `read_fd`'s XML also come as body."""
+    head, sep, body = text.partition("\n")
+    if head.startswith("{") and head.endswith("}"):
+        try:
+            parsed = json.loads(head)
+        except ValueError:
+            return None, text
+        if isinstance(parsed, dict) and "fileId" in parsed and sep:
+            return parsed, body
+    return None, text
 
 
 def find_store(store_dir: str | os.PathLike[str] | None = None) -> str:
@@ -1623,17 +1776,27 @@ class Client(_EngineMethods):
         """
         store = find_store(store_dir)
         path = os.path.join(store, SOCKET_FILE)
-        sock = _connect_socket(path)
-        if sock is None:
-            if not start:
-                raise NoDaemon(
-                    "no_daemon",
-                    None,
-                    f"no strata daemon serves {store} (no answer on {path}); start one with "
-                    f"`strata --store {store} serve`, or connect with start=True",
-                )
-            sock = _start_daemon(store, strata, idle_timeout, start_timeout)
-        return cls(sock, store_dir=store, timeout=timeout)
+        # A daemon that has just died can still accept for a moment (its last threads hold the
+        # socket while they exit) and then drops the connection: that is no daemon, so look
+        # again a few times before giving up.
+        for attempt in range(5):
+            sock = _connect_socket(path)
+            if sock is None:
+                if not start:
+                    raise NoDaemon(
+                        "no_daemon",
+                        None,
+                        f"no strata daemon serves {store} (no answer on {path}); start one "
+                        f"with `strata --store {store} serve`, or connect with start=True",
+                    )
+                sock = _start_daemon(store, strata, idle_timeout, start_timeout)
+            try:
+                return cls(sock, store_dir=store, timeout=timeout)
+            except ConnectionLost:
+                if attempt == 4:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def handshake(self, *, protocol: str | None = None, client: str | None = None) -> Handshake:
         """Exchanges versions with the daemon (`connect` does it). Raises ProtocolVersionError

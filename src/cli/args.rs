@@ -62,6 +62,9 @@ pub enum Command {
     #[command(subcommand)]
     Session(super::session::SessionCommand),
     /// Serve the store to many clients over its Unix socket (strata.sock), until stopped.
+    ///
+    /// A message over 64 MiB is refused; STRATA_MAX_MESSAGE_BYTES lowers that limit (for tests
+    /// of it). An auto-started daemon exits after STRATA_IDLE_TIMEOUT seconds without clients.
     Serve(ServeArgs),
     /// Stop the store's daemon (it finishes what is in flight first).
     Stop,

@@ -21,6 +21,23 @@ use super::{Invocation, output};
 /// `STRATA_LOCK_TIMEOUT` (seconds) says otherwise.
 const LOCK_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long `serve` waits for a store held by a process that is not an answering daemon.
+const SERVE_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// Fails, naming it, when a daemon answers on the store's socket.
+fn refuse_if_served(dir: &Path) -> Result<()> {
+    if let Some(mut running) = Client::connect(dir)? {
+        let status = running.status()?;
+        anyhow::bail!(
+            "a daemon already serves {} (pid {}, started {}); stop it with `strata stop`",
+            dir.display(),
+            status.pid,
+            status.started
+        );
+    }
+    Ok(())
+}
+
 /// A number of seconds from the environment variable `name`, if it is set and valid.
 fn seconds_from_env(name: &str) -> Option<u64> {
     std::env::var(name).ok()?.trim().parse().ok()
@@ -83,26 +100,39 @@ impl Invocation<'_> {
     pub(super) fn serve(&mut self, args: ServeArgs) -> Result<ExitCode> {
         self.check_exists()?;
         let dir = self.dir().to_path_buf();
-        if let Some(mut running) = Client::connect(&dir)? {
-            let status = running.status()?;
-            anyhow::bail!(
-                "a daemon already serves {} (pid {}, started {}); stop it with `strata stop`",
-                dir.display(),
-                status.pid,
-                status.started
-            );
-        }
+        refuse_if_served(&dir)?;
         // The daemon logs to stderr, which an auto-started daemon points at its log file.
         let _ = tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
             .with_ansi(false)
             .try_init();
-        let options = DaemonOptions {
+        let mut options = DaemonOptions {
             idle_timeout: args.idle_timeout.map(Duration::from_secs),
             ..DaemonOptions::default()
         };
-        serve(&dir, options).with_context(|| format!("serving {}", dir.display()))?;
-        Ok(ExitCode::SUCCESS)
+        // A smaller message limit, for tests of the limit (a larger one is not allowed).
+        if let Some(limit) = std::env::var("STRATA_MAX_MESSAGE_BYTES")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+        {
+            options.max_message_bytes = limit.min(options.max_message_bytes);
+        }
+        // A store held without a daemon answering is a daemon on its way out (its socket
+        // goes before its store is closed) or a command in its own process: wait a little for
+        // it, refusing as soon as another daemon answers (two started at once).
+        let deadline = Instant::now() + SERVE_LOCK_WAIT;
+        loop {
+            match serve(&dir, options.clone()) {
+                Err(strata::Error::StoreLocked { .. }) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                    refuse_if_served(&dir)?;
+                }
+                outcome => {
+                    outcome.with_context(|| format!("serving {}", dir.display()))?;
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+        }
     }
 
     pub(super) fn stop(&mut self) -> Result<ExitCode> {
@@ -114,9 +144,17 @@ impl Invocation<'_> {
         };
         let pid = client.status()?.pid;
         client.stop()?;
-        // Gone when its socket is: the next command may take the store.
+        // Stopped when its socket is gone and its store closed: the next command (or
+        // daemon) may take the store.
         let deadline = Instant::now() + Duration::from_secs(60);
         while socket_path(&dir).exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        while matches!(
+            Engine::open(&dir, Access::ReadOnly),
+            Err(strata::Error::StoreLocked { .. })
+        ) && Instant::now() < deadline
+        {
             std::thread::sleep(Duration::from_millis(10));
         }
         writeln!(

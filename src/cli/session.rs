@@ -77,6 +77,9 @@ pub struct NewArgs {
     /// The filesystem id of paths no mount maps (default: this machine's).
     #[arg(long, value_name = "ID")]
     pub default_filesystem: Option<String>,
+    /// No file descriptors for the session's tools (large outputs are then given whole).
+    #[arg(long)]
+    pub no_descriptors: bool,
     #[command(flatten)]
     pub json: JsonFlag,
 }
@@ -286,6 +289,8 @@ impl Invocation<'_> {
                     system_prompt,
                     mounts,
                     default_filesystem: args.default_filesystem,
+                    descriptors: args.no_descriptors.then_some(false),
+                    descriptor_settings: None,
                 };
                 if !strata::engine::store_exists(self.dir()) {
                     // No store yet: try the session on a scratch store, so that a refused id or

@@ -1,14 +1,14 @@
 //! `Engine`: the one thing front ends call. It owns the store (through the [`crate::store::Backend`] seam), the
 //! live sessions and the store's settings, and answers typed requests with typed responses.
 //!
-//! Uses `session`, `index`, `store`, `resolve`, `object`, `hash`.
+//! Uses `agent`, `session`, `index`, `store`, `resolve`, `object`, `hash`.
 //!
 //! Every operation a front end can ask for is a [`Request`] (serde: `{"method", "params"}`, the
 //! shape of a JSON-RPC 2.0 call) answered by a [`Response`]; a Rust caller may also call one
 //! request type directly with [`Engine::call`] and get its own response type. Each group of
 //! requests lives in its own file with its `apply`: `objects` (ls, show, cat, history, diff),
 //! `admin` (log, fsck, gc, evict, stats, mounts), `index` (tree scans), `sessions` (the session
-//! API). The CLI, the daemon and the MCP server only translate: none touches the store or builds
+//! API), `agent` (the agent tools over a session). The CLI, the daemon and the MCP server only translate: none touches the store or builds
 //! a response itself.
 //!
 //! A session lives in the engine between requests (owned, shared by id); a request on it locks
@@ -18,6 +18,7 @@
 //! [`CommitEvent`] to its subscribers ([`Engine::subscribe`]).
 
 mod admin;
+mod agent;
 mod index;
 mod objects;
 mod request;
@@ -36,6 +37,7 @@ pub use admin::{
     GcResponse, InitResponse, LogOp, LogRecord, LogRequest, LogResponse, MountAddRequest,
     MountChanged, MountLsRequest, MountRmRequest, MountsResponse, StatsRequest, StatsResponse,
 };
+pub use agent::{AgentCallRequest, AgentCalled, AgentTools, AgentToolsRequest};
 pub use index::{IndexRequest, IndexResponse};
 pub use objects::{
     AsOf, Body, CatRequest, CatResponse, DiffRequest, DiffResponse, HistoryRequest,

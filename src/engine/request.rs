@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Engine;
 use super::admin::*;
+use super::agent::*;
 use super::index::*;
 use super::objects::*;
 use super::sessions::*;
@@ -123,6 +124,8 @@ methods! {
     "session.resume" => SessionResume(SessionResumeRequest) -> ResumeReport;
     "session.fork" => SessionFork(SessionForkRequest) -> Forked;
     "session.history" => SessionHistory(SessionHistoryRequest) -> SessionCommits;
+    "agent.call" => AgentCall(AgentCallRequest) -> AgentCalled;
+    "agent.tools" => AgentTools(AgentToolsRequest) -> AgentTools;
 }
 
 /// Whether a request may write: every request type says so through this trait.
@@ -165,6 +168,7 @@ reads_only!(
     SessionShowRequest,
     SessionRenderRequest,
     SessionHistoryRequest,
+    AgentToolsRequest,
 );
 
 may_write!(
@@ -179,6 +183,7 @@ may_write!(
     SessionTurnRequest,
     SessionResumeRequest,
     SessionForkRequest,
+    AgentCallRequest,
 );
 
 impl Writes for FsckRequest {

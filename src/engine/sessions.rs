@@ -9,8 +9,8 @@ use super::{Engine, Error, Result, lock};
 use crate::object::{Role, ToolStatus, Turn};
 use crate::resolve::MountMapping;
 use crate::session::{
-    Commit, RenderOptions, ResumeReport, Session, SessionConfig, SessionOptions, ToolcallInput,
-    Touched,
+    Commit, DescriptorSettings, RenderOptions, ResumeReport, Session, SessionConfig,
+    SessionOptions, ToolcallInput, Touched,
 };
 
 /// The commit a session request wrote: the session and its transaction.
@@ -38,6 +38,12 @@ pub struct SessionNewRequest {
     /// The filesystem id of paths no mount maps (default: this machine's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_filesystem: Option<String>,
+    /// File descriptors (seed 004) for the session's tools: on unless `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descriptors: Option<bool>,
+    /// Descriptor settings other than the defaults (8000, 4000, 8000, user input not paged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descriptor_settings: Option<DescriptorSettings>,
 }
 
 impl Apply for SessionNewRequest {
@@ -55,6 +61,14 @@ impl Apply for SessionNewRequest {
             mounts,
             default_filesystem_id: self.default_filesystem,
             system_prompt: self.system_prompt,
+            descriptors: match self.descriptors {
+                Some(false) => None,
+                _ => {
+                    let settings = self.descriptor_settings.unwrap_or_default();
+                    crate::agent::descriptors::check_settings(&settings)?;
+                    Some(settings)
+                }
+            },
         };
         let session = Session::create(&engine.store, &settings, options)?;
         let committed = Committed {
@@ -461,6 +475,7 @@ impl Apply for SessionRenderRequest {
                 text: session.render(&RenderOptions {
                     budget: self.budget,
                     nonce: None,
+                    prompt_addition: crate::agent::descriptors::prompt_addition(session),
                 })?,
             })
         })

@@ -85,6 +85,9 @@ pub enum Fields {
     SystemPrompt,
     /// A session's fields.
     Session(SessionFields),
+    /// A session's configuration or file id table has no fields, as a system prompt: its
+    /// `metadata_hash` is the hash of `{}` and its content is the record.
+    SessionConfig,
 }
 
 impl Fields {
@@ -96,6 +99,7 @@ impl Fields {
             Fields::Chat(_) => ObjectType::Chat,
             Fields::SystemPrompt => ObjectType::SystemPrompt,
             Fields::Session(_) => ObjectType::Session,
+            Fields::SessionConfig => ObjectType::SessionConfig,
         }
     }
 
@@ -105,7 +109,7 @@ impl Fields {
             Fields::File(f) => serde_json::to_value(f),
             Fields::Toolcall(f) => serde_json::to_value(f),
             Fields::Chat(f) => serde_json::to_value(f),
-            Fields::SystemPrompt => Ok(json!({})),
+            Fields::SystemPrompt | Fields::SessionConfig => Ok(json!({})),
             Fields::Session(f) => serde_json::to_value(f),
         };
         // Serialising these plain structs into a `Value` cannot fail: every key is a string and
@@ -151,6 +155,17 @@ impl Fields {
                 Fields::SystemPrompt
             }
             ObjectType::Session => Fields::Session(parse(object_type, value)?),
+            ObjectType::SessionConfig => {
+                match &value {
+                    Value::Object(map) if map.is_empty() => {}
+                    _ => {
+                        return Err(Error::invalid_input(
+                            "session_config fields: a session's configuration has no metadata fields, expected {}",
+                        ));
+                    }
+                }
+                Fields::SessionConfig
+            }
         })
     }
 
@@ -167,7 +182,7 @@ impl Fields {
                 "file_refs",
             ],
             ObjectType::Chat => &["turns", "session_ref", "turn_count", "toolcall_refs"],
-            ObjectType::SystemPrompt => &[],
+            ObjectType::SystemPrompt | ObjectType::SessionConfig => &[],
             ObjectType::Session => &[
                 "session_id",
                 "chat_ref",

@@ -272,6 +272,13 @@ impl Object {
                     ));
                 }
             }
+            Fields::SessionConfig => {
+                if content.is_none() {
+                    return Err(Error::invalid_input(
+                        "a session configuration's content is a string, not null",
+                    ));
+                }
+            }
             Fields::Session(f) => {
                 if content.is_some() {
                     return Err(Error::invalid_input("a session's content is null"));
@@ -444,6 +451,22 @@ impl Object {
             None,
             Some(content),
             Fields::SystemPrompt,
+            None,
+        )
+    }
+
+    /// A session's own record `id` (`session_config:{sid}`, `session_files:{sid}`) holding
+    /// `content`.
+    ///
+    /// # Errors
+    /// See [`Object::from_parts`].
+    pub fn session_config(id: &str, content: String) -> Result<Self> {
+        Object::from_parts(
+            Some(id),
+            None,
+            None,
+            Some(content),
+            Fields::SessionConfig,
             None,
         )
     }

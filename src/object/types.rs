@@ -22,19 +22,25 @@ pub enum ObjectType {
     SystemPrompt,
     /// A session: its sets of objects and its references to chat and system prompt.
     Session,
+    /// A session's own records outside seed 003's session fields: its configuration (mounts,
+    /// descriptors) and its file id table. Not one of the seed's five types; see
+    /// `docs/agent-tools.md`.
+    SessionConfig,
 }
 
 impl ObjectType {
     /// Every type, in a fixed order.
-    pub const ALL: [ObjectType; 5] = [
+    pub const ALL: [ObjectType; 6] = [
         ObjectType::File,
         ObjectType::Toolcall,
         ObjectType::Chat,
         ObjectType::SystemPrompt,
         ObjectType::Session,
+        ObjectType::SessionConfig,
     ];
 
-    /// The type's name as JSON spells it (`file`, `toolcall`, `chat`, `system_prompt`, `session`).
+    /// The type's name as JSON spells it (`file`, `toolcall`, `chat`, `system_prompt`, `session`,
+    /// `session_config`).
     pub fn as_str(self) -> &'static str {
         match self {
             ObjectType::File => "file",
@@ -42,6 +48,7 @@ impl ObjectType {
             ObjectType::Chat => "chat",
             ObjectType::SystemPrompt => "system_prompt",
             ObjectType::Session => "session",
+            ObjectType::SessionConfig => "session_config",
         }
     }
 
@@ -67,7 +74,7 @@ impl FromStr for ObjectType {
             .find(|t| t.as_str() == text)
             .ok_or_else(|| {
                 Error::invalid_input(format!(
-                    "unknown object type {text:?}: expected file, toolcall, chat, system_prompt or session"
+                    "unknown object type {text:?}: expected file, toolcall, chat, system_prompt, session or session_config"
                 ))
             })
     }

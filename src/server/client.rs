@@ -68,6 +68,25 @@ impl Client {
     /// [`Error::Io`] when the daemon cannot be started or does not answer in time (its log
     /// says why).
     pub fn connect_or_start(dir: &Path, idle_seconds: u64) -> Result<Client> {
+        // A daemon that has just died can still accept for a moment (its last threads hold the
+        // socket while they exit) and then drop the connection: that is no daemon, so the
+        // handshake proves the connection, and a lost one is looked at again a few times.
+        let mut attempt = 0;
+        loop {
+            let mut client = Client::connect_or_start_once(dir, idle_seconds)?;
+            match client.handshake("strata-cli") {
+                Ok(_) => return Ok(client),
+                Err(Error::Io { .. }) if attempt < 4 => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(50 * attempt));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One attempt of [`Client::connect_or_start`], without the handshake.
+    fn connect_or_start_once(dir: &Path, idle_seconds: u64) -> Result<Client> {
         if let Some(client) = Client::connect(dir)? {
             return Ok(client);
         }

@@ -1,7 +1,7 @@
 //! `McpServer`: the MCP server of `strata mcp`, over stdio, on rmcp (the official Rust SDK).
 //!
-//! Uses `agent` (docs mode) and `error`; the engine's reading and writing tools join it in later
-//! issues. Nothing but protocol reaches stdout: [`run_stdio`] writes newline-delimited JSON-RPC
+//! Uses `agent` (docs mode), `engine` (session mode), the daemon's client and `error`. Nothing
+//! but protocol reaches stdout: [`run_stdio`] writes newline-delimited JSON-RPC
 //! to a duplicate of file descriptor 1 (so no lock on Rust's `Stdout`, which a caller may hold,
 //! can block it) and tracing logs go to stderr.
 //!
@@ -10,8 +10,13 @@
 //!   names, descriptions and input schemas, its `serverInfo` (`documentation-server` 1.0.0), and
 //!   each `tools/call` answered with the original's text as the result's one text content, errors
 //!   included, without an `isError` flag.
-//! - Without `--docs-path` ([`McpServer::without_tools`]) the server answers `initialize` and lists
-//!   no tools yet: the session tools over a store come with the next issues.
+//! - Session mode ([`McpServer::session`]), without `--docs-path`: the agent tools of one session
+//!   of a store (`agent.tools`, `agent.call`), sent to the store's daemon or to an engine in this
+//!   process ([`Backend`]). Each call is recorded in the session with the client's name from
+//!   `initialize`; a tool's failure is a result with `isError`, a tool the session does not
+//!   offer a JSON-RPC error. `initialize` gives the session id and, when the session has
+//!   descriptors, the `<file_descriptor_instructions>` as the server's instructions.
+//! - [`McpServer::without_tools`] answers `initialize` and lists no tools (for embedding).
 //!
 //! # Why rmcp, and where it differs from the original's TypeScript SDK
 //! rmcp keeps every behaviour a client can observe: it answers `initialize` at once and serves
@@ -39,7 +44,9 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::agent::docs::{DocsConfig, DocsLibrary, server_info, tool_definitions};
+use crate::engine::{AgentCallRequest, AgentToolsRequest, Apply, Engine};
 use crate::error::{Error, Result};
+use crate::server::client::Client;
 
 /// The name strata gives in `initialize` outside docs mode.
 pub const SERVER_NAME: &str = "strata";
@@ -50,6 +57,8 @@ pub struct McpServer {
     mode: Mode,
     implementation: Implementation,
     tools: Arc<[Tool]>,
+    /// What `initialize` says about using the server (session mode).
+    instructions: Option<String>,
 }
 
 /// What answers `tools/call`.
@@ -57,8 +66,42 @@ pub struct McpServer {
 enum Mode {
     /// docs-mcp's five tools over one library.
     Docs(Arc<DocsLibrary>),
-    /// No tools yet.
+    /// The agent tools of one session.
+    Session {
+        /// Where requests go.
+        backend: Backend,
+        /// The session id.
+        session: String,
+    },
+    /// No tools.
     Empty,
+}
+
+/// Where session mode sends its engine requests: an engine in this process, or the store's
+/// daemon over its socket (one connection, one request at a time).
+#[derive(Clone, Debug)]
+pub enum Backend {
+    /// An engine in this process (it holds the store).
+    Engine(Arc<Engine>),
+    /// The store's daemon.
+    Daemon(Arc<std::sync::Mutex<Client>>),
+}
+
+impl Backend {
+    /// Answers `request` here or through the daemon.
+    ///
+    /// # Errors
+    /// The request's errors (as [`Error::Remote`] through the daemon); [`Error::Io`] when the
+    /// daemon went away.
+    pub fn call<R: Apply>(&self, request: R) -> Result<R::Response> {
+        match self {
+            Backend::Engine(engine) => engine.call(request),
+            Backend::Daemon(client) => client
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .call(request),
+        }
+    }
 }
 
 impl McpServer {
@@ -82,7 +125,18 @@ impl McpServer {
             mode: Mode::Docs(Arc::new(library)),
             implementation,
             tools: tools.into(),
+            instructions: None,
         })
+    }
+
+    /// Whether `args` and `env` ask for docs mode (`--docs-path` or `DOCS_PATH`, read as docs-mcp
+    /// reads them).
+    pub fn docs_requested<S, E>(args: &[S], env: E) -> bool
+    where
+        S: AsRef<str>,
+        E: Fn(&str) -> Option<String>,
+    {
+        DocsConfig::requested(args, env).is_some()
     }
 
     /// The server that `strata mcp ARGS…` asks for: docs mode when `args` (read as docs-mcp reads
@@ -109,13 +163,57 @@ impl McpServer {
         }
     }
 
-    /// The server outside docs mode, for now: it answers `initialize` as `strata` and lists no
-    /// tools.
+    /// Session mode: the agent tools of session `session`, answered by `backend`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown session; the backend's errors.
+    pub fn session(backend: Backend, session: &str) -> Result<Self> {
+        let listed = backend.call(AgentToolsRequest {
+            session: session.to_string(),
+        })?;
+        let tools = listed
+            .tools
+            .into_iter()
+            .map(serde_json::from_value::<Tool>)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::Invariant {
+                what: format!("a session tool's definition is not valid MCP: {e}"),
+            })?;
+        let mut instructions = format!(
+            "These tools read the files of strata session {session}: list_files gives file ids \
+             (f1, f2, …) that every tool takes as filepath; reads return sha256, the hash a later \
+             write quotes."
+        );
+        if let Some(fd) = listed.instructions {
+            instructions.push_str("\n\n");
+            instructions.push_str(&fd);
+        }
+        Ok(Self {
+            mode: Mode::Session {
+                backend,
+                session: session.to_string(),
+            },
+            implementation: Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")),
+            tools: tools.into(),
+            instructions: Some(instructions),
+        })
+    }
+
+    /// The session mode's session id, if this server is in session mode.
+    pub fn session_id(&self) -> Option<&str> {
+        match &self.mode {
+            Mode::Session { session, .. } => Some(session),
+            _ => None,
+        }
+    }
+
+    /// A server that answers `initialize` as `strata` and lists no tools.
     pub fn without_tools() -> Self {
         Self {
             mode: Mode::Empty,
             implementation: Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")),
             tools: Arc::from(Vec::new()),
+            instructions: None,
         }
     }
 
@@ -134,6 +232,7 @@ impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
         config.server_info = self.implementation.clone();
+        config.instructions = self.instructions.clone();
         config
     }
 
@@ -148,11 +247,24 @@ impl ServerHandler for McpServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
         let name = request.name.into_owned();
         let library = match &self.mode {
             Mode::Docs(library) => Arc::clone(library),
+            Mode::Session { backend, session } => {
+                let caller = context
+                    .peer
+                    .peer_info()
+                    .map(|info| info.client_info.name.clone());
+                let call = AgentCallRequest {
+                    session: session.clone(),
+                    tool: name,
+                    args: request.arguments.unwrap_or_default(),
+                    caller,
+                };
+                return session_call(backend.clone(), call).await;
+            }
             Mode::Empty => {
                 return Err(ErrorData::invalid_params(
                     format!(
@@ -175,6 +287,36 @@ impl ServerHandler for McpServer {
         result.content = vec![ContentBlock::text(text)];
         Ok(result.into())
     }
+}
+
+/// Runs one session tool call off the protocol's thread: the tool's answer (its failure with
+/// `isError`), or a JSON-RPC error for a tool the session does not offer.
+async fn session_call(
+    backend: Backend,
+    call: AgentCallRequest,
+) -> std::result::Result<CallToolResponse, ErrorData> {
+    let answered = tokio::task::spawn_blocking(move || backend.call(call))
+        .await
+        .map_err(|e| {
+            tracing::error!("a session tool failed: {e}");
+            ErrorData::internal_error("internal error: the tool failed; please report it", None)
+        })?;
+    let (text, is_error) = match answered {
+        Ok(called) => (called.answer.text, called.answer.is_error),
+        Err(e) if e.kind() == "invalid_input" => {
+            return Err(ErrorData::invalid_params(e.to_string(), None));
+        }
+        Err(e) => {
+            tracing::warn!("a session tool call failed: {e}");
+            (crate::agent::tools::error_text(&e), true)
+        }
+    };
+    let result = if is_error {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    Ok(result.into())
 }
 
 /// Serves MCP on `reader` and `writer` (newline-delimited JSON-RPC) until the client closes its

@@ -15,9 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{mpsc, watch};
 
 use super::protocol::{
     Handshake, MAX_MESSAGE_BYTES, PROTOCOL_VERSION, SOCKET_FILE, Status, code, error_object,
@@ -60,10 +60,12 @@ struct Shared {
     clients: AtomicU64,
     requests: AtomicU64,
     in_flight: AtomicU64,
+    /// Messages read whose answer is not written yet: what a stopping daemon waits for.
+    unanswered: AtomicU64,
     /// Milliseconds since `started` of the last activity (a connection, a message, an answer).
     last_activity: AtomicU64,
-    shutdown: Notify,
-    stopping: std::sync::atomic::AtomicBool,
+    /// Set when the daemon stops: the listener and every connection stop reading.
+    stopping: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -73,9 +75,13 @@ impl Shared {
     }
 
     fn stop(&self) {
-        self.stopping.store(true, Ordering::SeqCst);
-        self.shutdown.notify_waiters();
-        self.shutdown.notify_one();
+        self.stopping.send_replace(true);
+    }
+
+    /// One answer written (or given up: its client is gone, or it needs none).
+    fn answered(&self) {
+        self.unanswered.fetch_sub(1, Ordering::SeqCst);
+        self.touch();
     }
 
     fn status(&self) -> Result<Status> {
@@ -132,7 +138,9 @@ pub fn serve(dir: &Path, options: DaemonOptions) -> Result<()> {
     });
     // Whatever happened, the socket goes: a later client must not find a dead one.
     let _ = std::fs::remove_file(&path);
-    drop(runtime);
+    // What was in flight is answered by now; a task still running (a subscription's
+    // forwarder between two looks) must not hold up the exit.
+    runtime.shutdown_timeout(Duration::from_secs(2));
     drop(engine);
     outcome
 }
@@ -185,12 +193,13 @@ pub async fn run(
         clients: AtomicU64::new(0),
         requests: AtomicU64::new(0),
         in_flight: AtomicU64::new(0),
+        unanswered: AtomicU64::new(0),
         last_activity: AtomicU64::new(0),
-        shutdown: Notify::new(),
-        stopping: std::sync::atomic::AtomicBool::new(false),
+        stopping: watch::Sender::new(false),
     });
     tracing::info!(pid = std::process::id(), socket = %socket.display(), "serving");
     tokio::pin!(shutdown);
+    let mut stopping = shared.stopping.subscribe();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
@@ -202,18 +211,20 @@ pub async fn run(
                 Err(e) => tracing::warn!(error = %e, "accept failed"),
             },
             () = &mut shutdown => break,
-            () = shared.shutdown.notified() => break,
+            _ = stopping.wait_for(|stop| *stop) => break,
             _ = tick.tick() => {
-                if shared.stopping.load(Ordering::SeqCst) || idle(&shared) || !socket.exists() {
+                if idle(&shared) || !socket.exists() {
                     break;
                 }
             }
         }
     }
     tracing::info!("stopping: finishing what is in flight");
-    // Finish the commits in flight and answer them (bounded: a stuck client cannot hold us).
+    // No connection reads another message; the requests read so far finish and are answered
+    // (bounded: a stuck client cannot hold us).
+    shared.stop();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while shared.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+    while shared.unanswered.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     tracing::info!("stopped");
@@ -227,7 +238,7 @@ fn idle(shared: &Shared) -> bool {
     };
     let last = Duration::from_millis(shared.last_activity.load(Ordering::Relaxed));
     shared.clients.load(Ordering::Relaxed) == 0
-        && shared.in_flight.load(Ordering::Relaxed) == 0
+        && shared.unanswered.load(Ordering::SeqCst) == 0
         && shared.started.elapsed().saturating_sub(last) >= timeout
 }
 
@@ -263,31 +274,62 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>) {
             )),
         );
         let _ = write.write_all(format!("{line}\n").as_bytes()).await;
+        let _ = write.shutdown().await;
+        // Read (and drop) what it sends for a moment before closing: closing on unread bytes
+        // would make its write fail (EPIPE) before it reads why it was refused.
+        let mut sink = tokio::io::sink();
+        let mut read = read.take(64 * 1024);
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            tokio::io::copy(&mut read, &mut sink),
+        )
+        .await;
         return;
     }
-    let (out, mut outgoing) = mpsc::channel::<String>(256);
+    let (out, mut outgoing) = mpsc::channel::<Outgoing>(256);
+    let written = Arc::clone(&shared);
     let writer = tokio::spawn(async move {
-        while let Some(line) = outgoing.recv().await {
-            if write.write_all(line.as_bytes()).await.is_err()
-                || write.write_all(b"\n").await.is_err()
-            {
-                break;
+        // Every answer is taken off the queue and counted, even once the client is gone.
+        let mut gone = false;
+        while let Some(outgoing) = outgoing.recv().await {
+            let (line, answer) = match outgoing {
+                Outgoing::Answer(line) => (line, true),
+                Outgoing::Notification(line) => (line, false),
+            };
+            if !gone {
+                gone = write
+                    .write_all(format!("{line}\n").as_bytes())
+                    .await
+                    .is_err();
+            }
+            if answer {
+                written.answered();
             }
         }
     });
     let mut reader = BufReader::new(read);
     let limit = shared.options.max_message_bytes;
+    let mut stopping = shared.stopping.subscribe();
     loop {
-        match read_message(&mut reader, limit).await {
+        let message = tokio::select! {
+            biased;
+            _ = stopping.wait_for(|stop| *stop) => break,
+            message = read_message(&mut reader, limit) => message,
+        };
+        match message {
             Ok(Some(Message::Line(line))) => {
                 shared.touch();
+                shared.unanswered.fetch_add(1, Ordering::SeqCst);
                 let shared = Arc::clone(&shared);
                 let out = out.clone();
                 tokio::spawn(async move {
-                    if let Some(answer) = answer(&line, &shared, &out).await {
-                        let _ = out.send(answer).await;
+                    let answered = match answer(&line, &shared, &out).await {
+                        Some(answer) => out.send(Outgoing::Answer(answer)).await.is_ok(),
+                        None => false,
+                    };
+                    if !answered {
+                        shared.answered();
                     }
-                    shared.touch();
                 });
             }
             Ok(Some(Message::TooLarge)) => {
@@ -296,13 +338,28 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>) {
                     "invalid_request",
                     format!("the message is over {limit} bytes; send smaller messages"),
                 );
-                let _ = out.send(response(&Value::Null, Err(error))).await;
+                shared.unanswered.fetch_add(1, Ordering::SeqCst);
+                if out
+                    .send(Outgoing::Answer(response(&Value::Null, Err(error))))
+                    .await
+                    .is_err()
+                {
+                    shared.answered();
+                }
             }
             Ok(None) | Err(_) => break,
         }
     }
     drop(out);
     let _ = writer.await;
+}
+
+/// A line to a client.
+enum Outgoing {
+    /// The answer to a message read (counted in `unanswered` until written).
+    Answer(String),
+    /// A notification (a subscription's commit).
+    Notification(String),
 }
 
 /// One message read from a client.
@@ -351,7 +408,7 @@ async fn read_message(
 }
 
 /// Answers one message; `None` for a notification (no id), which gets no answer.
-async fn answer(line: &str, shared: &Arc<Shared>, out: &mpsc::Sender<String>) -> Option<String> {
+async fn answer(line: &str, shared: &Arc<Shared>, out: &mpsc::Sender<Outgoing>) -> Option<String> {
     let message: Value = match serde_json::from_str(line) {
         Ok(message) => message,
         Err(e) => {
@@ -415,7 +472,7 @@ async fn answer(line: &str, shared: &Arc<Shared>, out: &mpsc::Sender<String>) ->
             Ok(json!({"stopping": true}))
         }
         "subscribe" => {
-            subscribe(shared, out.clone());
+            subscribe(shared, out);
             Ok(json!({"subscribed": true}))
         }
         _ => call_engine(method, params, shared).await,
@@ -447,13 +504,25 @@ fn handshake(params: &Value) -> std::result::Result<Value, Value> {
 }
 
 /// `subscribe`: every commit from now on reaches this client as a `commit` notification.
-fn subscribe(shared: &Arc<Shared>, out: mpsc::Sender<String>) {
+/// The forwarder holds the connection's queue weakly and looks every second whether the
+/// connection is gone, so that it ends with it: it neither keeps a closed connection (and its
+/// client count) alive nor holds up the daemon's exit.
+fn subscribe(shared: &Arc<Shared>, out: &mpsc::Sender<Outgoing>) {
+    use std::sync::mpsc::RecvTimeoutError;
     let events = shared.engine.subscribe();
+    let out = out.downgrade();
     tokio::task::spawn_blocking(move || {
-        while let Ok(event) = events.recv() {
-            let line = notification("commit", json!(event));
-            if out.blocking_send(line).is_err() {
-                break;
+        loop {
+            match events.recv_timeout(Duration::from_secs(1)) {
+                Ok(event) => {
+                    let line = notification("commit", json!(event));
+                    let Some(out) = out.upgrade() else { break };
+                    if out.blocking_send(Outgoing::Notification(line)).is_err() {
+                        break;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) if out.upgrade().is_some() => {}
+                Err(_) => break,
             }
         }
     });

@@ -4,19 +4,15 @@ use super::*;
 
 impl Session {
     /// Records a tool call: a toolcall object of this session's chat, added to index, pool and
-    /// active set, its id appended to the latest turn's `toolcall_refs`; then auto-collapse runs.
-    /// Recording an id this session recorded before makes a new version of it.
+    /// active set, its id appended to the latest turn's `toolcall_refs` (when the chat has no
+    /// turn yet, as over MCP, the call joins no turn: a later turn may name it); then
+    /// auto-collapse runs. Recording an id this session recorded before makes a new version of it.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] when the chat has no turn yet or the call is malformed;
-    /// [`Error::Conflict`] when the id belongs to another session's chat or to another type.
+    /// [`Error::InvalidInput`] when the call is malformed; [`Error::Conflict`] when the id belongs
+    /// to another session's chat or to another type.
     pub fn record_toolcall(&mut self, input: ToolcallInput) -> Result<String> {
         self.writable()?;
-        if self.turns.is_empty() {
-            return Err(Error::invalid_input(
-                "the chat has no turn yet; append the turn that makes the call first",
-            ));
-        }
         let id = input
             .id
             .unwrap_or_else(|| format!("toolcall:{}", ulid::new_ulid()));
@@ -78,6 +74,29 @@ impl Session {
         Ok(id)
     }
 
+    /// Notes that tool call `call_id` (about to be recorded) was made by `caller`: a new
+    /// [`CallerSpan`] when the last one names another caller.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on a read-only view.
+    pub fn note_caller(&mut self, caller: &str, call_id: &str) -> Result<()> {
+        self.writable()?;
+        if self
+            .config
+            .callers
+            .last()
+            .is_some_and(|s| s.caller == caller)
+        {
+            return Ok(());
+        }
+        self.config.callers.push(CallerSpan {
+            caller: caller.to_string(),
+            from: call_id.to_string(),
+        });
+        self.config_dirty = true;
+        Ok(())
+    }
+
     /// Appends a turn to the chat; `toolcall_refs` name tool calls this session recorded and no
     /// turn references yet. Then auto-collapse runs. Returns the new turn count.
     ///
@@ -132,18 +151,37 @@ impl Session {
 
     /// Auto-collapse: deactivate tool calls outside the last [`RECENT_TURNS`] turns, and all but
     /// the last [`RECENT_TOOLCALLS_PER_TURN`] of the current turn; never files, never pinned ones.
+    /// Tool calls no turn names yet (made after the last turn, or before any) count as the
+    /// current turn's, after its own.
     pub(super) fn collapse(&mut self) {
-        let Some((current, earlier)) = self.turns.split_last() else {
-            return;
-        };
+        let referenced: HashSet<&str> = self
+            .turns
+            .iter()
+            .flat_map(|t| t.toolcall_refs.iter().flatten().map(String::as_str))
+            .collect();
+        let unreferenced: Vec<&str> = self
+            .sets
+            .index()
+            .ids()
+            .iter()
+            .map(String::as_str)
+            .filter(|id| {
+                matches!(self.cache.get(*id), Some(Meta::Toolcall { .. }))
+                    && !referenced.contains(id)
+            })
+            .collect();
         let mut keep: HashSet<&str> = HashSet::new();
-        let from = earlier.len().saturating_sub(RECENT_TURNS - 1);
-        for turn in &earlier[from..] {
-            keep.extend(turn.toolcall_refs.iter().flatten().map(String::as_str));
+        let mut current: Vec<&str> = Vec::new();
+        if let Some((last, earlier)) = self.turns.split_last() {
+            let from = earlier.len().saturating_sub(RECENT_TURNS - 1);
+            for turn in &earlier[from..] {
+                keep.extend(turn.toolcall_refs.iter().flatten().map(String::as_str));
+            }
+            current.extend(last.toolcall_refs.iter().flatten().map(String::as_str));
         }
-        let refs = current.toolcall_refs.as_deref().unwrap_or_default();
-        let skip = refs.len().saturating_sub(RECENT_TOOLCALLS_PER_TURN);
-        keep.extend(refs[skip..].iter().map(String::as_str));
+        current.extend(unreferenced);
+        let skip = current.len().saturating_sub(RECENT_TOOLCALLS_PER_TURN);
+        keep.extend(current[skip..].iter().copied());
         let drop: Vec<String> = self
             .sets
             .active()

@@ -130,6 +130,7 @@ impl Session {
             || self.chat_dirty
             || self.prompt_dirty
             || self.config_dirty
+            || self.file_ids.is_dirty()
             || self.sets_changed()?)
     }
 
@@ -164,6 +165,7 @@ impl Session {
             || self.chat_dirty
             || self.prompt_dirty
             || self.config_dirty
+            || self.file_ids.is_dirty()
             || document
                 .as_ref()
                 .is_some_and(|d| self.committed != Some(*d.object_hash()));
@@ -201,13 +203,25 @@ impl Session {
         if self.config_dirty {
             let json = serde_json::to_value(&self.config)
                 .map_err(|e| Error::invalid_input(format!("session config: {e}")))?;
+            let fields = match self.config_type {
+                ObjectType::SystemPrompt => Fields::SystemPrompt,
+                _ => Fields::SessionConfig,
+            };
             ops.push(Op::put(Object::from_parts(
                 Some(&config_entity(&self.session_id)),
                 None,
                 None,
                 Some(crate::hash::canonical_json(&json)?),
-                Fields::SystemPrompt,
+                fields,
                 None,
+            )?));
+        }
+        let files_dirty = self.file_ids.is_dirty();
+        if files_dirty {
+            let text = self.file_ids.text().to_string();
+            ops.push(Op::put(Object::session_config(
+                &files_entity(&self.session_id),
+                text,
             )?));
         }
         let hash = *session.object_hash();
@@ -243,6 +257,9 @@ impl Session {
         self.chat_dirty = false;
         self.prompt_dirty = false;
         self.config_dirty = false;
+        if files_dirty {
+            self.file_ids.mark_stored();
+        }
         self.committed = Some(hash);
         self.committed_revision = Some(revision);
         self.committed_chat = chat_hash;

@@ -49,6 +49,17 @@ impl Session {
         source: FilesystemSource,
         real: &std::path::Path,
     ) -> Result<Planned> {
+        self.index_from_disk_keeping(source, real)
+            .map(|(planned, _)| planned)
+    }
+
+    /// [`Session::index_from_disk`], also returning the file's object as read (`None` when a
+    /// deny rule kept it unread).
+    pub(super) fn index_from_disk_keeping(
+        &mut self,
+        source: FilesystemSource,
+        real: &std::path::Path,
+    ) -> Result<(Planned, Option<Object>)> {
         let (look, change) = self.look_at(&source, real);
         let shown = real.display().to_string();
         match look {
@@ -58,7 +69,19 @@ impl Session {
                 "it is not a regular file; read files, discover directories' files one by one",
             )),
             Look::Unreadable(err) => Err(Error::io(format!("reading {shown}"), err)),
-            look => self.plan_look(source, look, change),
+            Look::Read { reading, stat, .. } => {
+                let on_machine = source.filesystem_id == self.resolver.machine_id();
+                let path = source.path.clone();
+                let mtime = Timestamp::saturating_from_micros(stat.mtime_ns / 1000);
+                let prepared = crate::index::Prepared::new(source, reading)?;
+                let object = prepared.object.clone();
+                let planned = self.indexer.plan_prepared(prepared, Some(mtime))?;
+                if on_machine {
+                    record(&mut self.stat, &path, change);
+                }
+                Ok((planned, Some(object)))
+            }
+            look => Ok((self.plan_look(source, look, change)?, None)),
         }
     }
 
@@ -143,6 +166,21 @@ impl Session {
         let mut planned = self.index_from_disk(source.clone(), &real)?;
         self.record_spelling(&mut planned, &resolved);
         self.after_read(planned, &source)
+    }
+
+    /// [`Session::read`], also returning the file's object as read: its content (null for a
+    /// binary file or one over the content limit) and `file_hash`, the SHA-256 of its bytes.
+    /// `None` when a deny rule kept it unread (it joins the session as a denied stub).
+    ///
+    /// # Errors
+    /// As [`Session::read`].
+    pub fn read_object(&mut self, agent_path: &str) -> Result<(Touched, Option<Object>)> {
+        self.writable()?;
+        let (source, resolved) = self.source_of(agent_path)?;
+        let real = self.resolver.check_symlinks(&resolved)?;
+        let (mut planned, object) = self.index_from_disk_keeping(source.clone(), &real)?;
+        self.record_spelling(&mut planned, &resolved);
+        Ok((self.after_read(planned, &source)?, object))
     }
 
     /// The agent reads a file whose bytes the runtime supplies (a path on the runtime's own

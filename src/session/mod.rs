@@ -16,12 +16,16 @@
 //! - `activate`: activate, deactivate, pin, unpin. `chat`: turns, tool calls, auto-collapse.
 //! - `commit`: the session document, the queue of ops, the commit. `render`: the context block.
 //! - `resume`: reconciliation against disk. `ulid`: ids.
+//! - `ids`: the file id table ([`FileIds`]). `descriptors`: the persisted descriptors
+//!   ([`Descriptors`]) and the agent layer's cache.
 
 mod activate;
 mod cache;
 mod chat;
 mod commit;
+mod descriptors;
 mod files;
+mod ids;
 mod render;
 mod resume;
 mod sets;
@@ -35,6 +39,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use cache::{FileState, Meta};
+pub use descriptors::{DescriptorEntry, DescriptorOrigin, DescriptorSettings, Descriptors};
+pub use ids::FileIds;
 pub use render::{ACTIVE_CONTENT, END_CONTENT, RenderOptions};
 pub use resume::{Reconciled, ResumeReport};
 pub use sets::{OrderedSet, Sets};
@@ -75,6 +81,8 @@ pub struct SessionOptions {
     pub default_filesystem_id: Option<String>,
     /// The system prompt (may be empty).
     pub system_prompt: String,
+    /// File descriptors (seed 004) with these settings; none when `None`.
+    pub descriptors: Option<DescriptorSettings>,
 }
 
 /// Where a forked session came from.
@@ -87,7 +95,8 @@ pub struct ForkOrigin {
 }
 
 /// The per-session state outside the seed's hashed session fields, stored as the content (JSON)
-/// of the `session_config:{sid}` object so that resume resolves the same paths.
+/// of the `session_config:{sid}` object (type `session_config`) so that resume resolves the same
+/// paths and reads the same descriptors.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionConfig {
@@ -100,6 +109,23 @@ pub struct SessionConfig {
     /// The parent, for a fork.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
+    /// File descriptors: settings and table; absent when the session has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descriptors: Option<Descriptors>,
+    /// Who made the session's tool calls (an MCP client's name), as runs of calls: outside
+    /// every hash of the tool calls themselves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub callers: Vec<CallerSpan>,
+}
+
+/// A run of tool calls made by one caller: from tool call `from` on, until the next span.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallerSpan {
+    /// The caller's name (the MCP client's `clientInfo.name`).
+    pub caller: String,
+    /// The first tool call it made in this run.
+    pub from: String,
 }
 
 /// A tool call to record: the runtime's id (or none), what ran and what it returned.
@@ -150,6 +176,15 @@ pub struct Session {
     indexer: Indexer,
     resolver: FilesystemResolver,
     config: SessionConfig,
+    /// The type the configuration record is stored with: `session_config`, or `system_prompt`
+    /// for a session created before that type existed (an entity keeps its type).
+    config_type: ObjectType,
+    /// The file id table (`session_files:{sid}`).
+    file_ids: FileIds,
+    /// The store's ignore globs, which agent listings honour.
+    ignore: Vec<String>,
+    /// What the agent layer derived from this session (dropped on reload).
+    agent_cache: descriptors::AgentCache,
     session_id: String,
     sets: Sets,
     turns: Vec<Turn>,
@@ -183,6 +218,10 @@ fn session_entity(sid: &str) -> String {
 
 fn config_entity(sid: &str) -> String {
     format!("session_config:{sid}")
+}
+
+fn files_entity(sid: &str) -> String {
+    format!("session_files:{sid}")
 }
 
 /// Checks a session id given by a runtime: 1 to 128 characters of `A-Z a-z 0-9 - _ .`.
@@ -235,6 +274,8 @@ impl Session {
             mounts: resolver.mounts().to_vec(),
             default_filesystem_id: resolver.default_filesystem_id().to_string(),
             forked_from: None,
+            descriptors: options.descriptors.map(Descriptors::new),
+            callers: Vec::new(),
         };
         let mut session = Session::blank(store, settings, sid, resolver, config)?;
         session.system_prompt = options.system_prompt;
@@ -254,6 +295,10 @@ impl Session {
             indexer: Indexer::new(store, settings)?,
             resolver,
             config,
+            config_type: ObjectType::SessionConfig,
+            file_ids: FileIds::default(),
+            ignore: settings.ignore.clone(),
+            agent_cache: descriptors::AgentCache::default(),
             session_id,
             sets: Sets::default(),
             turns: Vec::new(),
@@ -327,7 +372,11 @@ impl Session {
             )));
         };
         let session_hash = version.info.object_hash;
-        let config: SessionConfig = match read(&config_entity(sid))?.and_then(|v| v.object) {
+        let stored_config = read(&config_entity(sid))?.and_then(|v| v.object);
+        let config_type = stored_config
+            .as_ref()
+            .map_or(ObjectType::SessionConfig, Object::object_type);
+        let config: SessionConfig = match stored_config {
             Some(config) => serde_json::from_str(config.content().unwrap_or(""))
                 .map_err(|e| Error::corrupt(format!("session_config:{sid} does not parse: {e}")))?,
             None => SessionConfig {
@@ -335,7 +384,14 @@ impl Session {
                 mounts: Vec::new(),
                 default_filesystem_id: machine_filesystem_id(),
                 forked_from: None,
+                descriptors: None,
+                callers: Vec::new(),
             },
+        };
+        let file_ids = match read(&files_entity(sid))?.and_then(|v| v.object) {
+            Some(table) => FileIds::parse(table.content().unwrap_or(""))
+                .map_err(|e| Error::corrupt(format!("{}: {e}", files_entity(sid))))?,
+            None => FileIds::default(),
         };
         let resolver =
             FilesystemResolver::new(config.mounts.clone(), config.default_filesystem_id.clone())?;
@@ -355,6 +411,8 @@ impl Session {
             .and_then(|o| o.content().map(str::to_string))
             .unwrap_or_default();
         let mut session = Session::blank(store, settings, sid.to_string(), resolver, config)?;
+        session.config_type = config_type;
+        session.file_ids = file_ids;
         session.sets = Sets::restore(
             fields.session_index,
             fields.metadata_pool,
@@ -431,6 +489,8 @@ impl Session {
         child.turns = parent.turns.clone();
         child.system_prompt = parent.system_prompt.clone();
         child.cache = parent.cache.clone();
+        child.file_ids = parent.file_ids.clone();
+        child.file_ids.mark_unstored();
         child.commit()?;
         Ok(child)
     }
@@ -498,6 +558,45 @@ impl Session {
     /// The stored configuration (mounts, default filesystem id, fork origin).
     pub fn config(&self) -> &SessionConfig {
         &self.config
+    }
+
+    /// The file id table.
+    pub fn file_ids(&self) -> &FileIds {
+        &self.file_ids
+    }
+
+    /// The file id table, to number files (written with the next commit when it changed).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on a read-only view.
+    pub fn file_ids_mut(&mut self) -> Result<&mut FileIds> {
+        self.writable()?;
+        Ok(&mut self.file_ids)
+    }
+
+    /// The store's ignore globs (gitignore syntax), which agent listings honour.
+    pub fn ignore_globs(&self) -> &[String] {
+        &self.ignore
+    }
+
+    /// The deny rules: files they match are never read.
+    pub fn deny_rules(&self) -> &crate::index::DenyRules {
+        self.indexer.deny_rules()
+    }
+
+    /// The store the session lives in.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// A new tool call id, `toolcall:{ULID}`.
+    pub fn new_toolcall_id() -> String {
+        format!("toolcall:{}", ulid::new_ulid())
+    }
+
+    /// The store's directory (`None` for a store in memory), which listings skip.
+    pub fn store_dir(&self) -> Option<&std::path::Path> {
+        self.store.dir()
     }
 
     /// The metadata cache entry of `id`, for an indexed content object.

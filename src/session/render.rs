@@ -28,6 +28,9 @@ pub struct RenderOptions {
     /// The nonce of the content delimiters; a fresh one when `None` (give one only to compare
     /// renders in tests).
     pub nonce: Option<String>,
+    /// Text appended to the system prompt, after a blank line: the agent layer's instructions
+    /// for the tools the session has (file descriptors' `<file_descriptor_instructions>`).
+    pub prompt_addition: Option<String>,
 }
 
 /// A fresh nonce: 16 hex characters no stored text can predict.
@@ -200,6 +203,9 @@ impl Session {
         let mut sections: Vec<String> = Vec::new();
         if !self.system_prompt.is_empty() {
             sections.push(self.system_prompt.clone());
+        }
+        if let Some(addition) = options.prompt_addition.as_ref().filter(|a| !a.is_empty()) {
+            sections.push(addition.clone());
         }
         let metadata = self.render_metadata();
         if !metadata.is_empty() {

@@ -411,14 +411,14 @@ mod tests {
             valid_from in 0i64..253_402_300_799_000_000,
             valid_to in proptest::option::of(0i64..253_402_300_799_000_000),
             object_hash in proptest::option::of(proptest::array::uniform32(0u8..)),
-            first in proptest::option::of((0usize..5, proptest::option::of((any_text(), any_text())))),
+            first in proptest::option::of((0usize..6, proptest::option::of((any_text(), any_text())))),
             size in proptest::option::of(proptest::prop_oneof![0u64..1_000_000, (1u64 << 53) - 2..(1u64 << 53) + 2]),
             spelling in proptest::option::of(any_text()),
             omitted in proptest::option::of(0usize..3),
         ) {
             use crate::object::{ContentOmitted, ObjectType};
             use crate::store::codec::{FirstRec, IdStr, TypeName};
-            let types = [ObjectType::File, ObjectType::Toolcall, ObjectType::Chat, ObjectType::SystemPrompt, ObjectType::Session];
+            let types = [ObjectType::File, ObjectType::Toolcall, ObjectType::Chat, ObjectType::SystemPrompt, ObjectType::Session, ObjectType::SessionConfig];
             let reasons = [ContentOmitted::Binary, ContentOmitted::TooLarge, ContentOmitted::Denied];
             let op = match kind {
                 0 => OpRec::Write(crate::store::codec::WriteRec {

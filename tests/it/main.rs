@@ -22,6 +22,8 @@ mod canonical;
 mod cli;
 // Damaged stores: zeroed pages and flipped bytes against every command, fsck, repair, salvage.
 mod corruption;
+// The daemon with real processes and sockets: protocol, bad input, lifecycle, concurrency, SIGKILL.
+mod daemon;
 // Store privacy: modes under any umask, the lock file, deny rules in every case, another uid.
 mod privacy;
 // The mount resolver: mappings, path checks, symlinks, properties.
@@ -40,6 +42,9 @@ mod session;
 mod session_review;
 // The bitemporal store: transactions, queries, log, evict, fsck, crashes.
 mod store;
+// The session tools through `strata mcp` in session mode: every tool and error, hashes,
+// descriptors across restarts and forks, recorded calls, a daemon; schema/tools/ drift.
+mod tools;
 // What every module shares: TestResult, whose failure names the line of its `?`.
 mod support;
 // The proptest oracle: as_of and history against a BTreeMap model.

@@ -30,8 +30,8 @@ const FILE_TOOLS: [&str; 4] = [
     "search",
 ];
 
-/// A running `strata mcp` and the lines of its stdout.
-struct Server {
+/// A running `strata mcp` and the lines of its stdout (the session tools' tests use it too).
+pub(crate) struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
@@ -40,7 +40,7 @@ struct Server {
 
 impl Server {
     /// Starts `strata mcp ARGS…` in `cwd` with only the docs-mcp variables of `env` set.
-    fn start(args: &[&str], env: &[(&str, &str)], cwd: &Path) -> Fallible<Self> {
+    pub(crate) fn start(args: &[&str], env: &[(&str, &str)], cwd: &Path) -> Fallible<Self> {
         let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
         command
             .arg("mcp")
@@ -84,7 +84,7 @@ impl Server {
     }
 
     /// Writes one message.
-    fn send(&mut self, message: &Value) -> Fallible<()> {
+    pub(crate) fn send(&mut self, message: &Value) -> Fallible<()> {
         let stdin = self.stdin.as_mut().ok_or("stdin closed")?;
         writeln!(stdin, "{message}")?;
         stdin.flush()?;
@@ -92,7 +92,7 @@ impl Server {
     }
 
     /// The next line of stdout, which must be a JSON-RPC 2.0 message.
-    fn next_message(&mut self) -> Fallible<Value> {
+    pub(crate) fn next_message(&mut self) -> Fallible<Value> {
         let line = self.lines.recv_timeout(ANSWER_TIMEOUT)?;
         let message: Value = serde_json::from_str(&line)
             .map_err(|e| format!("stdout carried a line that is not JSON ({e}): {line}"))?;
@@ -103,7 +103,7 @@ impl Server {
     }
 
     /// Sends a request and returns the whole response with the same id.
-    fn request(&mut self, method: &str, params: Value) -> Fallible<Value> {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> Fallible<Value> {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
@@ -116,7 +116,7 @@ impl Server {
     }
 
     /// Sends a request and returns its result, failing on a JSON-RPC error.
-    fn result(&mut self, method: &str, params: Value) -> Fallible<Value> {
+    pub(crate) fn result(&mut self, method: &str, params: Value) -> Fallible<Value> {
         let response = self.request(method, params)?;
         match response.get("result") {
             Some(result) => Ok(result.clone()),
@@ -125,7 +125,7 @@ impl Server {
     }
 
     /// `initialize` as docs-mcp's own tests send it; the result. No `initialized` follows.
-    fn initialize(&mut self) -> Fallible<Value> {
+    pub(crate) fn initialize(&mut self) -> Fallible<Value> {
         self.result(
             "initialize",
             json!({
@@ -137,14 +137,14 @@ impl Server {
     }
 
     /// `initialize` followed by `notifications/initialized`.
-    fn handshake(&mut self) -> Fallible<Value> {
+    pub(crate) fn handshake(&mut self) -> Fallible<Value> {
         let result = self.initialize()?;
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
         Ok(result)
     }
 
     /// The names `tools/list` gives, in order.
-    fn tool_names(&mut self) -> Fallible<Vec<String>> {
+    pub(crate) fn tool_names(&mut self) -> Fallible<Vec<String>> {
         let result = self.result("tools/list", json!({}))?;
         Ok(result["tools"]
             .as_array()
@@ -170,7 +170,7 @@ impl Server {
     }
 
     /// Closes stdin and waits for the process to exit; its exit status must be success.
-    fn finish(mut self) -> Fallible<()> {
+    pub(crate) fn finish(mut self) -> Fallible<()> {
         drop(self.stdin.take());
         let deadline = Instant::now() + ANSWER_TIMEOUT;
         loop {
@@ -581,23 +581,29 @@ fn command_line_beats_environment_beats_defaults_and_unknown_flags_are_ignored()
 }
 
 #[test]
-fn without_docs_path_it_answers_initialize_and_lists_no_tools() -> TestResult {
+fn without_docs_path_it_serves_a_sessions_tools_instead() -> TestResult {
     let tmp = tempfile::tempdir()?;
-    // A ./docs directory does not turn docs mode on: only --docs-path or DOCS_PATH do.
+    // A ./docs directory does not turn docs mode on: only --docs-path or DOCS_PATH do. Without
+    // them the server is in session mode (tests/it/tools.rs), over the store it finds or makes.
     fs::create_dir_all(tmp.path().join("docs"))?;
     fs::write(tmp.path().join("docs/a.md"), "# A\n")?;
-    let mut server = Server::start(&["--max-headers", "3"], &[], tmp.path())?;
+    let mut server = Server::start(&["--no-daemon"], &[], tmp.path())?;
     let init = server.handshake()?;
     assert_eq!(init["serverInfo"]["name"], "strata");
-    assert_eq!(server.tool_names()?, Vec::<String>::new());
+    assert_eq!(
+        server.tool_names()?.first().map(String::as_str),
+        Some("list_files")
+    );
     let call = server.request(
         "tools/call",
         json!({"name": "list_documentation_files", "arguments": {}}),
     )?;
     assert!(call["error"]["message"].is_string(), "{call}");
     server.finish()?;
-    // It made no store.
-    assert!(!tmp.path().join(".strata").exists());
+    assert!(tmp.path().join(".strata").exists());
+    // Docs mode's flags without --docs-path are refused, naming the flag.
+    let mut refused = Server::start(&["--max-headers", "3"], &[], tmp.path())?;
+    assert!(refused.initialize().is_err());
     Ok(())
 }
 

@@ -16,12 +16,13 @@ use std::time::{Duration, SystemTime};
 use jsonschema::Validator;
 use serde_json::{Map, Value, json};
 use strata::engine::{
-    Access, Apply, AsOf, CatRequest, DiffRequest, Engine, EvictRequest, FsckRequest, GcRequest,
-    HistoryRequest, IndexRequest, LogRequest, LsRequest, MountAddRequest, MountLsRequest,
-    MountRmRequest, RPC_SCHEMA_DIR, Request, SessionDiscoverRequest, SessionForkRequest,
-    SessionHistoryRequest, SessionLsRequest, SessionNewRequest, SessionReadRequest,
-    SessionRenderRequest, SessionResumeRequest, SessionSetRequest, SessionShowRequest,
-    SessionToolcallRequest, SessionTurnRequest, SetOp, ShowRequest, StatsRequest, rpc_schemas,
+    Access, AgentCallRequest, AgentToolsRequest, Apply, AsOf, CatRequest, DiffRequest, Engine,
+    EvictRequest, FsckRequest, GcRequest, HistoryRequest, IndexRequest, LogRequest, LsRequest,
+    MountAddRequest, MountLsRequest, MountRmRequest, RPC_SCHEMA_DIR, Request,
+    SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest, SessionLsRequest,
+    SessionNewRequest, SessionReadRequest, SessionRenderRequest, SessionResumeRequest,
+    SessionSetRequest, SessionShowRequest, SessionToolcallRequest, SessionTurnRequest, SetOp,
+    ShowRequest, StatsRequest, rpc_schemas,
 };
 use strata::object::ToolStatus;
 use strata::resolve::MountMapping;
@@ -562,6 +563,26 @@ fn a_real_engine_run_is_valid_for_the_schemas() -> TestResult {
         as_of_tx: created.tx_id,
     })?;
     e.call(SessionHistoryRequest { id: "s1".into() })?;
+
+    // The agent tools: a read (with its hash), a failure, the listing.
+    e.call(AgentToolsRequest {
+        session: "s1".into(),
+    })?;
+    for (tool, args) in [
+        ("list_files", json!({})),
+        (
+            "read_lines",
+            json!({"filepath": "src/lib.rs", "start": 1, "end": 1}),
+        ),
+        ("read_file", json!({"filepath": "f999"})),
+    ] {
+        e.call(AgentCallRequest {
+            session: "s1".into(),
+            tool: tool.into(),
+            args: args.as_object().cloned().unwrap_or_default(),
+            caller: Some("rpc-schema".into()),
+        })?;
+    }
 
     // Evict a file and a session; the log keeps their ops' digests without bodies.
     e.call(EvictRequest {

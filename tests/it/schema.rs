@@ -132,6 +132,14 @@ fn examples() -> TestResult<Vec<(&'static str, Object)>> {
             Object::system_prompt("s1", "You are careful.".into())?,
         ),
         (
+            "session configuration",
+            Object::session_config("session_config:s1", "{\"format\":1}".into())?,
+        ),
+        (
+            "session file ids",
+            Object::session_config("session_files:s1", "strata file ids v1\n".into())?,
+        ),
+        (
             "session",
             Object::session(SessionFields {
                 session_id: "s1".into(),

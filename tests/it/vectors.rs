@@ -287,6 +287,7 @@ fn through_constructor(case: &Value, p: Parts) -> TestResult<Vec<Object>> {
         Fields::Chat(fields) => vec![Object::chat(&sid("chat:")?, fields.turns)?],
         Fields::SystemPrompt => vec![Object::system_prompt(&sid("system_prompt:")?, content?)?],
         Fields::Session(fields) => vec![Object::session(fields)?],
+        Fields::SessionConfig => vec![Object::session_config(&p.id, content?)?],
     })
 }
 

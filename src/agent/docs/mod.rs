@@ -54,7 +54,7 @@ use std::fs;
 use serde::Serialize;
 use serde_json::Value;
 
-pub use collation::compare_filenames;
+pub use collation::{collation_key, compare_filenames};
 pub use config::{DEFAULT_DOCS_PATH, DEFAULT_MAX_HEADERS, DEFAULT_MAX_TOC_DEPTH, DocsConfig};
 pub use errors::DocsError;
 pub use files::{DocFile, format_file_size, is_valid_file_id};

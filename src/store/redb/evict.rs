@@ -22,12 +22,12 @@ impl WriteTables<'_> {
             rows.push((key.value(), rec.object_hash, rec.op));
         }
         let mut freed: u64 = 0;
-        // Session and chat documents and transcripts are stored as deltas and suffixes on
+        // Session, chat and session configuration documents and contents are stored as deltas and suffixes on
         // earlier ones, which another entity's records may be based on: those are kept whole,
         // so that nothing of this entity stays behind as a base.
         let chained = matches!(
             rec.object_type.parse::<ObjectType>(),
-            Ok(ObjectType::Session | ObjectType::Chat)
+            Ok(ObjectType::Session | ObjectType::Chat | ObjectType::SessionConfig)
         );
         // The blobs of the documents only this entity uses: one may survive its release only
         // as the base of another entity's suffix records (a file whose content is a chat's

@@ -22,9 +22,9 @@ fn parse_fields(object_type: ObjectType, json: &str) -> Result<Fields> {
         ObjectType::Toolcall => typed(json).map(Fields::Toolcall),
         ObjectType::Chat => typed(json).map(Fields::Chat),
         ObjectType::Session => typed(json).map(Fields::Session),
-        ObjectType::SystemPrompt => {
+        ObjectType::SystemPrompt | ObjectType::SessionConfig => {
             let value: serde_json::Value = serde_json::from_str(json)
-                .map_err(|e| Error::corrupt(format!("system_prompt fields: {e}")))?;
+                .map_err(|e| Error::corrupt(format!("{object_type} fields: {e}")))?;
             return Fields::from_json(object_type, value)
                 .map_err(|e| Error::corrupt(format!("stored document: {e}")));
         }

@@ -308,9 +308,12 @@ impl WriteTables<'_> {
             }
         };
         check_range(id, valid_from, put.valid_to)?;
-        // Session and chat documents grow with every commit: store them as deltas.
+        // Session and chat documents grow with every commit, and a session's file id table
+        // grows by lines: store them as deltas (contents as suffixes).
         let delta_base = match (&existing, object.object_type()) {
-            (Some(rec), ObjectType::Session | ObjectType::Chat) => self.delta_base(rec.eid)?,
+            (Some(rec), ObjectType::Session | ObjectType::Chat | ObjectType::SessionConfig) => {
+                self.delta_base(rec.eid)?
+            }
             _ => None,
         };
         let stored = docs::ensure_doc(
@@ -322,7 +325,7 @@ impl WriteTables<'_> {
             delta_base.as_ref(),
             self.base_cache,
         )?;
-        if let (Some(cache), ObjectType::Session | ObjectType::Chat) =
+        if let (Some(cache), ObjectType::Session | ObjectType::Chat | ObjectType::SessionConfig) =
             (self.base_cache, object.object_type())
         {
             cache.put(object.object_hash().0, object.metadata_json_shared());

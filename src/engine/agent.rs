@@ -1,0 +1,101 @@
+//! The agent tools over a live session: `agent.call` runs one tool (and commits what it did,
+//! the recorded tool call included, as one commit of the session), `agent.tools` lists the tools
+//! a session offers.
+//!
+//! One request for every tool rather than one per tool: the tools are a table (`agent::tools`)
+//! whose arguments are checked by the tool itself against the schemas of `schema/tools/`, and
+//! every call takes the same path (dispatch, descriptor wrapping, recording, commit) whatever
+//! the front end (the MCP server, the daemon's clients, Rust). Per-tool requests would repeat
+//! those schemas in `schema/rpc/` and the path in as many types.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::request::Apply;
+use super::{Engine, Result, lock};
+use crate::agent::tools::{self, ToolAnswer};
+
+/// `agent.call`: run tool `tool` with `args` on session `session`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCallRequest {
+    /// The session id.
+    pub session: String,
+    /// The tool (`list_files`, `read_file`, `read_lines`, `get_excerpt`, `search`,
+    /// `summarize_file`, `get_file_history`, `get_file_diff`, `read_fd`).
+    pub tool: String,
+    /// Its arguments, as its schema in `schema/tools/` describes them.
+    #[serde(default)]
+    pub args: Map<String, Value>,
+    /// Who calls (an MCP client's name), kept with the session outside every hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
+}
+
+/// What `agent.call` answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AgentCalled {
+    /// The session id.
+    pub session_id: String,
+    /// The tool's answer: its text (or a descriptor's `<fd_result>`, or the error), whether it
+    /// failed, and the id of the recorded tool call.
+    #[serde(flatten)]
+    pub answer: ToolAnswer,
+    /// The commit that recorded the call.
+    pub tx_id: Option<u64>,
+}
+
+impl Apply for AgentCallRequest {
+    type Response = AgentCalled;
+
+    /// # Errors
+    /// [`crate::Error::NotFound`] for an unknown session; [`crate::Error::InvalidInput`] for a
+    /// tool the session does not offer. A tool's own failure (bad arguments, a missing file) is
+    /// an answer with `is_error`, recorded and committed.
+    fn apply(self, engine: &Engine) -> Result<AgentCalled> {
+        let (answer, tx_id) = engine.with_session(&self.session, |session| {
+            tools::call(session, &self.tool, self.args, self.caller.as_deref())
+        })?;
+        Ok(AgentCalled {
+            session_id: self.session,
+            answer,
+            tx_id,
+        })
+    }
+}
+
+/// `agent.tools`: the tools a session offers, as MCP lists them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentToolsRequest {
+    /// The session id.
+    pub session: String,
+}
+
+/// What `agent.tools` answers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AgentTools {
+    /// The session id.
+    pub session_id: String,
+    /// Each tool's `name`, `description` and `inputSchema`, in order.
+    pub tools: Vec<Value>,
+    /// Instructions for the model when the session has descriptors (the
+    /// `<file_descriptor_instructions>` its system prompt gets).
+    pub instructions: Option<String>,
+}
+
+impl Apply for AgentToolsRequest {
+    type Response = AgentTools;
+
+    /// # Errors
+    /// [`crate::Error::NotFound`] for an unknown session.
+    fn apply(self, engine: &Engine) -> Result<AgentTools> {
+        let slot = engine.live_session(&self.session)?;
+        let session = lock(&slot);
+        Ok(AgentTools {
+            tools: tools::tool_definitions(&session),
+            instructions: crate::agent::descriptors::prompt_addition(&session),
+            session_id: self.session.clone(),
+        })
+    }
+}
