@@ -164,6 +164,11 @@ pub struct FsckRequest {
     /// Rebuild the query tables from the transaction log and the content tables first.
     #[serde(default)]
     pub rebuild: bool,
+    /// Repair: re-read damaged contents from the files that still hold them (when a file's
+    /// bytes hash to the recorded hash), then rebuild the query tables; what still fails is
+    /// reported as findings.
+    #[serde(default)]
+    pub repair: bool,
 }
 
 /// One problem fsck found.
@@ -207,6 +212,9 @@ impl From<crate::store::Finding> for FsckFinding {
 pub struct FsckResponse {
     /// Whether the query tables were rebuilt first.
     pub rebuilt: bool,
+    /// The contents a repair re-read from disk (their hashes, hex), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restored: Vec<String>,
     /// Every problem found (none: the store verifies).
     pub findings: Vec<FsckFinding>,
     /// The chain's head (`None` in an empty store).
@@ -219,7 +227,15 @@ impl Apply for FsckRequest {
     /// # Errors
     /// Storage errors (problems in the data are findings, not errors).
     fn apply(self, engine: &Engine) -> Result<FsckResponse> {
-        if self.rebuild {
+        let mut restored = Vec::new();
+        if self.repair {
+            let contents = recoverable_contents(&engine.store.fsck()?);
+            restored = contents.iter().map(|(hash, _)| hex::encode(hash)).collect();
+            if !contents.is_empty() {
+                engine.store.restore_contents(contents)?;
+            }
+        }
+        if self.rebuild || self.repair {
             engine.store.fsck_rebuild()?;
         }
         let mut findings: Vec<FsckFinding> = engine
@@ -248,11 +264,41 @@ impl Apply for FsckRequest {
             Err(e) => return Err(e),
         };
         Ok(FsckResponse {
-            rebuilt: self.rebuild,
+            rebuilt: self.rebuild || self.repair,
+            restored,
             findings,
             head,
         })
     }
+}
+
+/// The damaged contents of `findings` that a file on disk still holds: (hash, the file's
+/// bytes), read only when they hash to the recorded hash (content addressing makes that safe).
+fn recoverable_contents(findings: &[crate::store::Finding]) -> Vec<([u8; 32], Vec<u8>)> {
+    let mut out: Vec<([u8; 32], Vec<u8>)> = Vec::new();
+    for f in findings {
+        if !matches!(f.kind, "blob_hash" | "blob_unreadable" | "blob_missing") {
+            continue;
+        }
+        let (Some(path), Ok(bytes)) = (&f.path, hex::decode(&f.subject)) else {
+            continue;
+        };
+        let Ok(hash) = <[u8; 32]>::try_from(bytes.as_slice()) else {
+            continue;
+        };
+        if out.iter().any(|(h, _)| *h == hash) {
+            continue;
+        }
+        // The recorded path, never through a symlink (the symlink rule of indexing).
+        let path = Path::new(path);
+        let is_file = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file());
+        if let (true, Ok(bytes)) = (is_file, std::fs::read(path))
+            && crate::hash::sha256(&bytes).0 == hash
+        {
+            out.push((hash, bytes));
+        }
+    }
+    out
 }
 
 /// `gc`: drop contents and documents that no version references.

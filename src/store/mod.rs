@@ -291,6 +291,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// [`crate::Error::Corrupt`] when the log itself does not decode.
     fn fsck_rebuild(&self) -> Result<()>;
 
+    /// Writes each of `contents` (hash, bytes that hash to it) back as a fresh whole record and
+    /// points the content index at it, keeping its reference count: a repair of contents whose
+    /// stored bytes are damaged or missing. Allowed on a store marked damaged.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] when bytes do not hash to their hash; storage errors.
+    fn restore_contents(&self, contents: Vec<([u8; 32], Vec<u8>)>) -> Result<()>;
+
     /// Sweeps documents and contents that no version references and fixes reference counts.
     ///
     /// # Errors

@@ -31,9 +31,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use strata::engine::{
-    Access, CatRequest, Engine, FsckRequest, HistoryRequest, IndexRequest, LogRequest, LsRequest,
-    SessionNewRequest, SessionReadRequest, SessionRenderRequest, SessionTurnRequest, ShowRequest,
-    EvictRequest,
+    Access, CatRequest, Engine, EvictRequest, FsckRequest, HistoryRequest, IndexRequest,
+    LogRequest, LsRequest, SessionNewRequest, SessionReadRequest, SessionRenderRequest,
+    SessionTurnRequest, ShowRequest,
 };
 use strata::resolve::MountMapping;
 
@@ -67,7 +67,14 @@ enum Answer {
 
 /// The commands a case runs, in order (fsck first, index last: it writes).
 const COMMANDS: &[&str] = &[
-    "ls", "show", "cat", "cat_binary", "history", "log", "render", "index",
+    "ls",
+    "show",
+    "cat",
+    "cat_binary",
+    "history",
+    "log",
+    "render",
+    "index",
 ];
 
 /// The fixture: the tree, a pristine store, and the healthy answers.
@@ -83,7 +90,11 @@ struct Fixture {
 fn text_of(rng: &mut Rng, lines: usize) -> String {
     let mut out = String::new();
     for n in 0..lines {
-        out.push_str(&format!("line {n}: {:016x}{:016x}\n", rng.next(), rng.next()));
+        out.push_str(&format!(
+            "line {n}: {:016x}{:016x}\n",
+            rng.next(),
+            rng.next()
+        ));
     }
     out
 }
@@ -109,7 +120,10 @@ impl Fixture {
         let mut rng = Rng(0x5eed_0f_c0de);
         for n in 0..48 {
             let dir = if n % 3 == 0 { "sub/" } else { "" };
-            write(&tree.join(format!("{dir}f{n}.txt")), text_of(&mut rng, 6 + n % 9))?;
+            write(
+                &tree.join(format!("{dir}f{n}.txt")),
+                text_of(&mut rng, 6 + n % 9),
+            )?;
         }
         for n in 0..3 {
             let bytes: Vec<u8> = (0..700 + n * 300)
@@ -199,8 +213,14 @@ impl Fixture {
         vec![
             ("fsck", vec!["fsck".into()]),
             ("ls", vec!["ls".into(), "--all".into(), p(&self.tree)]),
-            ("cat_binary", vec!["cat".into(), p(&self.tree.join("b1.bin"))]),
-            ("history", vec!["history".into(), p(&self.tree.join("f7.txt"))]),
+            (
+                "cat_binary",
+                vec!["cat".into(), p(&self.tree.join("b1.bin"))],
+            ),
+            (
+                "history",
+                vec!["history".into(), p(&self.tree.join("f7.txt"))],
+            ),
             ("log", vec!["log".into()]),
         ]
     }
@@ -445,7 +465,9 @@ fn run_case(fixture: &Fixture, dir: &Path, damage: Damage, binary: bool) -> Test
             Answer::Ok(text) => {
                 outcome.wrong.push(name.to_string());
                 let short: String = text.chars().take(160).collect();
-                outcome.detail.push(format!("{name} answered wrongly: {short}"));
+                outcome
+                    .detail
+                    .push(format!("{name} answered wrongly: {short}"));
             }
         }
     }
@@ -487,7 +509,9 @@ fn binary_case(fixture: &Fixture, dir: &Path, damage: Damage, outcome: &mut Outc
             }
             Some(0) if out.stdout != fixture.healthy_binary[name] => {
                 outcome.wrong.push(format!("binary {name}"));
-                outcome.detail.push(format!("binary {name} answered wrongly with exit 0"));
+                outcome
+                    .detail
+                    .push(format!("binary {name} answered wrongly with exit 0"));
             }
             _ => {}
         }
@@ -527,7 +551,8 @@ fn damaged_pages_never_panic_hang_or_answer_wrongly() -> TestResult {
         let shared = std::sync::Arc::clone(&fixture);
         let case_dir = dir.clone();
         std::thread::spawn(move || {
-            let outcome = run_case(&shared, &case_dir, damage, binary).map_err(|e| format!("{e:?}"));
+            let outcome =
+                run_case(&shared, &case_dir, damage, binary).map_err(|e| format!("{e:?}"));
             let _ = send.send(outcome);
         });
         let outcome = match receive.recv_timeout(Duration::from_secs(60)) {
@@ -577,9 +602,126 @@ fn damaged_pages_never_panic_hang_or_answer_wrongly() -> TestResult {
         return Err(format!(
             "{counts:?}\n{} failing cases, the first: {}",
             failures.len(),
-            failures.iter().take(3).cloned().collect::<Vec<_>>().join("\n")
+            failures
+                .iter()
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n")
         )
         .into());
     }
+    Ok(())
+}
+
+/// The binary on the store in `store`, from `cwd`: (exit code, stdout, stderr).
+fn strata(store: &Path, cwd: &Path, args: &[&str]) -> TestResult<(i32, String, String)> {
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env("STRATA_NO_DAEMON", "1")
+        .env("STRATA_LOCK_TIMEOUT", "1")
+        .current_dir(cwd)
+        .output()?;
+    Ok((
+        out.status.code().ok_or("killed by a signal")?,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// A flipped byte inside a binary file's content: fsck names the file and the repair, marks the
+/// store damaged, and exits 1 even when its reader stops early; `index`, `gc` and a session
+/// commit refuse pointing at the repair while `ls` still answers; `fsck --repair` re-reads the
+/// content from the file, after which everything verifies and writes work again.
+#[test]
+fn a_damaged_content_is_named_refuses_writes_and_is_repaired_from_disk() -> TestResult {
+    let root = tempfile::tempdir()?;
+    let base = std::fs::canonicalize(root.path())?;
+    let (tree, store) = (base.join("tree"), base.join("store"));
+    let mut rng = Rng(0x0dd_ba11);
+    // Incompressible bytes, stored as given, so that the test can find them in the file.
+    let mut bytes: Vec<u8> = (0..8192).map(|_| rng.next() as u8).collect();
+    bytes[0] = 0xff; // not UTF-8: a binary file
+    write(&tree.join("data.bin"), &bytes)?;
+    write(&tree.join("notes.txt"), "healthy notes\n")?;
+    let (code, _, err) = strata(&store, &base, &["init"])?;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{err}");
+    let (_, healthy_ls, _) = strata(&store, &tree, &["ls", "--all"])?;
+    let ls_after = |store: &Path| strata(store, &tree, &["ls", "--all"]);
+
+    let path = store.join("store.redb");
+    let mut raw = std::fs::read(&path)?;
+    let at = raw
+        .windows(32)
+        .position(|w| w == &bytes[100..132])
+        .ok_or("the content is not in the store file")?;
+    raw[at + 16] ^= 0x40;
+    std::fs::write(&path, raw)?;
+
+    let (code, out, err) = strata(&store, &tree, &["fsck"])?;
+    assert_eq!(code, 1, "{out}{err}");
+    let data = tree.join("data.bin").display().to_string();
+    assert!(out.contains("blob_hash") && out.contains(&data), "{out}");
+    assert!(out.contains("strata fsck --repair"), "{out}");
+    let marker = std::fs::read_to_string(store.join("store.damaged"))?;
+    assert!(marker.contains("strata fsck --repair"), "{marker}");
+
+    // A reader that stops at once: still not success.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--store")
+        .arg(&store)
+        .arg("fsck")
+        .env("STRATA_NO_DAEMON", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    drop(child.stdout.take());
+    assert_eq!(
+        child.wait()?.code(),
+        Some(1),
+        "fsck | head counted as success"
+    );
+
+    for args in [
+        &["index", "."][..],
+        &["gc"][..],
+        &["session", "new", "--id", "s1"][..],
+    ] {
+        let (code, out, err) = strata(&store, &tree, args)?;
+        assert_eq!(code, 2, "{args:?} on a damaged store: {out}{err}");
+        assert!(
+            err.contains("marked damaged") && err.contains("strata fsck --repair"),
+            "{args:?}: {err}"
+        );
+    }
+    // Reads answer what verifies.
+    let (code, notes, err) = strata(&store, &tree, &["cat", "notes.txt"])?;
+    assert_eq!((code, notes.as_str()), (0, "healthy notes\n"), "{err}");
+    let (code, _, err) = strata(&store, &tree, &["cat", "data.bin"])?;
+    assert_eq!(code, 2, "the damaged content is not served: {err}");
+
+    let (code, out, err) = strata(&store, &tree, &["fsck", "--repair"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("restored content"), "{out}");
+    assert!(!store.join("store.damaged").exists());
+    let (code, ls, err) = ls_after(&store)?;
+    assert_eq!((code, ls), (0, healthy_ls), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--store")
+        .arg(&store)
+        .args(["cat", "data.bin"])
+        .env("STRATA_NO_DAEMON", "1")
+        .current_dir(&tree)
+        .output()?;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, bytes);
+    write(&tree.join("notes.txt"), "edited notes\n")?;
+    let (code, out, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = strata(&store, &tree, &["fsck"])?;
+    assert_eq!(code, 0, "{out}{err}");
     Ok(())
 }

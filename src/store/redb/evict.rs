@@ -141,7 +141,10 @@ impl WriteTables<'_> {
             };
             if let Some((hash, (seq, refs, file_blob))) = entry {
                 if refs > 1 {
-                    self.docs.index.insert(&hash, (seq, refs - 1, file_blob)).db()?;
+                    self.docs
+                        .index
+                        .insert(&hash, (seq, refs - 1, file_blob))
+                        .db()?;
                 } else {
                     self.docs.index.remove(&hash).db()?;
                 }
@@ -161,7 +164,12 @@ impl WriteTables<'_> {
             .db()?
         {
             let key = entry.db()?.0.value();
-            if self.absent_match_ids.get(&(key.1, key.2)).map(String::as_str) == Some(id) {
+            if self
+                .absent_match_ids
+                .get(&(key.1, key.2))
+                .map(String::as_str)
+                == Some(id)
+            {
                 matches.push(key);
             }
         }

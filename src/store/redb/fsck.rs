@@ -156,7 +156,11 @@ impl Check {
             if tx_log.get(tx).db()?.map(|v| v.value().to_vec()).as_ref() != Some(&bytes) {
                 self.push(Finding {
                     tx: Some(tx),
-                    ..finding("lookup", "tx_log", format!("tx {tx} is iterated but not found"))
+                    ..finding(
+                        "lookup",
+                        "tx_log",
+                        format!("tx {tx} is iterated but not found"),
+                    )
                 });
             }
             if tx != expected {
@@ -165,7 +169,10 @@ impl Check {
                     ..finding(
                         "log_gap",
                         format!("tx {expected}"),
-                        format!("the log has no record of txs {expected} to {}", tx.saturating_sub(1)),
+                        format!(
+                            "the log has no record of txs {expected} to {}",
+                            tx.saturating_sub(1)
+                        ),
                     )
                 });
                 chain = None;
@@ -183,8 +190,13 @@ impl Check {
                 }
             };
             if let Some(previous) = chain {
-                let computed =
-                    log::next_chain(&previous, tx, header.tx_time, &header.origin, &header.digests)?;
+                let computed = log::next_chain(
+                    &previous,
+                    tx,
+                    header.tx_time,
+                    &header.origin,
+                    &header.digests,
+                )?;
                 if computed != header.chain {
                     self.push(Finding {
                         tx: Some(tx),
@@ -220,8 +232,18 @@ impl Check {
             present.insert((tx, n));
             let subject = format!("op {n} of tx {tx}");
             let at = |f: Finding| Finding { tx: Some(tx), ..f };
-            if tx_ops.get((tx, n)).db()?.map(|v| v.value().to_vec()).as_ref() != Some(&bytes) {
-                self.push(at(finding("lookup", "tx_ops", format!("{subject} is iterated but not found"))));
+            if tx_ops
+                .get((tx, n))
+                .db()?
+                .map(|v| v.value().to_vec())
+                .as_ref()
+                != Some(&bytes)
+            {
+                self.push(at(finding(
+                    "lookup",
+                    "tx_ops",
+                    format!("{subject} is iterated but not found"),
+                )));
             }
             let Some(header) = self.headers.get(&tx) else {
                 self.push(at(finding("op_orphan", subject, "no log record lists it")));
@@ -285,7 +307,11 @@ impl Check {
             let (offset, len, refs) = value.value();
             let subject = hex::encode(hash);
             if blob_index.get(&hash).db()?.map(|v| v.value()) != Some((offset, len, refs)) {
-                self.push(finding("lookup", "blob_index", format!("{subject} is iterated but not found")));
+                self.push(finding(
+                    "lookup",
+                    "blob_index",
+                    format!("{subject} is iterated but not found"),
+                ));
             }
             self.blob_refs.insert(hash, refs);
             ranges.push((offset, len, subject.clone()));
@@ -322,7 +348,11 @@ impl Check {
             if let [(a_off, a_len, a), (b_off, _, b)] = pair
                 && a_off + a_len > *b_off
             {
-                self.push(finding("blob_overlap", a.clone(), format!("its bytes overlap blob {b}")));
+                self.push(finding(
+                    "blob_overlap",
+                    a.clone(),
+                    format!("its bytes overlap blob {b}"),
+                ));
             }
         }
         Ok(())
@@ -339,12 +369,20 @@ impl Check {
             let (seq, refs, file_blob) = value.value();
             let subject = hex::encode(hash);
             if doc_index.get(&hash).db()?.map(|v| v.value()) != Some((seq, refs, file_blob)) {
-                self.push(finding("lookup", "doc_index", format!("{subject} is iterated but not found")));
+                self.push(finding(
+                    "lookup",
+                    "doc_index",
+                    format!("{subject} is iterated but not found"),
+                ));
             }
             self.doc_index.insert(hash, (seq, refs, file_blob));
             seqs.insert(seq);
             if doc_data.get(seq).db()?.is_none() {
-                self.push(finding("doc_missing", subject, format!("its record {seq} is missing")));
+                self.push(finding(
+                    "doc_missing",
+                    subject,
+                    format!("its record {seq} is missing"),
+                ));
                 continue;
             }
             let rec = match docs::read_doc(&doc_index, &doc_data, &hash) {
@@ -373,7 +411,11 @@ impl Check {
         for entry in doc_data.iter().db()? {
             let seq = entry.db()?.0.value();
             if !seqs.contains(&seq) {
-                self.push(finding("doc_orphan", format!("record {seq}"), "no object hash points at it"));
+                self.push(finding(
+                    "doc_orphan",
+                    format!("record {seq}"),
+                    "no object hash points at it",
+                ));
             }
         }
         // Reference counts of contents: documents and suffix records that use them.
@@ -474,7 +516,11 @@ impl Check {
                     self.out.push(Finding {
                         entity: Some(id.clone()),
                         path: Some(path.clone()),
-                        ..finding("entity_id", id.clone(), "the id is not its source's identity hash")
+                        ..finding(
+                            "entity_id",
+                            id.clone(),
+                            "the id is not its source's identity hash",
+                        )
                     });
                 }
             }
@@ -611,9 +657,8 @@ impl Check {
             let ((tx, n), by) = (key.value(), value.value());
             let subject = format!("op {n} of tx {tx}");
             let evicts = self.headers.get(&by).is_some_and(|h| {
-                (0..h.digests.len() as u32).any(|m| {
-                    matches!(self.bodies.get(&(by, m)), Some(OpRec::Evict { .. }))
-                })
+                (0..h.digests.len() as u32)
+                    .any(|m| matches!(self.bodies.get(&(by, m)), Some(OpRec::Evict { .. })))
             });
             let wrong = if evicted.get((tx, n)).db()?.map(|v| v.value()) != Some(by) {
                 Some("an iteration finds this record but a lookup does not")
@@ -678,13 +723,27 @@ impl Check {
                 path: Some(path.to_string()),
                 ..f
             };
-            if cache.get((fs, path)).db()?.map(|v| v.value().to_vec()).as_ref() != Some(&bytes) {
-                found.push(named(finding("lookup", "stat_cache", "an iteration finds this entry but a lookup does not")));
+            if cache
+                .get((fs, path))
+                .db()?
+                .map(|v| v.value().to_vec())
+                .as_ref()
+                != Some(&bytes)
+            {
+                found.push(named(finding(
+                    "lookup",
+                    "stat_cache",
+                    "an iteration finds this entry but a lookup does not",
+                )));
             }
             let rec: StatRec = match codec::decode(&bytes, "stat cache entry") {
                 Ok(rec) => rec,
                 Err(e) => {
-                    found.push(named(finding("stat_cache", format!("{path:?}"), e.to_string())));
+                    found.push(named(finding(
+                        "stat_cache",
+                        format!("{path:?}"),
+                        e.to_string(),
+                    )));
                     continue;
                 }
             };
@@ -788,7 +847,8 @@ impl Check {
                 f.path = path;
                 f.tx = Some(*tx);
                 if users.len() > 1 {
-                    f.detail.push_str(&format!(" ({} versions use it)", users.len()));
+                    f.detail
+                        .push_str(&format!(" ({} versions use it)", users.len()));
                 }
             }
         }
@@ -819,48 +879,82 @@ impl RedbStore {
         check.section("the store's entity numbers", |c| c.store_names(&rtx));
         check.section("the log's replay", Check::replay);
         check.section("entities", |c| {
-            c.compare(&rtx, ENTITIES, "entities", |_, _| true, |k| {
-                let id = codec::id_of_key(k, "entity key").unwrap_or_else(|_| hex::encode(k));
-                Named {
-                    entity: Some(id.clone()),
-                    ..Named::new(format!("entity {id}"))
-                }
-            })
+            c.compare(
+                &rtx,
+                ENTITIES,
+                "entities",
+                |_, _| true,
+                |k| {
+                    let id = codec::id_of_key(k, "entity key").unwrap_or_else(|_| hex::encode(k));
+                    Named {
+                        entity: Some(id.clone()),
+                        ..Named::new(format!("entity {id}"))
+                    }
+                },
+            )
         });
         check.section("entity_ids", |c| {
-            c.compare(&rtx, ENTITY_IDS, "entity_ids", |_, _| true, |eid| Named {
-                eid: Some(*eid),
-                ..Named::new(format!("entity number {eid}"))
-            })
+            c.compare(
+                &rtx,
+                ENTITY_IDS,
+                "entity_ids",
+                |_, _| true,
+                |eid| Named {
+                    eid: Some(*eid),
+                    ..Named::new(format!("entity number {eid}"))
+                },
+            )
         });
         check.section("versions", |c| {
-            c.compare(&rtx, VERSIONS, "versions", |_, _| true, |(eid, vt, tx)| Named {
-                eid: Some(*eid),
-                tx: Some(*tx),
-                ..Named::new(format!("version at {} (tx {tx})", ts(*vt)))
-            })
+            c.compare(
+                &rtx,
+                VERSIONS,
+                "versions",
+                |_, _| true,
+                |(eid, vt, tx)| Named {
+                    eid: Some(*eid),
+                    tx: Some(*tx),
+                    ..Named::new(format!("version at {} (tx {tx})", ts(*vt)))
+                },
+            )
         });
         check.section("versions_by_tx", |c| {
-            c.compare(&rtx, VERSIONS_BY_TX, "versions_by_tx", |_, _| true, |(eid, tx)| {
-                Named {
+            c.compare(
+                &rtx,
+                VERSIONS_BY_TX,
+                "versions_by_tx",
+                |_, _| true,
+                |(eid, tx)| Named {
                     eid: Some(*eid),
                     tx: Some(*tx),
                     ..Named::new(format!("write of tx {tx}"))
-                }
-            })
+                },
+            )
         });
         check.section("match_ops", |c| {
-            c.compare(&rtx, MATCH_OPS, "match_ops", |_, _| true, |(eid, tx, n)| Named {
-                eid: Some(*eid),
-                tx: Some(*tx),
-                ..Named::new(format!("match op {n} of tx {tx}"))
-            })
+            c.compare(
+                &rtx,
+                MATCH_OPS,
+                "match_ops",
+                |_, _| true,
+                |(eid, tx, n)| Named {
+                    eid: Some(*eid),
+                    tx: Some(*tx),
+                    ..Named::new(format!("match op {n} of tx {tx}"))
+                },
+            )
         });
         check.section("paths", |c| {
-            c.compare(&rtx, PATHS, "paths", |_, _| true, |(_, path)| Named {
-                path: Some((*path).to_string()),
-                ..Named::new(format!("{path:?}"))
-            })
+            c.compare(
+                &rtx,
+                PATHS,
+                "paths",
+                |_, _| true,
+                |(_, path)| Named {
+                    path: Some((*path).to_string()),
+                    ..Named::new(format!("{path:?}"))
+                },
+            )
         });
         check.section("evicted_ops", |c| c.evictions(&rtx));
         check.section("document references", Check::doc_refs);
@@ -924,7 +1018,9 @@ mod tests {
         wtx.commit().db()?;
         let findings = store.fsck();
         assert!(
-            findings.iter().any(|f| f.kind == "paths" && f.repair == REPAIR),
+            findings
+                .iter()
+                .any(|f| f.kind == "paths" && f.repair == REPAIR),
             "{findings:?}"
         );
         // A missing op body that no eviction removed is damage, not an eviction.
@@ -936,7 +1032,9 @@ mod tests {
         wtx.commit().db()?;
         let findings = store.fsck();
         assert!(
-            findings.iter().any(|f| f.kind == "op_missing" && f.tx == Some(1)),
+            findings
+                .iter()
+                .any(|f| f.kind == "op_missing" && f.tx == Some(1)),
             "{findings:?}"
         );
         assert!(

@@ -226,7 +226,8 @@ impl RedbStore {
     /// Records that damage was met (`what`): writes are refused, and the damage marker beside
     /// the store file (written unless one is there) tells later handles.
     fn note_damage(&self, what: &str) {
-        self.damaged.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.damaged
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let mut reason = self
             .damage_reason
             .lock()
@@ -246,7 +247,8 @@ impl RedbStore {
         if let Some(dir) = &self.dir
             && let Some(reason) = super::damage::reason(dir)
         {
-            self.damaged.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.damaged
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             *self
                 .damage_reason
                 .lock()
@@ -274,7 +276,8 @@ impl RedbStore {
             let lines: Vec<String> = findings.iter().map(ToString::to_string).collect();
             super::damage::mark(dir, &summary, &lines);
         }
-        self.damaged.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.damaged
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         *reason = Some(summary);
         Ok(())
     }
@@ -470,5 +473,12 @@ impl Backend for RedbStore {
 
     fn gc(&self) -> Result<GcReport> {
         self.guarded_write("collecting garbage", || RedbStore::gc(self))
+    }
+
+    fn restore_contents(&self, contents: Vec<([u8; 32], Vec<u8>)>) -> Result<()> {
+        // A repair: allowed on a damaged store.
+        guard::guarded(&self.damaged, "restoring contents", || {
+            RedbStore::restore_contents(self, contents)
+        })
     }
 }

@@ -86,7 +86,10 @@ fn read_full(file: &File, offset: u64, out: &mut [u8]) -> io::Result<()> {
 }
 
 fn out_of_range() -> io::Error {
-    io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the store")
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "read past the end of the store",
+    )
 }
 
 impl StorageBackend for Overlay {
@@ -200,7 +203,10 @@ mod tests {
         overlay.set_len(12_000)?;
         overlay.read(4_990, &mut out[..20])?;
         assert_eq!(&out[..10], &bytes[4_990..5_000]);
-        assert!(out[10..20].iter().all(|b| *b == 0), "shrunk away, then zeros");
+        assert!(
+            out[10..20].iter().all(|b| *b == 0),
+            "shrunk away, then zeros"
+        );
         assert!(overlay.read(11_990, &mut out[..20]).is_err());
         assert_eq!(std::fs::read(&path)?, bytes, "the file is untouched");
         Ok(())

@@ -160,8 +160,13 @@ impl RedbStore {
             }
             expected = tx + 1;
             let header: TxHeaderRec = codec::decode(value.value(), &format!("header of tx {tx}"))?;
-            let chain =
-                log::next_chain(&previous, tx, header.tx_time, &header.origin, &header.digests)?;
+            let chain = log::next_chain(
+                &previous,
+                tx,
+                header.tx_time,
+                &header.origin,
+                &header.digests,
+            )?;
             if chain != header.chain {
                 return Err(Error::corrupt(format!(
                     "the log record of tx {tx} does not chain from the one before it; run \
@@ -215,7 +220,13 @@ impl RedbStore {
                 }
             },
         };
-        let chain = log::next_chain(&previous, tx, header.tx_time, &header.origin, &header.digests)?;
+        let chain = log::next_chain(
+            &previous,
+            tx,
+            header.tx_time,
+            &header.origin,
+            &header.digests,
+        )?;
         if chain != header.chain {
             return Err(Error::corrupt(format!(
                 "the log record of tx {tx} does not chain from the one before it; run `strata \
