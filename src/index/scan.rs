@@ -367,6 +367,14 @@ fn canonical_roots(
         match std::fs::canonicalize(root) {
             Ok(canonical) => {
                 utf8_path(&canonical)?;
+                // A root named through a symlink: followed only within its own directory.
+                let cwd = std::env::current_dir().map_err(refuse)?;
+                let named = crate::resolve::absolute_path(root, &cwd)?;
+                crate::resolve::check_named_link(
+                    &root.display().to_string(),
+                    std::path::Path::new(&named),
+                    &canonical,
+                )?;
                 out.push((canonical, true));
             }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {

@@ -336,6 +336,24 @@ fn without_nonces(text: &str) -> String {
     out
 }
 
+/// Where `got` first differs from `want`, with some text of each around it.
+fn first_difference(want: &str, got: &str) -> String {
+    let at = want
+        .bytes()
+        .zip(got.bytes())
+        .position(|(a, b)| a != b)
+        .unwrap_or(want.len().min(got.len()));
+    let around = |s: &str| -> String {
+        let start = at.saturating_sub(60);
+        s.bytes().skip(start).take(160).map(char::from).collect()
+    };
+    format!(
+        "at byte {at}: healthy {:?}, got {:?}",
+        around(want),
+        around(got)
+    )
+}
+
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(text) = payload.downcast_ref::<&str>() {
         (*text).to_string()
@@ -464,10 +482,14 @@ fn run_case(fixture: &Fixture, dir: &Path, damage: Damage, binary: bool) -> Test
             }
             Answer::Ok(text) => {
                 outcome.wrong.push(name.to_string());
-                let short: String = text.chars().take(160).collect();
+                let healthy_text = match healthy {
+                    Answer::Ok(h) => h.as_str(),
+                    _ => "",
+                };
+                let difference = first_difference(healthy_text, text);
                 outcome
                     .detail
-                    .push(format!("{name} answered wrongly: {short}"));
+                    .push(format!("{name} answered wrongly: {difference}"));
             }
         }
     }

@@ -285,7 +285,12 @@ impl RedbStore {
 /// else the storage engine refuses (a damaged header, a file that is not a store) as damage.
 fn open_error(path: &Path, e: redb::DatabaseError) -> Error {
     match e {
-        redb::DatabaseError::Storage(redb::StorageError::Io(io)) => {
+        redb::DatabaseError::Storage(redb::StorageError::Io(io))
+            if !matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
             Error::io(format!("opening {}", path.display()), io)
         }
         e => Error::corrupt(format!(
