@@ -117,7 +117,7 @@ impl Fixture {
         let base = std::fs::canonicalize(root.path())?;
         let tree = base.join("tree");
         let store = base.join("store");
-        let mut rng = Rng(0x5eed_0f_c0de);
+        let mut rng = Rng(0x005e_ed0f_c0de);
         for n in 0..48 {
             let dir = if n % 3 == 0 { "sub/" } else { "" };
             write(

@@ -131,7 +131,7 @@ impl StorageBackend for Overlay {
         if len < state.len {
             // What lies past the new end must read as zeros if the length grows again.
             let boundary = len / PAGE;
-            if len % PAGE != 0 {
+            if !len.is_multiple_of(PAGE) {
                 let mut page = match state.pages.remove(&boundary) {
                     Some(page) => page,
                     None => self.base_page(state.visible, boundary)?,
