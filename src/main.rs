@@ -50,7 +50,7 @@ fn main() -> ExitCode {
                 if corrupt {
                     eprintln!(
                         "strata: the store failed a check; `strata fsck` lists every problem, \
-                         `strata fsck --rebuild` regenerates the indexes from the log"
+                         `strata fsck --repair` repairs what can be repaired"
                     );
                 }
             }

@@ -476,6 +476,9 @@ impl FilesystemResolver {
         }
         let real = real_path(Path::new(&resolved.open_path))
             .map_err(|failure| failure.into_error(agent))?;
+        if resolved.mount.is_none() {
+            check_named_link(agent.as_str(), Path::new(&resolved.open_path), &real)?;
+        }
         if let Some(index) = resolved.mount {
             let mount = &self.mounts[index];
             let root = real_path(Path::new(&mount.canonical_prefix))
@@ -734,6 +737,33 @@ impl RealPathFailure {
 
 /// The path with every symlink on the way followed, like `realpath`, except that a part that does
 /// not exist (yet) is kept as written; a dangling symlink is followed to where it points.
+/// The symlink rule for a path named outside any mount (`named`, absolute, shown as `shown`):
+/// its real path `real` must lie inside the real directory that holds it, so a link named
+/// explicitly is followed within its directory and never out of it (to `/etc/passwd`, say).
+///
+/// # Errors
+/// [`Error::InvalidPath`] when a symlink leads out of that directory.
+pub fn check_named_link(shown: &str, named: &Path, real: &Path) -> Result<()> {
+    let Some(parent) = named.parent() else {
+        return Ok(());
+    };
+    let Ok(root) = real_path(parent) else {
+        return Ok(());
+    };
+    if real.starts_with(&root) {
+        return Ok(());
+    }
+    Err(Error::invalid_path(
+        shown,
+        format!(
+            "a symlink leads to {}, outside {} which holds it; strata does not follow a named \
+             symlink out of its directory: name the real path, or mount it",
+            real.display(),
+            root.display()
+        ),
+    ))
+}
+
 fn real_path(path: &Path) -> Result<PathBuf, RealPathFailure> {
     let mut pending: Vec<std::ffi::OsString> = path
         .components()

@@ -521,16 +521,26 @@ class FsckParams(TypedDict):
     """`fsck`: verify the store, optionally rebuilding its query tables first."""
     # Rebuild the query tables from the transaction log and the content tables first.
     rebuild: NotRequired[bool]
+    # Repair: re-read damaged contents from the files that still hold them (when a file's bytes hash to the recorded hash), then rebuild the query tables; what still fails is reported as findings.
+    repair: NotRequired[bool]
 
 
 class FsckFinding(TypedDict):
     """One problem fsck found."""
-    # What kind of problem (`blob_hash`, `doc_missing`, `chain`, …).
+    # What kind of problem (`blob_hash`, `doc_missing`, `chain`, `versions`, …).
     kind: str
-    # What it is about (a hash, an entity, a tx).
+    # What it is about (a hash, an entity, a tx, a table).
     subject: str
     # What is wrong.
     detail: str
+    # The command that repairs it.
+    repair: str
+    # The entity it affects, when known.
+    entity: NotRequired[str | None]
+    # The path of that entity, when known.
+    path: NotRequired[str | None]
+    # The transaction (version or log record) it affects, when known.
+    tx: NotRequired[int | None]
 
 
 class FsckResult(TypedDict):
@@ -541,6 +551,8 @@ class FsckResult(TypedDict):
     findings: list[FsckFinding]
     # The chain's head (`None` in an empty store).
     head: ChainHead | None
+    # The contents a repair re-read from disk (their hashes, hex), in order.
+    restored: NotRequired[list[str]]
 
 
 class GcParams(TypedDict):
@@ -1324,13 +1336,14 @@ class _EngineMethods:
         """
         return cast(LogResult, self._request("log", {}, {"limit": limit, "since": since}))
 
-    def fsck(self, *, rebuild: bool = False) -> FsckResult:
+    def fsck(self, *, rebuild: bool = False, repair: bool = False) -> FsckResult:
         """`fsck`: verify the store, optionally rebuilding its query tables first.
 
         rebuild: Rebuild the query tables from the transaction log and the content tables first.
+        repair: Repair: re-read damaged contents from the files that still hold them (when a file's bytes hash to the recorded hash), then rebuild the query tables; what still fails is reported as findings.
         Returns schema/rpc/fsck.result.json (optional params left at None are not sent).
         """
-        return cast(FsckResult, self._request("fsck", {}, {"rebuild": rebuild}))
+        return cast(FsckResult, self._request("fsck", {}, {"rebuild": rebuild, "repair": repair}))
 
     def gc(self) -> GcResult:
         """`gc`: drop contents and documents that no version references.

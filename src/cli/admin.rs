@@ -148,39 +148,70 @@ impl Invocation<'_> {
     pub(super) fn fsck(&mut self, args: FsckArgs) -> Result<ExitCode> {
         let report = self.call(FsckRequest {
             rebuild: args.rebuild,
+            repair: args.repair,
         })?;
-        if args.json.json {
-            self.print_json(&report.findings)?;
-        } else {
-            if report.rebuilt {
-                writeln!(
-                    self.out,
-                    "rebuilt entities, versions and paths from the log"
-                )?;
-            }
-            if report.findings.is_empty() {
-                match &report.head {
-                    Some(head) => writeln!(
-                        self.out,
-                        "ok: contents, documents, versions and the chain verify (head after tx {}: {})",
-                        head.tx_id, head.chain
-                    )?,
-                    None => writeln!(self.out, "ok: the store is empty")?,
-                }
-            }
-            for finding in &report.findings {
-                writeln!(
-                    self.out,
-                    "{}: {}: {}",
-                    finding.kind, finding.subject, finding.detail
-                )?;
-            }
-        }
-        Ok(if report.findings.is_empty() {
+        let code = if report.findings.is_empty() {
             ExitCode::SUCCESS
         } else {
             ExitCode::from(1)
-        })
+        };
+        // A reader that stops early (`fsck | head`) must not turn findings into success.
+        match self.print_fsck(&report, args.json.json) {
+            Err(e) if is_broken_pipe(&e) => Ok(code),
+            Err(e) => Err(e),
+            Ok(()) => Ok(code),
+        }
+    }
+
+    fn print_fsck(&mut self, report: &strata::engine::FsckResponse, json: bool) -> Result<()> {
+        if json {
+            return self.print_json(&report.findings);
+        }
+        if report.rebuilt {
+            writeln!(
+                self.out,
+                "rebuilt entities, versions and paths from the log"
+            )?;
+        }
+        for hash in &report.restored {
+            writeln!(
+                self.out,
+                "restored content {hash} from the file that holds it"
+            )?;
+        }
+        if report.findings.is_empty() {
+            match &report.head {
+                Some(head) => writeln!(
+                    self.out,
+                    "ok: contents, documents, versions and the chain verify (head after tx {}: {})",
+                    head.tx_id, head.chain
+                )?,
+                None => writeln!(self.out, "ok: the store is empty")?,
+            }
+            return Ok(());
+        }
+        for finding in &report.findings {
+            let mut line = format!("{}: {}: {}", finding.kind, finding.subject, finding.detail);
+            match (&finding.path, &finding.entity) {
+                (Some(path), _) => line.push_str(&format!("; affects {}", output::path(path))),
+                (None, Some(entity)) => line.push_str(&format!("; affects {entity}")),
+                (None, None) => {}
+            }
+            if let Some(tx) = finding.tx {
+                line.push_str(&format!(" (tx {tx})"));
+            }
+            writeln!(self.out, "{line}")?;
+        }
+        let repairs: std::collections::BTreeSet<&str> =
+            report.findings.iter().map(|f| f.repair.as_str()).collect();
+        let repairs: Vec<&str> = repairs.into_iter().collect();
+        writeln!(
+            self.out,
+            "{} problems; repair with `{}`",
+            report.findings.len(),
+            repairs.join("` or `")
+        )?;
+        Ok(())
     }
 
     pub(super) fn evict(&mut self, args: EvictArgs) -> Result<ExitCode> {
@@ -237,4 +268,13 @@ impl Invocation<'_> {
         }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// Whether `e` is a write to a reader that went away.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

@@ -282,6 +282,10 @@ pub struct FsckArgs {
     /// Rebuild the query tables from the transaction log and the content tables.
     #[arg(long)]
     pub rebuild: bool,
+    /// Repair a damaged store: re-read damaged contents from the files that still hold them,
+    /// rebuild the query tables, and report what could not be recovered.
+    #[arg(long, conflicts_with = "rebuild")]
+    pub repair: bool,
     #[command(flatten)]
     pub json: JsonArgs,
 }

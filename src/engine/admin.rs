@@ -186,17 +186,47 @@ pub struct FsckRequest {
     /// Rebuild the query tables from the transaction log and the content tables first.
     #[serde(default)]
     pub rebuild: bool,
+    /// Repair: re-read damaged contents from the files that still hold them (when a file's
+    /// bytes hash to the recorded hash), then rebuild the query tables; what still fails is
+    /// reported as findings.
+    #[serde(default)]
+    pub repair: bool,
 }
 
 /// One problem fsck found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FsckFinding {
-    /// What kind of problem (`blob_hash`, `doc_missing`, `chain`, …).
+    /// What kind of problem (`blob_hash`, `doc_missing`, `chain`, `versions`, …).
     pub kind: String,
-    /// What it is about (a hash, an entity, a tx).
+    /// What it is about (a hash, an entity, a tx, a table).
     pub subject: String,
     /// What is wrong.
     pub detail: String,
+    /// The entity it affects, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity: Option<String>,
+    /// The path of that entity, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The transaction (version or log record) it affects, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx: Option<u64>,
+    /// The command that repairs it.
+    pub repair: String,
+}
+
+impl From<crate::store::Finding> for FsckFinding {
+    fn from(f: crate::store::Finding) -> Self {
+        FsckFinding {
+            kind: f.kind.to_string(),
+            subject: f.subject,
+            detail: f.detail,
+            entity: f.entity,
+            path: f.path,
+            tx: f.tx,
+            repair: f.repair.to_string(),
+        }
+    }
 }
 
 /// What `fsck` answers.
@@ -204,6 +234,9 @@ pub struct FsckFinding {
 pub struct FsckResponse {
     /// Whether the query tables were rebuilt first.
     pub rebuilt: bool,
+    /// The contents a repair re-read from disk (their hashes, hex), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restored: Vec<String>,
     /// Every problem found (none: the store verifies).
     pub findings: Vec<FsckFinding>,
     /// The chain's head (`None` in an empty store).
@@ -216,25 +249,78 @@ impl Apply for FsckRequest {
     /// # Errors
     /// Storage errors (problems in the data are findings, not errors).
     fn apply(self, engine: &Engine) -> Result<FsckResponse> {
-        if self.rebuild {
+        let mut restored = Vec::new();
+        if self.repair {
+            let contents = recoverable_contents(&engine.store.fsck()?);
+            restored = contents.iter().map(|(hash, _)| hex::encode(hash)).collect();
+            if !contents.is_empty() {
+                engine.store.restore_contents(contents)?;
+            }
+        }
+        if self.rebuild || self.repair {
             engine.store.fsck_rebuild()?;
         }
-        let findings = engine
+        let mut findings: Vec<FsckFinding> = engine
             .store
             .fsck()?
             .into_iter()
-            .map(|f| FsckFinding {
-                kind: f.kind.to_string(),
-                subject: f.subject,
-                detail: f.detail,
-            })
+            .map(FsckFinding::from)
             .collect();
+        // On a damaged store the head may not read: that is one more finding, not an error.
+        let head = match engine.chain_head() {
+            Ok(head) => head,
+            Err(e @ Error::Corrupt { .. }) => {
+                if findings.is_empty() {
+                    findings.push(FsckFinding {
+                        kind: "chain".into(),
+                        subject: "the chain's head".into(),
+                        detail: e.to_string(),
+                        entity: None,
+                        path: None,
+                        tx: None,
+                        repair: crate::store::damage::REPAIR.into(),
+                    });
+                }
+                None
+            }
+            Err(e) => return Err(e),
+        };
         Ok(FsckResponse {
-            rebuilt: self.rebuild,
+            rebuilt: self.rebuild || self.repair,
+            restored,
             findings,
-            head: engine.chain_head()?,
+            head,
         })
     }
+}
+
+/// The damaged contents of `findings` that a file on disk still holds: (hash, the file's
+/// bytes), read only when they hash to the recorded hash (content addressing makes that safe).
+fn recoverable_contents(findings: &[crate::store::Finding]) -> Vec<([u8; 32], Vec<u8>)> {
+    let mut out: Vec<([u8; 32], Vec<u8>)> = Vec::new();
+    for f in findings {
+        if !matches!(f.kind, "blob_hash" | "blob_unreadable" | "blob_missing") {
+            continue;
+        }
+        let (Some(path), Ok(bytes)) = (&f.path, hex::decode(&f.subject)) else {
+            continue;
+        };
+        let Ok(hash) = <[u8; 32]>::try_from(bytes.as_slice()) else {
+            continue;
+        };
+        if out.iter().any(|(h, _)| *h == hash) {
+            continue;
+        }
+        // The recorded path, never through a symlink (the symlink rule of indexing).
+        let path = Path::new(path);
+        let is_file = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file());
+        if let (true, Ok(bytes)) = (is_file, std::fs::read(path))
+            && crate::hash::sha256(&bytes).0 == hash
+        {
+            out.push((hash, bytes));
+        }
+    }
+    out
 }
 
 /// `gc`: drop contents and documents that no version references.

@@ -190,6 +190,6 @@ may_write!(
 
 impl Writes for FsckRequest {
     fn writes(&self) -> bool {
-        self.rebuild
+        self.rebuild || self.repair
     }
 }

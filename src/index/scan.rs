@@ -326,6 +326,7 @@ pub fn scan(
                 filesystem_id: filesystem_id.clone(),
                 path: path.clone(),
             };
+            check_listed(store, &source)?;
             let gone = Look::Gone(presence);
             let change = StatChange::of(&gone, scan_start);
             let planned = indexer.plan_look(source, gone)?;
@@ -343,6 +344,27 @@ pub fn scan(
     commit(indexer, &mut batch, &mut summary)?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// Checks that a path the store listed among its files has an entity: one that does not is
+/// damage (a `paths` row that lost its entity, or a damaged path), not an unchanged file, and
+/// the scan stops rather than count it.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the entity is missing.
+fn check_listed(store: &crate::store::Store, source: &FilesystemSource) -> Result<()> {
+    let id = crate::object::sourced_identity(
+        crate::object::ObjectType::File,
+        &crate::object::Source::Filesystem(source.clone()),
+    )?
+    .to_hex();
+    if !store.entity_exists(&id)? {
+        return Err(Error::corrupt(format!(
+            "the store lists {:?} but has no entity {id} for it; run `strata fsck`",
+            source.path
+        )));
+    }
+    Ok(())
 }
 
 /// Counts a planned file and queues its ops.
@@ -387,6 +409,14 @@ fn canonical_roots(
         match std::fs::canonicalize(root) {
             Ok(canonical) => {
                 utf8_path(&canonical)?;
+                // A root named through a symlink: followed only within its own directory.
+                let cwd = std::env::current_dir().map_err(refuse)?;
+                let named = crate::resolve::absolute_path(root, &cwd)?;
+                crate::resolve::check_named_link(
+                    &root.display().to_string(),
+                    std::path::Path::new(&named),
+                    &canonical,
+                )?;
                 out.push((canonical, true));
             }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {

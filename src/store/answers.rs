@@ -152,23 +152,45 @@ impl ObjectMeta {
 }
 
 /// Parses stored fields JSON of an `object_type` document straight into [`Fields`].
-/// One problem `fsck` found, precise enough to locate it.
+/// One problem `fsck` found, precise enough to locate it and to repair it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
-    /// What kind of problem: `blob_hash`, `blob_unreadable`, `blob_missing`, `blob_orphan`,
-    /// `blob_refs`, `blob_overlap`, `doc_hash`, `doc_unreadable`, `doc_missing`, `doc_missing_content`,
-    /// `doc_refs`, `version_unreadable`, `version_no_entity`, `index`, `chain`, `op_digest`,
-    /// `op_unreadable`.
+    /// What kind of problem. Contents: `blob_hash`, `blob_unreadable`, `blob_missing`,
+    /// `blob_refs`, `blob_overlap`; documents: `doc_hash`, `doc_unreadable`, `doc_missing`,
+    /// `doc_missing_content`, `doc_orphan`, `doc_refs`; the log: `log_gap`, `chain`,
+    /// `header_unreadable`, `op_unreadable`, `op_digest`, `op_orphan`, `op_missing`; a derived
+    /// table that disagrees with the log's replay: its name (`entities`, `entity_ids`,
+    /// `versions`, `versions_by_tx`, `match_ops`, `paths`, `evicted_ops`), `replay`,
+    /// `entity_id`; `stat_cache`; `lookup` (a row iteration finds but a lookup does not);
+    /// `unreadable` (a table the storage engine cannot read); `checksum` (pages that fail the
+    /// storage engine's own checksums).
     pub kind: &'static str,
-    /// What it is about (a hash, an entity, a tx).
+    /// What it is about (a hash, an entity, a tx, a table).
     pub subject: String,
     /// What is wrong.
     pub detail: String,
+    /// The entity it affects, when one is known.
+    pub entity: Option<String>,
+    /// The path of that entity (files), when known.
+    pub path: Option<String>,
+    /// The transaction (the version's, or the log record's) it affects, when known.
+    pub tx: Option<u64>,
+    /// The command that repairs it.
+    pub repair: &'static str,
 }
 
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: {}", self.kind, self.subject, self.detail)
+        write!(f, "{} {}: {}", self.kind, self.subject, self.detail)?;
+        match (&self.path, &self.entity) {
+            (Some(path), _) => write!(f, "; affects {path:?}")?,
+            (None, Some(entity)) => write!(f, "; affects {entity}")?,
+            (None, None) => {}
+        }
+        if let Some(tx) = self.tx {
+            write!(f, " (tx {tx})")?;
+        }
+        write!(f, "; repair: {}", self.repair)
     }
 }
 

@@ -16,6 +16,8 @@
 //!   entries. `time`: [`Timestamp`] (UTC µs, RFC 3339) and [`TxId`].
 //! - `log`: origins, op digests and the chain (engine-neutral). `codec`: the only user of
 //!   bincode (record encodings).
+//! - `damage`: the damage marker beside the store file (`store.damaged`): writes refused until
+//!   repaired.
 //! - `private`: the store directory's modes (0700, files 0600, whatever the umask); every file
 //!   strata makes in a store directory is made there.
 //! - `redb/`: the redb implementation (tables, blobs and documents, deltas, the bitemporal write
@@ -23,6 +25,7 @@
 
 mod answers;
 mod codec;
+pub mod damage;
 mod group;
 mod log;
 mod ops;
@@ -287,6 +290,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`crate::Error::Corrupt`] when the log itself does not decode.
     fn fsck_rebuild(&self) -> Result<()>;
+
+    /// Writes each of `contents` (hash, bytes that hash to it) back as a fresh whole record and
+    /// points the content index at it, keeping its reference count: a repair of contents whose
+    /// stored bytes are damaged or missing. Allowed on a store marked damaged.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] when bytes do not hash to their hash; storage errors.
+    fn restore_contents(&self, contents: Vec<([u8; 32], Vec<u8>)>) -> Result<()>;
 
     /// Sweeps documents and contents that no version references and fixes reference counts.
     ///

@@ -1124,7 +1124,7 @@ fn check_acknowledged(
 ) -> TestResult {
     let engine = Engine::open(store, Access::ReadWrite)?;
     if fsck {
-        let fsck = engine.call(FsckRequest { rebuild: false })?;
+        let fsck = engine.call(FsckRequest::default())?;
         assert!(fsck.findings.is_empty(), "fsck: {:?}", fsck.findings);
     }
     let first = acks.iter().map(|a| a.tx).min().unwrap_or(1);

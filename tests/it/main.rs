@@ -6,6 +6,8 @@
 //!   (`temporal`; default 64, about 3 s; 2000 take about 100 s).
 //! - `STRATA_TRANSCRIPT_TURNS=300`: turns of the growing chat committed on disk (`store`; default
 //!   60, about 1 s; 300 take about 10 s).
+//! - `STRATA_CORRUPTION_CASES=10000`: damaged copies of a real store (`corruption`; default
+//!   200); `STRATA_CORRUPTION_REPORT=1` prints the class counts and the failing cases.
 //! - `PROPTEST_CASES` (proptest's own) sets the cases of the one property test that does not fix
 //!   its count (`resolve`).
 //!
@@ -21,6 +23,8 @@ mod cli;
 // The CLI's bad inputs as a table (exit code, first stderr line), index reporting, ls and diff
 // answers, the README tour run as written.
 mod cli_errors;
+// Damaged stores: zeroed pages and flipped bytes against every command, fsck, repair, salvage.
+mod corruption;
 // The daemon with real processes and sockets: protocol, bad input, lifecycle, concurrency, SIGKILL.
 mod daemon;
 // Store privacy: modes under any umask, the lock file, deny rules in every case, another uid.

@@ -383,3 +383,53 @@ fn assert_denied(what: &str, out: &Output) {
     assert!(out.stdout.is_empty(), "{what}: another user read something");
     assert!(stderr.contains("Permission denied"), "{what}: {stderr}");
 }
+
+/// The symlink rule at every entry point: a symlink named explicitly (to `strata index`, to a
+/// session read without mounts) is followed within its directory and never out of it.
+#[test]
+fn a_named_symlink_out_of_its_directory_is_refused_everywhere() -> crate::support::TestResult {
+    use strata::engine::{Access, Engine, IndexRequest, SessionNewRequest, SessionReadRequest};
+    let tmp = tempfile::tempdir()?;
+    let base = fs::canonicalize(tmp.path())?;
+    let (tree, outside, store) = (base.join("tree"), base.join("outside"), base.join("store"));
+    fs::create_dir_all(&tree)?;
+    fs::create_dir_all(&outside)?;
+    fs::write(outside.join("secret"), "not for the store\n")?;
+    fs::write(tree.join("real.txt"), "inside\n")?;
+    std::os::unix::fs::symlink(outside.join("secret"), tree.join("out-link"))?;
+    std::os::unix::fs::symlink("real.txt", tree.join("in-link"))?;
+    let engine = Engine::open(&store, Access::Create)?;
+    let path = |name: &str| tree.join(name).display().to_string();
+    let err = crate::support::error_of(engine.call(IndexRequest {
+        paths: vec![path("out-link")],
+        cwd: None,
+    }))?;
+    assert!(err.to_string().contains("symlink"), "{err}");
+    let indexed = engine.call(IndexRequest {
+        paths: vec![path("in-link")],
+        cwd: None,
+    })?;
+    assert_eq!(
+        indexed.created, 1,
+        "a link within its directory is followed"
+    );
+    engine.call(SessionNewRequest {
+        id: Some("s".into()),
+        system_prompt: "p".into(),
+        ..SessionNewRequest::default()
+    })?;
+    let err = crate::support::error_of(engine.call(SessionReadRequest {
+        id: "s".into(),
+        paths: vec![path("out-link")],
+    }))?;
+    assert!(err.to_string().contains("symlink"), "{err}");
+    let secret = outside.join("secret").display().to_string();
+    let ls = engine.call(strata::engine::LsRequest {
+        prefix: Some(base.display().to_string()),
+        all: true,
+        ..strata::engine::LsRequest::default()
+    })?;
+    let listed = serde_json::to_string(&ls)?;
+    assert!(!listed.contains(&secret), "{listed}");
+    Ok(())
+}

@@ -610,7 +610,10 @@ fn a_real_engine_run_is_valid_for_the_schemas() -> TestResult {
         limit: Some(3),
     })?;
     e.call(GcRequest {})?;
-    let fsck = e.call(FsckRequest { rebuild: true })?;
+    let fsck = e.call(FsckRequest {
+        rebuild: true,
+        repair: false,
+    })?;
     assert!(fsck.findings.is_empty(), "{fsck:?}");
     e.call(StatsRequest {})?;
 

@@ -656,12 +656,17 @@ fn a_flipped_byte_in_a_blob_is_found_by_fsck(backend: &dyn DurableFactory) -> Te
     backend.corrupt(place.path(), &bytes[1000..1064])?;
     let store = backend.open(place.path())?;
     let findings = store.fsck()?;
-    assert_eq!(findings.len(), 1, "{findings:?}");
-    assert_eq!(findings[0].kind, "blob_hash");
+    // The blob, named with the file it holds, and the storage engine's own page checksum.
+    let kinds: Vec<&str> = findings.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, ["blob_hash", "checksum"], "{findings:?}");
     assert_eq!(
         findings[0].subject,
         bin.file_hash().ok_or("no file_hash")?.to_hex()
     );
+    assert_eq!(findings[0].path.as_deref(), Some("/blob.bin"));
+    assert_eq!(findings[0].entity.as_deref(), Some(bin.id()));
+    assert_eq!(findings[0].tx, Some(1));
+    assert_eq!(findings[0].repair, "strata fsck --repair");
     Ok(())
 }
 backend_tests!(a_flipped_byte_in_a_blob_is_found_by_fsck: redb_on_disk);

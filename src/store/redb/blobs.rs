@@ -397,23 +397,6 @@ pub(crate) fn read_blob(
     read_at(index, data, hash, offset, len).map(Some)
 }
 
-/// The length in bytes of blob `hash`, from its record header when the header says it, else
-/// by reading it; `None` when it is not stored.
-///
-/// # Errors
-/// [`Error::Corrupt`] when the record does not decode.
-pub(crate) fn blob_len(
-    index: &impl ReadableTable<[u8; 32], (u64, u64, u64)>,
-    data: &impl ReadableTable<u64, &'static [u8]>,
-    hash: &[u8; 32],
-) -> Result<Option<u64>> {
-    match header_of(index, data, hash)? {
-        None => Ok(None),
-        Some(codec::BlobHeader { len: Some(len), .. }) => Ok(Some(len)),
-        Some(_) => Ok(read_blob(index, data, hash)?.map(|bytes| bytes.len() as u64)),
-    }
-}
-
 /// The longest chain of suffix records a read follows: record `n` is based on `n & (n - 1)`,
 /// so a chain of `u32` numbers has at most 33 records.
 const MAX_CHAIN: usize = 33;

@@ -4,8 +4,12 @@
 use super::*;
 
 impl WriteTables<'_> {
-    /// Erases every trace of entity `id` (entity row `rec`) but the log's digests.
-    pub(super) fn evict(&mut self, id: &str, rec: &EntityRec) -> Result<()> {
+    /// Erases every trace of entity `id` (entity row `rec`) but the log's digests, in
+    /// transaction `tx`; `evicted_ops` records which op bodies went.
+    pub(super) fn evict(&mut self, id: &str, rec: &EntityRec, tx: u64) -> Result<()> {
+        if self.derived_only {
+            return self.evict_rows(id, rec, tx);
+        }
         let eid = rec.eid;
         let mut rows = Vec::new();
         for entry in self
@@ -93,8 +97,9 @@ impl WriteTables<'_> {
             self.match_ops.remove((e, tx, n)).db()?;
             ops.insert((tx, n));
         }
-        for (tx, n) in ops {
-            self.tx_ops.remove((tx, n)).db()?;
+        for (op_tx, n) in ops {
+            self.tx_ops.remove((op_tx, n)).db()?;
+            self.evicted_ops.insert((op_tx, n), tx).db()?;
         }
         self.entities.remove(codec::id_key(id).as_slice()).db()?;
         self.entity_ids.remove(eid).db()?;
@@ -107,6 +112,81 @@ impl WriteTables<'_> {
         added += more;
         freed += less;
         self.add_counter(STORED_BYTES, added as i64 - freed as i64)?;
+        Ok(())
+    }
+
+    /// [`WriteTables::evict`] in a scratch replay (`derived_only`): the entity's rows, paths,
+    /// matches and document references go, and the removed op bodies are recorded; documents
+    /// and contents are not touched (the replay has none).
+    fn evict_rows(&mut self, id: &str, rec: &EntityRec, tx: u64) -> Result<()> {
+        let eid = rec.eid;
+        let mut rows = Vec::new();
+        for entry in self
+            .versions
+            .range((eid, i64::MIN, 0u64)..=(eid, i64::MAX, u64::MAX))
+            .db()?
+        {
+            let (key, value) = entry.db()?;
+            let rec: VersionRec = codec::decode(value.value(), "version record")?;
+            rows.push((key.value(), rec.object_hash, rec.op));
+        }
+        let mut ops = std::collections::BTreeSet::new();
+        for (key, hash, op) in rows {
+            ops.insert((key.2, op));
+            self.versions.remove(key).db()?;
+            self.by_tx.remove((key.0, key.2)).db()?;
+            let entry = match hash {
+                Some(hash) => self.docs.index.get(&hash).db()?.map(|v| (hash, v.value())),
+                None => None,
+            };
+            if let Some((hash, (seq, refs, file_blob))) = entry {
+                if refs > 1 {
+                    self.docs
+                        .index
+                        .insert(&hash, (seq, refs - 1, file_blob))
+                        .db()?;
+                } else {
+                    self.docs.index.remove(&hash).db()?;
+                }
+            }
+        }
+        let mut matches = Vec::new();
+        for entry in self
+            .match_ops
+            .range((eid, 0u64, 0u32)..=(eid, u64::MAX, u32::MAX))
+            .db()?
+        {
+            matches.push(entry.db()?.0.value());
+        }
+        for entry in self
+            .match_ops
+            .range((ABSENT_EID, 0u64, 0u32)..=(ABSENT_EID, u64::MAX, u32::MAX))
+            .db()?
+        {
+            let key = entry.db()?.0.value();
+            if self
+                .absent_match_ids
+                .get(&(key.1, key.2))
+                .map(String::as_str)
+                == Some(id)
+            {
+                matches.push(key);
+            }
+        }
+        for key in matches {
+            self.match_ops.remove(key).db()?;
+            ops.insert((key.1, key.2));
+        }
+        for (op_tx, n) in ops {
+            self.evicted_ops.insert((op_tx, n), tx).db()?;
+        }
+        self.entities.remove(codec::id_key(id).as_slice()).db()?;
+        self.entity_ids.remove(eid).db()?;
+        if let Some((filesystem_id, path)) = &rec.source {
+            self.paths
+                .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
+                .db()?;
+        }
         Ok(())
     }
 }

@@ -1,89 +1,336 @@
-//! Verification (`fsck`), rebuilding the query tables from the log (`fsck_rebuild`), and `gc`.
+//! Verification (`fsck`): every table proved against the log and the content tables.
+//!
+//! The log is checked first (consecutive records, the chain, every op body against its digest,
+//! every missing body against the record of evictions), then every content against its hash and
+//! every document against its object hash. The log's verified bodies are then replayed into a
+//! scratch store in memory, through the same code as `transact`, and every derived table
+//! (`entities`, `entity_ids`, `versions`, `versions_by_tx`, `match_ops`, `paths`,
+//! `evicted_ops`, the reference counts) must equal its replay row for row, and every row an
+//! iteration finds must be found again by a lookup (a damaged branch page can misroute one).
+//! The stat cache must agree with the files' current versions.
+//!
+//! Each check runs under its own storage guard: a table the storage engine cannot read becomes
+//! a finding and the other checks still run, so fsck never fails on damage. Each finding names
+//! what it affects (entity, path, transaction) and the command that repairs it.
 
 use super::*;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
 
-use redb::{ReadableTable, ReadableTableMetadata};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
 
-use super::codec::{self, DocRec, TxHeaderRec, VersionRec};
+use super::codec::{self, DocRec, OpRec, StatRec, TxHeaderRec, VersionRec};
 use super::tables::*;
-use super::{Op, Origin, RedbStore, TxReceipt, WriteTables, blobs, log};
+use super::{RedbStore, WriteTables, blobs, log};
 use crate::error::{Error, Result};
-use crate::hash::{Hash, sha256, sha256_json};
-use crate::object::composite_hash;
+use crate::hash::sha256;
+use crate::object::sourced_identity;
 
-fn finding(kind: &'static str, subject: impl Into<String>, detail: impl Into<String>) -> Finding {
+pub(crate) use crate::store::damage::REPAIR;
+
+/// A finding about `subject` with no known entity yet.
+pub(crate) fn finding(
+    kind: &'static str,
+    subject: impl Into<String>,
+    detail: impl Into<String>,
+) -> Finding {
     Finding {
         kind,
         subject: subject.into(),
         detail: detail.into(),
+        entity: None,
+        path: None,
+        tx: None,
+        repair: REPAIR,
     }
 }
 
-/// Recomputes a document's object hash from its record.
-fn doc_object_hash(rec: &DocRec) -> Result<Hash> {
-    let fields: serde_json::Value = serde_json::from_str(&rec.fields)
-        .map_err(|e| Error::corrupt(format!("fields are not JSON: {e}")))?;
-    let metadata = sha256_json(&fields)?;
-    composite_hash(
-        rec.file_hash.map(Hash).as_ref(),
-        rec.content_hash.map(Hash).as_ref(),
-        &metadata,
-    )
+/// What a row of a derived table concerns, for its findings.
+struct Named {
+    /// The entity's number, when the key holds it.
+    eid: Option<u64>,
+    /// The entity id, when the key holds it.
+    entity: Option<String>,
+    /// The path, when the key holds it.
+    path: Option<String>,
+    /// The transaction, when the key holds it.
+    tx: Option<u64>,
+    /// How to name the row.
+    subject: String,
 }
 
-impl RedbStore {
-    /// Evicts `id`: a transaction of one [`Op::Evict`].
-    ///
-    /// # Errors
-    /// [`Error::NotFound`] for an unknown entity.
-    pub fn evict(&self, id: &str, origin: Origin) -> Result<TxReceipt> {
-        self.transact(
-            vec![Op::Evict {
-                entity: id.to_string(),
-            }],
-            origin,
-        )
+impl Named {
+    fn new(subject: String) -> Self {
+        Named {
+            eid: None,
+            entity: None,
+            path: None,
+            tx: None,
+            subject,
+        }
+    }
+}
+
+/// What the checks learn, shared between them.
+#[derive(Default)]
+struct Check {
+    out: Vec<Finding>,
+    /// Decoded log headers by tx.
+    headers: BTreeMap<u64, TxHeaderRec>,
+    /// Op bodies that hash to their digests, by (tx, op index).
+    bodies: BTreeMap<(u64, u32), OpRec>,
+    /// The first transaction whose evictions `evicted_ops` records.
+    evictions_since: u64,
+    /// Blob hash → stored reference count.
+    blob_refs: HashMap<[u8; 32], u64>,
+    /// Blobs that read back and hash right.
+    blobs_ok: HashSet<[u8; 32]>,
+    /// References suffix records hold on their bases.
+    suffix_refs: HashMap<[u8; 32], u64>,
+    /// Document hash → (seq, stored reference count, file bytes kept).
+    doc_index: HashMap<[u8; 32], (u64, u64, bool)>,
+    /// Documents that read back and hash right.
+    docs_ok: HashMap<[u8; 32], DocRec>,
+    /// The replay: a scratch store holding the derived tables as the log makes them.
+    replay: Option<Database>,
+    /// eid → (entity id, path) as the replay (else the store) knows them.
+    names: HashMap<u64, (String, Option<String>)>,
+    /// Document hash → the versions using it, as the replay knows them: (eid, tx).
+    doc_users: HashMap<[u8; 32], Vec<(u64, u64)>>,
+    /// Entity id → the number the store gave it (the replay gives it the same when free).
+    eid_hints: HashMap<String, u64>,
+}
+
+impl Check {
+    fn push(&mut self, finding: Finding) {
+        self.out.push(finding);
     }
 
-    /// Checks everything: every blob's hash, every document's object hash and references,
-    /// every version's document and entity, reference counts, the indexes, every op digest and
-    /// the chain. Returns one finding per problem (empty when the store is sound).
-    ///
-    /// # Errors
-    /// [`Error::Storage`] when redb itself fails.
-    pub fn fsck(&self) -> Result<Vec<Finding>> {
-        let rtx = self.handle.begin_read().db()?;
-        let mut out = Vec::new();
+    /// Runs one check (`what`) under its own guard: damage that stops it is a finding.
+    fn section(&mut self, what: &str, f: impl FnOnce(&mut Check) -> Result<()>) {
+        let flag = AtomicBool::new(false);
+        let result = guard::guarded(&flag, &format!("checking {what}"), || f(self));
+        if let Err(e) = result {
+            self.push(finding(
+                "unreadable",
+                what,
+                format!("the check stopped: {e}"),
+            ));
+        }
+    }
 
-        // Blobs.
+    /// The entity and path of eid `eid`, when known.
+    fn name(&self, eid: u64) -> (Option<String>, Option<String>) {
+        match self.names.get(&eid) {
+            Some((id, path)) => (Some(id.clone()), path.clone()),
+            None => (None, None),
+        }
+    }
+
+    /// A finding about the row `named` names.
+    fn about(&self, kind: &'static str, named: &Named, detail: impl Into<String>) -> Finding {
+        let (mut entity, mut path) = named.eid.map_or((None, None), |eid| self.name(eid));
+        if named.entity.is_some() {
+            entity.clone_from(&named.entity);
+        }
+        if named.path.is_some() {
+            path.clone_from(&named.path);
+        }
+        Finding {
+            entity,
+            path,
+            tx: named.tx,
+            ..finding(kind, named.subject.clone(), detail)
+        }
+    }
+
+    /// Checks the log headers: consecutive ids, each decodes, each chains from the one before.
+    fn log(&mut self, rtx: &ReadTransaction) -> Result<()> {
+        let tx_log = rtx.open_table(TX_LOG).db()?;
+        let mut chain: Option<[u8; 32]> = Some([0u8; 32]);
+        let mut expected = 1;
+        for entry in tx_log.iter().db()? {
+            let (key, value) = entry.db()?;
+            let tx = key.value();
+            let bytes = value.value().to_vec();
+            if tx_log.get(tx).db()?.map(|v| v.value().to_vec()).as_ref() != Some(&bytes) {
+                self.push(Finding {
+                    tx: Some(tx),
+                    ..finding(
+                        "lookup",
+                        "tx_log",
+                        format!("tx {tx} is iterated but not found"),
+                    )
+                });
+            }
+            if tx != expected {
+                self.push(Finding {
+                    tx: Some(expected),
+                    ..finding(
+                        "log_gap",
+                        format!("tx {expected}"),
+                        format!(
+                            "the log has no record of txs {expected} to {}",
+                            tx.saturating_sub(1)
+                        ),
+                    )
+                });
+                chain = None;
+            }
+            expected = tx + 1;
+            let header: TxHeaderRec = match codec::decode(&bytes, &format!("header of tx {tx}")) {
+                Ok(header) => header,
+                Err(e) => {
+                    self.push(Finding {
+                        tx: Some(tx),
+                        ..finding("header_unreadable", format!("tx {tx}"), e.to_string())
+                    });
+                    chain = None;
+                    continue;
+                }
+            };
+            if let Some(previous) = chain {
+                let computed = log::next_chain(
+                    &previous,
+                    tx,
+                    header.tx_time,
+                    &header.origin,
+                    &header.digests,
+                )?;
+                if computed != header.chain {
+                    self.push(Finding {
+                        tx: Some(tx),
+                        ..finding(
+                            "chain",
+                            format!("tx {tx}"),
+                            format!(
+                                "stored chain {} but the record hashes to {}",
+                                hex::encode(header.chain),
+                                hex::encode(computed)
+                            ),
+                        )
+                    });
+                }
+            }
+            chain = Some(header.chain);
+            self.headers.insert(tx, header);
+        }
+        Ok(())
+    }
+
+    /// Checks every op body against its digest and every missing body against the record of
+    /// evictions.
+    fn bodies(&mut self, rtx: &ReadTransaction) -> Result<()> {
+        let tx_ops = rtx.open_table(TX_OPS).db()?;
+        let log_tables = verify::LogTables::open(rtx)?;
+        self.evictions_since = log_tables.since;
+        let mut present = HashSet::new();
+        for entry in tx_ops.iter().db()? {
+            let (key, value) = entry.db()?;
+            let (tx, n) = key.value();
+            let bytes = value.value().to_vec();
+            present.insert((tx, n));
+            let subject = format!("op {n} of tx {tx}");
+            let at = |f: Finding| Finding { tx: Some(tx), ..f };
+            if tx_ops
+                .get((tx, n))
+                .db()?
+                .map(|v| v.value().to_vec())
+                .as_ref()
+                != Some(&bytes)
+            {
+                self.push(at(finding(
+                    "lookup",
+                    "tx_ops",
+                    format!("{subject} is iterated but not found"),
+                )));
+            }
+            let Some(header) = self.headers.get(&tx) else {
+                self.push(at(finding("op_orphan", subject, "no log record lists it")));
+                continue;
+            };
+            let Some(digest) = header.digests.get(n as usize).copied() else {
+                self.push(at(finding(
+                    "op_orphan",
+                    subject,
+                    format!("its log record lists {} ops", header.digests.len()),
+                )));
+                continue;
+            };
+            let op = match codec::decode_op(&bytes, header.tx_time, &subject) {
+                Ok(op) => op,
+                Err(e) => {
+                    self.push(at(finding("op_unreadable", subject, e.to_string())));
+                    continue;
+                }
+            };
+            let computed = log::op_digest(&op)?;
+            if computed != digest {
+                self.push(at(finding(
+                    "op_digest",
+                    subject,
+                    format!(
+                        "the body hashes to {}, its log record says {}",
+                        hex::encode(computed),
+                        hex::encode(digest)
+                    ),
+                )));
+                continue;
+            }
+            self.bodies.insert((tx, n), op);
+        }
+        for (tx, header) in &self.headers {
+            for n in 0..header.digests.len() as u32 {
+                if !present.contains(&(*tx, n)) && !log_tables.body_evicted(*tx, n)? {
+                    self.out.push(Finding {
+                        tx: Some(*tx),
+                        ..finding(
+                            "op_missing",
+                            format!("op {n} of tx {tx}"),
+                            "its body is missing and no eviction removed it",
+                        )
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every content against its hash, and the blob stream's layout.
+    fn contents(&mut self, rtx: &ReadTransaction) -> Result<()> {
         let blob_index = rtx.open_table(BLOB_INDEX).db()?;
         let blob_data = rtx.open_table(BLOB_DATA).db()?;
-        let mut blob_refs: HashMap<[u8; 32], u64> = HashMap::new();
         let mut ranges = Vec::new();
-        // References from suffix records to their bases, which count like documents'.
-        let mut suffix_refs: HashMap<[u8; 32], u64> = HashMap::new();
         for entry in blob_index.iter().db()? {
             let (key, value) = entry.db()?;
             let hash = key.value();
             let (offset, len, refs) = value.value();
             let subject = hex::encode(hash);
-            blob_refs.insert(hash, refs);
+            if blob_index.get(&hash).db()?.map(|v| v.value()) != Some((offset, len, refs)) {
+                self.push(finding(
+                    "lookup",
+                    "blob_index",
+                    format!("{subject} is iterated but not found"),
+                ));
+            }
+            self.blob_refs.insert(hash, refs);
             ranges.push((offset, len, subject.clone()));
             if let Ok(header) = blobs::record_header(&blob_data, &hash, offset, len)
                 && let Some(base) = header.base
             {
-                *suffix_refs.entry(base).or_default() += 1;
+                *self.suffix_refs.entry(base).or_default() += 1;
             }
             match blobs::read_at(&blob_index, &blob_data, &hash, offset, len) {
                 Err(Error::Corrupt { what }) if what.contains("missing") => {
-                    out.push(finding("blob_missing", subject, what));
+                    self.push(finding("blob_missing", subject, what));
                 }
-                Err(e) => out.push(finding("blob_unreadable", subject, e.to_string())),
+                Err(e) => self.push(finding("blob_unreadable", subject, e.to_string())),
                 Ok(bytes) => {
                     let actual = sha256(&bytes);
-                    if actual.0 != hash {
-                        out.push(finding(
+                    if actual.0 == hash {
+                        self.blobs_ok.insert(hash);
+                    } else {
+                        self.push(finding(
                             "blob_hash",
                             subject,
                             format!(
@@ -101,398 +348,701 @@ impl RedbStore {
             if let [(a_off, a_len, a), (b_off, _, b)] = pair
                 && a_off + a_len > *b_off
             {
-                out.push(finding(
+                self.push(finding(
                     "blob_overlap",
                     a.clone(),
                     format!("its bytes overlap blob {b}"),
                 ));
             }
         }
+        Ok(())
+    }
 
-        // Documents.
+    /// Checks every document against its object hash, and that its contents exist.
+    fn documents(&mut self, rtx: &ReadTransaction) -> Result<()> {
         let doc_index = rtx.open_table(DOC_INDEX).db()?;
         let doc_data = rtx.open_table(DOC_DATA).db()?;
-        let mut doc_refs: HashMap<[u8; 32], u64> = HashMap::new();
-        let mut counted_blobs = suffix_refs;
-        let mut doc_seqs = HashSet::new();
+        let mut seqs = HashSet::new();
         for entry in doc_index.iter().db()? {
             let (key, value) = entry.db()?;
             let hash = key.value();
             let (seq, refs, file_blob) = value.value();
             let subject = hex::encode(hash);
-            doc_refs.insert(hash, refs);
-            doc_seqs.insert(seq);
-            let Some(record) = doc_data.get(seq).db()? else {
-                out.push(finding(
+            if doc_index.get(&hash).db()?.map(|v| v.value()) != Some((seq, refs, file_blob)) {
+                self.push(finding(
+                    "lookup",
+                    "doc_index",
+                    format!("{subject} is iterated but not found"),
+                ));
+            }
+            self.doc_index.insert(hash, (seq, refs, file_blob));
+            seqs.insert(seq);
+            if doc_data.get(seq).db()?.is_none() {
+                self.push(finding(
                     "doc_missing",
                     subject,
                     format!("its record {seq} is missing"),
                 ));
                 continue;
-            };
-            let rec: DocRec = match codec::decode(record.value(), "document")
-                .and_then(|rec| super::docs::resolved(&doc_index, &doc_data, rec))
-            {
-                Ok(rec) => rec,
+            }
+            let rec = match docs::read_doc(&doc_index, &doc_data, &hash) {
+                Ok(Some((rec, _))) => rec,
+                Ok(None) => continue,
                 Err(e) => {
-                    out.push(finding("doc_unreadable", subject, e.to_string()));
+                    self.push(finding("doc_unreadable", subject, e.to_string()));
                     continue;
                 }
             };
-            match doc_object_hash(&rec) {
-                Ok(actual) if actual.0 != hash => out.push(finding(
-                    "doc_hash",
-                    subject.clone(),
-                    format!("its fields and hashes make object hash {actual}"),
-                )),
-                Ok(_) => {}
-                Err(e) => out.push(finding("doc_unreadable", subject.clone(), e.to_string())),
+            if let Err(e) = verify::check_doc(&hash, &rec) {
+                self.push(finding("doc_hash", subject, e.to_string()));
+                continue;
             }
             for blob in docs::doc_blobs(&rec, file_blob) {
-                *counted_blobs.entry(blob).or_default() += 1;
-                if !blob_refs.contains_key(&blob) {
-                    out.push(finding(
+                if !self.blob_refs.contains_key(&blob) {
+                    self.push(finding(
                         "doc_missing_content",
                         subject.clone(),
-                        format!("its blob {} is missing", hex::encode(blob)),
+                        format!("its content {} is missing", hex::encode(blob)),
                     ));
                 }
             }
+            self.docs_ok.insert(hash, rec);
         }
         for entry in doc_data.iter().db()? {
             let seq = entry.db()?.0.value();
-            if !doc_seqs.contains(&seq) {
-                out.push(finding(
+            if !seqs.contains(&seq) {
+                self.push(finding(
                     "doc_orphan",
                     format!("record {seq}"),
                     "no object hash points at it",
                 ));
             }
         }
-        for (hash, stored) in &blob_refs {
-            let counted = counted_blobs.get(hash).copied().unwrap_or(0);
-            if counted != *stored {
-                out.push(finding(
+        // Reference counts of contents: documents and suffix records that use them.
+        let mut counted = self.suffix_refs.clone();
+        for (hash, (_, _, file_blob)) in &self.doc_index {
+            if let Some(rec) = self.docs_ok.get(hash) {
+                for blob in docs::doc_blobs(rec, *file_blob) {
+                    *counted.entry(blob).or_default() += 1;
+                }
+            }
+        }
+        let unreadable_docs = self.doc_index.len() > self.docs_ok.len();
+        for (hash, stored) in &self.blob_refs {
+            let counted = counted.get(hash).copied().unwrap_or(0);
+            // An unreadable document may hold the missing references: it is reported already.
+            if counted != *stored && !(unreadable_docs && counted < *stored) {
+                self.out.push(finding(
                     "blob_refs",
                     hex::encode(hash),
-                    format!(
-                        "reference count {stored}, but {counted} documents and suffix records use it"
-                    ),
+                    format!("reference count {stored}, but {counted} documents and suffix records use it"),
                 ));
             }
         }
+        Ok(())
+    }
 
-        // Entities and versions.
+    /// Replays the verified op bodies into a scratch store in memory.
+    fn replay(&mut self) -> Result<()> {
+        let db = Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .db()?;
+        let wtx = db.begin_write().db()?;
+        tables::create_all(&wtx)?;
+        {
+            let mut w = WriteTables::open(&wtx)?;
+            w.derived_only = true;
+            w.eid_hints = std::mem::take(&mut self.eid_hints);
+            for (hash, (seq, _, file_blob)) in &self.doc_index {
+                w.docs.index.insert(hash, (*seq, 0, *file_blob)).db()?;
+            }
+            // Documents the log uses but the store lacks: reported, and placed so the replay
+            // goes on.
+            let mut missing: BTreeMap<[u8; 32], (u64, u32)> = BTreeMap::new();
+            for ((tx, n), op) in &self.bodies {
+                if let OpRec::Write(write) = op
+                    && let Some(hash) = write.object_hash
+                    && !self.doc_index.contains_key(&hash)
+                {
+                    missing.entry(hash).or_insert((*tx, *n));
+                }
+            }
+            for (hash, (tx, n)) in missing {
+                w.docs.index.insert(&hash, (u64::MAX, 0, false)).db()?;
+                self.out.push(Finding {
+                    tx: Some(tx),
+                    ..finding(
+                        "doc_missing",
+                        hex::encode(hash),
+                        format!("op {n} of tx {tx} put this document, which the store lacks"),
+                    )
+                });
+            }
+            let mut current = None;
+            let bodies = std::mem::take(&mut self.bodies);
+            for ((tx, n), op) in &bodies {
+                if current.is_some_and(|c| c != *tx) {
+                    w.end_tx()?;
+                }
+                current = Some(*tx);
+                let tx_time = self.headers.get(tx).map_or(0, |h| h.tx_time);
+                if let Err(e) = w.apply(*tx, tx_time, *n, op) {
+                    self.out.push(Finding {
+                        tx: Some(*tx),
+                        ..finding("replay", format!("op {n} of tx {tx}"), e.to_string())
+                    });
+                }
+            }
+            self.bodies = bodies;
+            w.end_tx()?;
+            w.finish()?;
+        }
+        wtx.commit().db()?;
+        // Names and document users, from the replay.
+        let rtx = db.begin_read().db()?;
         let entities = rtx.open_table(ENTITIES).db()?;
-        let entity_ids = rtx.open_table(ENTITY_IDS).db()?;
-        let mut eids = HashMap::new();
         for entry in entities.iter().db()? {
             let (key, value) = entry.db()?;
-            let id = match codec::id_of_key(key.value(), "entity key") {
-                Ok(id) => id,
-                Err(e) => {
-                    out.push(finding(
-                        "entity_unreadable",
-                        hex::encode(key.value()),
-                        e.to_string(),
-                    ));
-                    continue;
+            let id = codec::id_of_key(key.value(), "entity key")?;
+            let rec: codec::EntityRec = codec::decode(value.value(), "entity")?;
+            if let (Some((fs, path)), Ok(ObjectType::File)) =
+                (&rec.source, rec.object_type.parse::<ObjectType>())
+            {
+                let source = Source::Filesystem(FilesystemSource {
+                    filesystem_id: fs.0.clone(),
+                    path: path.clone(),
+                });
+                if sourced_identity(ObjectType::File, &source)?.to_hex() != id {
+                    self.out.push(Finding {
+                        entity: Some(id.clone()),
+                        path: Some(path.clone()),
+                        ..finding(
+                            "entity_id",
+                            id.clone(),
+                            "the id is not its source's identity hash",
+                        )
+                    });
                 }
-            };
-            match codec::decode::<codec::EntityRec>(value.value(), "entity") {
-                Ok(rec) => {
-                    let back = entity_ids
-                        .get(rec.eid)
-                        .db()?
-                        .map(|v| codec::id_of_key(v.value(), "entity_ids value"))
-                        .transpose()
-                        .ok()
-                        .flatten();
-                    if back.as_deref() != Some(id.as_str()) {
-                        out.push(finding(
-                            "index",
-                            format!("entity {id}"),
-                            format!("entity_ids[{}] is {back:?}", rec.eid),
-                        ));
-                    }
-                    eids.insert(rec.eid, id);
-                }
-                Err(e) => out.push(finding("entity_unreadable", id, e.to_string())),
             }
-        }
-        if entity_ids.len().db()? != entities.len().db()? {
-            out.push(finding(
-                "index",
-                "entity_ids",
-                format!(
-                    "{} rows for {} entities",
-                    entity_ids.len().db()?,
-                    entities.len().db()?
-                ),
-            ));
+            self.names
+                .insert(rec.eid, (id, rec.source.as_ref().map(|(_, p)| p.clone())));
         }
         let versions = rtx.open_table(VERSIONS).db()?;
-        let by_tx = rtx.open_table(VERSIONS_BY_TX).db()?;
-        let mut counted_docs: HashMap<[u8; 32], u64> = HashMap::new();
-        let mut writes = HashSet::new();
         for entry in versions.iter().db()? {
             let (key, value) = entry.db()?;
-            let (eid, vt, tx) = key.value();
-            let entity = eids.get(&eid).cloned().unwrap_or_else(|| format!("#{eid}"));
-            let subject = format!("{entity} at {} (tx {tx})", super::ts(vt));
-            if !eids.contains_key(&eid) {
-                out.push(finding(
-                    "version_no_entity",
-                    subject.clone(),
-                    format!("no entity has number {eid}"),
-                ));
-            }
-            writes.insert((eid, tx));
-            if by_tx.get((eid, tx)).db()?.is_none() {
-                out.push(finding(
-                    "index",
-                    subject.clone(),
-                    "missing from versions_by_tx",
-                ));
-            }
-            match codec::decode::<VersionRec>(value.value(), "version") {
-                Ok(rec) => {
-                    if let Some(hash) = rec.object_hash {
-                        *counted_docs.entry(hash).or_default() += 1;
-                        if !doc_refs.contains_key(&hash) {
-                            out.push(finding(
-                                "version_missing_doc",
-                                subject,
-                                format!("its document {} is missing", hex::encode(hash)),
-                            ));
-                        }
-                    }
+            let (eid, _, tx) = key.value();
+            let rec: VersionRec = codec::decode(value.value(), "version")?;
+            if let Some(hash) = rec.object_hash {
+                let users = self.doc_users.entry(hash).or_default();
+                if users.len() < 8 {
+                    users.push((eid, tx));
                 }
-                Err(e) => out.push(finding("version_unreadable", subject, e.to_string())),
             }
         }
-        if by_tx.len().db()? != writes.len() as u64 {
-            out.push(finding(
-                "index",
-                "versions_by_tx",
-                format!(
-                    "{} rows for {} (entity, transaction) pairs of versions",
-                    by_tx.len().db()?,
-                    writes.len()
-                ),
+        drop(rtx);
+        self.replay = Some(db);
+        Ok(())
+    }
+
+    /// Adds the store's own names of eids the replay does not know (for findings about them).
+    fn store_names(&mut self, rtx: &ReadTransaction) -> Result<()> {
+        let entities = rtx.open_table(ENTITIES).db()?;
+        for entry in entities.iter().db()? {
+            let Ok((key, value)) = entry.db() else { break };
+            let (Ok(id), Ok(rec)) = (
+                codec::id_of_key(key.value(), "entity key"),
+                codec::decode::<codec::EntityRec>(value.value(), "entity"),
+            ) else {
+                continue;
+            };
+            self.eid_hints.insert(id.clone(), rec.eid);
+            self.names
+                .entry(rec.eid)
+                .or_insert((id, rec.source.map(|(_, p)| p)));
+        }
+        Ok(())
+    }
+
+    /// Compares derived table `def` of the store with its replay, row for row, and checks that
+    /// every row the store's iteration finds is found by a lookup. `about` says which eid and tx
+    /// a key concerns, and how to name it.
+    fn compare<K, V>(
+        &mut self,
+        rtx: &ReadTransaction,
+        def: TableDefinition<K, V>,
+        kind: &'static str,
+        keep: impl Fn(&K::SelfType<'_>, &V::SelfType<'_>) -> bool,
+        about: impl Fn(&K::SelfType<'_>) -> Named,
+    ) -> Result<()>
+    where
+        K: redb::Key + 'static,
+        V: redb::Value + 'static,
+    {
+        let Some(db) = &self.replay else {
+            return Ok(());
+        };
+        let replay_rtx = db.begin_read().db()?;
+        let replay = replay_rtx.open_table(def).db()?;
+        let mut truth: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for entry in replay.iter().db()? {
+            let (key, value) = entry.db()?;
+            if keep(&key.value(), &value.value()) {
+                truth.insert(
+                    K::as_bytes(&key.value()).as_ref().to_vec(),
+                    V::as_bytes(&value.value()).as_ref().to_vec(),
+                );
+            }
+        }
+        let table = rtx.open_table(def).db()?;
+        let mut found: Vec<Finding> = Vec::new();
+        for entry in table.iter().db()? {
+            let (key, value) = entry.db()?;
+            let (k, v) = (key.value(), value.value());
+            if !keep(&k, &v) {
+                continue;
+            }
+            let key_bytes = K::as_bytes(&k).as_ref().to_vec();
+            let value_bytes = V::as_bytes(&v).as_ref().to_vec();
+            let named = about(&k);
+            let looked_up = table
+                .get(&k)
+                .db()?
+                .map(|v| V::as_bytes(&v.value()).as_ref().to_vec());
+            if looked_up.as_ref() != Some(&value_bytes) {
+                let lookup = Named {
+                    subject: format!("{} {}", def.name(), named.subject),
+                    ..about(&k)
+                };
+                found.push(self.about(
+                    "lookup",
+                    &lookup,
+                    "an iteration finds this row but a lookup does not",
+                ));
+            }
+            match truth.remove(&key_bytes) {
+                Some(expected) if expected == value_bytes => {}
+                Some(_) => found.push(self.about(
+                    kind,
+                    &named,
+                    "this row differs from the one the log makes",
+                )),
+                None => found.push(self.about(kind, &named, "this row is not one the log makes")),
+            }
+        }
+        for key_bytes in truth.keys() {
+            let k = K::from_bytes(key_bytes);
+            let named = about(&k);
+            found.push(self.about(
+                kind,
+                &named,
+                "the log makes this row, but the table lacks it",
             ));
         }
-        for (hash, stored) in &doc_refs {
-            let counted = counted_docs.get(hash).copied().unwrap_or(0);
+        self.out.extend(found);
+        Ok(())
+    }
+
+    /// Checks the record of evictions: each names a body that is gone, removed by an eviction
+    /// in a later transaction.
+    fn evictions(&mut self, rtx: &ReadTransaction) -> Result<()> {
+        let evicted = match rtx.open_table(EVICTED_OPS) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+            Err(e) => return Err(Error::storage("opening evicted_ops", e)),
+        };
+        let tx_ops = rtx.open_table(TX_OPS).db()?;
+        let mut found = Vec::new();
+        for entry in evicted.iter().db()? {
+            let (key, value) = entry.db()?;
+            let ((tx, n), by) = (key.value(), value.value());
+            let subject = format!("op {n} of tx {tx}");
+            let evicts = self.headers.get(&by).is_some_and(|h| {
+                (0..h.digests.len() as u32)
+                    .any(|m| matches!(self.bodies.get(&(by, m)), Some(OpRec::Evict { .. })))
+            });
+            let wrong = if evicted.get((tx, n)).db()?.map(|v| v.value()) != Some(by) {
+                Some("an iteration finds this record but a lookup does not")
+            } else if tx_ops.get((tx, n)).db()?.is_some() {
+                Some("it is recorded as evicted, but its body is still there")
+            } else if by < tx || !evicts {
+                Some("it is recorded as evicted by a transaction that evicts nothing after it")
+            } else {
+                None
+            };
+            if let Some(wrong) = wrong {
+                found.push(Finding {
+                    tx: Some(tx),
+                    ..finding("evicted_ops", subject, wrong)
+                });
+            }
+        }
+        self.out.extend(found);
+        Ok(())
+    }
+
+    /// Compares the document reference counts with the replay's.
+    fn doc_refs(&mut self) -> Result<()> {
+        let Some(db) = &self.replay else {
+            return Ok(());
+        };
+        let rtx = db.begin_read().db()?;
+        let replay = rtx.open_table(DOC_INDEX).db()?;
+        let mut found = Vec::new();
+        for (hash, (_, stored, _)) in &self.doc_index {
+            let counted = replay.get(hash).db()?.map_or(0, |v| v.value().1);
             if counted != *stored {
-                out.push(finding(
+                found.push(finding(
                     "doc_refs",
                     hex::encode(hash),
                     format!("reference count {stored}, but {counted} versions use it"),
                 ));
             }
         }
-
-        // The log: consecutive ids, op digests, the chain.
-        let tx_log = rtx.open_table(TX_LOG).db()?;
-        let tx_ops = rtx.open_table(TX_OPS).db()?;
-        let mut chain = [0u8; 32];
-        let mut expected_tx = 1;
-        let mut digests: HashMap<u64, (i64, Vec<[u8; 32]>)> = HashMap::new();
-        for entry in tx_log.iter().db()? {
-            let (key, value) = entry.db()?;
-            let tx = key.value();
-            if tx != expected_tx {
-                out.push(finding(
-                    "chain",
-                    format!("tx {tx}"),
-                    format!("expected tx {expected_tx} next"),
-                ));
-            }
-            expected_tx = tx + 1;
-            let header: TxHeaderRec = match codec::decode(value.value(), "tx header") {
-                Ok(h) => h,
-                Err(e) => {
-                    out.push(finding("chain", format!("tx {tx}"), e.to_string()));
-                    continue;
-                }
-            };
-            let computed =
-                log::next_chain(&chain, tx, header.tx_time, &header.origin, &header.digests)?;
-            if computed != header.chain {
-                out.push(finding(
-                    "chain",
-                    format!("tx {tx}"),
-                    format!(
-                        "stored chain {} but the header hashes to {}",
-                        hex::encode(header.chain),
-                        hex::encode(computed)
-                    ),
-                ));
-            }
-            chain = header.chain;
-            digests.insert(tx, (header.tx_time, header.digests));
-        }
-        for entry in tx_ops.iter().db()? {
-            let (key, value) = entry.db()?;
-            let (tx, n) = key.value();
-            let subject = format!("op {n} of tx {tx}");
-            let (tx_time, stored) = match digests.get(&tx) {
-                Some((tx_time, d)) => (*tx_time, d.get(n as usize).copied()),
-                None => (0, None),
-            };
-            match codec::decode_op(value.value(), tx_time, "op") {
-                Ok(op) => {
-                    let computed = log::op_digest(&op)?;
-                    if stored != Some(computed) {
-                        out.push(finding(
-                            "op_digest",
-                            subject,
-                            format!(
-                                "body hashes to {}, header says {}",
-                                hex::encode(computed),
-                                stored.map_or("nothing".into(), hex::encode)
-                            ),
-                        ));
-                    }
-                }
-                Err(e) => out.push(finding("op_unreadable", subject, e.to_string())),
-            }
-        }
-        Ok(out)
-    }
-
-    /// Regenerates `entities`, `versions`, `versions_by_tx`, `match_ops` and `paths` from the
-    /// log and the content tables, honouring evictions, and recounts document references.
-    ///
-    /// # Errors
-    /// [`Error::Corrupt`] when a log record does not decode or points at a missing document.
-    pub fn fsck_rebuild(&self) -> Result<()> {
-        let wtx = self.begin_write()?;
-        wtx.delete_table(ENTITIES).db()?;
-        wtx.delete_table(ENTITY_IDS).db()?;
-        wtx.delete_table(VERSIONS).db()?;
-        wtx.delete_table(VERSIONS_BY_TX).db()?;
-        wtx.delete_table(MATCH_OPS).db()?;
-        wtx.delete_table(PATHS).db()?;
-        {
-            let mut w = WriteTables::open(&wtx)?;
-            let mut docs = Vec::new();
-            for entry in w.docs.index.iter().db()? {
-                let (k, v) = entry.db()?;
-                docs.push((k.value(), v.value()));
-            }
-            for (hash, (seq, _, file_blob)) in docs {
-                w.docs.index.insert(hash, (seq, 0, file_blob)).db()?;
-            }
-            let mut headers = Vec::new();
-            for entry in w.tx_log.iter().db()? {
-                let (k, v) = entry.db()?;
-                let header: TxHeaderRec =
-                    codec::decode(v.value(), &format!("header of tx {}", k.value()))?;
-                headers.push((k.value(), header.tx_time, header.digests.len()));
-            }
-            for (tx, tx_time, count) in headers {
-                for n in 0..count as u32 {
-                    let body = w.tx_ops.get((tx, n)).db()?.map(|v| v.value().to_vec());
-                    if let Some(body) = body {
-                        let op = codec::decode_op(&body, tx_time, &format!("op {n} of tx {tx}"))?;
-                        w.apply(tx, tx_time, n, &op)?;
-                    }
-                }
-                w.end_tx()?;
-            }
-            w.finish()?;
-        }
-        wtx.commit().db()?;
+        self.out.extend(found);
         Ok(())
     }
 
-    /// Removes documents no version references and blobs no document references, and fixes
-    /// reference counts.
-    ///
-    /// # Errors
-    /// [`Error::Corrupt`] when a record does not decode.
-    pub fn gc(&self) -> Result<GcReport> {
-        let wtx = self.begin_write()?;
-        let mut report = GcReport::default();
-        {
-            let mut w = WriteTables::open(&wtx)?;
-            let mut doc_counts: HashMap<[u8; 32], u64> = HashMap::new();
-            for entry in w.versions.iter().db()? {
-                let (_, v) = entry.db()?;
-                let rec: VersionRec = codec::decode(v.value(), "version")?;
-                if let Some(hash) = rec.object_hash {
-                    *doc_counts.entry(hash).or_default() += 1;
-                }
+    /// Checks the stat cache: each entry decodes, names a file the store lists, and vouches for
+    /// that file's current bytes.
+    fn stat_cache(&mut self, rtx: &ReadTransaction) -> Result<()> {
+        let Some(db) = &self.replay else {
+            return Ok(());
+        };
+        let replay_rtx = db.begin_read().db()?;
+        let paths = replay_rtx.open_table(PATHS).db()?;
+        let versions = replay_rtx.open_table(VERSIONS).db()?;
+        let by_tx = replay_rtx.open_table(VERSIONS_BY_TX).db()?;
+        let cache = rtx.open_table(STAT_CACHE).db()?;
+        let now = Timestamp::now().as_micros();
+        let mut found = Vec::new();
+        for entry in cache.iter().db()? {
+            let (key, value) = entry.db()?;
+            let (fs, path) = key.value();
+            let bytes = value.value().to_vec();
+            let named = |f: Finding| Finding {
+                path: Some(path.to_string()),
+                ..f
+            };
+            if cache
+                .get((fs, path))
+                .db()?
+                .map(|v| v.value().to_vec())
+                .as_ref()
+                != Some(&bytes)
+            {
+                found.push(named(finding(
+                    "lookup",
+                    "stat_cache",
+                    "an iteration finds this entry but a lookup does not",
+                )));
             }
-            let mut docs = Vec::new();
-            for entry in w.docs.index.iter().db()? {
-                let (k, v) = entry.db()?;
-                docs.push((k.value(), v.value()));
-            }
-            let mut blob_counts: HashMap<[u8; 32], u64> = HashMap::new();
-            for (hash, (seq, refs, file_blob)) in docs {
-                let counted = doc_counts.get(&hash).copied().unwrap_or(0);
-                if counted == 0 {
-                    w.docs.index.remove(hash).db()?;
-                    if let Some(record) = w.docs.data.remove(seq).db()? {
-                        report.bytes_freed += record.value().len() as u64;
-                    }
-                    report.documents_removed += 1;
+            let rec: StatRec = match codec::decode(&bytes, "stat cache entry") {
+                Ok(rec) => rec,
+                Err(e) => {
+                    found.push(named(finding(
+                        "stat_cache",
+                        format!("{path:?}"),
+                        e.to_string(),
+                    )));
                     continue;
                 }
-                if counted != refs {
-                    report.counts_fixed += 1;
-                    w.docs.index.insert(hash, (seq, counted, file_blob)).db()?;
-                }
-                if let Some(record) = w.docs.data.get(seq).db()? {
-                    let rec: DocRec = codec::decode(record.value(), "document")?;
-                    for blob in docs::doc_blobs(&rec, file_blob) {
-                        *blob_counts.entry(blob).or_default() += 1;
-                    }
-                }
+            };
+            let Some(eid) = paths.get((fs, path)).db()?.map(|v| v.value()) else {
+                found.push(named(finding(
+                    "stat_cache",
+                    format!("{path:?}"),
+                    "the stat cache vouches for a file the store does not list",
+                )));
+                continue;
+            };
+            let current = temporal::as_of_row(&versions, &by_tx, eid, now, u64::MAX)?;
+            let file_hash = current
+                .and_then(|(row, _)| row.rec.object_hash)
+                .and_then(|hash| self.docs_ok.get(&hash))
+                .and_then(|doc| doc.file_hash);
+            if let Some(file_hash) = file_hash
+                && file_hash != rec.file_hash
+            {
+                let (entity, _) = self.name(eid);
+                found.push(Finding {
+                    entity,
+                    ..named(finding(
+                        "stat_cache",
+                        format!("{path:?}"),
+                        "the stat cache vouches for bytes the file's current version does not hold",
+                    ))
+                });
             }
-            let mut all_blobs = Vec::new();
-            for entry in w.blobs.index.iter().db()? {
-                let (k, v) = entry.db()?;
-                all_blobs.push((k.value(), v.value()));
+        }
+        self.out.extend(found);
+        Ok(())
+    }
+
+    /// Runs the storage engine's own integrity check (every page of the committed trees against
+    /// its checksum) on the file at `path`, opened through an [`overlay::Overlay`] so that the
+    /// check's repairs never reach the file.
+    fn checksums(&mut self, path: &std::path::Path) -> Result<()> {
+        let file = std::fs::File::open(path)
+            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
+            .len();
+        let backend = overlay::Overlay::new(file, len)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let mut builder = Database::builder();
+        builder.set_cache_size(4 * 1024 * 1024);
+        let problem = match builder.create_with_backend(backend) {
+            Err(e) => Some(format!("the storage engine cannot open the file: {e}")),
+            Ok(mut db) => match db.check_integrity() {
+                Ok(true) => None,
+                Ok(false) => Some(
+                    "pages fail their checksums; the storage engine would fall back to an earlier \
+                     commit"
+                        .to_string(),
+                ),
+                Err(e) => Some(format!("pages fail their checksums: {e}")),
+            },
+        };
+        if let Some(problem) = problem {
+            self.push(finding("checksum", "the store file", problem));
+        }
+        Ok(())
+    }
+
+    /// Names the versions a content or document finding affects.
+    fn affected(&mut self) {
+        let mut blob_docs: HashMap<[u8; 32], Vec<[u8; 32]>> = HashMap::new();
+        for (hash, rec) in &self.docs_ok {
+            let file_blob = self.doc_index.get(hash).is_some_and(|(_, _, f)| *f);
+            for blob in docs::doc_blobs(rec, file_blob) {
+                blob_docs.entry(blob).or_default().push(*hash);
             }
-            // A live suffix record keeps its base alive: propagate along the chains, reading
-            // each live blob's header once.
-            let locations: HashMap<[u8; 32], (u64, u64)> = all_blobs
+        }
+        let mut out = std::mem::take(&mut self.out);
+        for f in &mut out {
+            if f.entity.is_some() || !(f.kind.starts_with("blob_") || f.kind.starts_with("doc_")) {
+                continue;
+            }
+            let Ok(bytes) = hex::decode(&f.subject) else {
+                continue;
+            };
+            let Ok(hash) = <[u8; 32]>::try_from(bytes.as_slice()) else {
+                continue;
+            };
+            let docs: Vec<[u8; 32]> = if f.kind.starts_with("blob_") {
+                blob_docs.get(&hash).cloned().unwrap_or_default()
+            } else {
+                vec![hash]
+            };
+            let users: Vec<(u64, u64)> = docs
                 .iter()
-                .map(|(hash, (offset, len, _))| (*hash, (*offset, *len)))
+                .filter_map(|d| self.doc_users.get(d))
+                .flatten()
+                .copied()
                 .collect();
-            let mut live: Vec<[u8; 32]> = blob_counts.keys().copied().collect();
-            while let Some(hash) = live.pop() {
-                let Some((offset, len)) = locations.get(&hash) else {
-                    continue;
-                };
-                if let Some(base) = blobs::record_header(&w.blobs.data, &hash, *offset, *len)?.base
-                {
-                    let count = blob_counts.entry(base).or_default();
-                    *count += 1;
-                    if *count == 1 {
-                        live.push(base);
+            if let Some((eid, tx)) = users.first() {
+                let (entity, path) = self.name(*eid);
+                f.entity = entity;
+                f.path = path;
+                f.tx = Some(*tx);
+                if users.len() > 1 {
+                    f.detail
+                        .push_str(&format!(" ({} versions use it)", users.len()));
+                }
+            }
+        }
+        self.out = out;
+    }
+}
+
+impl RedbStore {
+    /// Checks everything: the log (chain, digests, missing bodies against evictions), every
+    /// content's hash, every document's object hash, every derived table and reference count
+    /// against a replay of the log, lookups against iterations, and the stat cache. Returns one
+    /// finding per problem (empty when the store is sound); damage is a finding, never an
+    /// error.
+    pub fn fsck(&self) -> Vec<Finding> {
+        let mut check = Check::default();
+        let flag = AtomicBool::new(false);
+        let rtx = match guard::guarded(&flag, "beginning a read", || self.read()) {
+            Ok(rtx) => rtx,
+            Err(e) => {
+                check.push(finding("unreadable", "the store file", e.to_string()));
+                return check.out;
+            }
+        };
+        check.section("the log", |c| c.log(&rtx));
+        check.section("the op bodies", |c| c.bodies(&rtx));
+        check.section("the contents", |c| c.contents(&rtx));
+        check.section("the documents", |c| c.documents(&rtx));
+        check.section("the store's entity numbers", |c| c.store_names(&rtx));
+        check.section("the log's replay", Check::replay);
+        check.section("entities", |c| {
+            c.compare(
+                &rtx,
+                ENTITIES,
+                "entities",
+                |_, _| true,
+                |k| {
+                    let id = codec::id_of_key(k, "entity key").unwrap_or_else(|_| hex::encode(k));
+                    Named {
+                        entity: Some(id.clone()),
+                        ..Named::new(format!("entity {id}"))
                     }
-                }
-            }
-            for (hash, (offset, len, refs)) in all_blobs {
-                let counted = blob_counts.get(&hash).copied().unwrap_or(0);
-                if counted == 0 {
-                    w.blobs.index.remove(hash).db()?;
-                    blobs::erase_blob(&mut w.blobs, offset, len)?;
-                    report.bytes_freed += len;
-                    report.blobs_removed += 1;
-                } else if counted != refs {
-                    report.counts_fixed += 1;
-                    w.blobs.index.insert(hash, (offset, len, counted)).db()?;
-                }
-            }
-            w.add_counter(super::STORED_BYTES, -(report.bytes_freed as i64))?;
+                },
+            )
+        });
+        check.section("entity_ids", |c| {
+            c.compare(
+                &rtx,
+                ENTITY_IDS,
+                "entity_ids",
+                |_, _| true,
+                |eid| Named {
+                    eid: Some(*eid),
+                    ..Named::new(format!("entity number {eid}"))
+                },
+            )
+        });
+        check.section("versions", |c| {
+            c.compare(
+                &rtx,
+                VERSIONS,
+                "versions",
+                |_, _| true,
+                |(eid, vt, tx)| Named {
+                    eid: Some(*eid),
+                    tx: Some(*tx),
+                    ..Named::new(format!("version at {} (tx {tx})", ts(*vt)))
+                },
+            )
+        });
+        check.section("versions_by_tx", |c| {
+            c.compare(
+                &rtx,
+                VERSIONS_BY_TX,
+                "versions_by_tx",
+                |_, _| true,
+                |(eid, tx)| Named {
+                    eid: Some(*eid),
+                    tx: Some(*tx),
+                    ..Named::new(format!("write of tx {tx}"))
+                },
+            )
+        });
+        check.section("match_ops", |c| {
+            c.compare(
+                &rtx,
+                MATCH_OPS,
+                "match_ops",
+                |_, _| true,
+                |(eid, tx, n)| Named {
+                    eid: Some(*eid),
+                    tx: Some(*tx),
+                    ..Named::new(format!("match op {n} of tx {tx}"))
+                },
+            )
+        });
+        check.section("paths", |c| {
+            c.compare(
+                &rtx,
+                PATHS,
+                "paths",
+                |_, _| true,
+                |(_, path)| Named {
+                    path: Some((*path).to_string()),
+                    ..Named::new(format!("{path:?}"))
+                },
+            )
+        });
+        check.section("evicted_ops", |c| c.evictions(&rtx));
+        check.section("document references", Check::doc_refs);
+        check.section("the stat cache", |c| c.stat_cache(&rtx));
+        drop(rtx);
+        if let Some(dir) = &self.dir {
+            // Writers wait while the file is read (a read-write handle holds a write
+            // transaction, never committed): the pages checked are the committed ones.
+            let pause = match self.handle.is_read_only() {
+                true => None,
+                false => guard::guarded(&flag, "pausing writers", || self.begin_write()).ok(),
+            };
+            check.section("page checksums", |c| c.checksums(&dir.join(DB_FILE)));
+            drop(pause);
+        }
+        check.affected();
+        check.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::Object;
+    use crate::store::{Op, Origin};
+
+    fn file(path: &str, text: &str) -> Result<Object> {
+        Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: path.into(),
+            },
+            text.into(),
+        )
+    }
+
+    #[test]
+    fn a_sound_store_with_an_eviction_verifies() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        let a = file("/a", "a")?;
+        let b = file("/b", "b")?;
+        store.transact(vec![Op::put(a.clone()), Op::put(b)], Origin::Cli)?;
+        store.transact(vec![Op::put(file("/a", "a2")?)], Origin::Cli)?;
+        store.evict(a.id(), Origin::Cli)?;
+        assert_eq!(store.fsck(), vec![]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_derived_row_that_differs_from_the_log_is_found_with_its_entity() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        let a = file("/a", "a")?;
+        store.transact(vec![Op::put(a.clone())], Origin::Cli)?;
+        // Damage: the paths row of /a now points at another entity number.
+        let wtx = store.begin_write()?;
+        {
+            let mut paths = wtx.open_table(PATHS).db()?;
+            let fs = codec::id_key("fs");
+            paths.insert((fs.as_slice(), "/a"), 7).db()?;
         }
         wtx.commit().db()?;
-        Ok(report)
+        let findings = store.fsck();
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.kind == "paths" && f.repair == REPAIR),
+            "{findings:?}"
+        );
+        // A missing op body that no eviction removed is damage, not an eviction.
+        let wtx = store.begin_write()?;
+        {
+            let mut ops = wtx.open_table(TX_OPS).db()?;
+            ops.remove((1u64, 0u32)).db()?;
+        }
+        wtx.commit().db()?;
+        let findings = store.fsck();
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.kind == "op_missing" && f.tx == Some(1)),
+            "{findings:?}"
+        );
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.kind == "versions" && f.entity.as_deref() == Some(a.id())),
+            "{findings:?}"
+        );
+        Ok(())
     }
 }

@@ -69,17 +69,6 @@ pub(crate) fn guarded<T>(
     }
 }
 
-/// Refuses a write on a handle that found the store damaged.
-pub(super) fn check_writable(damaged: &AtomicBool) -> Result<()> {
-    if damaged.load(Ordering::SeqCst) {
-        return Err(Error::corrupt(
-            "an earlier operation found the store file damaged, so writes are refused; run \
-             `strata fsck` and repair the store before writing to it",
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,7 +87,6 @@ mod tests {
         assert!(matches!(err, Error::Corrupt { .. }), "{err}");
         assert!(err.to_string().contains("reading a page"), "{err}");
         assert!(damaged.load(Ordering::SeqCst));
-        assert!(check_writable(&damaged).is_err());
         // Outside a guard, the depth is back to zero: other panics keep the previous hook.
         assert_eq!(GUARDED.with(Cell::get), 0);
     }

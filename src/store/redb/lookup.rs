@@ -5,7 +5,7 @@ use super::*;
 use redb::ReadableTable;
 
 use super::codec::{self, TxHeaderRec};
-use super::tables::{ENTITIES, ENTITY_IDS, PATHS, TX_LOG};
+use super::tables::{ENTITIES, ENTITY_IDS, PATHS, STAT_CACHE, TX_LOG};
 use super::{RedbStore, Timestamp, TxId, Version};
 use crate::error::{Error, Result};
 
@@ -52,6 +52,24 @@ fn id_of_eid(ids: &impl ReadableTable<u64, &'static [u8]>, eid: u64) -> Result<S
     }
 }
 
+/// The entity id of number `eid`, which the `paths` row (`filesystem_id`, `path`) names,
+/// checked against the entity's own source.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the number or the entity is unknown or its source differs.
+fn id_at_path(
+    ids: &impl ReadableTable<u64, &'static [u8]>,
+    entities: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    filesystem_id: &str,
+    path: &str,
+    eid: u64,
+) -> Result<String> {
+    let id = id_of_eid(ids, eid)?;
+    let rec = entity_rec(entities, &id)?;
+    super::verify::check_path_row(filesystem_id, path, &id, rec.as_ref())?;
+    Ok(id)
+}
+
 impl RedbStore {
     /// The entity id of the file at exactly `path` on `filesystem_id`, if the store knows one.
     ///
@@ -61,11 +79,12 @@ impl RedbStore {
         let rtx = self.read()?;
         let paths = rtx.open_table(PATHS).db()?;
         let ids = rtx.open_table(ENTITY_IDS).db()?;
+        let entities = rtx.open_table(ENTITIES).db()?;
         let fs = codec::id_key(filesystem_id);
         paths
             .get((fs.as_slice(), path))
             .db()?
-            .map(|v| id_of_eid(&ids, v.value()))
+            .map(|v| id_at_path(&ids, &entities, filesystem_id, path, v.value()))
             .transpose()
     }
 
@@ -78,10 +97,25 @@ impl RedbStore {
         let rtx = self.read()?;
         let paths = rtx.open_table(PATHS).db()?;
         let ids = rtx.open_table(ENTITY_IDS).db()?;
+        let entities = rtx.open_table(ENTITIES).db()?;
         let mut out = Vec::new();
         for_each_under(&paths, filesystem_id, prefix, |path, eid| {
-            out.push((path.to_string(), id_of_eid(&ids, eid)?));
+            let id = id_at_path(&ids, &entities, filesystem_id, path, eid)?;
+            out.push((path.to_string(), id));
             Ok(())
+        })?;
+        // Every file in the stat cache has a `paths` row: one missing from the listing is a
+        // damaged `paths` table, not a file the store does not know.
+        let cache = rtx.open_table(STAT_CACHE).db()?;
+        let listed: std::collections::HashSet<&str> = out.iter().map(|(p, _)| p.as_str()).collect();
+        for_each_under(&cache, filesystem_id, prefix, |path, _| {
+            if listed.contains(path) {
+                return Ok(());
+            }
+            Err(Error::corrupt(format!(
+                "the stat cache knows {path:?} but the paths table does not list it; run `strata \
+                 fsck`"
+            )))
         })?;
         Ok(out)
     }

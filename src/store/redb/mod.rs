@@ -4,6 +4,8 @@
 //!
 //! # Layout
 //! - `open`: create, open, open read-only, in memory; the format check and the lock file.
+//!   `overlay`: a backend that reads a store file and keeps writes in memory (fsck's integrity
+//!   check, salvage).
 //! - `tables`: every table and its key layout.
 //! - `write`: the write tables of a transaction and `transact`. `evict`: erasing an entity.
 //! - `read`: the read tables of a query and the queries. `metadata`: metadata-only reads.
@@ -11,7 +13,9 @@
 //! - `blobs`: contents, content-addressed, with reference counts and suffix records.
 //! - `docs`: documents (the hashed fields) by object hash, sessions' and chats' as skip-deltas;
 //!   `doc_delta`: the delta codec itself (no tables). `temporal`: as-of, history, the write rule.
-//! - `stat`: the stat cache table. `fsck`: verification, rebuild, gc.
+//! - `stat`: the stat cache table. `fsck`: verification (every table against the log's replay
+//!   and the content tables). `maintain`: evict, rebuild, gc. `verify`: what every read
+//!   checks before serving (documents, contents, version rows against the log).
 
 mod blobs;
 mod doc_delta;
@@ -20,12 +24,15 @@ mod evict;
 mod fsck;
 pub(crate) mod guard;
 mod lookup;
+mod maintain;
 mod metadata;
 mod open;
+mod overlay;
 mod read;
 mod stat;
 mod tables;
 mod temporal;
+mod verify;
 mod write;
 
 use std::collections::HashMap;
@@ -78,8 +85,11 @@ pub(crate) struct RedbStore {
     opened: (u64, u64),
     /// The latest session and chat documents written, the bases of their next deltas.
     base_cache: docs::BaseCache,
-    /// Set when a call into redb panicked (a damaged page): writes are refused from then on.
+    /// Set when a call into redb panicked (a damaged page), a read found damage, fsck found a
+    /// problem or the store was marked damaged when opened: writes are refused from then on.
     damaged: std::sync::atomic::AtomicBool,
+    /// Why the store is damaged, for the refusal (the damage marker's first line).
+    damage_reason: std::sync::Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -183,15 +193,93 @@ impl Drop for RedbStore {
 }
 
 impl RedbStore {
-    /// Runs `f` (doing `what`) under the storage guard.
+    /// Runs `f` (doing `what`) under the storage guard; damage it meets (a panic inside redb, a
+    /// record that fails its check) marks the store damaged.
     fn guarded<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        guard::guarded(&self.damaged, what, f)
+        let result = guard::guarded(&self.damaged, what, f);
+        if let Err(e @ Error::Corrupt { .. }) = &result {
+            self.note_damage(&e.to_string());
+        }
+        result
     }
 
-    /// Runs the write `f` (doing `what`) under the storage guard, refused on a damaged handle.
+    /// Runs the write `f` (doing `what`) under the storage guard, refused on a damaged store.
     fn guarded_write<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        guard::check_writable(&self.damaged)?;
-        guard::guarded(&self.damaged, what, f)
+        self.check_writable()?;
+        self.guarded(what, f)
+    }
+
+    /// Refuses a write on a store found damaged (by this handle, or before it opened).
+    fn check_writable(&self) -> Result<()> {
+        if !self.damaged.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
+        let reason = self
+            .damage_reason
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(|| "an earlier operation found the store file damaged".into());
+        Err(super::damage::refusal(&reason))
+    }
+
+    /// Records that damage was met (`what`): writes are refused, and the damage marker beside
+    /// the store file (written unless one is there) tells later handles.
+    fn note_damage(&self, what: &str) {
+        self.damaged
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut reason = self
+            .damage_reason
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if reason.is_none() {
+            *reason = Some(format!("a read found damage: {what}"));
+        }
+        if let Some(dir) = &self.dir
+            && super::damage::reason(dir).is_none()
+        {
+            super::damage::mark(dir, &format!("a read found damage: {what}"), &[]);
+        }
+    }
+
+    /// Takes the damage marker of the store directory into account (at open).
+    fn load_damage(&self) {
+        if let Some(dir) = &self.dir
+            && let Some(reason) = super::damage::reason(dir)
+        {
+            self.damaged
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            *self
+                .damage_reason
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason);
+        }
+    }
+
+    /// Sets the damage state from what fsck found: marked with `findings`, or cleared.
+    fn settle_damage(&self, findings: &[Finding]) -> Result<()> {
+        let mut reason = self
+            .damage_reason
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if findings.is_empty() {
+            if let Some(dir) = &self.dir {
+                super::damage::clear(dir)?;
+            }
+            self.damaged
+                .store(false, std::sync::atomic::Ordering::SeqCst);
+            *reason = None;
+            return Ok(());
+        }
+        let summary = format!("fsck found {} problems", findings.len());
+        if let Some(dir) = &self.dir {
+            let lines: Vec<String> = findings.iter().map(ToString::to_string).collect();
+            super::damage::mark(dir, &summary, &lines);
+        }
+        self.damaged
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        *reason = Some(summary);
+        Ok(())
     }
 }
 
@@ -222,7 +310,7 @@ impl Backend for RedbStore {
     }
 
     fn transact_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
-        if let Err(e) = guard::check_writable(&self.damaged) {
+        if let Err(e) = self.check_writable() {
             let message = e.to_string();
             return group
                 .iter()
@@ -370,16 +458,27 @@ impl Backend for RedbStore {
     }
 
     fn fsck(&self) -> Result<Vec<Finding>> {
-        self.guarded("verifying the store", || RedbStore::fsck(self))
+        // Every check is guarded on its own inside: damage is a finding, never an error.
+        let findings = RedbStore::fsck(self);
+        self.settle_damage(&findings)?;
+        Ok(findings)
     }
 
     fn fsck_rebuild(&self) -> Result<()> {
-        self.guarded_write("rebuilding the query tables", || {
+        // A repair: allowed on a damaged store.
+        guard::guarded(&self.damaged, "rebuilding the query tables", || {
             RedbStore::fsck_rebuild(self)
         })
     }
 
     fn gc(&self) -> Result<GcReport> {
         self.guarded_write("collecting garbage", || RedbStore::gc(self))
+    }
+
+    fn restore_contents(&self, contents: Vec<([u8; 32], Vec<u8>)>) -> Result<()> {
+        // A repair: allowed on a damaged store.
+        guard::guarded(&self.damaged, "restoring contents", || {
+            RedbStore::restore_contents(self, contents)
+        })
     }
 }

@@ -180,6 +180,7 @@ impl RedbStore {
             opened: (0, 0),
             base_cache: docs::BaseCache::default(),
             damaged: std::sync::atomic::AtomicBool::new(false),
+            damage_reason: std::sync::Mutex::new(None),
         };
         store.init(true, Path::new(":memory:"))?;
         Ok(store)
@@ -208,7 +209,7 @@ impl RedbStore {
                     holder: lock_holder(dir),
                 });
             }
-            Err(e) => return Err(Error::storage(format!("opening {}", path.display()), e)),
+            Err(e) => return Err(open_error(&path, e)),
         };
         write_lock_file(dir)?;
         let store = RedbStore {
@@ -217,8 +218,10 @@ impl RedbStore {
             opened: file_size(&path),
             base_cache: docs::BaseCache::default(),
             damaged: std::sync::atomic::AtomicBool::new(false),
+            damage_reason: std::sync::Mutex::new(None),
         };
         store.init(create, &path)?;
+        store.load_damage();
         Ok(store)
     }
 
@@ -229,6 +232,8 @@ impl RedbStore {
             {
                 let mut meta = tx.open_table(META).db()?;
                 meta.insert("format_version", FORMAT_VERSION.to_le_bytes().as_slice())
+                    .db()?;
+                meta.insert(EVICTIONS_SINCE, 1u64.to_le_bytes().as_slice())
                     .db()?;
             }
             tx.commit().db()?;
@@ -276,6 +281,27 @@ impl RedbStore {
     }
 }
 
+/// The error of a failed open of the store file at `path`: an I/O failure as such, anything
+/// else the storage engine refuses (a damaged header, a file that is not a store) as damage.
+fn open_error(path: &Path, e: redb::DatabaseError) -> Error {
+    match e {
+        redb::DatabaseError::Storage(redb::StorageError::Io(io))
+            if !matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            Error::io(format!("opening {}", path.display()), io)
+        }
+        e => Error::corrupt(format!(
+            "the storage engine cannot open {} ({e}): the file is damaged or not a strata \
+             store; `{}` copies what still verifies into a new store",
+            path.display(),
+            crate::store::damage::SALVAGE
+        )),
+    }
+}
+
 impl RedbStore {
     /// Opens the existing store in `dir` for reading only: no write to the file, so nothing to
     /// sync (its modes are tightened as [`RedbStore::open`] does). A store that was not closed
@@ -301,8 +327,10 @@ impl RedbStore {
                     opened: (0, 0),
                     base_cache: docs::BaseCache::default(),
                     damaged: std::sync::atomic::AtomicBool::new(false),
+                    damage_reason: std::sync::Mutex::new(None),
                 };
                 store.check_format(&path)?;
+                store.load_damage();
                 Ok(store)
             }
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(Error::StoreLocked {

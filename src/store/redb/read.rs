@@ -66,6 +66,10 @@ impl RedbStore {
             tx,
             query.with_corrections,
         )?;
+        for row in &rows {
+            r.log.check_row(id, row)?;
+        }
+        r.check_writes(id, entity.eid)?;
         // valid_to of a row: the next distinct valid_from visible at `tx`.
         let mut distinct: Vec<i64> = rows.iter().map(|r| r.vt).collect();
         distinct.dedup();
@@ -116,7 +120,13 @@ impl RedbStore {
                     _ => None,
                 };
                 match blob {
-                    Some(blob) => blobs::blob_len(&r.blob_index, &r.blob_data, &blob),
+                    Some(blob) => {
+                        let bytes = blobs::read_blob(&r.blob_index, &r.blob_data, &blob)?;
+                        if let Some(bytes) = &bytes {
+                            verify::check_content(&blob, bytes)?;
+                        }
+                        Ok(bytes.map(|b| b.len() as u64))
+                    }
                     None => Ok(None),
                 }
             })
@@ -130,24 +140,45 @@ impl RedbStore {
     /// [`Error::Corrupt`] when a record does not decode.
     pub fn log(&self, since: Option<TxId>, limit: usize) -> Result<Vec<TxRecord>> {
         let rtx = self.read()?;
-        let tx_log = rtx.open_table(TX_LOG).db()?;
-        let tx_ops = rtx.open_table(TX_OPS).db()?;
-        let start = since.map_or(0, |t| t.0.saturating_add(1));
+        let log_tables = verify::LogTables::open(&rtx)?;
+        let start = since.map_or(1, |t| t.0.saturating_add(1)).max(1);
+        // Each record is checked: consecutive ids, its chain value from the one before, every
+        // body against its digest, every missing body against the record of evictions.
+        let mut previous = match start {
+            1 => [0u8; 32],
+            _ => log_tables.header(start - 1)?.chain,
+        };
+        let mut expected = start;
         let mut out = Vec::new();
-        for entry in tx_log.range(start..).db()?.take(limit) {
+        for entry in log_tables.tx_log.range(start..).db()?.take(limit) {
             let (key, value) = entry.db()?;
             let tx = key.value();
+            if tx != expected {
+                return Err(Error::corrupt(format!(
+                    "the log has no record of tx {expected}; run `strata fsck`"
+                )));
+            }
+            expected = tx + 1;
             let header: TxHeaderRec = codec::decode(value.value(), &format!("header of tx {tx}"))?;
+            let chain = log::next_chain(
+                &previous,
+                tx,
+                header.tx_time,
+                &header.origin,
+                &header.digests,
+            )?;
+            if chain != header.chain {
+                return Err(Error::corrupt(format!(
+                    "the log record of tx {tx} does not chain from the one before it; run \
+                     `strata fsck`"
+                )));
+            }
+            previous = chain;
             let mut ops = Vec::with_capacity(header.digests.len());
             for (n, digest) in header.digests.iter().enumerate() {
-                let body = match tx_ops.get((tx, n as u32)).db()? {
-                    Some(v) => Some(log::op_json(&codec::decode_op(
-                        v.value(),
-                        header.tx_time,
-                        &format!("op {n} of tx {tx}"),
-                    )?)),
-                    None => None,
-                };
+                let body = log_tables
+                    .body(tx, n as u32, &header)?
+                    .map(|op| log::op_json(&op));
                 ops.push(LoggedOp {
                     digest: *digest,
                     body,
@@ -171,13 +202,38 @@ impl RedbStore {
     pub fn chain_head(&self) -> Result<Option<(TxId, [u8; 32])>> {
         let rtx = self.read()?;
         let tx_log = rtx.open_table(TX_LOG).db()?;
-        match tx_log.last().db()? {
-            Some((k, v)) => {
-                let header: TxHeaderRec = codec::decode(v.value(), "tx header")?;
-                Ok(Some((TxId(k.value()), header.chain)))
-            }
-            None => Ok(None),
+        let Some((k, v)) = tx_log.last().db()? else {
+            return Ok(None);
+        };
+        let tx = k.value();
+        let header: TxHeaderRec = codec::decode(v.value(), "tx header")?;
+        // The head is checked against the record before it.
+        let previous = match tx {
+            0 | 1 => [0u8; 32],
+            _ => match tx_log.get(tx - 1).db()? {
+                Some(v) => codec::decode::<TxHeaderRec>(v.value(), "tx header")?.chain,
+                None => {
+                    return Err(Error::corrupt(format!(
+                        "the log has no record of tx {}; run `strata fsck`",
+                        tx - 1
+                    )));
+                }
+            },
+        };
+        let chain = log::next_chain(
+            &previous,
+            tx,
+            header.tx_time,
+            &header.origin,
+            &header.digests,
+        )?;
+        if chain != header.chain {
+            return Err(Error::corrupt(format!(
+                "the log record of tx {tx} does not chain from the one before it; run `strata \
+                 fsck`"
+            )));
         }
+        Ok(Some((TxId(tx), header.chain)))
     }
 
     /// What the store knows about entity `id` itself.
@@ -191,15 +247,20 @@ impl RedbStore {
         entity_info(id, &rec)
     }
 
-    /// The bytes stored under `hash` (a `content_hash`, or the `file_hash` of kept raw bytes).
+    /// The bytes stored under `hash` (a `content_hash`, or the `file_hash` of kept raw bytes),
+    /// checked against it.
     ///
     /// # Errors
-    /// [`Error::Corrupt`] when the record does not decode.
+    /// [`Error::Corrupt`] when the record does not decode or its bytes do not hash to `hash`.
     pub fn content(&self, hash: &Hash) -> Result<Option<Vec<u8>>> {
         let rtx = self.read()?;
         let index = rtx.open_table(BLOB_INDEX).db()?;
         let data = rtx.open_table(BLOB_DATA).db()?;
-        blobs::read_blob(&index, &data, &hash.0)
+        let bytes = blobs::read_blob(&index, &data, &hash.0)?;
+        if let Some(bytes) = &bytes {
+            verify::check_content(&hash.0, bytes)?;
+        }
+        Ok(bytes)
     }
 
     /// Every entity that exists now (its current version is not a tombstone), in id order.
@@ -274,6 +335,8 @@ pub(crate) struct ReadTables {
     pub(super) blob_data: redb::ReadOnlyTable<u64, &'static [u8]>,
     pub(super) doc_index: redb::ReadOnlyTable<[u8; 32], (u64, u64, bool)>,
     pub(super) doc_data: redb::ReadOnlyTable<u64, &'static [u8]>,
+    /// The log, which every version row served is checked against.
+    pub(super) log: verify::LogTables,
 }
 
 impl ReadTables {
@@ -288,7 +351,36 @@ impl ReadTables {
             blob_data: tx.open_table(BLOB_DATA).db()?,
             doc_index: tx.open_table(DOC_INDEX).db()?,
             doc_data: tx.open_table(DOC_DATA).db()?,
+            log: verify::LogTables::open(tx)?,
         })
+    }
+
+    /// Checks that the version rows of entity `eid` and its `versions_by_tx` rows name the same
+    /// transactions (one `versions_by_tx` row per transaction that wrote the entity): a row lost
+    /// from either table is caught before a history is served without it.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when they differ.
+    pub(super) fn check_writes(&self, id: &str, eid: u64) -> Result<()> {
+        let mut from_versions = std::collections::BTreeSet::new();
+        for entry in self
+            .versions
+            .range((eid, i64::MIN, 0u64)..=(eid, i64::MAX, u64::MAX))
+            .db()?
+        {
+            from_versions.insert(entry.db()?.0.value().2);
+        }
+        let mut from_by_tx = std::collections::BTreeSet::new();
+        for entry in self.by_tx.range((eid, 0u64)..=(eid, u64::MAX)).db()? {
+            from_by_tx.insert(entry.db()?.0.value().1);
+        }
+        if from_versions != from_by_tx {
+            return Err(Error::corrupt(format!(
+                "the version rows of {id} and its versions_by_tx rows name different \
+                 transactions; run `strata fsck`"
+            )));
+        }
+        Ok(())
     }
 
     /// "Now" in valid time: the wall clock, or the latest tx time when the clock is behind it.
@@ -347,6 +439,7 @@ impl ReadTables {
         else {
             return Ok(None);
         };
+        self.log.check_row(id, &row)?;
         let end = if is_max {
             None
         } else {
@@ -362,10 +455,11 @@ impl ReadTables {
     pub(super) fn version_doc(&self, id: &str, hash: &[u8; 32]) -> Result<codec::DocRec> {
         let (doc, _) = docs::read_doc(&self.doc_index, &self.doc_data, hash)?.ok_or_else(|| {
             Error::corrupt(format!(
-                "version of {id} points at missing document {}",
+                "version of {id} points at missing document {}; run `strata fsck`",
                 hex::encode(hash)
             ))
         })?;
+        verify::check_doc(hash, &doc)?;
         Ok(doc)
     }
 

@@ -60,6 +60,15 @@ pub const TX_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("tx_log");
 /// `tx_ops`: (tx_id, op index) → op body; evicted bodies are removed, their digests stay.
 pub const TX_OPS: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("tx_ops");
 
+/// `evicted_ops`: (tx_id, op index) of an op body an eviction removed → the evicting tx_id.
+/// The log keeps only the digest of an evicted body; this tells a body evicted on purpose from
+/// one lost to damage. A store made before the table existed records evictions from the
+/// transaction `meta[EVICTIONS_SINCE]` names on (a missing body of an earlier transaction may
+/// have been evicted unrecorded).
+pub const EVICTED_OPS: TableDefinition<(u64, u32), u64> = TableDefinition::new("evicted_ops");
+/// The `meta` key of the first transaction whose evictions `evicted_ops` records (u64 LE).
+pub const EVICTIONS_SINCE: &str = "evictions_recorded_since";
+
 /// `paths`: (filesystem id as `codec::id_key`, canonical path) → eid of the file there (8
 /// fixed bytes where the 33-byte id took 37; `entity_ids` turns it into the id).
 pub const PATHS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("paths");
@@ -86,6 +95,7 @@ pub fn create_all(tx: &WriteTransaction) -> Result<()> {
     tx.open_table(MATCH_OPS).db()?;
     tx.open_table(TX_LOG).db()?;
     tx.open_table(TX_OPS).db()?;
+    tx.open_table(EVICTED_OPS).db()?;
     tx.open_table(PATHS).db()?;
     tx.open_table(STAT_CACHE).db()?;
     Ok(())

@@ -15,6 +15,7 @@ pub(crate) struct WriteTables<'t> {
     pub(super) match_ops: Table<'t, (u64, u64, u32), ()>,
     pub(super) tx_log: Table<'t, u64, &'static [u8]>,
     pub(super) tx_ops: Table<'t, (u64, u32), &'static [u8]>,
+    pub(super) evicted_ops: Table<'t, (u64, u32), u64>,
     pub(super) paths: Table<'t, (&'static [u8], &'static str), u64>,
     /// `paths` rows of the entities this transaction created, inserted in key order by
     /// [`WriteTables::finish`]: a scan's files arrive in no useful order, and random inserts left the
@@ -28,12 +29,29 @@ pub(crate) struct WriteTables<'t> {
     pub(super) evicted: std::collections::HashSet<String>,
     /// The handle's cache of delta bases (`None` when replaying the log).
     pub(super) base_cache: Option<&'t docs::BaseCache>,
+    /// Set when fsck replays the log into a scratch store that holds the derived tables and the
+    /// document index only: an eviction then drops rows and document references, not contents.
+    pub(super) derived_only: bool,
+    /// The entity ids of the matches placed under [`ABSENT_EID`] by this handle, by (tx, op
+    /// index): a replay's eviction finds them here (it has no op bodies to read).
+    pub(super) absent_match_ids: HashMap<(u64, u32), String>,
+    /// The entity numbers a replay gives the entities it creates (the numbers the store gave
+    /// them, which evictions before them made), when that number is free.
+    pub(super) eid_hints: HashMap<String, u64>,
 }
 
 impl<'t> WriteTables<'t> {
     pub(super) fn open(tx: &'t WriteTransaction) -> Result<Self> {
+        let mut meta = tx.open_table(META).db()?;
+        let tx_log = tx.open_table(TX_LOG).db()?;
+        if meta.get(EVICTIONS_SINCE).db()?.is_none() {
+            // A store made before `evicted_ops`: evictions are recorded from the next tx on.
+            let next = tx_log.last().db()?.map_or(1, |(k, _)| k.value() + 1);
+            meta.insert(EVICTIONS_SINCE, next.to_le_bytes().as_slice())
+                .db()?;
+        }
         Ok(WriteTables {
-            meta: tx.open_table(META).db()?,
+            meta,
             blobs: BlobTables {
                 index: tx.open_table(BLOB_INDEX).db()?,
                 data: tx.open_table(BLOB_DATA).db()?,
@@ -47,13 +65,17 @@ impl<'t> WriteTables<'t> {
             versions: tx.open_table(VERSIONS).db()?,
             by_tx: tx.open_table(VERSIONS_BY_TX).db()?,
             match_ops: tx.open_table(MATCH_OPS).db()?,
-            tx_log: tx.open_table(TX_LOG).db()?,
+            tx_log,
             tx_ops: tx.open_table(TX_OPS).db()?,
+            evicted_ops: tx.open_table(EVICTED_OPS).db()?,
             paths: tx.open_table(PATHS).db()?,
             new_paths: Vec::new(),
             absent_matches: Vec::new(),
             evicted: std::collections::HashSet::new(),
             base_cache: None,
+            derived_only: false,
+            absent_match_ids: HashMap::new(),
+            eid_hints: HashMap::new(),
         })
     }
 
@@ -67,8 +89,12 @@ impl<'t> WriteTables<'t> {
                 self.match_ops.insert((rec.eid, tx, n), ()).db()?;
             } else if self.evicted.contains(&entity) {
                 self.tx_ops.remove((tx, n)).db()?;
+                self.evicted_ops.insert((tx, n), tx).db()?;
             } else {
                 self.match_ops.insert((ABSENT_EID, tx, n), ()).db()?;
+                if self.derived_only {
+                    self.absent_match_ids.insert((tx, n), entity);
+                }
             }
         }
         self.evicted.clear();
@@ -129,7 +155,7 @@ impl WriteTables<'_> {
             }
             OpRec::Evict { entity } => {
                 if let Some(rec) = entity_rec(&self.entities, entity)? {
-                    self.evict(entity, &rec)?;
+                    self.evict(entity, &rec, tx)?;
                 }
                 self.evicted.insert(entity.0.clone());
             }
@@ -144,11 +170,20 @@ impl WriteTables<'_> {
     }
 
     pub(super) fn create_entity(&mut self, id: &str, first: &FirstRec) -> Result<u64> {
-        let eid = self
-            .entity_ids
-            .last()
-            .db()?
-            .map_or(1, |(k, _)| k.value() + 1);
+        let hinted = match self.eid_hints.get(id) {
+            Some(&eid) if eid != ABSENT_EID && self.entity_ids.get(eid).db()?.is_none() => {
+                Some(eid)
+            }
+            _ => None,
+        };
+        let eid = match hinted {
+            Some(eid) => eid,
+            None => self
+                .entity_ids
+                .last()
+                .db()?
+                .map_or(1, |(k, _)| k.value() + 1),
+        };
         let rec = EntityRec {
             eid,
             object_type: first.object_type.clone(),
@@ -225,13 +260,33 @@ impl WriteTables<'_> {
                 }
                 None
             }
-            None => Some(FirstRec {
-                object_type: object.object_type().into(),
-                source: object.source().map(|s| {
-                    let fs = s.as_filesystem();
-                    (fs.filesystem_id.as_str().into(), fs.path.clone())
-                }),
-            }),
+            None => {
+                // A path the store knows with no entity for it is damage, not a new file: the
+                // write would make a second entity for it.
+                if let Some(source) = object.source() {
+                    let fs = source.as_filesystem();
+                    let key = codec::id_key(&fs.filesystem_id);
+                    if self
+                        .paths
+                        .get((key.as_slice(), fs.path.as_str()))
+                        .db()?
+                        .is_some()
+                    {
+                        return Err(Error::corrupt(format!(
+                            "the store lists {:?} but has no entity {id} for it; run `strata \
+                             fsck`",
+                            fs.path
+                        )));
+                    }
+                }
+                Some(FirstRec {
+                    object_type: object.object_type().into(),
+                    source: object.source().map(|s| {
+                        let fs = s.as_filesystem();
+                        (fs.filesystem_id.as_str().into(), fs.path.clone())
+                    }),
+                })
+            }
         };
         let valid_from = match put.valid_from {
             ValidFrom::TxTime => tx_time,

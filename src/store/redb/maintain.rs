@@ -1,0 +1,207 @@
+//! Maintenance: `evict`, rebuilding the query tables from the log (`fsck_rebuild`), and `gc`.
+
+use super::*;
+use std::collections::HashMap;
+
+use redb::ReadableTable;
+
+use super::codec::{self, DocRec, TxHeaderRec, VersionRec};
+use super::tables::*;
+use super::{Op, Origin, RedbStore, TxReceipt, WriteTables, blobs};
+use crate::error::Result;
+
+impl RedbStore {
+    /// Evicts `id`: a transaction of one [`Op::Evict`].
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown entity.
+    pub fn evict(&self, id: &str, origin: Origin) -> Result<TxReceipt> {
+        self.transact(
+            vec![Op::Evict {
+                entity: id.to_string(),
+            }],
+            origin,
+        )
+    }
+
+    /// Regenerates `entities`, `versions`, `versions_by_tx`, `match_ops` and `paths` from the
+    /// log and the content tables, honouring evictions, and recounts document references.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when a log record does not decode or points at a missing document.
+    pub fn fsck_rebuild(&self) -> Result<()> {
+        let wtx = self.begin_write()?;
+        wtx.delete_table(ENTITIES).db()?;
+        wtx.delete_table(ENTITY_IDS).db()?;
+        wtx.delete_table(VERSIONS).db()?;
+        wtx.delete_table(VERSIONS_BY_TX).db()?;
+        wtx.delete_table(MATCH_OPS).db()?;
+        wtx.delete_table(PATHS).db()?;
+        {
+            let mut w = WriteTables::open(&wtx)?;
+            let mut docs = Vec::new();
+            for entry in w.docs.index.iter().db()? {
+                let (k, v) = entry.db()?;
+                docs.push((k.value(), v.value()));
+            }
+            for (hash, (seq, _, file_blob)) in docs {
+                w.docs.index.insert(hash, (seq, 0, file_blob)).db()?;
+            }
+            let mut headers = Vec::new();
+            for entry in w.tx_log.iter().db()? {
+                let (k, v) = entry.db()?;
+                let header: TxHeaderRec =
+                    codec::decode(v.value(), &format!("header of tx {}", k.value()))?;
+                headers.push((k.value(), header.tx_time, header.digests.len()));
+            }
+            for (tx, tx_time, count) in headers {
+                for n in 0..count as u32 {
+                    let body = w.tx_ops.get((tx, n)).db()?.map(|v| v.value().to_vec());
+                    if let Some(body) = body {
+                        let op = codec::decode_op(&body, tx_time, &format!("op {n} of tx {tx}"))?;
+                        w.apply(tx, tx_time, n, &op)?;
+                    }
+                }
+                w.end_tx()?;
+            }
+            w.finish()?;
+        }
+        wtx.commit().db()?;
+        Ok(())
+    }
+
+    /// Writes each of `contents` back as a fresh whole record at the end of the blob stream and
+    /// points `blob_index` at it, keeping the stored reference count (1 when the entry was
+    /// lost). The damaged record's bytes stay where they were, unreferenced (its range may be
+    /// what the damage invented, so erasing it could erase another content), rewritten as they
+    /// are so that their pages verify again.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when bytes do not hash to their hash.
+    pub fn restore_contents(&self, contents: Vec<([u8; 32], Vec<u8>)>) -> Result<()> {
+        for (hash, bytes) in &contents {
+            if crate::hash::sha256(bytes).0 != *hash {
+                return Err(crate::error::Error::invalid_input(format!(
+                    "the bytes given for content {} do not hash to it",
+                    hex::encode(hash)
+                )));
+            }
+        }
+        let wtx = self.begin_write()?;
+        {
+            let mut w = WriteTables::open(&wtx)?;
+            for (hash, bytes) in contents {
+                let old = w.blobs.index.get(&hash).db()?.map(|v| v.value());
+                let refs = old.map_or(1, |(_, _, refs)| refs);
+                if let Some((offset, len, _)) = old {
+                    // The chunks under the old record are written again as they are, so that
+                    // their pages get fresh checksums (the storage engine's own check passes).
+                    let first = offset / BLOB_CHUNK;
+                    let last = (offset + len.max(1) - 1) / BLOB_CHUNK;
+                    for no in first..=last.min(first + 1 + len / BLOB_CHUNK) {
+                        let chunk = w.blobs.data.get(no).db()?.map(|v| v.value().to_vec());
+                        if let Some(chunk) = chunk {
+                            w.blobs.data.insert(no, chunk.as_slice()).db()?;
+                        }
+                    }
+                }
+                let record = codec::encode_blob(&bytes);
+                let offset = blobs::append(&mut w.blobs.data, &record)?;
+                w.blobs
+                    .index
+                    .insert(&hash, (offset, record.len() as u64, refs))
+                    .db()?;
+            }
+        }
+        wtx.commit().db()?;
+        Ok(())
+    }
+
+    /// Removes documents no version references and blobs no document references, and fixes
+    /// reference counts.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when a record does not decode.
+    pub fn gc(&self) -> Result<GcReport> {
+        let wtx = self.begin_write()?;
+        let mut report = GcReport::default();
+        {
+            let mut w = WriteTables::open(&wtx)?;
+            let mut doc_counts: HashMap<[u8; 32], u64> = HashMap::new();
+            for entry in w.versions.iter().db()? {
+                let (_, v) = entry.db()?;
+                let rec: VersionRec = codec::decode(v.value(), "version")?;
+                if let Some(hash) = rec.object_hash {
+                    *doc_counts.entry(hash).or_default() += 1;
+                }
+            }
+            let mut docs = Vec::new();
+            for entry in w.docs.index.iter().db()? {
+                let (k, v) = entry.db()?;
+                docs.push((k.value(), v.value()));
+            }
+            let mut blob_counts: HashMap<[u8; 32], u64> = HashMap::new();
+            for (hash, (seq, refs, file_blob)) in docs {
+                let counted = doc_counts.get(&hash).copied().unwrap_or(0);
+                if counted == 0 {
+                    w.docs.index.remove(hash).db()?;
+                    if let Some(record) = w.docs.data.remove(seq).db()? {
+                        report.bytes_freed += record.value().len() as u64;
+                    }
+                    report.documents_removed += 1;
+                    continue;
+                }
+                if counted != refs {
+                    report.counts_fixed += 1;
+                    w.docs.index.insert(hash, (seq, counted, file_blob)).db()?;
+                }
+                if let Some(record) = w.docs.data.get(seq).db()? {
+                    let rec: DocRec = codec::decode(record.value(), "document")?;
+                    for blob in docs::doc_blobs(&rec, file_blob) {
+                        *blob_counts.entry(blob).or_default() += 1;
+                    }
+                }
+            }
+            let mut all_blobs = Vec::new();
+            for entry in w.blobs.index.iter().db()? {
+                let (k, v) = entry.db()?;
+                all_blobs.push((k.value(), v.value()));
+            }
+            // A live suffix record keeps its base alive: propagate along the chains, reading
+            // each live blob's header once.
+            let locations: HashMap<[u8; 32], (u64, u64)> = all_blobs
+                .iter()
+                .map(|(hash, (offset, len, _))| (*hash, (*offset, *len)))
+                .collect();
+            let mut live: Vec<[u8; 32]> = blob_counts.keys().copied().collect();
+            while let Some(hash) = live.pop() {
+                let Some((offset, len)) = locations.get(&hash) else {
+                    continue;
+                };
+                if let Some(base) = blobs::record_header(&w.blobs.data, &hash, *offset, *len)?.base
+                {
+                    let count = blob_counts.entry(base).or_default();
+                    *count += 1;
+                    if *count == 1 {
+                        live.push(base);
+                    }
+                }
+            }
+            for (hash, (offset, len, refs)) in all_blobs {
+                let counted = blob_counts.get(&hash).copied().unwrap_or(0);
+                if counted == 0 {
+                    w.blobs.index.remove(hash).db()?;
+                    blobs::erase_blob(&mut w.blobs, offset, len)?;
+                    report.bytes_freed += len;
+                    report.blobs_removed += 1;
+                } else if counted != refs {
+                    report.counts_fixed += 1;
+                    w.blobs.index.insert(hash, (offset, len, counted)).db()?;
+                }
+            }
+            w.add_counter(super::STORED_BYTES, -(report.bytes_freed as i64))?;
+        }
+        wtx.commit().db()?;
+        Ok(report)
+    }
+}

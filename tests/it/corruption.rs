@@ -1,0 +1,749 @@
+//! The corruption suite: damage a real store one page at a time and check what every command
+//! answers.
+//!
+//! A fixture store is built once (a tree of text and binary files indexed twice with edits, a
+//! deletion, an eviction, a session with a mount, reads and a turn), and the healthy answer of
+//! each command is recorded: `fsck`, `ls`, `show`, `cat` (text and binary), `history`, `log`,
+//! `session render` and `index`. Each case copies the store, zeroes one 4 KiB page or flips one
+//! byte of a page that holds data (chosen by a seeded generator), and runs every command again
+//! in this process through the engine (the binary for a sample of cases). A case is classed by
+//! what went wrong:
+//! - `panic`: a panic escaped the library (or the binary exited 101);
+//! - `hang`: the case did not finish in time;
+//! - `wrong`: a command answered something other than its healthy answer with success;
+//! - `fsck_error`: fsck failed with an error other than "corrupt" instead of reporting findings
+//!   (a store the storage engine cannot open at all is flagged by fsck's corrupt error);
+//! - `fsck_missed`: some command's answer changed (an error or another answer) but fsck found
+//!   nothing;
+//! - `repair_failed`: after `fsck --repair`, a command still did not give its healthy answer
+//!   (every file of the fixture is still on disk, so every content can be recovered).
+//!
+//! `errors` (a command refused with an error) is not a failure: a damaged store may refuse.
+//!
+//! `STRATA_CORRUPTION_CASES` sets the number of cases (default 200), `STRATA_CORRUPTION_SEED`
+//! the seed, and `STRATA_CORRUPTION_REPORT=1` prints the class counts and every failing case.
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use strata::engine::{
+    Access, CatRequest, Engine, EvictRequest, FsckRequest, HistoryRequest, IndexRequest,
+    LogRequest, LsRequest, SessionNewRequest, SessionReadRequest, SessionRenderRequest,
+    SessionTurnRequest, ShowRequest,
+};
+use strata::resolve::MountMapping;
+
+use crate::support::{TestResult, env_count};
+
+/// A small deterministic generator (xorshift64*), so that a failing case can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+const PAGE: usize = 4096;
+
+/// What one command answered: its normalised output, or the kind of its error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Answer {
+    Ok(String),
+    Err(String),
+    Panic(String),
+}
+
+/// The commands a case runs, in order (fsck first, index last: it writes).
+const COMMANDS: &[&str] = &[
+    "ls",
+    "show",
+    "cat",
+    "cat_binary",
+    "history",
+    "log",
+    "render",
+    "index",
+];
+
+/// The fixture: the tree, a pristine store, and the healthy answers.
+struct Fixture {
+    _root: tempfile::TempDir,
+    tree: PathBuf,
+    store: PathBuf,
+    healthy: BTreeMap<&'static str, Answer>,
+    /// The healthy stdout of the binary's sampled commands.
+    healthy_binary: BTreeMap<&'static str, Vec<u8>>,
+}
+
+fn text_of(rng: &mut Rng, lines: usize) -> String {
+    let mut out = String::new();
+    for n in 0..lines {
+        out.push_str(&format!(
+            "line {n}: {:016x}{:016x}\n",
+            rng.next(),
+            rng.next()
+        ));
+    }
+    out
+}
+
+fn write(path: &Path, bytes: impl AsRef<[u8]>) -> TestResult {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, bytes)?;
+    Ok(())
+}
+
+fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+impl Fixture {
+    fn build() -> TestResult<Self> {
+        let root = tempfile::tempdir()?;
+        let base = std::fs::canonicalize(root.path())?;
+        let tree = base.join("tree");
+        let store = base.join("store");
+        let mut rng = Rng(0x005e_ed0f_c0de);
+        for n in 0..48 {
+            let dir = if n % 3 == 0 { "sub/" } else { "" };
+            write(
+                &tree.join(format!("{dir}f{n}.txt")),
+                text_of(&mut rng, 6 + n % 9),
+            )?;
+        }
+        for n in 0..3 {
+            let bytes: Vec<u8> = (0..700 + n * 300)
+                .map(|i| (rng.next() as u8) ^ (i as u8) | 0x80)
+                .chain([0u8, 0xff, 0xfe])
+                .collect();
+            write(&tree.join(format!("b{n}.bin")), bytes)?;
+        }
+        write(&tree.join("gone.txt"), "to be deleted\n")?;
+        write(&tree.join("evicted.txt"), "to be evicted\n")?;
+        write(&tree.join(".env"), "SECRET=1\n")?;
+        {
+            let engine = Engine::open(&store, Access::Create)?;
+            engine.call(IndexRequest {
+                paths: vec![p(&tree)],
+                cwd: None,
+            })?;
+            for n in [1, 7, 8, 20] {
+                write(&tree.join(format!("f{n}.txt")), text_of(&mut rng, 5))?;
+            }
+            std::fs::remove_file(tree.join("gone.txt"))?;
+            std::fs::remove_file(tree.join("evicted.txt"))?;
+            engine.call(IndexRequest {
+                paths: vec![p(&tree)],
+                cwd: None,
+            })?;
+            engine.call(EvictRequest {
+                reference: p(&tree.join("evicted.txt")),
+                cwd: None,
+                confirm: true,
+            })?;
+            engine.call(SessionNewRequest {
+                id: Some("s1".into()),
+                system_prompt: "you are a test".into(),
+                mounts: vec![MountMapping {
+                    agent_prefix: "/w".into(),
+                    canonical_prefix: p(&tree),
+                    filesystem_id: None,
+                    case_insensitive: false,
+                    read_only: false,
+                }],
+                ..SessionNewRequest::default()
+            })?;
+            engine.call(SessionReadRequest {
+                id: "s1".into(),
+                paths: vec!["/w/f2.txt".into(), "/w/f7.txt".into(), "/w/b1.bin".into()],
+            })?;
+            engine.call(SessionTurnRequest {
+                id: "s1".into(),
+                role: "user".into(),
+                content: "summarise f2 and f7".into(),
+                toolcall_refs: Vec::new(),
+            })?;
+        }
+        let mut fixture = Fixture {
+            _root: root,
+            tree,
+            store,
+            healthy: BTreeMap::new(),
+            healthy_binary: BTreeMap::new(),
+        };
+        let copy = fixture._root.path().join("healthy");
+        copy_dir(&fixture.store, &copy)?;
+        let (fsck, answers) = fixture.run_commands(&copy);
+        if fsck != Answer::Ok("0".into()) {
+            return Err(format!("the fixture store does not verify: {fsck:?}").into());
+        }
+        for (name, answer) in &answers {
+            if !matches!(answer, Answer::Ok(_)) {
+                return Err(format!("healthy {name} failed: {answer:?}").into());
+            }
+        }
+        fixture.healthy = answers;
+        copy_dir(&fixture.store, &copy)?;
+        for (name, args) in fixture.binary_commands() {
+            let out = fixture.binary(&copy, &args)?;
+            if !out.status.success() {
+                return Err(format!("healthy binary {name} failed: {out:?}").into());
+            }
+            fixture.healthy_binary.insert(name, out.stdout);
+        }
+        Ok(fixture)
+    }
+
+    /// The binary's sampled commands: (name, arguments).
+    fn binary_commands(&self) -> Vec<(&'static str, Vec<String>)> {
+        vec![
+            ("fsck", vec!["fsck".into()]),
+            ("ls", vec!["ls".into(), "--all".into(), p(&self.tree)]),
+            (
+                "cat_binary",
+                vec!["cat".into(), p(&self.tree.join("b1.bin"))],
+            ),
+            (
+                "history",
+                vec!["history".into(), p(&self.tree.join("f7.txt"))],
+            ),
+            ("log", vec!["log".into()]),
+        ]
+    }
+
+    fn binary(&self, store: &Path, args: &[String]) -> TestResult<std::process::Output> {
+        Ok(Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("--store")
+            .arg(store)
+            .args(args)
+            .env("STRATA_NO_DAEMON", "1")
+            .env("STRATA_LOCK_TIMEOUT", "1")
+            .current_dir(&self.tree)
+            .output()?)
+    }
+
+    /// Runs fsck and every command on the store in `dir`: (fsck's answer, the others').
+    fn run_commands(&self, dir: &Path) -> (Answer, BTreeMap<&'static str, Answer>) {
+        let fsck = answer(|| {
+            let engine = Engine::open(dir, Access::ReadOnly)?;
+            let report = engine.call(FsckRequest::default())?;
+            Ok(report.findings.len().to_string())
+        });
+        let mut answers = BTreeMap::new();
+        let reader = catch_unwind(AssertUnwindSafe(|| Engine::open(dir, Access::ReadOnly)));
+        for &name in COMMANDS.iter().filter(|name| **name != "index") {
+            let result = match &reader {
+                Ok(Ok(engine)) => answer(|| self.command(engine, name)),
+                Ok(Err(e)) => Answer::Err(format!("{}: {e}", e.kind())),
+                Err(payload) => Answer::Panic(panic_text(payload.as_ref())),
+            };
+            answers.insert(name, result);
+        }
+        drop(reader);
+        let index = answer(|| {
+            let engine = Engine::open(dir, Access::ReadWrite)?;
+            let summary = engine.call(IndexRequest {
+                paths: vec![p(&self.tree)],
+                cwd: None,
+            })?;
+            Ok(format!(
+                "files {} created {} updated {} unchanged {} deleted {} skipped {} denied {} \
+                 txs {}",
+                summary.files,
+                summary.created,
+                summary.updated,
+                summary.unchanged,
+                summary.deleted,
+                summary.skipped,
+                summary.denied,
+                summary.tx_ids.len()
+            ))
+        });
+        answers.insert("index", index);
+        (fsck, answers)
+    }
+
+    fn command(&self, engine: &Engine, name: &str) -> strata::Result<String> {
+        let file = |name: &str| p(&self.tree.join(name));
+        Ok(match name {
+            "ls" => json(&engine.call(LsRequest {
+                prefix: Some(p(&self.tree)),
+                all: true,
+                ..LsRequest::default()
+            })?)?,
+            "show" => json(&engine.call(ShowRequest {
+                reference: file("sub/f6.txt"),
+                ..ShowRequest::default()
+            })?)?,
+            "cat" => json(&engine.call(CatRequest {
+                reference: file("f5.txt"),
+                ..CatRequest::default()
+            })?)?,
+            "cat_binary" => json(&engine.call(CatRequest {
+                reference: file("b1.bin"),
+                ..CatRequest::default()
+            })?)?,
+            "history" => json(&engine.call(HistoryRequest {
+                reference: file("f7.txt"),
+                ..HistoryRequest::default()
+            })?)?,
+            "log" => json(&engine.call(LogRequest::default())?)?,
+            "render" => {
+                let rendered = engine.call(SessionRenderRequest {
+                    id: "s1".into(),
+                    ..SessionRenderRequest::default()
+                })?;
+                without_nonces(&format!("{:?}\n{}", rendered.tx_id, rendered.text))
+            }
+            other => return Err(strata::Error::invalid_input(format!("no command {other}"))),
+        })
+    }
+}
+
+/// `value` as JSON text.
+fn json(value: &impl serde::Serialize) -> strata::Result<String> {
+    serde_json::to_string(value).map_err(|e| strata::Error::invariant(e.to_string()))
+}
+
+/// `text` with every render nonce replaced by `N`, so that two renders compare.
+fn without_nonces(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("nonce=") {
+        out.push_str(&rest[..at + 6]);
+        rest = &rest[at + 6..];
+        let end = rest
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .unwrap_or(rest.len());
+        out.push('N');
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where `got` first differs from `want`, with some text of each around it.
+fn first_difference(want: &str, got: &str) -> String {
+    let at = want
+        .bytes()
+        .zip(got.bytes())
+        .position(|(a, b)| a != b)
+        .unwrap_or(want.len().min(got.len()));
+    let around = |s: &str| -> String {
+        let start = at.saturating_sub(60);
+        s.bytes().skip(start).take(160).map(char::from).collect()
+    };
+    format!(
+        "at byte {at}: healthy {:?}, got {:?}",
+        around(want),
+        around(got)
+    )
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "no message".into()
+    }
+}
+
+/// Runs `f`, catching its panic.
+fn answer(f: impl FnOnce() -> strata::Result<String>) -> Answer {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(text)) => Answer::Ok(text),
+        Ok(Err(e)) => Answer::Err(format!("{}: {e}", e.kind())),
+        Err(payload) => Answer::Panic(panic_text(payload.as_ref())),
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) -> TestResult {
+    if to.exists() {
+        std::fs::remove_dir_all(to)?;
+    }
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == "store.lock" || name == "strata.sock" {
+            continue;
+        }
+        if entry.file_type()?.is_file() {
+            std::fs::copy(entry.path(), to.join(&name))?;
+        }
+    }
+    Ok(())
+}
+
+/// One damage: which page, and a byte to flip in it (`None`: the page is zeroed).
+#[derive(Clone, Copy, Debug)]
+struct Damage {
+    page: usize,
+    flip: Option<(usize, u8)>,
+}
+
+impl Damage {
+    fn pick(rng: &mut Rng, file: &[u8]) -> Self {
+        let pages: Vec<usize> = (0..file.len() / PAGE)
+            .filter(|&n| file[n * PAGE..(n + 1) * PAGE].iter().any(|b| *b != 0))
+            .collect();
+        let page = pages[rng.below(pages.len())];
+        if rng.below(3) == 0 {
+            return Damage { page, flip: None };
+        }
+        let bytes = &file[page * PAGE..(page + 1) * PAGE];
+        // Mostly a byte that holds something; sometimes any byte of the page.
+        let used: Vec<usize> = (0..PAGE).filter(|&i| bytes[i] != 0).collect();
+        let at = if rng.below(4) == 0 || used.is_empty() {
+            rng.below(PAGE)
+        } else {
+            used[rng.below(used.len())]
+        };
+        let mask = (rng.below(255) + 1) as u8;
+        Damage {
+            page,
+            flip: Some((at, mask)),
+        }
+    }
+
+    fn apply(&self, file: &mut [u8]) {
+        let page = &mut file[self.page * PAGE..(self.page + 1) * PAGE];
+        match self.flip {
+            None => page.fill(0),
+            Some((at, mask)) => page[at] ^= mask,
+        }
+    }
+}
+
+/// What went wrong in one case.
+#[derive(Debug, Default)]
+struct Outcome {
+    panic: bool,
+    hang: bool,
+    wrong: Vec<String>,
+    errors: usize,
+    fsck_error: bool,
+    fsck_missed: bool,
+    /// fsck reported findings, or refused the store as corrupt.
+    flagged: bool,
+    changed: bool,
+    detail: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    cases: usize,
+    changed: usize,
+    panic: usize,
+    hang: usize,
+    wrong: usize,
+    errors: usize,
+    fsck_error: usize,
+    fsck_missed: usize,
+    /// Cases fsck flagged.
+    flagged: usize,
+    /// Cases fsck passed and in which every answer stayed the healthy one.
+    clean: usize,
+}
+
+fn run_case(fixture: &Fixture, dir: &Path, damage: Damage, binary: bool) -> TestResult<Outcome> {
+    let (fsck, answers) = fixture.run_commands(dir);
+    let mut outcome = Outcome::default();
+    for (name, got) in &answers {
+        let healthy = &fixture.healthy[name];
+        if got == healthy {
+            continue;
+        }
+        outcome.changed = true;
+        match got {
+            Answer::Panic(text) => {
+                outcome.panic = true;
+                outcome.detail.push(format!("{name} panicked: {text}"));
+            }
+            Answer::Err(text) => {
+                outcome.errors += 1;
+                outcome.detail.push(format!("{name} failed: {text}"));
+            }
+            Answer::Ok(text) => {
+                outcome.wrong.push(name.to_string());
+                let healthy_text = match healthy {
+                    Answer::Ok(h) => h.as_str(),
+                    _ => "",
+                };
+                let difference = first_difference(healthy_text, text);
+                outcome
+                    .detail
+                    .push(format!("{name} answered wrongly: {difference}"));
+            }
+        }
+    }
+    match &fsck {
+        Answer::Ok(n) if n == "0" => outcome.fsck_missed = outcome.changed,
+        Answer::Ok(_) => outcome.flagged = true,
+        // A store the storage engine cannot open at all: fsck says it is damaged (exit 2 from
+        // the binary), which flags it.
+        Answer::Err(text) if text.starts_with("corrupt:") => outcome.flagged = true,
+        Answer::Err(text) => {
+            outcome.fsck_error = true;
+            outcome.detail.push(format!("fsck failed: {text}"));
+        }
+        Answer::Panic(text) => {
+            outcome.panic = true;
+            outcome.detail.push(format!("fsck panicked: {text}"));
+        }
+    }
+    if binary {
+        binary_case(fixture, dir, damage, &mut outcome)?;
+    }
+    Ok(outcome)
+}
+
+/// The binary's sampled commands on a fresh damaged copy: no exit 101, no exit 0 with an answer
+/// other than the healthy one.
+fn binary_case(fixture: &Fixture, dir: &Path, damage: Damage, outcome: &mut Outcome) -> TestResult {
+    damaged_copy(fixture, dir, damage)?;
+    for (name, args) in fixture.binary_commands() {
+        let out = fixture.binary(dir, &args)?;
+        match out.status.code() {
+            Some(101) | None => {
+                outcome.panic = true;
+                outcome.detail.push(format!(
+                    "binary {name}: {:?} {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            Some(0) if out.stdout != fixture.healthy_binary[name] => {
+                outcome.wrong.push(format!("binary {name}"));
+                outcome
+                    .detail
+                    .push(format!("binary {name} answered wrongly with exit 0"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn damaged_copy(fixture: &Fixture, dir: &Path, damage: Damage) -> TestResult {
+    copy_dir(&fixture.store, dir)?;
+    let path = dir.join("store.redb");
+    let mut bytes = std::fs::read(&path)?;
+    damage.apply(&mut bytes);
+    std::fs::write(&path, bytes)?;
+    Ok(())
+}
+
+#[test]
+fn damaged_pages_never_panic_hang_or_answer_wrongly() -> TestResult {
+    let cases = env_count("STRATA_CORRUPTION_CASES", 200)? as usize;
+    let seed = match std::env::var("STRATA_CORRUPTION_SEED") {
+        Ok(text) => text.parse()?,
+        Err(_) => 0x0c0f_fee5,
+    };
+    let report = std::env::var_os("STRATA_CORRUPTION_REPORT").is_some();
+    let fixture = std::sync::Arc::new(Fixture::build()?);
+    let pristine = std::fs::read(fixture.store.join("store.redb"))?;
+    let mut rng = Rng(seed | 1);
+    let mut counts = Counts::default();
+    let mut failures = Vec::new();
+    let work = tempfile::tempdir()?;
+    for case in 0..cases {
+        let damage = Damage::pick(&mut rng, &pristine);
+        let dir = work.path().join(format!("case{case}"));
+        damaged_copy(&fixture, &dir, damage)?;
+        let binary = case % 24 == 0;
+        let (send, receive) = mpsc::channel();
+        let shared = std::sync::Arc::clone(&fixture);
+        let case_dir = dir.clone();
+        std::thread::spawn(move || {
+            let outcome =
+                run_case(&shared, &case_dir, damage, binary).map_err(|e| format!("{e:?}"));
+            let _ = send.send(outcome);
+        });
+        let outcome = match receive.recv_timeout(Duration::from_secs(60)) {
+            Ok(outcome) => outcome?,
+            Err(_) => Outcome {
+                hang: true,
+                ..Outcome::default()
+            },
+        };
+        counts.cases += 1;
+        counts.changed += usize::from(outcome.changed);
+        counts.panic += usize::from(outcome.panic);
+        counts.hang += usize::from(outcome.hang);
+        counts.wrong += usize::from(!outcome.wrong.is_empty());
+        counts.errors += usize::from(outcome.errors > 0);
+        counts.fsck_error += usize::from(outcome.fsck_error);
+        counts.fsck_missed += usize::from(outcome.fsck_missed);
+        counts.flagged += usize::from(outcome.flagged);
+        counts.clean += usize::from(!outcome.flagged && !outcome.changed && !outcome.hang);
+        let failed = outcome.panic
+            || outcome.hang
+            || !outcome.wrong.is_empty()
+            || outcome.fsck_error
+            || outcome.fsck_missed;
+        if failed {
+            let detail: Vec<String> = outcome
+                .detail
+                .iter()
+                .map(|d| d.chars().take(180).collect())
+                .collect();
+            failures.push(format!(
+                "case {case} (seed {seed:#x}) {damage:?}: {}",
+                detail.join("; ")
+            ));
+        }
+        if !outcome.hang {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    if report {
+        eprintln!("corruption suite: {counts:?}");
+        for failure in &failures {
+            eprintln!("  {failure}");
+        }
+    }
+    if !failures.is_empty() {
+        return Err(format!(
+            "{counts:?}\n{} failing cases, the first: {}",
+            failures.len(),
+            failures
+                .iter()
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// The binary on the store in `store`, from `cwd`: (exit code, stdout, stderr).
+fn strata(store: &Path, cwd: &Path, args: &[&str]) -> TestResult<(i32, String, String)> {
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env("STRATA_NO_DAEMON", "1")
+        .env("STRATA_LOCK_TIMEOUT", "1")
+        .current_dir(cwd)
+        .output()?;
+    Ok((
+        out.status.code().ok_or("killed by a signal")?,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// A flipped byte inside a binary file's content: fsck names the file and the repair, marks the
+/// store damaged, and exits 1 even when its reader stops early; `index`, `gc` and a session
+/// commit refuse pointing at the repair while `ls` still answers; `fsck --repair` re-reads the
+/// content from the file, after which everything verifies and writes work again.
+#[test]
+fn a_damaged_content_is_named_refuses_writes_and_is_repaired_from_disk() -> TestResult {
+    let root = tempfile::tempdir()?;
+    let base = std::fs::canonicalize(root.path())?;
+    let (tree, store) = (base.join("tree"), base.join("store"));
+    let mut rng = Rng(0x0dd_ba11);
+    // Incompressible bytes, stored as given, so that the test can find them in the file.
+    let mut bytes: Vec<u8> = (0..8192).map(|_| rng.next() as u8).collect();
+    bytes[0] = 0xff; // not UTF-8: a binary file
+    write(&tree.join("data.bin"), &bytes)?;
+    write(&tree.join("notes.txt"), "healthy notes\n")?;
+    let (code, _, err) = strata(&store, &base, &["init"])?;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{err}");
+    let (_, healthy_ls, _) = strata(&store, &tree, &["ls", "--all"])?;
+    let ls_after = |store: &Path| strata(store, &tree, &["ls", "--all"]);
+
+    let path = store.join("store.redb");
+    let mut raw = std::fs::read(&path)?;
+    let at = raw
+        .windows(32)
+        .position(|w| w == &bytes[100..132])
+        .ok_or("the content is not in the store file")?;
+    raw[at + 16] ^= 0x40;
+    std::fs::write(&path, raw)?;
+
+    let (code, out, err) = strata(&store, &tree, &["fsck"])?;
+    assert_eq!(code, 1, "{out}{err}");
+    let data = tree.join("data.bin").display().to_string();
+    assert!(out.contains("blob_hash") && out.contains(&data), "{out}");
+    assert!(out.contains("strata fsck --repair"), "{out}");
+    let marker = std::fs::read_to_string(store.join("store.damaged"))?;
+    assert!(marker.contains("strata fsck --repair"), "{marker}");
+
+    // A reader that stops at once: still not success.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--store")
+        .arg(&store)
+        .arg("fsck")
+        .env("STRATA_NO_DAEMON", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    drop(child.stdout.take());
+    assert_eq!(
+        child.wait()?.code(),
+        Some(1),
+        "fsck | head counted as success"
+    );
+
+    for args in [
+        &["index", "."][..],
+        &["gc"][..],
+        &["session", "new", "--id", "s1"][..],
+    ] {
+        let (code, out, err) = strata(&store, &tree, args)?;
+        assert_eq!(code, 2, "{args:?} on a damaged store: {out}{err}");
+        assert!(
+            err.contains("marked damaged") && err.contains("strata fsck --repair"),
+            "{args:?}: {err}"
+        );
+    }
+    // Reads answer what verifies.
+    let (code, notes, err) = strata(&store, &tree, &["cat", "notes.txt"])?;
+    assert_eq!((code, notes.as_str()), (0, "healthy notes\n"), "{err}");
+    let (code, _, err) = strata(&store, &tree, &["cat", "data.bin"])?;
+    assert_eq!(code, 2, "the damaged content is not served: {err}");
+
+    let (code, out, err) = strata(&store, &tree, &["fsck", "--repair"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("restored content"), "{out}");
+    assert!(!store.join("store.damaged").exists());
+    let (code, ls, err) = ls_after(&store)?;
+    assert_eq!((code, ls), (0, healthy_ls), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--store")
+        .arg(&store)
+        .args(["cat", "data.bin"])
+        .env("STRATA_NO_DAEMON", "1")
+        .current_dir(&tree)
+        .output()?;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, bytes);
+    write(&tree.join("notes.txt"), "edited notes\n")?;
+    let (code, out, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = strata(&store, &tree, &["fsck"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    Ok(())
+}
