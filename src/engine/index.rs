@@ -33,6 +33,19 @@ impl IndexRequest {
         let settings = engine.settings();
         let cwd = std::path::PathBuf::from(self.cwd.as_deref().unwrap_or("/"));
         let roots: Vec<std::path::PathBuf> = self.paths.iter().map(|p| cwd.join(p)).collect();
+        if let Some(hook) = engine.watch_index() {
+            let canonical: Option<Vec<std::path::PathBuf>> = roots
+                .iter()
+                .map(|r| std::fs::canonicalize(r).ok())
+                .collect();
+            if let Some(canonical) = canonical
+                && let Some(answered) = hook.index(&canonical)
+            {
+                let summary = answered?;
+                engine.publish(&summary.tx_ids);
+                return Ok(summary);
+            }
+        }
         let indexer = Indexer::new(&engine.store, &settings)?;
         let skip_dirs = engine
             .dir

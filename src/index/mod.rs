@@ -21,7 +21,8 @@ pub use dirstat::DirStat;
 pub use disk::{Look, LookRules, Presence, StatChange, look, presence, record};
 pub use read::{Body, Reading, read_stream};
 pub use rules::DenyRules;
-pub use scan::{ScanOptions, ScanProgress, ScanSummary, Skipped, scan};
+pub use scan::{ScanOptions, ScanProgress, ScanSummary, Skipped, extra_ignore, scan};
+pub use walk::walk_builder;
 pub use settings::Settings;
 
 use crate::error::{Error, Result};
