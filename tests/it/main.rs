@@ -6,6 +6,7 @@
 //!   (`temporal`; default 64, about 3 s; 2000 take about 100 s).
 //! - `STRATA_TRANSCRIPT_TURNS=300`: turns of the growing chat committed on disk (`store`; default
 //!   60, about 1 s; 300 take about 10 s).
+//! - `STRATA_WATCH_STORM=10000`: changes of the watcher's storm tests (`watch`; default 600).
 //! - `PROPTEST_CASES` (proptest's own) sets the cases of the one property test that does not fix
 //!   its count (`resolve`).
 //!
@@ -45,5 +46,8 @@ mod tools;
 mod support;
 // The proptest oracle: as_of and history against a BTreeMap model.
 mod temporal;
+// The watcher with a real daemon and real files: every kind of change, storms, SIGKILL, overflow,
+// the watch limit, index after a cookie sync, subscriptions by path, live sessions.
+mod watch;
 // Canonical JSON and hash vectors of schema/vectors.json, recomputed with strata.
 mod vectors;
