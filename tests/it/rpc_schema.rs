@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 use jsonschema::Validator;
 use serde_json::{Map, Value, json};
 use strata::engine::{
+    WatchAddRequest, WatchLsRequest, WatchRmRequest,
     Access, AgentCallRequest, AgentToolsRequest, Apply, AsOf, CatRequest, DiffRequest, Engine,
     EvictRequest, FsckRequest, GcRequest, HistoryRequest, IndexRequest, LogRequest, LsRequest,
     MountAddRequest, MountLsRequest, MountRmRequest, RPC_SCHEMA_DIR, Request,
@@ -610,6 +611,18 @@ fn a_real_engine_run_is_valid_for_the_schemas() -> TestResult {
     let fsck = e.call(FsckRequest { rebuild: true })?;
     assert!(fsck.findings.is_empty(), "{fsck:?}");
     e.call(StatsRequest {})?;
+
+    // The watched roots (kept in the settings; no daemon watches them here).
+    let added = e.call(WatchAddRequest {
+        paths: vec![tree.clone()],
+        cwd: None,
+    })?;
+    assert_eq!(added.changed.len(), 1, "{added:?}");
+    e.call(WatchLsRequest {})?;
+    e.call(WatchRmRequest {
+        paths: vec![tree.clone()],
+        cwd: None,
+    })?;
 
     let missed: Vec<&str> = Request::METHODS
         .iter()
