@@ -49,7 +49,10 @@ impl Invocation<'_> {
         }
         if roots.changed.is_empty() {
             if roots.roots.is_empty() {
-                writeln!(self.out, "no directory is watched; `strata watch DIR` adds one")?;
+                writeln!(
+                    self.out,
+                    "no directory is watched; `strata watch DIR` adds one"
+                )?;
             } else {
                 for root in &roots.roots {
                     writeln!(self.out, "{root}")?;

@@ -92,7 +92,10 @@ fn watchable_root(engine: &Engine, path: &str, cwd: &Path) -> Result<String> {
             "it is not a directory; watch the directory that holds it",
         ));
     }
-    if let Some(dir) = engine.dir.as_ref().and_then(|d| std::fs::canonicalize(d).ok())
+    if let Some(dir) = engine
+        .dir
+        .as_ref()
+        .and_then(|d| std::fs::canonicalize(d).ok())
         && canonical.starts_with(&dir)
     {
         return Err(Error::invalid_path(

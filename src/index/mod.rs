@@ -22,8 +22,8 @@ pub use disk::{Look, LookRules, Presence, StatChange, look, presence, record};
 pub use read::{Body, Reading, read_stream};
 pub use rules::DenyRules;
 pub use scan::{ScanOptions, ScanProgress, ScanSummary, Skipped, extra_ignore, scan};
-pub use walk::walk_builder;
 pub use settings::Settings;
+pub use walk::walk_builder;
 
 use crate::error::{Error, Result};
 use crate::object::{ContentOmitted, FilesystemSource, Object};

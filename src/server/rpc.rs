@@ -195,7 +195,9 @@ pub fn serve(dir: &Path, options: DaemonOptions) -> Result<()> {
 fn start_watcher(engine: &Arc<Engine>, options: &WatchOptions) -> Result<WatcherSlot> {
     let slot: WatcherSlot = Arc::new(std::sync::Mutex::new(None));
     if !engine.settings().watch.is_empty() {
-        *slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+        *slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
             Some(Watcher::start(Arc::clone(engine), options.clone())?);
         return Ok(slot);
     }
@@ -214,8 +216,9 @@ fn start_watcher(engine: &Arc<Engine>, options: &WatchOptions) -> Result<Watcher
                 let Some(engine) = weak.upgrade() else { break };
                 match Watcher::start(engine, options) {
                     Ok(watcher) => {
-                        *later.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-                            Some(watcher);
+                        *later
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(watcher);
                     }
                     Err(err) => tracing::error!(error = %err, "starting the file watcher"),
                 }

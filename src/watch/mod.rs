@@ -5,12 +5,12 @@
 //! Uses `engine` (and through it `index`, `store`).
 //!
 //! How it works:
-//! - The roots are walked here with the walk every scan makes ([`crate::index::walk_builder`]:
+//! - The roots are walked here with the walk every scan makes (`index::walk_builder`:
 //!   ignore rules, `.git` and the store directory skipped, links not followed), and each
 //!   directory gets its own non-recursive watch, so ignored trees (`target/`, `node_modules/`)
 //!   cost no watch. A new directory is walked (and watched) when its event arrives.
 //! - Every event is a hint, never a fact: the paths it names are stat'ed through the one disk
-//!   path ([`crate::index::presence`], [`crate::index::look`], [`crate::index::Indexer::plan_look`])
+//!   path (`index::presence`, `index::look`, [`crate::Indexer::plan_look`])
 //!   and what is there now is what gets recorded. A directory created or moved in, a `Rescan`
 //!   flag (the kernel's queue overflowed), an edit of a `.gitignore` or a watch error make the
 //!   affected subtree be walked and compared with the store (files gone get tombstones).
@@ -238,12 +238,8 @@ impl Watcher {
             })
             .map_err(|e| Error::io("starting the watcher", e))?;
         let roots = engine.settings().watch;
-        let mut worker = worker::Worker::new(
-            Arc::clone(&engine),
-            debouncer,
-            Arc::clone(&shared),
-            options,
-        )?;
+        let mut worker =
+            worker::Worker::new(Arc::clone(&engine), debouncer, Arc::clone(&shared), options)?;
         let thread = std::thread::Builder::new()
             .name("strata-watch".into())
             .spawn(move || worker.run(roots, commands))

@@ -127,7 +127,11 @@ impl Tap {
             return None;
         }
         let n = self.events.fetch_add(1, Ordering::Relaxed) + 1;
-        if event.need_rescan() || self.overflow_every.is_some_and(|every| n % every == 0) {
+        if event.need_rescan()
+            || self
+                .overflow_every
+                .is_some_and(|every| n.is_multiple_of(every))
+        {
             self.rescan_pending.store(true, Ordering::SeqCst);
             return Some(Event::new(EventKind::Other).set_flag(Flag::Rescan));
         }
@@ -192,8 +196,9 @@ impl notify::Watcher for Tapped {
         if let Some(limit) = self.tap.watch_limit
             && self.tap.watches.load(Ordering::SeqCst) >= limit
         {
-            return Err(notify::Error::new(notify::ErrorKind::MaxFilesWatch)
-                .add_path(path.to_path_buf()));
+            return Err(
+                notify::Error::new(notify::ErrorKind::MaxFilesWatch).add_path(path.to_path_buf())
+            );
         }
         self.inner.watch(path, recursive_mode)?;
         self.tap.watches.fetch_add(1, Ordering::SeqCst);

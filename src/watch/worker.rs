@@ -5,8 +5,8 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Instant;
 
 use ignore::gitignore::Gitignore;
@@ -100,9 +100,8 @@ impl Worker {
                 Err(RecvTimeoutError::Timeout) => {
                     next_rescan = Instant::now() + self.options.rescan_every;
                     if !self.unwatched.is_empty() {
-                        let dirs: Vec<PathBuf> = std::mem::take(&mut self.unwatched)
-                            .into_iter()
-                            .collect();
+                        let dirs: Vec<PathBuf> =
+                            std::mem::take(&mut self.unwatched).into_iter().collect();
                         self.count_rescans(dirs.len());
                         let _ = self.reconcile(Vec::new(), dirs);
                         self.publish_counts();
@@ -226,10 +225,9 @@ impl Worker {
         self.limit_said = true;
         let current = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
             .map_or_else(|_| "unknown".to_string(), |v| v.trim().to_string());
-        let injected = self
-            .options
-            .watch_limit
-            .map_or_else(String::new, |n| format!(" (STRATA_WATCH_LIMIT={n} for a test)"));
+        let injected = self.options.watch_limit.map_or_else(String::new, |n| {
+            format!(" (STRATA_WATCH_LIMIT={n} for a test)")
+        });
         let message = format!(
             "the inotify watch limit is reached{injected}: fs.inotify.max_user_watches = \
              {current}; directories beyond it are rescanned every {} s instead of watched; raise \
@@ -323,7 +321,11 @@ impl Worker {
 
     /// Reconciles the hinted paths and the subtrees with the store by stat, through the one disk
     /// path, and commits what differs as one transaction.
-    fn reconcile(&mut self, hints: Vec<PathBuf>, mut subtrees: Vec<PathBuf>) -> Result<ScanSummary> {
+    fn reconcile(
+        &mut self,
+        hints: Vec<PathBuf>,
+        mut subtrees: Vec<PathBuf>,
+    ) -> Result<ScanSummary> {
         let started = Instant::now();
         let indexer = Indexer::new(self.engine.store(), &self.engine.settings())?;
         let mut plan = Plan {
@@ -420,7 +422,8 @@ impl Worker {
         listings: &mut HashMap<PathBuf, Option<HashSet<OsString>>>,
         dirs: &mut DirStat,
     ) {
-        let (Some(path), Some(parent), Some(name)) = (hint.to_str(), hint.parent(), hint.file_name())
+        let (Some(path), Some(parent), Some(name)) =
+            (hint.to_str(), hint.parent(), hint.file_name())
         else {
             return;
         };
@@ -528,7 +531,8 @@ impl Worker {
         for dir in vanished {
             self.watched.remove(&dir);
         }
-        self.unwatched.retain(|d| !(d.starts_with(tree) && !d.is_dir()));
+        self.unwatched
+            .retain(|d| !d.starts_with(tree) || d.is_dir());
         let mut seen: HashSet<String> = HashSet::new();
         if is_dir {
             let cache = self
@@ -564,7 +568,12 @@ impl Worker {
                 }
                 let start = Timestamp::now();
                 let found = presence(&mut dirs, path);
-                let look = look(path, entry.path(), found, indexer.look_rules(cache.get(path)));
+                let look = look(
+                    path,
+                    entry.path(),
+                    found,
+                    indexer.look_rules(cache.get(path)),
+                );
                 self.plan_file(indexer, path, look, start, plan);
             }
         }
@@ -585,4 +594,3 @@ impl Worker {
         Ok(())
     }
 }
-

@@ -16,14 +16,13 @@ use std::time::{Duration, SystemTime};
 use jsonschema::Validator;
 use serde_json::{Map, Value, json};
 use strata::engine::{
-    WatchAddRequest, WatchLsRequest, WatchRmRequest,
     Access, AgentCallRequest, AgentToolsRequest, Apply, AsOf, CatRequest, DiffRequest, Engine,
     EvictRequest, FsckRequest, GcRequest, HistoryRequest, IndexRequest, LogRequest, LsRequest,
     MountAddRequest, MountLsRequest, MountRmRequest, RPC_SCHEMA_DIR, Request,
     SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest, SessionLsRequest,
     SessionNewRequest, SessionReadRequest, SessionRenderRequest, SessionResumeRequest,
     SessionSetRequest, SessionShowRequest, SessionToolcallRequest, SessionTurnRequest, SetOp,
-    ShowRequest, StatsRequest, rpc_schemas,
+    ShowRequest, StatsRequest, WatchAddRequest, WatchLsRequest, WatchRmRequest, rpc_schemas,
 };
 use strata::object::ToolStatus;
 use strata::resolve::MountMapping;

@@ -128,10 +128,7 @@ impl Fixture {
     /// What the store holds as current under the tree: path → file hash (hex).
     fn store_files(&self) -> TestResult<BTreeMap<String, String>> {
         let mut raw = Raw::connect(&self.store.join("strata.sock"))?;
-        let rows = raw.result(
-            "ls",
-            json!({"prefix": self.tree.display().to_string()}),
-        )?;
+        let rows = raw.result("ls", json!({"prefix": self.tree.display().to_string()}))?;
         let mut files = BTreeMap::new();
         for row in rows.as_array().ok_or("ls answers an array")? {
             let path = row["path"].as_str().ok_or("a row without a path")?;
@@ -373,7 +370,10 @@ fn storm(tree: &Path, count: usize, round: usize) -> TestResult {
         burst += 1;
         let dir = tree.join(format!("burst{}", burst % 7));
         for i in 0..50 {
-            put(&dir.join(format!("f{i}.txt")), &format!("{round} {burst} {i}\n"))?;
+            put(
+                &dir.join(format!("f{i}.txt")),
+                &format!("{round} {burst} {i}\n"),
+            )?;
         }
         for i in 0..20 {
             fs::write(tree.join("hot.txt"), format!("{round} {burst} write {i}\n"))?;
@@ -509,13 +509,20 @@ fn a_subscriber_by_path_gets_one_change_per_committed_file() -> TestResult {
         let path = change["path"].as_str().ok_or("a change without a path")?;
         assert!(change["tx"].as_u64().is_some() && change["entity"].is_string());
         assert!(
-            seen.insert(path.to_string(), change["kind"].clone()).is_none(),
+            seen.insert(path.to_string(), change["kind"].clone())
+                .is_none(),
             "one notification per change: {message}"
         );
     }
     let sub = f.tree.join("sub");
-    assert_eq!(seen[&sub.join("a.txt").display().to_string()], json!("updated"));
-    assert_eq!(seen[&sub.join("b.txt").display().to_string()], json!("created"));
+    assert_eq!(
+        seen[&sub.join("a.txt").display().to_string()],
+        json!("updated")
+    );
+    assert_eq!(
+        seen[&sub.join("b.txt").display().to_string()],
+        json!("created")
+    );
     fs::remove_file(sub.join("b.txt"))?;
     let message = raw.recv()?;
     assert_eq!(message["params"]["kind"], json!("deleted"), "{message}");
@@ -563,7 +570,10 @@ fn watch_and_unwatch_keep_the_roots_in_the_settings() -> TestResult {
     f.strata(&["unwatch", &other_text])?;
     let settings = fs::read_to_string(f.store.join("settings.toml"))?;
     assert!(!settings.contains(&other_text), "{settings}");
-    assert!(settings.contains(&f.tree.display().to_string()), "{settings}");
+    assert!(
+        settings.contains(&f.tree.display().to_string()),
+        "{settings}"
+    );
     let refused = Command::new(STRATA)
         .arg("--store")
         .arg(&f.store)
@@ -571,6 +581,9 @@ fn watch_and_unwatch_keep_the_roots_in_the_settings() -> TestResult {
         .output()?;
     assert!(!refused.status.success());
     let said = String::from_utf8_lossy(&refused.stderr);
-    assert!(said.contains("/no/such/dir") && said.contains("cannot watch"), "{said}");
+    assert!(
+        said.contains("/no/such/dir") && said.contains("cannot watch"),
+        "{said}"
+    );
     Ok(())
 }
