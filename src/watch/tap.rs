@@ -218,3 +218,62 @@ impl notify::Watcher for Tapped {
         RecommendedWatcher::kind()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{AccessKind, CreateKind, ModifyKind};
+
+    fn event(kind: EventKind, path: &str) -> Event {
+        Event::new(kind).add_path(PathBuf::from(path))
+    }
+
+    #[test]
+    fn access_events_are_dropped_and_others_pending() {
+        let tap = Tap::default();
+        assert!(
+            tap.filter(event(EventKind::Access(AccessKind::Any), "/t/a"))
+                .is_none()
+        );
+        assert_eq!(tap.dropped_access.load(Ordering::Relaxed), 1);
+        let kept = tap.filter(event(EventKind::Modify(ModifyKind::Any), "/t/a"));
+        assert!(kept.is_some());
+        assert_eq!(tap.events.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            tap.take_under(&[PathBuf::from("/t")]),
+            [PathBuf::from("/t/a")]
+        );
+        assert_eq!(tap.pending_len(), 0);
+    }
+
+    #[test]
+    fn a_cookie_is_seen_before_debouncing_and_never_passed_on() {
+        let tap = Tap::default();
+        let name = format!("{COOKIE_PREFIX}1-0");
+        let path = format!("/t/{name}");
+        assert!(
+            tap.filter(event(EventKind::Create(CreateKind::File), &path))
+                .is_none()
+        );
+        assert!(tap.wait_cookie(&name, std::time::Duration::from_millis(1)));
+        assert!(
+            !tap.wait_cookie(&name, std::time::Duration::from_millis(1)),
+            "each cookie is seen once"
+        );
+        assert_eq!(tap.events.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn an_injected_overflow_loses_the_event_and_flags_a_rescan() {
+        let tap = Tap::new(None, Some(2));
+        let first = tap.filter(event(EventKind::Modify(ModifyKind::Any), "/t/a"));
+        assert!(first.is_some_and(|e| !e.need_rescan()));
+        let second = tap.filter(event(EventKind::Modify(ModifyKind::Any), "/t/b"));
+        assert!(second.is_some_and(|e| e.need_rescan()));
+        assert!(tap.rescan_pending.load(Ordering::SeqCst));
+        assert_eq!(
+            tap.take_under(&[PathBuf::from("/t")]),
+            [PathBuf::from("/t/a")]
+        );
+    }
+}
