@@ -169,6 +169,20 @@ impl Engine {
         }
     }
 
+    /// The files on this machine the live sessions want watched (their session indexes'
+    /// files), deduplicated.
+    pub fn sessions_watched_paths(&self) -> Vec<String> {
+        let live: Vec<Arc<Mutex<crate::session::Session>>> =
+            lock(&self.sessions).values().cloned().collect();
+        let mut paths: Vec<String> = live
+            .iter()
+            .flat_map(|session| lock(session).watched_paths())
+            .collect();
+        paths.sort();
+        paths.dedup();
+        paths
+    }
+
     /// Which of `entities` live session `sid` holds (in its session index), in order: what a
     /// subscription to a session's objects filters by.
     ///

@@ -14,6 +14,8 @@
 //!   and what is there now is what gets recorded. A directory created or moved in, a `Rescan`
 //!   flag (the kernel's queue overflowed), an edit of a `.gitignore` or a watch error make the
 //!   affected subtree be walked and compared with the store (files gone get tombstones).
+//! - The files live sessions hold outside the roots are watched too, through their directories
+//!   (looked up every second), and only those files of such a directory are followed.
 //! - `Access` events are dropped before debouncing (strata's own reads cause them).
 //! - Debouncing: notify-debouncer-full with a window of [`DEBOUNCE`] and a tick of [`TICK`]
 //!   (not its default quarter of the window: a path's event waits at most window + tick, and a

@@ -28,6 +28,9 @@ use crate::store::{Op, StatUpdate, Timestamp};
 /// Names whose edit changes what is ignored below their directory.
 const IGNORE_FILES: &[&str] = &[".gitignore", ".ignore"];
 
+/// How often the files live sessions hold are looked up, to watch those outside the roots.
+const SESSIONS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What one reconcile plans before its commit.
 struct Plan {
     ops: Vec<Op>,
@@ -52,6 +55,10 @@ pub(super) struct Worker {
     unwatched: BTreeSet<PathBuf>,
     /// Directories never entered (the store's).
     skip_dirs: Vec<PathBuf>,
+    /// Files live sessions hold outside the roots, watched through their directories.
+    session_files: HashSet<PathBuf>,
+    /// The directories watched for them.
+    session_dirs: HashSet<PathBuf>,
     limit_said: bool,
 }
 
@@ -78,6 +85,8 @@ impl Worker {
             watched: HashSet::new(),
             unwatched: BTreeSet::new(),
             skip_dirs,
+            session_files: HashSet::new(),
+            session_dirs: HashSet::new(),
             limit_said: false,
         })
     }
@@ -86,8 +95,15 @@ impl Worker {
     pub(super) fn run(&mut self, roots: Vec<String>, commands: Receiver<Control>) {
         self.set_roots(roots);
         let mut next_rescan = Instant::now() + self.options.rescan_every;
+        let mut next_sessions = Instant::now();
         loop {
-            let wait = next_rescan.saturating_duration_since(Instant::now());
+            if Instant::now() >= next_sessions {
+                self.watch_session_files();
+                next_sessions = Instant::now() + SESSIONS_EVERY;
+            }
+            let wait = next_rescan
+                .min(next_sessions)
+                .saturating_duration_since(Instant::now());
             match commands.recv_timeout(wait) {
                 Ok(Control::Window(events)) => self.window(events),
                 Ok(Control::Errors(errors)) => self.errors(errors),
@@ -97,6 +113,7 @@ impl Worker {
                     let _ = reply.send(self.reconcile(hints, Vec::new()));
                 }
                 Ok(Control::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) if Instant::now() < next_rescan => {}
                 Err(RecvTimeoutError::Timeout) => {
                     next_rescan = Instant::now() + self.options.rescan_every;
                     if !self.unwatched.is_empty() {
@@ -109,6 +126,47 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// Watches the directories of the files live sessions hold outside the roots (seed 003:
+    /// a session's paths are watched, and a resumed session's again), and unwatches those no
+    /// session needs any more.
+    fn watch_session_files(&mut self) {
+        let files: HashSet<PathBuf> = self
+            .engine
+            .sessions_watched_paths()
+            .into_iter()
+            .map(PathBuf::from)
+            .filter(|p| {
+                !self.roots.iter().any(|r| p.starts_with(r))
+                    && !self.skip_dirs.iter().any(|d| p.starts_with(d))
+            })
+            .collect();
+        let dirs: HashSet<PathBuf> = files
+            .iter()
+            .filter_map(|p| p.parent().map(Path::to_path_buf))
+            .collect();
+        for dir in self
+            .session_dirs
+            .difference(&dirs)
+            .cloned()
+            .collect::<Vec<_>>()
+        {
+            if self.watched.remove(&dir) {
+                let _ = self.debouncer.unwatch(&dir);
+            }
+            self.session_dirs.remove(&dir);
+        }
+        for dir in &dirs {
+            if !self.session_dirs.contains(dir) && dir.is_dir() {
+                self.ensure_watch(dir);
+                if self.watched.contains(dir) {
+                    self.session_dirs.insert(dir.clone());
+                }
+            }
+        }
+        self.session_files = files;
+        self.publish_counts();
     }
 
     /// Makes `roots` the watched roots: new ones are watched and reconciled once (a tree scan),
@@ -266,6 +324,9 @@ impl Worker {
     /// Whether an event's `path` is the watcher's business: under a root, outside the store
     /// directory and `.git`, not a cookie.
     fn in_scope(&self, path: &Path) -> bool {
+        if self.session_files.contains(path) {
+            return true;
+        }
         let Some(root) = self.roots.iter().find(|r| path.starts_with(r)) else {
             return false;
         };
@@ -454,7 +515,8 @@ impl Worker {
                     // A directory replaced by a file: what was below it is gone.
                     subtrees.push(hint.to_path_buf());
                 }
-                if !self.listed(listings, parent, name) {
+                // A file a session holds is followed whatever the ignore rules say.
+                if !self.session_files.contains(hint) && !self.listed(listings, parent, name) {
                     return;
                 }
                 let start = Timestamp::now();

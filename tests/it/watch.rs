@@ -343,6 +343,9 @@ fn every_kind_of_change_reaches_the_store() -> TestResult {
     // Files inside a directory renamed after the rename are seen under the new name.
     fs::write(t.join("dir2/later.txt"), "later\n")?;
     f.store_equals_disk_ignoring("target")?;
+    // An edit of a .gitignore re-evaluates its directory: target/ is no longer ignored.
+    fs::write(t.join(".gitignore"), "# nothing ignored now\n")?;
+    f.store_equals_disk()?;
     let status = f.rpc("status", json!({}))?;
     assert_eq!(status["watch"]["errors"], json!(0), "{status}");
     assert!(status["watch"]["watches"].as_u64() >= Some(5), "{status}");
@@ -550,6 +553,37 @@ fn a_live_session_shows_an_outside_edit_without_a_resume() -> TestResult {
     let history = f.rpc("session.history", json!({"id": "s1"}))?;
     let after = f.rpc("session.render", json!({"id": "s1"}))?;
     assert_eq!(before["tx_id"], after["tx_id"], "{history}");
+    Ok(())
+}
+
+#[test]
+fn a_session_file_outside_the_roots_is_watched_while_the_session_lives() -> TestResult {
+    let f = Fixture::new(|_| Ok(()), &[])?;
+    let outside = f.root.join("outside");
+    put(&outside.join("held.txt"), "abc")?;
+    put(&outside.join("neighbour.txt"), "not held")?;
+    let held = outside.join("held.txt").display().to_string();
+    f.rpc("session.new", json!({"id": "s2"}))?;
+    f.rpc("session.read", json!({"id": "s2", "paths": [held]}))?;
+    let watching = eventually(QUIESCENCE, || {
+        let status = f.rpc("status", json!({}))?;
+        Ok(status["watch"]["watches"].as_u64() == Some(2))
+    })?;
+    assert!(watching, "the held file's directory is watched");
+    fs::write(&held, "a longer text now")?;
+    fs::write(outside.join("neighbour.txt"), "still not held")?;
+    let shown = eventually(QUIESCENCE, || {
+        let now = f.rpc("session.render", json!({"id": "s2"}))?;
+        Ok(now["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("char_count=17")))
+    })?;
+    assert!(shown, "the render never showed the new size");
+    let listed = f.strata(&["ls", &outside.display().to_string()])?;
+    assert!(
+        !listed.contains("neighbour"),
+        "only the held file is followed: {listed}"
+    );
     Ok(())
 }
 
