@@ -666,7 +666,7 @@ class MountRmResult(TypedDict):
 
 
 class IndexParams(TypedDict):
-    """`index`: record every new, changed and deleted file under the given trees or files."""
+    """`index`: record every new, changed and deleted file under the given trees or files. Under a root a daemon's watcher watches (and has reconciled), it is answered from the watcher's state: only the paths seen changing are looked at, and `files` counts those."""
     # The trees or files to index: host paths, relative ones taken from `cwd`.
     paths: list[str]
     # The caller's working directory, for relative paths.
@@ -1408,7 +1408,7 @@ class _EngineMethods:
         return cast(MountRmResult, self._request("mount.rm", {"agent_prefix": agent_prefix}, {}))
 
     def index(self, paths: list[str], *, cwd: str | None = None) -> IndexResult:
-        """`index`: record every new, changed and deleted file under the given trees or files.
+        """`index`: record every new, changed and deleted file under the given trees or files. Under a root a daemon's watcher watches (and has reconciled), it is answered from the watcher's state: only the paths seen changing are looked at, and `files` counts those.
 
         paths: The trees or files to index: host paths, relative ones taken from `cwd`.
         cwd: The caller's working directory, for relative paths. Default: this process's working directory.

@@ -6,7 +6,9 @@ use super::request::Apply;
 use super::{Engine, Result};
 use crate::index::{Indexer, ScanOptions, ScanProgress, ScanSummary, scan};
 
-/// `index`: record every new, changed and deleted file under the given trees or files.
+/// `index`: record every new, changed and deleted file under the given trees or files. Under a
+/// root a daemon's watcher watches (and has reconciled), it is answered from the watcher's state:
+/// only the paths seen changing are looked at, and `files` counts those.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IndexRequest {
@@ -41,9 +43,8 @@ impl IndexRequest {
             if let Some(canonical) = canonical
                 && let Some(answered) = hook.index(&canonical)
             {
-                let summary = answered?;
-                engine.publish(&summary.tx_ids);
-                return Ok(summary);
+                // The watcher's commit is published already.
+                return answered;
             }
         }
         let indexer = Indexer::new(&engine.store, &settings)?;
