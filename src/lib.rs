@@ -23,6 +23,7 @@
 //! - [`agent`]: the agent-facing tools: the session tools ([`agent::tools::call`]) with file
 //!   descriptors ([`agent::fd`]), and docs mode ([`agent::docs::DocsLibrary`]).
 //! - [`engine`]: typed requests and responses over all of the above ([`Engine`]).
+//! - [`watch`]: the file watcher that keeps the store equal to the disk under watched roots.
 //! - [`server`]: the daemon on the store's Unix socket and its client; the MCP stdio server.
 //! - `error`: [`Error`], the one error type.
 
@@ -32,6 +33,7 @@ pub mod hash;
 pub mod object;
 pub mod resolve;
 pub mod server;
+pub mod watch;
 
 mod error;
 mod index;

@@ -278,6 +278,17 @@ class Status(TypedDict):
     queued_writes: int
     store: str
     idle_timeout_seconds: int | None  # None: it runs until stopped
+    watch: NotRequired[dict[str, Any]]  # the file watcher's counters, when a root is watched
+
+
+class FileChange(TypedDict):
+    """The params of a `change` notification (a subscription by `paths` or `sessions`): what
+    one transaction did to one file."""
+
+    path: str  # the file's canonical path
+    entity: str  # its entity id
+    tx: int  # the transaction
+    kind: str  # `created`, `updated` or `deleted`
 
 
 class CommitEvent(TypedDict):
@@ -288,6 +299,7 @@ class CommitEvent(TypedDict):
     entities: list[str]  # the entities it wrote, in op order
     paths: list[str]  # the canonical paths of the files among them
     sessions: list[str]  # the sessions it committed
+    changes: list[FileChange]  # what happened to each file among its entities
 
 
 @dataclass(frozen=True)
@@ -666,7 +678,7 @@ class MountRmResult(TypedDict):
 
 
 class IndexParams(TypedDict):
-    """`index`: record every new, changed and deleted file under the given trees or files."""
+    """`index`: record every new, changed and deleted file under the given trees or files. Under a root a daemon's watcher watches (and has reconciled), it is answered from the watcher's state: only the paths seen changing are looked at, and `files` counts those."""
     # The trees or files to index: host paths, relative ones taken from `cwd`.
     paths: list[str]
     # The caller's working directory, for relative paths.
@@ -1146,6 +1158,50 @@ class AgentEntrypointsResult(TypedDict):
     tx_id: int | None
 
 
+class WatchAddParams(TypedDict):
+    """`watch.add`: watch these directories (host paths, relative ones taken from `cwd`) from now on, and whenever a daemon serves the store."""
+    # The directories to watch.
+    paths: list[str]
+    # The caller's working directory, for relative paths.
+    cwd: NotRequired[str | None]
+
+
+class WatchAddResult(TypedDict):
+    """What the watch requests answer: the watched roots now, and those the request added or removed."""
+    # Every watched root (canonical directories), sorted.
+    roots: list[str]
+    # The roots this request added or removed (empty for `watch.ls`, or when nothing changed).
+    changed: list[str]
+
+
+class WatchRmParams(TypedDict):
+    """`watch.rm`: stop watching these roots (host paths, relative ones taken from `cwd`)."""
+    # The roots to stop watching, as given to `watch.add` (or any path naming the same directory).
+    paths: list[str]
+    # The caller's working directory, for relative paths.
+    cwd: NotRequired[str | None]
+
+
+class WatchRmResult(TypedDict):
+    """What the watch requests answer: the watched roots now, and those the request added or removed."""
+    # Every watched root (canonical directories), sorted.
+    roots: list[str]
+    # The roots this request added or removed (empty for `watch.ls`, or when nothing changed).
+    changed: list[str]
+
+
+class WatchLsParams(TypedDict):
+    """`watch.ls`: the watched roots."""
+
+
+class WatchLsResult(TypedDict):
+    """What the watch requests answer: the watched roots now, and those the request added or removed."""
+    # Every watched root (canonical directories), sorted.
+    roots: list[str]
+    # The roots this request added or removed (empty for `watch.ls`, or when nothing changed).
+    changed: list[str]
+
+
 # Every engine method: its params type and its result type.
 METHODS: dict[str, tuple[Any, Any]] = {
     "ls": (LsParams, LsResult),
@@ -1177,6 +1233,9 @@ METHODS: dict[str, tuple[Any, Any]] = {
     "agent.call": (AgentCallParams, AgentCallResult),
     "agent.tools": (AgentToolsParams, AgentToolsResult),
     "agent.entrypoints": (AgentEntrypointsParams, AgentEntrypointsResult),
+    "watch.add": (WatchAddParams, WatchAddResult),
+    "watch.rm": (WatchRmParams, WatchRmResult),
+    "watch.ls": (WatchLsParams, WatchLsResult),
 }
 
 
@@ -1409,7 +1468,7 @@ class _EngineMethods:
         return cast(MountRmResult, self._request("mount.rm", {"agent_prefix": agent_prefix}, {}))
 
     def index(self, paths: list[str], *, cwd: str | None = None) -> IndexResult:
-        """`index`: record every new, changed and deleted file under the given trees or files.
+        """`index`: record every new, changed and deleted file under the given trees or files. Under a root a daemon's watcher watches (and has reconciled), it is answered from the watcher's state: only the paths seen changing are looked at, and `files` counts those.
 
         paths: The trees or files to index: host paths, relative ones taken from `cwd`.
         cwd: The caller's working directory, for relative paths. Default: this process's working directory.
@@ -1728,6 +1787,49 @@ class _EngineMethods:
         )
         return cast(AgentEntrypointsResult, result)
 
+    def watch_add(self, paths: list[str], *, cwd: str | None = None) -> WatchAddResult:
+        """`watch.add`: watch these directories (host paths, relative ones taken from `cwd`) from now on, and whenever a daemon serves the store.
+
+        paths: The directories to watch.
+        cwd: The caller's working directory, for relative paths. Default: this process's working directory.
+        Returns schema/rpc/watch.add.result.json (optional params left at None are not sent).
+        """
+        result = self._request(
+            "watch.add",
+            {
+                "paths": paths,
+            },
+            {
+                "cwd": cwd if cwd is not None else os.getcwd(),
+            },
+        )
+        return cast(WatchAddResult, result)
+
+    def watch_rm(self, paths: list[str], *, cwd: str | None = None) -> WatchRmResult:
+        """`watch.rm`: stop watching these roots (host paths, relative ones taken from `cwd`).
+
+        paths: The roots to stop watching, as given to `watch.add` (or any path naming the same directory).
+        cwd: The caller's working directory, for relative paths. Default: this process's working directory.
+        Returns schema/rpc/watch.rm.result.json (optional params left at None are not sent).
+        """
+        result = self._request(
+            "watch.rm",
+            {
+                "paths": paths,
+            },
+            {
+                "cwd": cwd if cwd is not None else os.getcwd(),
+            },
+        )
+        return cast(WatchRmResult, result)
+
+    def watch_ls(self) -> WatchLsResult:
+        """`watch.ls`: the watched roots.
+
+        Returns schema/rpc/watch.ls.result.json (optional params left at None are not sent).
+        """
+        return cast(WatchLsResult, self._request("watch.ls", {}, {}))
+
 
 # --- END GENERATED ---
 
@@ -1981,16 +2083,25 @@ class Client(_EngineMethods):
                 )
             time.sleep(0.01)
 
-    def subscribe(self) -> dict[str, Any]:
+    def subscribe(
+        self, paths: list[str] | None = None, sessions: list[str] | None = None
+    ) -> dict[str, Any]:
         """From now on, every commit to the store reaches this client as a `commit`
-        notification; read them with `commits()` or `notifications()`. Once per client (a
-        second call sends nothing: the daemon would send every notification twice)."""
+        notification; read them with `commits()` or `notifications()`. With `paths` (canonical
+        path prefixes) or `sessions` (session ids), each file change under those prefixes or
+        held by those sessions comes as a `change` notification instead (`changes()`). Once per
+        client (a second call sends nothing: the daemon would send every notification twice)."""
         with self._lock:
             if self._subscribed:
                 return {"subscribed": True}
             self._subscribed = True
+        params: dict[str, Any] = {}
+        if paths:
+            params["paths"] = list(paths)
+        if sessions:
+            params["sessions"] = list(sessions)
         try:
-            return cast(dict[str, Any], self.call("subscribe"))
+            return cast(dict[str, Any], self.call("subscribe", params))
         except BaseException:
             with self._lock:
                 self._subscribed = False
@@ -2021,6 +2132,12 @@ class Client(_EngineMethods):
         """The `commit` notifications' params (see `notifications`), after `subscribe()`."""
         for note in self.notifications(timeout):
             if note.method == "commit":
+                yield note.params
+
+    def changes(self, timeout: float | None = None) -> Iterator[FileChange]:
+        """The `change` notifications' params (see `notifications`), after `subscribe(paths=…)`."""
+        for note in self.notifications(timeout):
+            if note.method == "change":
                 yield note.params
 
     # --- closing -------------------------------------------------------------------------------

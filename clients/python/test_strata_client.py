@@ -484,6 +484,19 @@ class NotificationsTest(DaemonTest):
 
 
 class LifecycleTest(DaemonTest):
+    def test_change_notifications_of_watched_files(self) -> None:
+        client = self.connect()
+        self.subscribed = True
+        tree = str(self.tree.resolve())
+        client.call("watch.add", {"paths": [tree]})
+        self.assertEqual(client.subscribe(paths=[str(self.tree.resolve() / "sub")]), {"subscribed": True})
+        (self.tree / "a.txt").write_text("not under the prefix\n")
+        (self.tree / "sub" / "c.py").write_text("print('changed')\n")
+        change = next(client.changes(timeout=10))
+        self.assertEqual(change["path"], str(self.tree.resolve() / "sub" / "c.py"))
+        self.assertIn(change["kind"], ("created", "updated"))
+        self.assertIsInstance(change["tx"], int)
+
     def test_stop(self) -> None:
         client = self.connect()
         pid = client.server["pid"]

@@ -69,10 +69,28 @@ pub enum Command {
     Serve(ServeArgs),
     /// Stop the store's daemon (it finishes what is in flight first).
     Stop,
-    /// The store's daemon: pid, uptime, clients, requests, last transaction, queued writes.
+    /// The store's daemon: pid, uptime, clients, requests, last transaction, queued writes, and
+    /// the file watcher's counters.
     Status(JsonArgs),
     /// An MCP server over stdio; `--docs-path DIR` makes it a drop-in for docs-mcp.
     Mcp(McpArgs),
+    /// Watch directories: the daemon (started when none runs) keeps the store equal to them as
+    /// files change, and every later daemon of the store watches them again. Without a
+    /// directory, lists the watched roots.
+    Watch(WatchArgs),
+    /// Stop watching directories (`strata watch` lists them).
+    Unwatch(WatchArgs),
+}
+
+/// `strata watch` and `strata unwatch`.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The directories.
+    #[arg(value_name = "DIR")]
+    pub paths: Vec<PathBuf>,
+    /// Print JSON instead of aligned text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `strata serve`.
@@ -81,6 +99,10 @@ pub struct ServeArgs {
     /// Exit after this many seconds without a client (default: run until stopped).
     #[arg(long, value_name = "SECONDS")]
     pub idle_timeout: Option<u64>,
+    /// Watch these directories too (added to the watched roots kept in the settings, which the
+    /// daemon watches in any case).
+    #[arg(long, value_name = "DIR", num_args = 1..)]
+    pub watch: Vec<PathBuf>,
 }
 
 /// `strata mcp`: its arguments are read as docs-mcp reads its own, so they are taken raw.

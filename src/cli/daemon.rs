@@ -108,6 +108,13 @@ impl Invocation<'_> {
             .try_init();
         let mut options = DaemonOptions {
             idle_timeout: args.idle_timeout.map(Duration::from_secs),
+            watch: args
+                .watch
+                .iter()
+                .map(|p| strata::resolve::utf8_path(p).map(str::to_string))
+                .collect::<strata::Result<_>>()?,
+            cwd: self.cwd(),
+            watch_options: strata::watch::WatchOptions::from_env(),
             ..DaemonOptions::default()
         };
         // A smaller message limit, for tests of the limit (a larger one is not allowed).
@@ -200,6 +207,36 @@ impl Invocation<'_> {
                     .map_or("none (runs until stopped)".into(), |s| format!("{s} s")),
             ],
         ];
+        let mut rows = rows;
+        if let Some(watch) = &status.watch {
+            let count = |n: u64| n.to_string();
+            rows.extend([
+                vec!["watched roots".into(), watch.roots.join(", ")],
+                vec![
+                    "watcher".into(),
+                    if watch.ready {
+                        "ready".into()
+                    } else {
+                        "reconciling at start".into()
+                    },
+                ],
+                vec!["watches".into(), count(watch.watches)],
+                vec!["unwatched dirs".into(), count(watch.unwatched_dirs)],
+                vec!["events".into(), count(watch.events)],
+                vec!["queue depth".into(), count(watch.queue_depth)],
+                vec![
+                    "last watcher commit".into(),
+                    match (&watch.last_commit_tx, &watch.last_commit) {
+                        (Some(tx), Some(at)) => format!("tx {tx} at {at}"),
+                        _ => "-".into(),
+                    },
+                ],
+                vec!["watcher errors".into(), count(watch.errors)],
+            ]);
+            if let Some(error) = &watch.last_error {
+                rows.push(vec!["last watcher error".into(), error.clone()]);
+            }
+        }
         output::table(self.out, &["WHAT", "VALUE"], &rows)?;
         Ok(ExitCode::SUCCESS)
     }

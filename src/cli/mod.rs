@@ -10,7 +10,7 @@
 //! - `args`: the clap definitions. `locate`: finding the store as git finds `.git`.
 //! - `objects`: ls, show, cat, history, diff. `admin`: init, mount, log, fsck, evict, gc, stats.
 //! - `index`: index with its progress bar. `session`: the session commands.
-//! - `daemon`: serve, stop, status, and how a command reaches the engine: through the store's
+//! - `watch`: watch, unwatch. `daemon`: serve, stop, status, and how a command reaches the engine: through the store's
 //!   daemon (started when none runs), or in this process with `--no-daemon`.
 //! - `output`: tables, sizes, short hashes.
 
@@ -23,6 +23,7 @@ mod mcp;
 mod objects;
 mod output;
 mod session;
+mod watch;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -96,6 +97,8 @@ impl Invocation<'_> {
             Command::Stop => self.stop(),
             Command::Status(args) => self.status(args),
             Command::Mcp(args) => self.mcp(args),
+            Command::Watch(args) => self.watch(args),
+            Command::Unwatch(args) => self.unwatch(args),
         }
     }
 

@@ -507,7 +507,10 @@ pub struct MountChanged {
 impl Engine {
     /// Changes the settings with `change` and saves them (kept in memory only without a store
     /// directory); a failed change or save leaves them as they were.
-    fn change_settings<T>(&self, change: impl FnOnce(&mut Settings) -> Result<T>) -> Result<T> {
+    pub(super) fn change_settings<T>(
+        &self,
+        change: impl FnOnce(&mut Settings) -> Result<T>,
+    ) -> Result<T> {
         let mut settings = self
             .settings
             .write()

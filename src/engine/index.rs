@@ -6,7 +6,9 @@ use super::request::Apply;
 use super::{Engine, Result};
 use crate::index::{Indexer, ScanOptions, ScanProgress, ScanSummary, scan};
 
-/// `index`: record every new, changed and deleted file under the given trees or files.
+/// `index`: record every new, changed and deleted file under the given trees or files. Under a
+/// root a daemon's watcher watches (and has reconciled), it is answered from the watcher's state:
+/// only the paths seen changing are looked at, and `files` counts those.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IndexRequest {
@@ -33,6 +35,18 @@ impl IndexRequest {
         let settings = engine.settings();
         let cwd = std::path::PathBuf::from(self.cwd.as_deref().unwrap_or("/"));
         let roots: Vec<std::path::PathBuf> = self.paths.iter().map(|p| cwd.join(p)).collect();
+        if let Some(hook) = engine.watch_index() {
+            let canonical: Option<Vec<std::path::PathBuf>> = roots
+                .iter()
+                .map(|r| std::fs::canonicalize(r).ok())
+                .collect();
+            if let Some(canonical) = canonical
+                && let Some(answered) = hook.index(&canonical)
+            {
+                // The watcher's commit is published already.
+                return answered;
+            }
+        }
         let indexer = Indexer::new(&engine.store, &settings)?;
         let skip_dirs = engine
             .dir

@@ -24,6 +24,7 @@ mod objects;
 mod request;
 mod schema;
 mod sessions;
+mod watch;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -55,6 +56,7 @@ pub use sessions::{
     SessionToolcallRequest, SessionTurnRequest, SetDone, SetOp, ToolcallRecorded, TouchedFiles,
     TurnAppended,
 };
+pub use watch::{WatchAddRequest, WatchIndex, WatchLsRequest, WatchRmRequest, WatchRoots};
 
 use crate::error::{Error, Result};
 use crate::index::Settings;
@@ -90,6 +92,21 @@ pub struct CommitEvent {
     pub paths: Vec<String>,
     /// The sessions it committed.
     pub sessions: Vec<String>,
+    /// What happened to each file among its entities.
+    pub changes: Vec<FileChange>,
+}
+
+/// What one transaction did to one file: what a subscriber by path is told.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct FileChange {
+    /// The file's canonical path.
+    pub path: String,
+    /// Its entity id.
+    pub entity: String,
+    /// The transaction.
+    pub tx: u64,
+    /// `created` (no live version before), `updated` or `deleted`.
+    pub kind: String,
 }
 
 /// The engine over one store: what every front end calls.
@@ -102,6 +119,10 @@ pub struct Engine {
     sessions: Mutex<HashMap<String, Arc<Mutex<Session>>>>,
     /// Where commit events go; a closed receiver is dropped at the next send.
     subscribers: Mutex<Vec<Sender<CommitEvent>>>,
+    /// Where the watched roots go after each change of them.
+    watch_listeners: Mutex<Vec<Sender<Vec<String>>>>,
+    /// What answers `index` on watched roots (the daemon's watcher).
+    watch_hook: Mutex<watch::WatchHook>,
     created: bool,
 }
 
@@ -152,6 +173,8 @@ impl Engine {
             settings: RwLock::new(settings),
             sessions: Mutex::new(HashMap::new()),
             subscribers: Mutex::new(Vec::new()),
+            watch_listeners: Mutex::new(Vec::new()),
+            watch_hook: Mutex::new(watch::WatchHook::default()),
             created: false,
         }
     }
@@ -242,6 +265,7 @@ impl Engine {
             entities: Vec::new(),
             paths: Vec::new(),
             sessions: Vec::new(),
+            changes: Vec::new(),
         };
         for op in &record.ops {
             let Some(entity) = op.entity() else { continue };
@@ -254,7 +278,27 @@ impl Engine {
             } else if let Ok(info) = self.store.entity(entity)
                 && let Some(source) = info.source
             {
-                event.paths.push(source.as_filesystem().path.clone());
+                let path = source.as_filesystem().path.clone();
+                let kind = if op.kind() == Some("delete") {
+                    "deleted"
+                } else if self
+                    .store
+                    .version_info(entity, None, Some(TxId(tx.saturating_sub(1))))
+                    .ok()
+                    .flatten()
+                    .is_some_and(|before| !before.is_tombstone())
+                {
+                    "updated"
+                } else {
+                    "created"
+                };
+                event.changes.push(FileChange {
+                    path: path.clone(),
+                    entity: entity.to_string(),
+                    tx,
+                    kind: kind.into(),
+                });
+                event.paths.push(path);
             }
         }
         Ok(event)

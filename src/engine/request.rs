@@ -10,6 +10,7 @@ use super::agent::*;
 use super::index::*;
 use super::objects::*;
 use super::sessions::*;
+use super::watch::*;
 use crate::error::Result;
 use crate::session::ResumeReport;
 
@@ -127,6 +128,9 @@ methods! {
     "agent.call" => AgentCall(AgentCallRequest) -> AgentCalled;
     "agent.tools" => AgentTools(AgentToolsRequest) -> AgentTools;
     "agent.entrypoints" => AgentEntrypoints(AgentEntrypointsRequest) -> AgentEntrypoints;
+    "watch.add" => WatchAdd(WatchAddRequest) -> WatchRoots;
+    "watch.rm" => WatchRm(WatchRmRequest) -> WatchRoots;
+    "watch.ls" => WatchLs(WatchLsRequest) -> WatchRoots;
 }
 
 /// Whether a request may write: every request type says so through this trait.
@@ -170,6 +174,9 @@ reads_only!(
     SessionRenderRequest,
     SessionHistoryRequest,
     AgentToolsRequest,
+    WatchAddRequest,
+    WatchRmRequest,
+    WatchLsRequest,
 );
 
 may_write!(

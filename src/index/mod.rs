@@ -21,9 +21,10 @@ pub use dirstat::DirStat;
 pub use disk::{Look, LookRules, Presence, StatChange, look, presence, record};
 pub use read::{Body, Reading, read_stream};
 pub use rules::DenyRules;
-pub use scan::{ScanOptions, ScanProgress, ScanSummary, Skipped, scan};
+pub use scan::{ScanOptions, ScanProgress, ScanSummary, Skipped, extra_ignore, scan};
 pub use settings::Settings;
 pub use walk::SkipKind;
+pub use walk::walk_builder;
 
 use crate::error::{Error, Result};
 use crate::object::{ContentOmitted, FilesystemSource, Object};

@@ -194,20 +194,7 @@ pub fn scan(
             cache.extend(part);
         }
     }
-    let ignore = if options.ignore.is_empty() {
-        None
-    } else {
-        let mut builder = GitignoreBuilder::new("/");
-        for glob in &options.ignore {
-            builder
-                .add_line(None, glob)
-                .map_err(|e| Error::invalid_input(format!("ignore glob {glob:?}: {e}")))?;
-        }
-        let rules = builder
-            .build()
-            .map_err(|e| Error::invalid_input(format!("ignore globs: {e}")))?;
-        Some(Arc::new(rules))
-    };
+    let ignore = extra_ignore(&options.ignore)?;
     let plan = WalkPlan {
         filesystem_id: filesystem_id.clone(),
         roots: walked,
@@ -365,6 +352,27 @@ fn check_listed(store: &crate::store::Store, source: &FilesystemSource) -> Resul
         )));
     }
     Ok(())
+}
+
+/// The settings' extra ignore globs (gitignore syntax, matched against absolute paths), compiled;
+/// `None` when there are none.
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming a glob that does not parse.
+pub fn extra_ignore(globs: &[String]) -> Result<Option<Arc<ignore::gitignore::Gitignore>>> {
+    if globs.is_empty() {
+        return Ok(None);
+    }
+    let mut builder = GitignoreBuilder::new("/");
+    for glob in globs {
+        builder
+            .add_line(None, glob)
+            .map_err(|e| Error::invalid_input(format!("ignore glob {glob:?}: {e}")))?;
+    }
+    let rules = builder
+        .build()
+        .map_err(|e| Error::invalid_input(format!("ignore globs: {e}")))?;
+    Ok(Some(Arc::new(rules)))
 }
 
 /// Counts a planned file and queues its ops.

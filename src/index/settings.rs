@@ -1,4 +1,5 @@
-//! The store's settings: default mounts, the content limit, extra deny and ignore globs, kept as
+//! The store's settings: default mounts, the content limit, extra deny and ignore globs, the
+//! watched roots, kept as
 //! `settings.toml` in the store directory.
 
 use std::path::Path;
@@ -30,6 +31,10 @@ pub struct Settings {
     /// Ignore globs (gitignore syntax) added to the trees' own `.gitignore` rules.
     #[serde(default)]
     pub ignore: Vec<String>,
+    /// The roots the daemon watches (canonical directories), kept so a restarted or
+    /// auto-started daemon watches them again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watch: Vec<String>,
 }
 
 fn default_max_content_bytes() -> u64 {
@@ -43,6 +48,7 @@ impl Default for Settings {
             max_content_bytes: DEFAULT_MAX_CONTENT_BYTES,
             deny: Vec::new(),
             ignore: Vec::new(),
+            watch: Vec::new(),
         }
     }
 }
@@ -107,6 +113,7 @@ mod tests {
             max_content_bytes: 1024,
             deny: vec!["*.secret".into()],
             ignore: vec!["target/".into()],
+            watch: vec!["/home/me/project".into()],
         };
         settings.save(dir.path())?;
         assert_eq!(Settings::load(dir.path())?, settings);

@@ -199,12 +199,25 @@ pub fn walk(plan: &WalkPlan, sink: SyncSender<Vec<Found>>) {
     let Some((first, rest)) = plan.roots.split_first() else {
         return;
     };
-    let mut builder = WalkBuilder::new(first);
+    let mut builder = walk_builder(first, plan.skip_dirs.clone(), plan.ignore.clone());
     for root in rest {
         builder.add(root);
     }
-    let skip_dirs = plan.skip_dirs.clone();
-    let extra_ignore = plan.ignore.clone();
+    builder.threads(plan.threads);
+    let mut visitors = Visitors { plan, sink };
+    builder.build_parallel().visit(&mut visitors);
+}
+
+/// The walk every tree walk of strata makes from `root` (scans and the watcher alike): `.gitignore`,
+/// `.ignore`, `.git/info/exclude` and the global excludes honoured (also from the directories above
+/// the root), hidden files included, symlinks never followed, `.git` and the directories of
+/// `skip_dirs` (the store's) never entered, and the settings' extra `ignore` globs applied.
+pub fn walk_builder(
+    root: &Path,
+    skip_dirs: Vec<PathBuf>,
+    ignore: Option<Arc<Gitignore>>,
+) -> WalkBuilder {
+    let mut builder = WalkBuilder::new(root);
     builder
         .hidden(false)
         .git_ignore(true)
@@ -213,7 +226,6 @@ pub fn walk(plan: &WalkPlan, sink: SyncSender<Vec<Found>>) {
         .require_git(false)
         .parents(true)
         .follow_links(false)
-        .threads(plan.threads)
         .filter_entry(move |entry| {
             let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
             if is_dir
@@ -221,14 +233,13 @@ pub fn walk(plan: &WalkPlan, sink: SyncSender<Vec<Found>>) {
             {
                 return false;
             }
-            !extra_ignore.as_ref().is_some_and(|rules| {
+            !ignore.as_ref().is_some_and(|rules| {
                 rules
                     .matched_path_or_any_parents(entry.path(), is_dir)
                     .is_ignore()
             })
         });
-    let mut visitors = Visitors { plan, sink };
-    builder.build_parallel().visit(&mut visitors);
+    builder
 }
 
 /// Files per message on the channel: one message per file made the walker and the consumer wake

@@ -1,6 +1,8 @@
 //! The daemon's wire protocol: JSON-RPC 2.0, one JSON message per line, over the store's Unix
 //! socket. The engine's methods (`show`, `session.read`, … with the params and results of
-//! `schema/rpc/`) plus the daemon's own: `handshake`, `status`, `stop`, `subscribe`.
+//! `schema/rpc/`) plus the daemon's own: `handshake`, `status`, `stop`, `subscribe` (every commit as a `commit`
+//! notification; with `paths` or `sessions`, one `change` notification per file changed under
+//! those path prefixes or held by those sessions).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -161,4 +163,7 @@ pub struct Status {
     pub store: String,
     /// Seconds without a client after which it exits (`None`: it runs until stopped).
     pub idle_timeout_seconds: Option<u64>,
+    /// The file watcher's counters (`None`: no root is watched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<crate::watch::WatchStatus>,
 }

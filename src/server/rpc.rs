@@ -23,9 +23,13 @@ use super::protocol::{
     Handshake, MAX_MESSAGE_BYTES, PROTOCOL_VERSION, SOCKET_FILE, Status, code, error_object,
     notification, protocol_error, response,
 };
-use crate::engine::{Access, Engine, Request};
+use crate::engine::{Access, Engine, Request, WatchAddRequest};
 use crate::error::{Error, Result};
 use crate::store::Timestamp;
+use crate::watch::{WatchOptions, Watcher};
+
+/// The daemon's file watcher, once a root is watched.
+type WatcherSlot = Arc<std::sync::Mutex<Option<Watcher>>>;
 
 /// How a daemon runs.
 #[derive(Clone, Debug)]
@@ -34,6 +38,12 @@ pub struct DaemonOptions {
     pub idle_timeout: Option<Duration>,
     /// The largest message read.
     pub max_message_bytes: usize,
+    /// Directories to add to the watched roots (kept in the settings) before serving.
+    pub watch: Vec<String>,
+    /// The directory relative `watch` paths are taken from.
+    pub cwd: Option<String>,
+    /// How the file watcher runs.
+    pub watch_options: WatchOptions,
 }
 
 impl Default for DaemonOptions {
@@ -41,6 +51,9 @@ impl Default for DaemonOptions {
         DaemonOptions {
             idle_timeout: None,
             max_message_bytes: MAX_MESSAGE_BYTES,
+            watch: Vec::new(),
+            cwd: None,
+            watch_options: WatchOptions::default(),
         }
     }
 }
@@ -66,6 +79,8 @@ struct Shared {
     last_activity: AtomicU64,
     /// Set when the daemon stops: the listener and every connection stop reading.
     stopping: watch::Sender<bool>,
+    /// The file watcher.
+    watcher: WatcherSlot,
 }
 
 impl Shared {
@@ -100,6 +115,12 @@ impl Shared {
                 .dir()
                 .map_or_else(|| ":memory:".into(), |d| d.display().to_string()),
             idle_timeout_seconds: self.options.idle_timeout.map(|d| d.as_secs()),
+            watch: self
+                .watcher
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .as_ref()
+                .map(Watcher::status),
         })
     }
 }
@@ -115,6 +136,13 @@ pub fn serve(dir: &Path, options: DaemonOptions) -> Result<()> {
     // The store first: whoever holds it owns the socket, so two daemons starting at once can
     // never remove each other's socket.
     let engine = Arc::new(Engine::open(dir, Access::ReadWrite)?);
+    if !options.watch.is_empty() {
+        engine.call(WatchAddRequest {
+            paths: options.watch.clone(),
+            cwd: options.cwd.clone(),
+        })?;
+    }
+    let watcher = start_watcher(&engine, &options.watch_options)?;
     let path = socket_path(dir);
     match std::fs::remove_file(&path) {
         Ok(()) => {}
@@ -134,8 +162,22 @@ pub fn serve(dir: &Path, options: DaemonOptions) -> Result<()> {
     let outcome = runtime.block_on(async {
         let listener = bind(&path)?;
         let signals = shutdown_signals();
-        run(listener, Arc::clone(&engine), options, &path, signals).await
+        run(
+            listener,
+            Arc::clone(&engine),
+            options,
+            Arc::clone(&watcher),
+            &path,
+            signals,
+        )
+        .await
     });
+    // The watcher stops (its window in progress committed) before the store closes.
+    let stopped = watcher
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    drop(stopped);
     // Whatever happened, the socket goes: a later client must not find a dead one.
     let _ = std::fs::remove_file(&path);
     // What was in flight is answered by now; a task still running (a subscription's
@@ -143,6 +185,48 @@ pub fn serve(dir: &Path, options: DaemonOptions) -> Result<()> {
     runtime.shutdown_timeout(Duration::from_secs(2));
     drop(engine);
     outcome
+}
+
+/// Starts the file watcher now when the settings name roots to watch, else when `watch.add`
+/// first names one (a daemon without roots keeps no watcher thread awake).
+///
+/// # Errors
+/// [`Error::Io`] when the platform's watcher cannot be made.
+fn start_watcher(engine: &Arc<Engine>, options: &WatchOptions) -> Result<WatcherSlot> {
+    let slot: WatcherSlot = Arc::new(std::sync::Mutex::new(None));
+    if !engine.settings().watch.is_empty() {
+        *slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(Watcher::start(Arc::clone(engine), options.clone())?);
+        return Ok(slot);
+    }
+    let changes = engine.watch_roots_changes();
+    let weak = Arc::downgrade(engine);
+    let later = Arc::clone(&slot);
+    let options = options.clone();
+    std::thread::Builder::new()
+        .name("strata-watch-start".into())
+        .spawn(move || {
+            // Ends when the engine goes (its sender with it) or once the watcher runs.
+            while let Ok(roots) = changes.recv() {
+                if roots.is_empty() {
+                    continue;
+                }
+                let Some(engine) = weak.upgrade() else { break };
+                match Watcher::start(engine, options) {
+                    Ok(watcher) => {
+                        *later
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(watcher);
+                    }
+                    Err(err) => tracing::error!(error = %err, "starting the file watcher"),
+                }
+                break;
+            }
+        })
+        .map_err(|e| Error::io("starting the watcher", e))?;
+    Ok(slot)
 }
 
 /// Binds the socket at `path` with mode 0600.
@@ -181,6 +265,7 @@ pub async fn run(
     listener: UnixListener,
     engine: Arc<Engine>,
     options: DaemonOptions,
+    watcher: WatcherSlot,
     socket: &Path,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<()> {
@@ -196,6 +281,7 @@ pub async fn run(
         unanswered: AtomicU64::new(0),
         last_activity: AtomicU64::new(0),
         stopping: watch::Sender::new(false),
+        watcher,
     });
     tracing::info!(pid = std::process::id(), socket = %socket.display(), "serving");
     tokio::pin!(shutdown);
@@ -231,11 +317,15 @@ pub async fn run(
     Ok(())
 }
 
-/// Whether the daemon has been idle for its idle time (no client, nothing in flight).
+/// Whether the daemon has been idle for its idle time (no client, nothing in flight). A daemon
+/// watching roots is never idle: keeping the store current is its work.
 fn idle(shared: &Shared) -> bool {
     let Some(timeout) = shared.options.idle_timeout else {
         return false;
     };
+    if !shared.engine.settings().watch.is_empty() {
+        return false;
+    }
     let last = Duration::from_millis(shared.last_activity.load(Ordering::Relaxed));
     shared.clients.load(Ordering::Relaxed) == 0
         && shared.unanswered.load(Ordering::SeqCst) == 0
@@ -471,10 +561,7 @@ async fn answer(line: &str, shared: &Arc<Shared>, out: &mpsc::Sender<Outgoing>) 
             shared.stop();
             Ok(json!({"stopping": true}))
         }
-        "subscribe" => {
-            subscribe(shared, out);
-            Ok(json!({"subscribed": true}))
-        }
+        "subscribe" => subscribe(shared, out, &params).map(|()| json!({"subscribed": true})),
         _ => call_engine(method, params, shared).await,
     };
     reply(outcome)
@@ -503,21 +590,69 @@ fn handshake(params: &Value) -> std::result::Result<Value, Value> {
     }))
 }
 
-/// `subscribe`: every commit from now on reaches this client as a `commit` notification.
+/// `subscribe`: every commit from now on reaches this client as a `commit` notification; with
+/// `paths` (path prefixes) or `sessions` (session ids), each file change of a commit under one of
+/// those prefixes or held by one of those sessions reaches it as a `change` notification
+/// (`path`, `entity`, `tx`, `kind`) instead.
 /// The forwarder holds the connection's queue weakly and looks every second whether the
 /// connection is gone, so that it ends with it: it neither keeps a closed connection (and its
 /// client count) alive nor holds up the daemon's exit.
-fn subscribe(shared: &Arc<Shared>, out: &mpsc::Sender<Outgoing>) {
+fn subscribe(
+    shared: &Arc<Shared>,
+    out: &mpsc::Sender<Outgoing>,
+    params: &Value,
+) -> std::result::Result<(), Value> {
     use std::sync::mpsc::RecvTimeoutError;
+    let list = |name: &str| -> std::result::Result<Vec<String>, Value> {
+        match params.get(name) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| item.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or(()),
+            Some(_) => Err(()),
+        }
+        .map_err(|()| {
+            protocol_error(
+                code::INVALID_PARAMS,
+                "invalid_params",
+                format!("subscribe: \"{name}\" must be an array of strings"),
+            )
+        })
+    };
+    // Prefixes are canonical paths; one that exists is canonicalised, as the watcher's are.
+    let paths: Vec<String> = list("paths")?
+        .into_iter()
+        .map(|p| {
+            std::fs::canonicalize(&p)
+                .ok()
+                .and_then(|c| c.to_str().map(str::to_string))
+                .unwrap_or(p)
+        })
+        .collect();
+    let sessions = list("sessions")?;
+    let filtered = !paths.is_empty() || !sessions.is_empty();
+    let engine = Arc::clone(&shared.engine);
     let events = shared.engine.subscribe();
     let out = out.downgrade();
     tokio::task::spawn_blocking(move || {
         loop {
             match events.recv_timeout(Duration::from_secs(1)) {
                 Ok(event) => {
-                    let line = notification("commit", json!(event));
+                    let lines = if filtered {
+                        changes_wanted(&engine, &event, &paths, &sessions)
+                            .into_iter()
+                            .map(|change| notification("change", json!(change)))
+                            .collect()
+                    } else {
+                        vec![notification("commit", json!(event))]
+                    };
                     let Some(out) = out.upgrade() else { break };
-                    if out.blocking_send(Outgoing::Notification(line)).is_err() {
+                    if lines
+                        .into_iter()
+                        .any(|line| out.blocking_send(Outgoing::Notification(line)).is_err())
+                    {
                         break;
                     }
                 }
@@ -526,6 +661,37 @@ fn subscribe(shared: &Arc<Shared>, out: &mpsc::Sender<Outgoing>) {
             }
         }
     });
+    Ok(())
+}
+
+/// The file changes of `event` under one of `paths` (prefixes, whole segments) or held by one
+/// of `sessions`.
+fn changes_wanted(
+    engine: &Engine,
+    event: &crate::engine::CommitEvent,
+    paths: &[String],
+    sessions: &[String],
+) -> Vec<crate::engine::FileChange> {
+    let entities: Vec<String> = event.changes.iter().map(|c| c.entity.clone()).collect();
+    let held: Vec<Vec<bool>> = sessions
+        .iter()
+        .filter_map(|sid| engine.session_holds(sid, &entities).ok())
+        .collect();
+    event
+        .changes
+        .iter()
+        .enumerate()
+        .filter(|(at, change)| {
+            paths.iter().any(|prefix| {
+                change.path == *prefix
+                    || change
+                        .path
+                        .strip_prefix(prefix.trim_end_matches('/'))
+                        .is_some_and(|rest| rest.starts_with('/'))
+            }) || held.iter().any(|h| h.get(*at).copied().unwrap_or(false))
+        })
+        .map(|(_, change)| change.clone())
+        .collect()
 }
 
 /// Answers an engine method on a blocking thread.

@@ -337,6 +337,34 @@ impl Session {
         Ok(Some(planned.action))
     }
 
+    /// The watcher's cache-only hook, after it committed a change of the file at
+    /// `canonical_path` on this machine: the metadata cache takes the store's current version
+    /// (or `[deleted]`); the sets and the queue never change. Returns whether the session
+    /// holds the file.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the stored version does not decode.
+    pub fn file_committed(&mut self, canonical_path: &str) -> Result<bool> {
+        let source = FilesystemSource {
+            filesystem_id: self.resolver.machine_id().to_string(),
+            path: canonical_path.to_string(),
+        };
+        let id =
+            crate::object::sourced_identity(ObjectType::File, &Source::Filesystem(source.clone()))?
+                .to_hex();
+        if !self.sets.index().contains(&id) || self.view.is_some() {
+            return Ok(false);
+        }
+        let meta = match self.store.metadata(&id, None)? {
+            Some(stored) => meta_of_stored(&self.resolver, &stored),
+            None => Some(deleted_meta(&self.resolver, source)),
+        };
+        if let Some(meta) = meta {
+            self.cache.insert(id, meta);
+        }
+        Ok(true)
+    }
+
     /// The canonical paths on this machine the watcher should watch: the session's files.
     pub fn watched_paths(&self) -> Vec<String> {
         self.sets

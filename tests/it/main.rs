@@ -8,6 +8,7 @@
 //!   60, about 1 s; 300 take about 10 s).
 //! - `STRATA_CORRUPTION_CASES=10000`: damaged copies of a real store (`corruption`; default
 //!   200); `STRATA_CORRUPTION_REPORT=1` prints the class counts and the failing cases.
+//! - `STRATA_WATCH_STORM=10000`: changes of the watcher's storm tests (`watch`; default 600).
 //! - `PROPTEST_CASES` (proptest's own) sets the cases of the one property test that does not fix
 //!   its count (`resolve`).
 //!
@@ -52,5 +53,8 @@ mod tools;
 mod support;
 // The proptest oracle: as_of and history against a BTreeMap model.
 mod temporal;
+// The watcher with a real daemon and real files: every kind of change, storms, SIGKILL, overflow,
+// the watch limit, index after a cookie sync, subscriptions by path, live sessions.
+mod watch;
 // Canonical JSON and hash vectors of schema/vectors.json, recomputed with strata.
 mod vectors;

@@ -22,7 +22,7 @@ use strata::engine::{
     Request, SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest, SessionLsRequest,
     SessionNewRequest, SessionReadRequest, SessionRenderRequest, SessionResumeRequest,
     SessionSetRequest, SessionShowRequest, SessionToolcallRequest, SessionTurnRequest, SetOp,
-    ShowRequest, StatsRequest, rpc_schemas,
+    ShowRequest, StatsRequest, WatchAddRequest, WatchLsRequest, WatchRmRequest, rpc_schemas,
 };
 use strata::object::ToolStatus;
 use strata::resolve::MountMapping;
@@ -616,6 +616,18 @@ fn a_real_engine_run_is_valid_for_the_schemas() -> TestResult {
     })?;
     assert!(fsck.findings.is_empty(), "{fsck:?}");
     e.call(StatsRequest {})?;
+
+    // The watched roots (kept in the settings; no daemon watches them here).
+    let added = e.call(WatchAddRequest {
+        paths: vec![tree.clone()],
+        cwd: None,
+    })?;
+    assert_eq!(added.changed.len(), 1, "{added:?}");
+    e.call(WatchLsRequest {})?;
+    e.call(WatchRmRequest {
+        paths: vec![tree.clone()],
+        cwd: None,
+    })?;
 
     let missed: Vec<&str> = Request::METHODS
         .iter()
