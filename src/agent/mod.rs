@@ -18,6 +18,8 @@
 //!   [`redact`]: credential redaction for excerpts, summaries and snippets.
 //! - [`fd`]: file descriptors (seed 004), the pure core: paging, `read_fd`, the original's XML.
 //!   [`descriptors`]: descriptors over a session (the live table, wrapping, persistence).
+//! - [`patch`]: the writing tools' pure core (seed 002's line operations, seed 001's unified
+//!   diffs, validation, conflicts).
 
 mod args;
 pub mod descriptors;
@@ -25,6 +27,7 @@ pub mod docs;
 pub mod fd;
 mod files;
 mod history;
+pub mod patch;
 mod read;
 pub mod redact;
 mod search;
