@@ -14,7 +14,8 @@
 //! - `files`: walking a session's mounts, file ids, what a `filepath` names. `args`: strict
 //!   JSON arguments.
 //! - `read`: `list_files`, `read_file`, `read_lines`, `get_excerpt`. `search`: `search`.
-//!   `summary`: `summarize_file`. `history`: `get_file_history`, `get_file_diff`.
+//!   `summary`: `summarize_file`. `history`: `get_file_history`, `get_file_diff`. `write`:
+//!   `write_file`, `apply_patch`, `delete_file`, `rename_file`, `restore_file`.
 //!   [`redact`]: credential redaction for excerpts, summaries and snippets.
 //! - [`fd`]: file descriptors (seed 004), the pure core: paging, `read_fd`, the original's XML.
 //!   [`descriptors`]: descriptors over a session (the live table, wrapping, persistence).
@@ -33,6 +34,7 @@ pub mod redact;
 mod search;
 mod summary;
 pub mod tools;
+mod write;
 
 #[cfg(test)]
 mod tests;
