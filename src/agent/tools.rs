@@ -48,7 +48,13 @@ pub const RENAME_FILE: &str = "rename_file";
 pub const RESTORE_FILE: &str = "restore_file";
 
 /// The writing tools, listed after the reading tools.
-pub const WRITING_TOOLS: [&str; 5] = [WRITE_FILE, APPLY_PATCH, DELETE_FILE, RENAME_FILE, RESTORE_FILE];
+pub const WRITING_TOOLS: [&str; 5] = [
+    WRITE_FILE,
+    APPLY_PATCH,
+    DELETE_FILE,
+    RENAME_FILE,
+    RESTORE_FILE,
+];
 
 /// The reading tools, in the order `tools/list` gives them (`read_fd` follows when the session
 /// has descriptors).
@@ -194,11 +200,7 @@ pub fn call(
     let (output, file_refs, is_error) = match run(session, tool, &args) {
         Ok(Ran::Output(output)) => (output.text, output.file_refs, false),
         Ok(Ran::Fd(answer)) => (answer.text, Vec::new(), answer.is_error),
-        Ok(Ran::Write(answer)) => (
-            answer.output.text,
-            answer.output.file_refs,
-            !answer.success,
-        ),
+        Ok(Ran::Write(answer)) => (answer.output.text, answer.output.file_refs, !answer.success),
         Err(e) if is_tool_error(&e) => (error_text(&e), Vec::new(), true),
         Err(e) => return Err(e),
     };

@@ -221,7 +221,11 @@ pub(crate) fn apply_patch(session: &mut Session, args: &Map<String, Value>) -> R
     if args.contains_key("files") || !args.contains_key("patch") {
         return apply_line_ops(session, args);
     }
-    let args = Args::new("apply_patch", args, &["filepath", "patch", "expected_sha256"])?;
+    let args = Args::new(
+        "apply_patch",
+        args,
+        &["filepath", "patch", "expected_sha256"],
+    )?;
     let filepath = args.required_string("filepath")?;
     let patch = args.required_string("patch")?;
     let expected = match quoted_hash(&args, "expected_sha256")? {
@@ -239,7 +243,7 @@ pub(crate) fn apply_patch(session: &mut Session, args: &Map<String, Value>) -> R
     {
         let stale = Stale {
             index: 0,
-            agent_path: file.filename.clone(),
+            agent_path: file.agent_path.clone(),
             current: Some(now),
         };
         let conflict = stale_conflict(session, &stale, Some(quoted))?;

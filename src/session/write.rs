@@ -57,7 +57,7 @@ pub struct Stale {
 pub struct DiskText {
     /// The SHA-256 (hex) of the bytes.
     pub sha256: String,
-    /// The text, when the bytes are UTF-8.
+    /// The text, when the bytes are text (UTF-8 without a NUL byte, the index's rule).
     pub text: Option<String>,
 }
 
@@ -101,7 +101,7 @@ impl Session {
             Ok(meta) if meta.is_file() => {
                 let bytes =
                     fs::read(&real).map_err(|e| Error::io(format!("reading {agent_path}"), e))?;
-                let text = String::from_utf8(bytes.clone()).ok();
+                let text = text_of(&bytes);
                 (
                     Some(DiskText {
                         sha256: crate::hash::sha256(&bytes).to_hex(),
@@ -143,6 +143,17 @@ impl Session {
     ) -> Result<std::result::Result<Vec<Touched>, Stale>> {
         self.writable()?;
         let _guard = WRITE_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+        let limit = self.indexer.max_content_bytes();
+        if let Some(big) = writes
+            .iter()
+            .find(|w| w.content.as_ref().is_some_and(|c| c.len() as u64 > limit))
+        {
+            return Err(Error::invalid_input(format!(
+                "the new content of {} is over the store's content limit ({limit} bytes); \
+                 write smaller files or raise max_content_bytes in the store's settings",
+                big.agent_path
+            )));
+        }
         let mut targets = Vec::with_capacity(writes.len());
         for (index, write) in writes.iter().enumerate() {
             let target = self.target(&write.agent_path)?;
@@ -229,6 +240,14 @@ impl Session {
     }
 }
 
+/// The bytes as text, by the index's rule: UTF-8 without a NUL byte.
+fn text_of(bytes: &[u8]) -> Option<String> {
+    if bytes.contains(&0) {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok().map(str::to_string)
+}
+
 fn stale(
     index: usize,
     write: &FileWrite,
@@ -266,8 +285,12 @@ fn stage(write: &FileWrite, target: &Target) -> Result<Option<PathBuf>> {
     };
     let dir = target.real.parent().unwrap_or(Path::new("/"));
     if !dir.is_dir() {
-        fs::create_dir_all(dir)
-            .map_err(|e| Error::io(format!("creating the directory of {}", target.agent_path), e))?;
+        fs::create_dir_all(dir).map_err(|e| {
+            Error::io(
+                format!("creating the directory of {}", target.agent_path),
+                e,
+            )
+        })?;
     }
     let temp = beside(&target.real, "new");
     let written = (|| {
@@ -330,7 +353,7 @@ fn swap(
     let now = match fs::read(&target.real) {
         Ok(bytes) => Some(DiskText {
             sha256: crate::hash::sha256(&bytes).to_hex(),
-            text: String::from_utf8(bytes).ok(),
+            text: text_of(&bytes),
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(Error::io(format!("reading {}", target.agent_path), e)),
