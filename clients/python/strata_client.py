@@ -1088,6 +1088,30 @@ class AgentToolsResult(TypedDict):
     instructions: str | None
 
 
+class AgentApproveParams(TypedDict):
+    """`agent.approve`: a person approves the write the agent's call was held for (seed 001's `require_approval`: `delete_file`, `rename_file`), by the token the agent was given. The call runs as the agent made it (so only if the file still has the quoted hash), is recorded and committed as `agent.call`'s. No MCP tool exposes this request: the agent cannot approve itself."""
+    # The session id.
+    session: str
+    # The token of the held call (`approve-…`), valid once, for one hour.
+    token: str
+    # Who approves, kept with the session outside every hash.
+    caller: NotRequired[str | None]
+
+
+class AgentApproveResult(TypedDict):
+    """What `agent.call` answers."""
+    # The session id.
+    session_id: str
+    # The text: the output, a descriptor's `<fd_result>` in its place, or the error.
+    text: str
+    # Whether the call failed (MCP's `isError`).
+    is_error: bool
+    # The id the call was recorded under.
+    call_id: str
+    # The commit that recorded the call.
+    tx_id: int | None
+
+
 # Every engine method: its params type and its result type.
 METHODS: dict[str, tuple[Any, Any]] = {
     "ls": (LsParams, LsResult),
@@ -1118,6 +1142,7 @@ METHODS: dict[str, tuple[Any, Any]] = {
     "session.history": (SessionHistoryParams, SessionHistoryResult),
     "agent.call": (AgentCallParams, AgentCallResult),
     "agent.tools": (AgentToolsParams, AgentToolsResult),
+    "agent.approve": (AgentApproveParams, AgentApproveResult),
 }
 
 
@@ -1652,6 +1677,32 @@ class _EngineMethods:
         Returns schema/rpc/agent.tools.result.json (optional params left at None are not sent).
         """
         return cast(AgentToolsResult, self._request("agent.tools", {"session": session}, {}))
+
+    def agent_approve(
+        self,
+        session: str,
+        token: str,
+        *,
+        caller: str | None = None,
+    ) -> AgentApproveResult:
+        """`agent.approve`: a person approves the write the agent's call was held for (seed 001's `require_approval`: `delete_file`, `rename_file`), by the token the agent was given. The call runs as the agent made it (so only if the file still has the quoted hash), is recorded and committed as `agent.call`'s. No MCP tool exposes this request: the agent cannot approve itself.
+
+        session: The session id.
+        token: The token of the held call (`approve-…`), valid once, for one hour.
+        caller: Who approves, kept with the session outside every hash.
+        Returns schema/rpc/agent.approve.result.json (optional params left at None are not sent).
+        """
+        result = self._request(
+            "agent.approve",
+            {
+                "session": session,
+                "token": token,
+            },
+            {
+                "caller": caller,
+            },
+        )
+        return cast(AgentApproveResult, result)
 
 
 # --- END GENERATED ---

@@ -19,9 +19,11 @@
 //!   [`redact`]: credential redaction for excerpts, summaries and snippets.
 //! - [`fd`]: file descriptors (seed 004), the pure core: paging, `read_fd`, the original's XML.
 //!   [`descriptors`]: descriptors over a session (the live table, wrapping, persistence).
+//! - [`approval`]: tokens for the writes that need a person (delete, rename).
 //! - [`patch`]: the writing tools' pure core (seed 002's line operations, seed 001's unified
 //!   diffs, validation, conflicts).
 
+pub mod approval;
 mod args;
 pub mod descriptors;
 pub mod docs;
@@ -42,4 +44,6 @@ mod tests;
 pub use files::DEFAULT_EXCLUDES;
 pub use read::{CHARS_PER_TOKEN, EXCERPT_LINES, tokens};
 pub use summary::{SUMMARY_TOKENS, outline};
-pub use tools::{ToolAnswer, ToolOutput, call, tool_definition, tool_definitions, tool_names};
+pub use tools::{
+    ToolAnswer, ToolOutput, approve, call, tool_definition, tool_definitions, tool_names,
+};

@@ -188,6 +188,28 @@ pub fn call(
     args: Map<String, Value>,
     caller: Option<&str>,
 ) -> Result<ToolAnswer> {
+    call_as(session, tool, args, caller, false)
+}
+
+/// Runs the call a person approved with `token` (see [`super::approval`]) as the agent made it,
+/// and records it as [`call`] does; it applies only if the file still has the quoted hash.
+///
+/// # Errors
+/// [`Error::NotFound`] for an unknown or used token; [`Error::InvalidInput`] for an expired one;
+/// as [`call`].
+pub fn approve(session: &mut Session, token: &str, caller: Option<&str>) -> Result<ToolAnswer> {
+    session.file_ids_mut()?;
+    let (tool, args) = super::approval::take(session, token)?;
+    call_as(session, &tool, args, caller, true)
+}
+
+fn call_as(
+    session: &mut Session,
+    tool: &str,
+    args: Map<String, Value>,
+    caller: Option<&str>,
+    approved: bool,
+) -> Result<ToolAnswer> {
     if !tool_names(session).contains(&tool) {
         return Err(Error::invalid_input(format!(
             "unknown tool {tool:?}; this session offers {}",
@@ -197,7 +219,13 @@ pub fn call(
     // A view refuses before anything runs.
     session.file_ids_mut()?;
     let call_id = Session::new_toolcall_id();
-    let (output, file_refs, is_error) = match run(session, tool, &args) {
+    let ran = if super::approval::needs_approval(tool) && !approved {
+        Ok(Ran::Held(super::approval::hold(session, tool, &args)))
+    } else {
+        run(session, tool, &args)
+    };
+    let (output, file_refs, is_error) = match ran {
+        Ok(Ran::Held(text)) => (text, Vec::new(), true),
         Ok(Ran::Output(output)) => (output.text, output.file_refs, false),
         Ok(Ran::Fd(answer)) => (answer.text, Vec::new(), answer.is_error),
         Ok(Ran::Write(answer)) => (answer.output.text, answer.output.file_refs, !answer.success),
@@ -239,6 +267,8 @@ enum Ran {
     Fd(super::fd::FdText),
     /// A writing tool's answer: refusals (validation, conflicts) are answers, not errors.
     Write(super::write::WriteAnswer),
+    /// A call held until a person approves it: the answer with the token.
+    Held(String),
 }
 
 fn run(session: &mut Session, tool: &str, args: &Map<String, Value>) -> Result<Ran> {

@@ -37,7 +37,9 @@ pub use admin::{
     GcResponse, InitResponse, LogOp, LogRecord, LogRequest, LogResponse, MountAddRequest,
     MountChanged, MountLsRequest, MountRmRequest, MountsResponse, StatsRequest, StatsResponse,
 };
-pub use agent::{AgentCallRequest, AgentCalled, AgentTools, AgentToolsRequest};
+pub use agent::{
+    AgentApproveRequest, AgentCallRequest, AgentCalled, AgentTools, AgentToolsRequest,
+};
 pub use index::{IndexRequest, IndexResponse};
 pub use objects::{
     AsOf, Body, CatRequest, CatResponse, DiffRequest, DiffResponse, HistoryRequest,

@@ -126,6 +126,7 @@ methods! {
     "session.history" => SessionHistory(SessionHistoryRequest) -> SessionCommits;
     "agent.call" => AgentCall(AgentCallRequest) -> AgentCalled;
     "agent.tools" => AgentTools(AgentToolsRequest) -> AgentTools;
+    "agent.approve" => AgentApprove(AgentApproveRequest) -> AgentCalled;
 }
 
 /// Whether a request may write: every request type says so through this trait.
@@ -184,6 +185,7 @@ may_write!(
     SessionResumeRequest,
     SessionForkRequest,
     AgentCallRequest,
+    AgentApproveRequest,
 );
 
 impl Writes for FsckRequest {

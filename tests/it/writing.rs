@@ -168,29 +168,27 @@ fn writes_and_patches_chain_on_the_returned_sha256_and_are_in_the_store_at_once(
         "one\ntwo\nthree\n"
     );
     assert_eq!(versions(&mut server, "notes.txt")?, 5);
+    // Renames and deletions wait for a person: held, nothing changed.
     let sha = project.sha256("notes.txt")?;
-    written(
-        &mut server,
-        "rename_file",
-        json!({"filepath": "notes.txt", "new_filepath": "renamed.txt", "expected_sha256": sha}),
-    )?;
-    assert!(!project.tree.join("notes.txt").exists());
-    assert_eq!(
-        fs::read_to_string(project.tree.join("renamed.txt"))?,
-        "one\ntwo\nthree\n"
-    );
-    written(
-        &mut server,
-        "delete_file",
-        json!({"filepath": "renamed.txt", "expected_sha256": sha}),
-    )?;
+    for (tool, args) in [
+        (
+            "rename_file",
+            json!({"filepath": "notes.txt", "new_filepath": "renamed.txt", "expected_sha256": sha}),
+        ),
+        (
+            "delete_file",
+            json!({"filepath": "notes.txt", "expected_sha256": sha}),
+        ),
+    ] {
+        let answer = refused(&mut server, &project, "notes.txt", tool, args)?;
+        assert_eq!(answer["errorCode"], "APPROVAL_REQUIRED", "{answer}");
+        assert!(
+            answer["approval"]["token"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("approve-"))
+        );
+    }
     assert!(!project.tree.join("renamed.txt").exists());
-    let history: Value = serde_json::from_str(&ok(
-        &mut server,
-        "get_file_history",
-        json!({"filepath": "renamed.txt"}),
-    )?)?;
-    assert_eq!(history["versions"][0]["state"], "deleted", "{history}");
     // No temporary or rollback file is left behind.
     let left: Vec<String> = fs::read_dir(&project.tree)?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -444,6 +442,129 @@ fn two_writers_through_one_daemon_one_wins_the_other_gets_stale_buffer() -> Test
     );
     a.finish()?;
     b.finish()?;
+    std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--store")
+        .arg(&project.store)
+        .arg("stop")
+        .output()?;
+    Ok(())
+}
+
+/// A client of the daemon's socket: what a person's tool (not the agent) sends.
+struct Person {
+    writer: std::os::unix::net::UnixStream,
+    reader: std::io::BufReader<std::os::unix::net::UnixStream>,
+}
+
+impl Person {
+    fn connect(project: &Project) -> Fallible<Self> {
+        let stream = std::os::unix::net::UnixStream::connect(project.store.join("strata.sock"))?;
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(20)))?;
+        Ok(Person {
+            reader: std::io::BufReader::new(stream.try_clone()?),
+            writer: stream,
+        })
+    }
+
+    /// `agent.approve`: the response message.
+    fn approve(&mut self, session: &str, token: &str) -> Fallible<Value> {
+        use std::io::{BufRead as _, Write as _};
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": "agent.approve",
+            "params": {"session": session, "token": token, "caller": "a person"}});
+        self.writer.write_all(format!("{request}\n").as_bytes())?;
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        Ok(serde_json::from_str(&line)?)
+    }
+}
+
+fn token_of(answer: &Value) -> Fallible<String> {
+    Ok(answer["approval"]["token"]
+        .as_str()
+        .ok_or("no token")?
+        .to_owned())
+}
+
+#[test]
+fn a_person_approves_deletions_and_renames_once_before_the_token_expires() -> TestResult {
+    let project = Project::new()?;
+    let env = [
+        ("STRATA_IDLE_TIMEOUT", "20"),
+        ("STRATA_APPROVAL_TTL_SECS", "3"),
+    ];
+    let store = project.store.to_str().ok_or("path")?.to_string();
+    let mount = project.mount()?;
+    let mut agent = Server::start(&["--store", &store, "--mount", &mount], &env, &project.tree)?;
+    let session = session_of(&agent.handshake()?)?;
+    let mut person = Person::connect(&project)?;
+    let sha = read_sha(&mut agent, "notes.txt")?;
+    // A rename, approved: one batch that creates the new path and deletes the old one.
+    let (held, _) = write(
+        &mut agent,
+        "rename_file",
+        json!({"filepath": "notes.txt", "new_filepath": "sub/renamed.txt", "expected_sha256": sha}),
+    )?;
+    let token = token_of(&held)?;
+    assert!(
+        project.tree.join("notes.txt").exists(),
+        "held: nothing changed"
+    );
+    let approved = person.approve(&session, &token)?;
+    assert_eq!(approved["result"]["is_error"], json!(false), "{approved}");
+    assert!(!project.tree.join("notes.txt").exists());
+    assert_eq!(
+        fs::read_to_string(project.tree.join("sub/renamed.txt"))?,
+        "one\ntwo\nthree\n"
+    );
+    // A token is used once.
+    let again = person.approve(&session, &token)?;
+    assert_eq!(again["error"]["data"]["kind"], "not_found", "{again}");
+    // A deletion approved after the file changed: stale_buffer, nothing deleted.
+    let (held, _) = write(
+        &mut agent,
+        "delete_file",
+        json!({"filepath": "sub/renamed.txt", "expected_sha256": sha}),
+    )?;
+    fs::write(project.tree.join("sub/renamed.txt"), "changed\n")?;
+    let approved = person.approve(&session, &token_of(&held)?)?;
+    assert_eq!(approved["result"]["is_error"], json!(true), "{approved}");
+    let answer: Value = serde_json::from_str(approved["result"]["text"].as_str().ok_or("text")?)?;
+    assert_eq!(answer["conflict"]["kind"], "stale_buffer", "{answer}");
+    assert!(project.tree.join("sub/renamed.txt").exists());
+    // An expired token changes nothing.
+    let now = project.sha256("sub/renamed.txt")?;
+    let (held, _) = write(
+        &mut agent,
+        "delete_file",
+        json!({"filepath": "sub/renamed.txt", "expected_sha256": now}),
+    )?;
+    std::thread::sleep(std::time::Duration::from_millis(3200));
+    let late = person.approve(&session, &token_of(&held)?)?;
+    assert!(
+        late["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("expired"),
+        "{late}"
+    );
+    assert!(project.tree.join("sub/renamed.txt").exists());
+    // In time: deleted, and the store has the tombstone.
+    let (held, _) = write(
+        &mut agent,
+        "delete_file",
+        json!({"filepath": "sub/renamed.txt", "expected_sha256": now}),
+    )?;
+    let approved = person.approve(&session, &token_of(&held)?)?;
+    assert_eq!(approved["result"]["is_error"], json!(false), "{approved}");
+    assert!(!project.tree.join("sub/renamed.txt").exists());
+    let history: Value = serde_json::from_str(&ok(
+        &mut agent,
+        "get_file_history",
+        json!({"filepath": "sub/renamed.txt"}),
+    )?)?;
+    assert_eq!(history["versions"][0]["state"], "deleted", "{history}");
+    drop(person);
+    agent.finish()?;
     std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
         .arg("--store")
         .arg(&project.store)
