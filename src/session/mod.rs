@@ -46,6 +46,8 @@ pub use ids::FileIds;
 pub use render::{ACTIVE_CONTENT, END_CONTENT, RenderOptions};
 pub use resume::{Reconciled, ResumeReport};
 pub use sets::{OrderedSet, Sets};
+#[cfg(test)]
+pub(crate) use write::FAIL_SWAP_AT;
 pub use write::{DiskText, FileWrite, Stale};
 
 use cache::{deleted_meta, meta_of, meta_of_stored};

@@ -30,6 +30,12 @@ use super::*;
 /// Serialises every agent write of this process (see the module docs).
 static WRITE_LOCK: Mutex<()> = Mutex::new(());
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: the swap of this file of the next batch fails as a full disk would.
+    pub(crate) static FAIL_SWAP_AT: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
 /// One file of a write batch.
 #[derive(Clone, Debug)]
 pub struct FileWrite {
@@ -183,6 +189,16 @@ impl Session {
         let mut done: Vec<Swapped> = Vec::with_capacity(writes.len());
         for (index, ((write, target), temp)) in writes.iter().zip(&targets).zip(&staged).enumerate()
         {
+            #[cfg(test)]
+            let swapped = if FAIL_SWAP_AT.with(|f| f.get()) == Some(index) {
+                Err(Error::io(
+                    "writing (a failure injected by a test)",
+                    std::io::Error::other("no space left"),
+                ))
+            } else {
+                swap(index, write, target, temp.as_deref())
+            };
+            #[cfg(not(test))]
             let swapped = swap(index, write, target, temp.as_deref());
             match swapped {
                 Ok(Ok(swapped)) => done.push(swapped),
