@@ -36,6 +36,8 @@ pub const GET_FILE_HISTORY: &str = "get_file_history";
 pub const GET_FILE_DIFF: &str = "get_file_diff";
 /// `read_fd` (listed when the session has descriptors).
 pub const READ_FD: &str = "read_fd";
+/// `fd_to_file` (listed when the session has descriptors).
+pub const FD_TO_FILE: &str = "fd_to_file";
 /// `write_file`.
 pub const WRITE_FILE: &str = "write_file";
 /// `apply_patch` (a unified diff, or seed 002's line operations).
@@ -168,6 +170,7 @@ pub fn tool_names(session: &Session) -> Vec<&'static str> {
     names.extend(WRITING_TOOLS);
     if session.descriptors().is_some() {
         names.push(READ_FD);
+        names.push(FD_TO_FILE);
     }
     names
 }
@@ -226,6 +229,9 @@ fn call_as(
     };
     let (output, file_refs, is_error) = match ran {
         Ok(Ran::Held(text)) => (text, Vec::new(), true),
+        Ok(Ran::FdWrite(answer, written)) => {
+            (answer.text, written.into_iter().collect(), answer.is_error)
+        }
         Ok(Ran::Output(output)) => (output.text, output.file_refs, false),
         Ok(Ran::Fd(answer)) => (answer.text, Vec::new(), answer.is_error),
         Ok(Ran::Write(answer)) => (answer.output.text, answer.output.file_refs, !answer.success),
@@ -269,6 +275,8 @@ enum Ran {
     Write(super::write::WriteAnswer),
     /// A call held until a person approves it: the answer with the token.
     Held(String),
+    /// `fd_to_file`'s answer and the file entity it wrote.
+    FdWrite(super::fd::FdText, Option<String>),
 }
 
 fn run(session: &mut Session, tool: &str, args: &Map<String, Value>) -> Result<Ran> {
@@ -282,6 +290,10 @@ fn run(session: &mut Session, tool: &str, args: &Map<String, Value>) -> Result<R
         GET_FILE_HISTORY => history::get_file_history(session, args)?,
         GET_FILE_DIFF => history::get_file_diff(session, args)?,
         READ_FD => return descriptors::read_fd(session, args).map(Ran::Fd),
+        FD_TO_FILE => {
+            let (answer, written) = descriptors::fd_to_file(session, args)?;
+            return Ok(Ran::FdWrite(answer, written));
+        }
         WRITE_FILE => return write::write_file(session, args).map(Ran::Write),
         APPLY_PATCH => return write::apply_patch(session, args).map(Ran::Write),
         DELETE_FILE => return write::delete_file(session, args).map(Ran::Write),
@@ -446,6 +458,17 @@ pub fn tool_definition(name: &str) -> Option<Value> {
                 "expected_sha256": {"type": "string", "description": "The sha256 of the file as it is now (omit when it does not exist)."}
             }),
             vec!["filepath", "version"],
+        ),
+        FD_TO_FILE => (
+            "Write a file descriptor's whole content (fd:N) to a file, or append it; a write like write_file's (checked against the file as it is now, recorded), answered in the descriptor tools' XML.",
+            json!({
+                "fd": {"type": "string", "description": "The descriptor, e.g. fd:1."},
+                "file_path": {"type": "string", "description": "The file: a path relative to the session's root, an absolute path under a mount, or an id."},
+                "mode": {"type": "string", "enum": ["write", "append"], "default": "write", "description": "Replace the file's content, or add to its end."},
+                "create": {"type": "boolean", "default": true, "description": "Whether a missing file may be created."},
+                "exist_ok": {"type": "boolean", "default": true, "description": "Whether an existing file may be written."}
+            }),
+            vec!["fd", "file_path"],
         ),
         READ_FD => (
             "Read a file descriptor (fd:N) that holds a large output: by page (default), line or character, optionally into a new descriptor.",

@@ -22,7 +22,7 @@ use super::patch::{
     apply_unified, check_sha256_hex, conflict_diff, parse_request, sha256_hex, validate,
 };
 use super::tools::ToolOutput;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::session::{DiskText, FileWrite, Session, Stale};
 
 /// The answer of a writing tool: its text, whether it succeeded, the files it touched.
@@ -493,4 +493,69 @@ pub(crate) fn restore_file(
             lines_changed,
         }],
     )
+}
+
+/// Writes `content` to `filepath` for `fd_to_file` (seed 004), or appends it: a write like the
+/// others (the session's paths, mounts and deny rules, all or nothing, recorded), based on the
+/// file as it is now, since the original quotes no hash. Returns the file's size afterwards and
+/// its entity id, or the reason for the agent.
+pub(crate) fn write_for_fd(
+    session: &mut Session,
+    filepath: &str,
+    content: &str,
+    append: bool,
+) -> Result<std::result::Result<(u64, String), String>> {
+    let file = match resolve(session, filepath) {
+        Ok(file) => file,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let now = match session.disk_file(&file.agent_path) {
+        Ok(now) => now,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let new_text = match (&now, append) {
+        (Some(now), true) => match &now.text {
+            Some(text) => format!("{text}{content}"),
+            None => {
+                return Ok(Err(format!(
+                    "{filepath} is binary; text cannot be appended"
+                )));
+            }
+        },
+        _ => content.to_string(),
+    };
+    let size = new_text.len() as u64;
+    let writes = [FileWrite {
+        agent_path: file.agent_path.clone(),
+        expected_sha256: now.map(|n| n.sha256),
+        content: Some(new_text.into_bytes()),
+    }];
+    match session.write_files(&writes) {
+        Ok(Ok(touched)) => {
+            let mut file = file;
+            file.number(session)?;
+            Ok(Ok((
+                size,
+                touched.into_iter().next().map(|t| t.id).unwrap_or_default(),
+            )))
+        }
+        Ok(Err(stale)) => Ok(Err(stale_message(
+            &stale,
+            writes[0].expected_sha256.as_deref(),
+        ))),
+        Err(
+            e @ (Error::InvalidPath { .. }
+            | Error::PermissionDenied { .. }
+            | Error::Io { .. }
+            | Error::InvalidInput { .. }),
+        ) => Ok(Err(e.to_string())),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a file exists at `filepath` for `fd_to_file` (false for a path that names nothing).
+pub(crate) fn exists_for_fd(session: &mut Session, filepath: &str) -> bool {
+    resolve(session, filepath)
+        .and_then(|file| session.disk_file(&file.agent_path))
+        .is_ok_and(|now| now.is_some())
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
-use strata::agent::tools::{READ_FD, READING_TOOLS, WRITING_TOOLS, tool_definition};
+use strata::agent::tools::{FD_TO_FILE, READ_FD, READING_TOOLS, WRITING_TOOLS, tool_definition};
 
 use super::mcp::Server;
 
@@ -159,6 +159,7 @@ fn tools_list_matches_schema_tools() -> TestResult {
     let mut want = READING_TOOLS.to_vec();
     want.extend(WRITING_TOOLS);
     want.push(READ_FD);
+    want.push(FD_TO_FILE);
     assert_eq!(names, want);
     let bless = std::env::var_os("STRATA_BLESS").is_some();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(TOOL_SCHEMA_DIR);
@@ -335,7 +336,7 @@ fn every_tool_answers_and_every_error_path_is_an_error_result() -> TestResult {
     );
     let (text, failed) = call(&mut server, "read_fd", json!({"fd": "fd:1", "start": 99}))?;
     assert!(failed && text.contains("invalid_page"), "{text}");
-    let unknown = server.request("tools/call", json!({"name": "write_file", "arguments": {}}))?;
+    let unknown = server.request("tools/call", json!({"name": "no_such_tool", "arguments": {}}))?;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     server.finish()
 }

@@ -572,3 +572,80 @@ fn a_person_approves_deletions_and_renames_once_before_the_token_expires() -> Te
         .output()?;
     Ok(())
 }
+
+#[test]
+fn fd_to_file_writes_a_descriptor_as_a_recorded_write() -> TestResult {
+    let project = Project::new()?;
+    let mut server = project.server(&["--no-daemon"])?;
+    server.handshake()?;
+    let big = ok(&mut server, "read_file", json!({"filepath": "big.log"}))?;
+    assert!(big.contains("fd=\"fd:1\""), "{big}");
+    let whole = fs::read_to_string(project.tree.join("big.log"))?;
+    let done = ok(
+        &mut server,
+        "fd_to_file",
+        json!({"fd": "fd:1", "file_path": "out/copy.log"}),
+    )?;
+    assert!(done.contains("success=\"true\""), "{done}");
+    let copy = fs::read_to_string(project.tree.join("out/copy.log"))?;
+    assert!(
+        copy.ends_with(&whole),
+        "the descriptor's content is written"
+    );
+    let done = ok(
+        &mut server,
+        "fd_to_file",
+        json!({"fd": "fd:1", "file_path": "out/copy.log", "mode": "append"}),
+    )?;
+    assert!(done.contains("mode=\"append\""), "{done}");
+    assert_eq!(
+        fs::read_to_string(project.tree.join("out/copy.log"))?,
+        format!("{copy}{copy}")
+    );
+    // In the store at once, as any write.
+    let history: Value = serde_json::from_str(&ok(
+        &mut server,
+        "get_file_history",
+        json!({"filepath": "out/copy.log"}),
+    )?)?;
+    assert_eq!(
+        history["versions"].as_array().map(Vec::len),
+        Some(2),
+        "{history}"
+    );
+    assert_eq!(
+        history["versions"][0]["sha256"].as_str(),
+        Some(project.sha256("out/copy.log")?.as_str())
+    );
+    // The original's refusals.
+    let (text, failed) = call(
+        &mut server,
+        "fd_to_file",
+        json!({"fd": "fd:1", "file_path": "out/copy.log", "exist_ok": false}),
+    )?;
+    assert!(failed && text.contains("type=\"file_exists\""), "{text}");
+    let (text, failed) = call(
+        &mut server,
+        "fd_to_file",
+        json!({"fd": "fd:1", "file_path": "missing.log", "create": false}),
+    )?;
+    assert!(failed && text.contains("type=\"file_not_found\""), "{text}");
+    assert!(!project.tree.join("missing.log").exists());
+    let (text, failed) = call(
+        &mut server,
+        "fd_to_file",
+        json!({"fd": "fd:1", "file_path": ".env"}),
+    )?;
+    assert!(failed && text.contains("type=\"write_error\""), "{text}");
+    assert_eq!(
+        fs::read_to_string(project.tree.join(".env"))?,
+        "TOKEN=secret\n"
+    );
+    let (text, failed) = call(
+        &mut server,
+        "fd_to_file",
+        json!({"fd": "fd:9", "file_path": "x.log"}),
+    )?;
+    assert!(failed && text.contains("type=\"not_found\""), "{text}");
+    server.finish()
+}
