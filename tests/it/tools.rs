@@ -336,7 +336,10 @@ fn every_tool_answers_and_every_error_path_is_an_error_result() -> TestResult {
     );
     let (text, failed) = call(&mut server, "read_fd", json!({"fd": "fd:1", "start": 99}))?;
     assert!(failed && text.contains("invalid_page"), "{text}");
-    let unknown = server.request("tools/call", json!({"name": "no_such_tool", "arguments": {}}))?;
+    let unknown = server.request(
+        "tools/call",
+        json!({"name": "no_such_tool", "arguments": {}}),
+    )?;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     server.finish()
 }

@@ -10,9 +10,13 @@ use serde_json::{Value, json};
 use super::mcp::Server;
 use super::tools::{Fallible, Project, TestResult, call, header, ok, session_of};
 
-/// The sha256 a read returns for `filepath`.
+/// The sha256 a read returns for `filepath` (of the whole file, from its first line).
 fn read_sha(server: &mut Server, filepath: &str) -> Fallible<String> {
-    let text = ok(server, "read_file", json!({ "filepath": filepath }))?;
+    let text = ok(
+        server,
+        "read_lines",
+        json!({"filepath": filepath, "start": 1, "end": 1}),
+    )?;
     Ok(header(&text)?.0["sha256"]
         .as_str()
         .ok_or("sha256")?
@@ -648,4 +652,90 @@ fn fd_to_file_writes_a_descriptor_as_a_recorded_write() -> TestResult {
     )?;
     assert!(failed && text.contains("type=\"not_found\""), "{text}");
     server.finish()
+}
+
+/// The rounds of the crash test (`STRATA_CRASH_ROUNDS` raises them, e.g. to 1000).
+fn crash_rounds() -> usize {
+    std::env::var("STRATA_CRASH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20)
+}
+
+#[test]
+fn sigkill_during_writes_leaves_each_file_old_or_new_and_the_store_agrees_after_restart()
+-> TestResult {
+    let project = Project::new()?;
+    let content = |round: usize| -> String {
+        (0..10_000)
+            .map(|l| format!("round {round} line {l}\n"))
+            .collect()
+    };
+    let names = ["a.txt", "b.txt"];
+    for name in names {
+        fs::write(project.tree.join(name), content(0))?;
+    }
+    let mut session: Option<String> = None;
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut new_rounds = 0;
+    for round in 1..=crash_rounds() {
+        let extra: Vec<&str> = match &session {
+            Some(id) => vec!["--no-daemon", "--session", id],
+            None => vec!["--no-daemon"],
+        };
+        let mut server = project.server(&extra)?;
+        let init = server.handshake()?;
+        session.get_or_insert(session_of(&init)?);
+        // What each file may hold now: what the last rounds wrote or tried to write.
+        let mut allowed: Vec<Vec<String>> = Vec::new();
+        let mut files = Vec::new();
+        for name in names {
+            let now = fs::read_to_string(project.tree.join(name))?;
+            files.push(
+                json!({"docPath": name, "originalSha256": project.sha256(name)?,
+                "changes": [{"operation": "replace", "startLine": 1, "endLine": 10000,
+                    "newLines": content(round).lines().collect::<Vec<_>>()}]}),
+            );
+            allowed.push(vec![now, content(round)]);
+        }
+        // The store agrees with the disk after the last crash.
+        for name in names {
+            assert_eq!(read_sha(&mut server, name)?, project.sha256(name)?);
+            let history: Value = serde_json::from_str(&ok(
+                &mut server,
+                "get_file_history",
+                json!({"filepath": name, "limit": 1}),
+            )?)?;
+            assert_eq!(
+                history["versions"][0]["sha256"].as_str(),
+                Some(project.sha256(name)?.as_str()),
+                "round {round}: {name}'s latest stored version is the file on disk"
+            );
+        }
+        server.send(
+            &json!({"jsonrpc": "2.0", "id": 9999, "method": "tools/call",
+            "params": {"name": "apply_patch", "arguments": {"files": files}}}),
+        )?;
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(std::time::Duration::from_micros(seed % 300_000));
+        server.kill()?;
+        for (name, allowed) in names.iter().zip(&allowed) {
+            let now = fs::read_to_string(project.tree.join(name))?;
+            if now == allowed[1] {
+                new_rounds += 1;
+            }
+            assert!(
+                allowed.contains(&now),
+                "round {round}: {name} holds neither its old nor its new content ({} bytes)",
+                now.len()
+            );
+        }
+    }
+    eprintln!(
+        "{new_rounds} of {} files written before the kill",
+        crash_rounds() * names.len()
+    );
+    Ok(())
 }
