@@ -689,3 +689,80 @@ proptest::proptest! {
         proptest::prop_assert!(outcome.is_ok(), "{outcome:?}");
     }
 }
+
+#[test]
+fn writes_into_a_read_only_mount_or_over_the_content_limit_are_refused_changing_nothing()
+-> Result<()> {
+    let dir = tree()?;
+    let ro = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+    write(ro.path(), "kept.txt", b"kept\n")?;
+    let store = Store::in_memory()?;
+    let root = dir
+        .path()
+        .to_str()
+        .ok_or_else(|| Error::invalid_input("path"))?;
+    let ro_root = ro
+        .path()
+        .to_str()
+        .ok_or_else(|| Error::invalid_input("path"))?;
+    let mut s = Session::create(
+        &store,
+        &Settings {
+            max_content_bytes: 64,
+            ..Settings::default()
+        },
+        SessionOptions {
+            session_id: Some("s1".into()),
+            mounts: vec![
+                MountMapping::new("/work", root),
+                MountMapping::new("/ro", ro_root).as_read_only(),
+            ],
+            ..SessionOptions::default()
+        },
+    )?;
+    let answer = run(
+        &mut s,
+        "write_file",
+        json!({"filepath": "/ro/new.txt", "content": "x\n"}),
+    )?;
+    assert!(
+        answer.is_error && answer.text.contains("read-only mount"),
+        "{}",
+        answer.text
+    );
+    assert!(!ro.path().join("new.txt").exists());
+    let sha = sha256(b"kept\n").to_hex();
+    let answer = run(
+        &mut s,
+        "write_file",
+        json!({"filepath": "/ro/kept.txt", "content": "x\n", "expected_sha256": sha}),
+    )?;
+    assert!(
+        answer.is_error && answer.text.contains("read-only mount"),
+        "{}",
+        answer.text
+    );
+    assert_eq!(
+        fs::read(ro.path().join("kept.txt")).map_err(|e| Error::io("read", e))?,
+        b"kept\n"
+    );
+    let answer = run(
+        &mut s,
+        "write_file",
+        json!({"filepath": "large.txt", "content": "y".repeat(65)}),
+    )?;
+    assert!(
+        answer.is_error && answer.text.contains("content limit"),
+        "{}",
+        answer.text
+    );
+    assert!(!dir.path().join("large.txt").exists());
+    assert!(
+        s.sets()
+            .index()
+            .ids()
+            .iter()
+            .all(|id| id.starts_with("toolcall:"))
+    );
+    Ok(())
+}
