@@ -359,7 +359,7 @@ fn bad_arguments_and_files_are_clear_failures_that_are_recorded() -> Result<()> 
     );
     // An unknown tool is refused before anything is recorded.
     let before = s.sets().index().len();
-    assert!(call(&mut s, "write_file", Map::new(), None).is_err());
+    assert!(call(&mut s, "no_such_tool", Map::new(), None).is_err());
     assert_eq!(s.sets().index().len(), before);
     // The caller is kept in the configuration, outside the tool call's hashes.
     assert_eq!(s.config().callers.len(), 1);
