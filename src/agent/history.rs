@@ -60,12 +60,21 @@ pub(crate) fn stored_version(
 ) -> Result<Option<StoredVersion>> {
     let id = entity_of(session, agent_path)?;
     let all = versions(session, &id)?;
+    version_of(session, &id, &all, number)
+}
+
+fn version_of(
+    session: &Session,
+    id: &str,
+    all: &[VersionInfo],
+    number: usize,
+) -> Result<Option<StoredVersion>> {
     let Some(info) = number.checked_sub(1).and_then(|i| all.get(i)) else {
         return Ok(None);
     };
     let object = session
         .store()
-        .as_of(&id, None, Some(TxId(info.tx_id.0)))?
+        .as_of(id, None, Some(TxId(info.tx_id.0)))?
         .and_then(|v| v.object);
     Ok(Some(StoredVersion {
         number,
@@ -86,7 +95,7 @@ pub(crate) fn text_with_hash(
     let id = entity_of(session, agent_path)?;
     let all = versions(session, &id)?;
     for number in (1..=all.len()).rev() {
-        if let Some(version) = stored_version(session, agent_path, number)?
+        if let Some(version) = version_of(session, &id, &all, number)?
             && version
                 .sha256
                 .as_deref()
