@@ -101,7 +101,17 @@ fn stale_message(stale: &Stale, expected: Option<&str>) -> String {
 }
 
 /// Writes `planned` (all or nothing) and answers: the files' new hashes, or the conflict.
-fn write_all(session: &mut Session, mut planned: Vec<Planned>) -> Result<WriteAnswer> {
+fn write_all(session: &mut Session, planned: Vec<Planned>) -> Result<WriteAnswer> {
+    write_planned(session, planned, true)
+}
+
+/// [`write_all`], with the diff written in the answer only when `with_diff` (the line form's
+/// answer is the original's shape, which has none).
+fn write_planned(
+    session: &mut Session,
+    mut planned: Vec<Planned>,
+    with_diff: bool,
+) -> Result<WriteAnswer> {
     let writes: Vec<FileWrite> = planned
         .iter()
         .map(|p| FileWrite {
@@ -129,7 +139,9 @@ fn write_all(session: &mut Session, mut planned: Vec<Planned>) -> Result<WriteAn
         p.file.number(session)?;
         let old = p.old_text.as_deref().unwrap_or("");
         let new = p.new_text.as_deref().unwrap_or("");
-        diff.push_str(&conflict_diff(old, new, &p.file.filename));
+        if with_diff {
+            diff.push_str(&conflict_diff(old, new, &p.file.filename));
+        }
         files.push(json!({
             "fileId": p.file.file_id(),
             "filename": p.file.filename,
@@ -342,7 +354,7 @@ fn apply_line_ops(session: &mut Session, args: &Map<String, Value>) -> Result<Wr
             lines_changed: applied.lines_changed,
         })
         .collect();
-    let written = write_all(session, planned)?;
+    let written = write_planned(session, planned, false)?;
     if !written.success {
         // The disk changed between the check and the write: the same conflict, in the
         // original's shape.
