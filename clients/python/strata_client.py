@@ -278,17 +278,6 @@ class Status(TypedDict):
     queued_writes: int
     store: str
     idle_timeout_seconds: int | None  # None: it runs until stopped
-    watch: NotRequired[dict[str, Any]]  # the file watcher's counters, when a root is watched
-
-
-class FileChange(TypedDict):
-    """The params of a `change` notification (a subscription by `paths` or `sessions`): what
-    one transaction did to one file."""
-
-    path: str  # the file's canonical path
-    entity: str  # its entity id
-    tx: int  # the transaction
-    kind: str  # `created`, `updated` or `deleted`
 
 
 class CommitEvent(TypedDict):
@@ -299,7 +288,6 @@ class CommitEvent(TypedDict):
     entities: list[str]  # the entities it wrote, in op order
     paths: list[str]  # the canonical paths of the files among them
     sessions: list[str]  # the sessions it committed
-    changes: list[FileChange]  # what happened to each file among its entities
 
 
 @dataclass(frozen=True)
@@ -1202,6 +1190,30 @@ class WatchLsResult(TypedDict):
     changed: list[str]
 
 
+class AgentApproveParams(TypedDict):
+    """`agent.approve`: a person approves the write the agent's call was held for (seed 001's `require_approval`: `delete_file`, `rename_file`), by the token the agent was given. The call runs as the agent made it (so only if the file still has the quoted hash), is recorded and committed as `agent.call`'s. No MCP tool exposes this request: the agent cannot approve itself."""
+    # The session id.
+    session: str
+    # The token of the held call (`approve-…`), valid once, for one hour.
+    token: str
+    # Who approves, kept with the session outside every hash.
+    caller: NotRequired[str | None]
+
+
+class AgentApproveResult(TypedDict):
+    """What `agent.call` answers."""
+    # The session id.
+    session_id: str
+    # The text: the output, a descriptor's `<fd_result>` in its place, or the error.
+    text: str
+    # Whether the call failed (MCP's `isError`).
+    is_error: bool
+    # The id the call was recorded under.
+    call_id: str
+    # The commit that recorded the call.
+    tx_id: int | None
+
+
 # Every engine method: its params type and its result type.
 METHODS: dict[str, tuple[Any, Any]] = {
     "ls": (LsParams, LsResult),
@@ -1236,6 +1248,7 @@ METHODS: dict[str, tuple[Any, Any]] = {
     "watch.add": (WatchAddParams, WatchAddResult),
     "watch.rm": (WatchRmParams, WatchRmResult),
     "watch.ls": (WatchLsParams, WatchLsResult),
+    "agent.approve": (AgentApproveParams, AgentApproveResult),
 }
 
 
@@ -1830,6 +1843,32 @@ class _EngineMethods:
         """
         return cast(WatchLsResult, self._request("watch.ls", {}, {}))
 
+    def agent_approve(
+        self,
+        session: str,
+        token: str,
+        *,
+        caller: str | None = None,
+    ) -> AgentApproveResult:
+        """`agent.approve`: a person approves the write the agent's call was held for (seed 001's `require_approval`: `delete_file`, `rename_file`), by the token the agent was given. The call runs as the agent made it (so only if the file still has the quoted hash), is recorded and committed as `agent.call`'s. No MCP tool exposes this request: the agent cannot approve itself.
+
+        session: The session id.
+        token: The token of the held call (`approve-…`), valid once, for one hour.
+        caller: Who approves, kept with the session outside every hash.
+        Returns schema/rpc/agent.approve.result.json (optional params left at None are not sent).
+        """
+        result = self._request(
+            "agent.approve",
+            {
+                "session": session,
+                "token": token,
+            },
+            {
+                "caller": caller,
+            },
+        )
+        return cast(AgentApproveResult, result)
+
 
 # --- END GENERATED ---
 
@@ -2083,25 +2122,16 @@ class Client(_EngineMethods):
                 )
             time.sleep(0.01)
 
-    def subscribe(
-        self, paths: list[str] | None = None, sessions: list[str] | None = None
-    ) -> dict[str, Any]:
+    def subscribe(self) -> dict[str, Any]:
         """From now on, every commit to the store reaches this client as a `commit`
-        notification; read them with `commits()` or `notifications()`. With `paths` (canonical
-        path prefixes) or `sessions` (session ids), each file change under those prefixes or
-        held by those sessions comes as a `change` notification instead (`changes()`). Once per
-        client (a second call sends nothing: the daemon would send every notification twice)."""
+        notification; read them with `commits()` or `notifications()`. Once per client (a
+        second call sends nothing: the daemon would send every notification twice)."""
         with self._lock:
             if self._subscribed:
                 return {"subscribed": True}
             self._subscribed = True
-        params: dict[str, Any] = {}
-        if paths:
-            params["paths"] = list(paths)
-        if sessions:
-            params["sessions"] = list(sessions)
         try:
-            return cast(dict[str, Any], self.call("subscribe", params))
+            return cast(dict[str, Any], self.call("subscribe"))
         except BaseException:
             with self._lock:
                 self._subscribed = False
@@ -2132,12 +2162,6 @@ class Client(_EngineMethods):
         """The `commit` notifications' params (see `notifications`), after `subscribe()`."""
         for note in self.notifications(timeout):
             if note.method == "commit":
-                yield note.params
-
-    def changes(self, timeout: float | None = None) -> Iterator[FileChange]:
-        """The `change` notifications' params (see `notifications`), after `subscribe(paths=…)`."""
-        for note in self.notifications(timeout):
-            if note.method == "change":
                 yield note.params
 
     # --- closing -------------------------------------------------------------------------------

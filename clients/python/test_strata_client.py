@@ -338,6 +338,35 @@ class MethodsTest(DaemonTest):
         with self.assertRaises(sc.InvalidInput):
             client.agent_call(sid, "no_such_tool")
 
+    def test_agent_writes_and_approval(self) -> None:
+        client = self.connect()
+        sid = client.session_new(mounts=[{"agent_prefix": "/work", "canonical_prefix": str(self.tree)}])[
+            "session_id"
+        ]
+        read = client.agent_call(sid, "read_lines", args={"filepath": "a.txt", "start": 1, "end": 1})
+        sha = sc.tool_parts(read["text"])[0]["sha256"]
+        patched = self.check("agent.call", client.agent_call(sid, "apply_patch", args={"files": [
+            {"docPath": "a.txt", "originalSha256": sha, "changes": [
+                {"operation": "replace", "startLine": 1, "endLine": 1,
+                 "expectedOriginalLines": ["alpha"], "newLines": ["ALPHA"]}]}]}))
+        answer = json.loads(patched["text"])
+        self.assertTrue(answer["success"], answer)
+        self.assertEqual((self.tree / "a.txt").read_text(), "ALPHA\n")
+        new_sha = answer["files"][0]["newSha256"]
+        self.assertEqual(new_sha, hashlib.sha256(b"ALPHA\n").hexdigest())
+        stale = json.loads(client.agent_call(sid, "write_file", args={
+            "filepath": "a.txt", "content": "x", "expected_sha256": sha})["text"])
+        self.assertEqual(stale["conflict"]["kind"], "stale_buffer")
+        held = json.loads(client.agent_call(sid, "delete_file", args={
+            "filepath": "a.txt", "expected_sha256": new_sha})["text"])
+        self.assertEqual(held["errorCode"], "APPROVAL_REQUIRED")
+        self.assertTrue((self.tree / "a.txt").exists())
+        approved = self.check("agent.approve", client.agent_approve(sid, held["approval"]["token"]))
+        self.assertFalse(approved["is_error"], approved)
+        self.assertFalse((self.tree / "a.txt").exists())
+        with self.assertRaises(sc.NotFound):
+            client.agent_approve(sid, held["approval"]["token"])
+
     def test_objects_log_and_maintenance(self) -> None:
         client = self.connect()
         (self.tree / "blob.bin").write_bytes(b"\x00\xff\x00binary")

@@ -211,3 +211,65 @@ pub fn read_fd(session: &mut Session, args: &Map<String, Value>) -> Result<FdTex
     persist(session, &[(new_id, origin, FdSource::ToolResult)])?;
     Ok(answer)
 }
+
+/// `fd_to_file(fd, file_path, mode, create, exist_ok)` (seed 004): the original's checks and
+/// texts, the write done as strata's other writes (`agent::write`), so it is checked, atomic and
+/// recorded. Returns the answer and the file entity written, if one was.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when the session has no descriptors; store errors.
+pub(crate) fn fd_to_file(
+    session: &mut Session,
+    args: &Map<String, Value>,
+) -> Result<(FdText, Option<String>)> {
+    let Some(table) = live(session)? else {
+        return Err(Error::invalid_input(
+            "this session has no file descriptors (they are off); fd_to_file has nothing to write",
+        ));
+    };
+    let table = table.clone();
+    let mut sink = Sink {
+        session,
+        written: None,
+        failure: None,
+    };
+    let answer = table.call_fd_to_file(&Value::Object(args.clone()), &mut sink);
+    if let Some(e) = sink.failure {
+        return Err(e);
+    }
+    Ok((answer, sink.written))
+}
+
+/// The session as `fd_to_file`'s sink.
+struct Sink<'a> {
+    session: &'a mut Session,
+    written: Option<String>,
+    failure: Option<Error>,
+}
+
+impl super::fd::FileSink for Sink<'_> {
+    fn exists(&mut self, path: &str) -> bool {
+        super::write::exists_for_fd(self.session, path)
+    }
+
+    fn write(
+        &mut self,
+        path: &str,
+        content: &str,
+        mode: super::fd::WriteMode,
+    ) -> std::result::Result<u64, String> {
+        let append = mode == super::fd::WriteMode::Append;
+        match super::write::write_for_fd(self.session, path, content, append) {
+            Ok(Ok((size, id))) => {
+                self.written = Some(id);
+                Ok(size)
+            }
+            Ok(Err(why)) => Err(why),
+            Err(e) => {
+                let why = e.to_string();
+                self.failure = Some(e);
+                Err(why)
+            }
+        }
+    }
+}

@@ -44,6 +44,69 @@ fn versions(session: &Session, id: &str) -> Result<Vec<VersionInfo>> {
     }
 }
 
+/// A stored version of a file: its number (1-based), text (`None`: a tombstone, a stub or
+/// content not stored) and SHA-256.
+pub(crate) struct StoredVersion {
+    pub number: usize,
+    pub text: Option<String>,
+    pub sha256: Option<String>,
+}
+
+/// Version `number` (1-based) of the file at `agent_path`; `None` when it has no such version.
+pub(crate) fn stored_version(
+    session: &Session,
+    agent_path: &str,
+    number: usize,
+) -> Result<Option<StoredVersion>> {
+    let id = entity_of(session, agent_path)?;
+    let all = versions(session, &id)?;
+    version_of(session, &id, &all, number)
+}
+
+fn version_of(
+    session: &Session,
+    id: &str,
+    all: &[VersionInfo],
+    number: usize,
+) -> Result<Option<StoredVersion>> {
+    let Some(info) = number.checked_sub(1).and_then(|i| all.get(i)) else {
+        return Ok(None);
+    };
+    let object = session
+        .store()
+        .as_of(id, None, Some(TxId(info.tx_id.0)))?
+        .and_then(|v| v.object);
+    Ok(Some(StoredVersion {
+        number,
+        text: object
+            .as_ref()
+            .and_then(|o| o.content().map(str::to_string)),
+        sha256: object.and_then(|o| o.file_hash().map(|h| h.to_hex())),
+    }))
+}
+
+/// The newest stored text of the file at `agent_path` whose SHA-256 is `sha256`: what the agent
+/// saw when it quoted that hash (`None` when the store never held it).
+pub(crate) fn text_with_hash(
+    session: &Session,
+    agent_path: &str,
+    sha256: &str,
+) -> Result<Option<String>> {
+    let id = entity_of(session, agent_path)?;
+    let all = versions(session, &id)?;
+    for number in (1..=all.len()).rev() {
+        if let Some(version) = version_of(session, &id, &all, number)?
+            && version
+                .sha256
+                .as_deref()
+                .is_some_and(|h| h.eq_ignore_ascii_case(sha256.trim()))
+        {
+            return Ok(version.text);
+        }
+    }
+    Ok(None)
+}
+
 /// `get_file_history(filepath, limit = 10)`: the versions, newest first, as JSON.
 pub(crate) fn get_file_history(
     session: &mut Session,

@@ -14,13 +14,18 @@
 //! - `files`: walking a session's mounts, file ids, what a `filepath` names. `args`: strict
 //!   JSON arguments.
 //! - `read`: `list_files`, `read_file`, `read_lines`, `get_excerpt`. `search`: `search`.
-//!   `summary`: `summarize_file`. `history`: `get_file_history`, `get_file_diff`.
+//!   `summary`: `summarize_file`. `history`: `get_file_history`, `get_file_diff`. `write`:
+//!   `write_file`, `apply_patch`, `delete_file`, `rename_file`, `restore_file`.
 //!   [`redact`]: credential redaction for excerpts, summaries and snippets.
 //! - [`entrypoints`]: the excerpts of AGENTS.md, the README and manifests offered when a session
 //!   starts.
 //! - [`fd`]: file descriptors (seed 004), the pure core: paging, `read_fd`, the original's XML.
 //!   [`descriptors`]: descriptors over a session (the live table, wrapping, persistence).
+//! - [`approval`]: tokens for the writes that need a person (delete, rename).
+//! - [`patch`]: the writing tools' pure core (seed 002's line operations, seed 001's unified
+//!   diffs, validation, conflicts).
 
+pub mod approval;
 mod args;
 pub mod descriptors;
 pub mod docs;
@@ -28,11 +33,13 @@ pub mod entrypoints;
 pub mod fd;
 mod files;
 mod history;
+pub mod patch;
 mod read;
 pub mod redact;
 mod search;
 mod summary;
 pub mod tools;
+mod write;
 
 #[cfg(test)]
 mod tests;
@@ -41,4 +48,6 @@ pub use entrypoints::{Entrypoint, entrypoints};
 pub use files::DEFAULT_EXCLUDES;
 pub use read::{CHARS_PER_TOKEN, EXCERPT_LINES, tokens};
 pub use summary::{SUMMARY_TOKENS, outline};
-pub use tools::{ToolAnswer, ToolOutput, call, tool_definition, tool_definitions, tool_names};
+pub use tools::{
+    ToolAnswer, ToolOutput, approve, call, tool_definition, tool_definitions, tool_names,
+};

@@ -359,7 +359,7 @@ fn bad_arguments_and_files_are_clear_failures_that_are_recorded() -> Result<()> 
     );
     // An unknown tool is refused before anything is recorded.
     let before = s.sets().index().len();
-    assert!(call(&mut s, "write_file", Map::new(), None).is_err());
+    assert!(call(&mut s, "no_such_tool", Map::new(), None).is_err());
     assert_eq!(s.sets().index().len(), before);
     // The caller is kept in the configuration, outside the tool call's hashes.
     assert_eq!(s.config().callers.len(), 1);
@@ -569,5 +569,200 @@ fn history_and_diff_number_the_stored_versions() -> Result<()> {
         json!({"filepath": "f2", "v1": "current"}),
     )?;
     assert_eq!(split(&same)?.0["changed"], false);
+    Ok(())
+}
+
+/// The number of cases of the write batch property (`STRATA_PROPTEST_CASES` raises it).
+fn write_cases() -> u32 {
+    std::env::var("STRATA_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16)
+}
+
+/// The stored versions of `rel` (under `/work`).
+fn stored_versions(s: &Session, rel: &str) -> Result<usize> {
+    let resolved = s.resolver().resolve(&format!("/work/{rel}"))?;
+    let id = crate::object::sourced_identity(
+        crate::object::ObjectType::File,
+        &crate::object::Source::Filesystem(crate::object::FilesystemSource {
+            filesystem_id: resolved.filesystem_id,
+            path: resolved.canonical_path,
+        }),
+    )?
+    .to_hex();
+    match s
+        .store()
+        .history(&id, crate::store::HistoryQuery::default())
+    {
+        Ok(versions) => Ok(versions.len()),
+        Err(Error::NotFound { .. }) => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(write_cases()))]
+
+    /// A batch of line operations over several files is written whole or not at all, on disk
+    /// and in the store, whether a file changed since its read, a change does not match, or a
+    /// rename fails halfway (the files already swapped are put back).
+    #[test]
+    fn a_batch_applies_all_or_nothing(
+        sizes in proptest::collection::vec(1usize..12, 2..5),
+        picks in proptest::collection::vec(0usize..100, 4),
+        fault in 0usize..4,
+    ) {
+        let outcome = (|| -> Result<()> {
+            let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+            let names: Vec<String> = (0..sizes.len()).map(|i| format!("d{i}/file{i}.txt")).collect();
+            for (name, n) in names.iter().zip(&sizes) {
+                let text: String = (1..=*n).map(|l| format!("{name} line {l}\n")).collect();
+                write(dir.path(), name, text.as_bytes())?;
+            }
+            let store = Store::in_memory()?;
+            let mut s = session(&store, dir.path())?;
+            let mut files = Vec::new();
+            let mut want = Vec::new();
+            for (i, (name, n)) in names.iter().zip(&sizes).enumerate() {
+                let text = ok(&mut s, "read_file", json!({"filepath": name}))?;
+                let head: Value = serde_json::from_str(text.lines().next().unwrap_or("{}"))
+                    .map_err(|e| Error::invalid_input(e.to_string()))?;
+                let line = 1 + picks[i % picks.len()] % n;
+                let expected = if fault == 1 && i == picks[0] % names.len() {
+                    "not this".to_string()
+                } else {
+                    format!("{name} line {line}")
+                };
+                files.push(json!({"docPath": name, "originalSha256": head["sha256"], "changes": [
+                    {"operation": "replace", "startLine": line, "endLine": line,
+                     "expectedOriginalLines": [expected], "newLines": ["new", "lines"]}]}));
+                let mut lines: Vec<String> = (1..=*n).map(|l| format!("{name} line {l}")).collect();
+                lines.splice(line - 1..line, ["new".to_string(), "lines".to_string()]);
+                want.push(lines.join("\n") + "\n");
+            }
+            let victim = picks[1] % names.len();
+            if fault == 2 {
+                write(dir.path(), &names[victim], b"changed behind the agent's back\n")?;
+            }
+            let before: Vec<Vec<u8>> = names
+                .iter()
+                .map(|n| fs::read(dir.path().join(n)).map_err(|e| Error::io("read", e)))
+                .collect::<Result<_>>()?;
+            let versions_before: Vec<usize> =
+                names.iter().map(|n| stored_versions(&s, n)).collect::<Result<_>>()?;
+            if fault == 3 {
+                crate::session::FAIL_SWAP_AT.with(|f| f.set(Some(victim)));
+            }
+            let answer = call(&mut s, "apply_patch", args(json!({"files": files})), None);
+            crate::session::FAIL_SWAP_AT.with(|f| f.set(None));
+            s.commit()?;
+            let after: Vec<Vec<u8>> = names
+                .iter()
+                .map(|n| fs::read(dir.path().join(n)).map_err(|e| Error::io("read", e)))
+                .collect::<Result<_>>()?;
+            let versions_after: Vec<usize> =
+                names.iter().map(|n| stored_versions(&s, n)).collect::<Result<_>>()?;
+            let applied = matches!(&answer, Ok(a) if !a.is_error);
+            assert_eq!(applied, fault == 0, "{answer:?}");
+            if applied {
+                for (got, want) in after.iter().zip(&want) {
+                    assert_eq!(String::from_utf8_lossy(got), want.as_str());
+                }
+                for (a, b) in versions_after.iter().zip(&versions_before) {
+                    assert_eq!(*a, b + 1, "one new version per file");
+                }
+            } else {
+                assert_eq!(after, before, "nothing changed on disk");
+                assert_eq!(versions_after, versions_before, "nothing changed in the store");
+            }
+            let left: Vec<_> = names
+                .iter()
+                .filter_map(|n| fs::read_dir(dir.path().join(n).parent()?).ok())
+                .flatten()
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.contains(".strata-"))
+                .collect();
+            assert!(left.is_empty(), "{left:?}");
+            Ok(())
+        })();
+        proptest::prop_assert!(outcome.is_ok(), "{outcome:?}");
+    }
+}
+
+#[test]
+fn writes_into_a_read_only_mount_or_over_the_content_limit_are_refused_changing_nothing()
+-> Result<()> {
+    let dir = tree()?;
+    let ro = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+    write(ro.path(), "kept.txt", b"kept\n")?;
+    let store = Store::in_memory()?;
+    let root = dir
+        .path()
+        .to_str()
+        .ok_or_else(|| Error::invalid_input("path"))?;
+    let ro_root = ro
+        .path()
+        .to_str()
+        .ok_or_else(|| Error::invalid_input("path"))?;
+    let mut s = Session::create(
+        &store,
+        &Settings {
+            max_content_bytes: 64,
+            ..Settings::default()
+        },
+        SessionOptions {
+            session_id: Some("s1".into()),
+            mounts: vec![
+                MountMapping::new("/work", root),
+                MountMapping::new("/ro", ro_root).as_read_only(),
+            ],
+            ..SessionOptions::default()
+        },
+    )?;
+    let answer = run(
+        &mut s,
+        "write_file",
+        json!({"filepath": "/ro/new.txt", "content": "x\n"}),
+    )?;
+    assert!(
+        answer.is_error && answer.text.contains("read-only mount"),
+        "{}",
+        answer.text
+    );
+    assert!(!ro.path().join("new.txt").exists());
+    let sha = sha256(b"kept\n").to_hex();
+    let answer = run(
+        &mut s,
+        "write_file",
+        json!({"filepath": "/ro/kept.txt", "content": "x\n", "expected_sha256": sha}),
+    )?;
+    assert!(
+        answer.is_error && answer.text.contains("read-only mount"),
+        "{}",
+        answer.text
+    );
+    assert_eq!(
+        fs::read(ro.path().join("kept.txt")).map_err(|e| Error::io("read", e))?,
+        b"kept\n"
+    );
+    let answer = run(
+        &mut s,
+        "write_file",
+        json!({"filepath": "large.txt", "content": "y".repeat(65)}),
+    )?;
+    assert!(
+        answer.is_error && answer.text.contains("content limit"),
+        "{}",
+        answer.text
+    );
+    assert!(!dir.path().join("large.txt").exists());
+    assert!(
+        s.sets()
+            .index()
+            .ids()
+            .iter()
+            .all(|id| id.starts_with("toolcall:"))
+    );
     Ok(())
 }

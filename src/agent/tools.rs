@@ -13,7 +13,7 @@
 use serde_json::{Map, Value, json};
 
 use super::descriptors;
-use super::{history, read, search, summary};
+use super::{history, read, search, summary, write};
 use crate::error::{Error, Result};
 use crate::object::ToolStatus;
 use crate::session::{Session, ToolcallInput};
@@ -36,6 +36,27 @@ pub const GET_FILE_HISTORY: &str = "get_file_history";
 pub const GET_FILE_DIFF: &str = "get_file_diff";
 /// `read_fd` (listed when the session has descriptors).
 pub const READ_FD: &str = "read_fd";
+/// `fd_to_file` (listed when the session has descriptors).
+pub const FD_TO_FILE: &str = "fd_to_file";
+/// `write_file`.
+pub const WRITE_FILE: &str = "write_file";
+/// `apply_patch` (a unified diff, or seed 002's line operations).
+pub const APPLY_PATCH: &str = "apply_patch";
+/// `delete_file`.
+pub const DELETE_FILE: &str = "delete_file";
+/// `rename_file`.
+pub const RENAME_FILE: &str = "rename_file";
+/// `restore_file`.
+pub const RESTORE_FILE: &str = "restore_file";
+
+/// The writing tools, listed after the reading tools.
+pub const WRITING_TOOLS: [&str; 5] = [
+    WRITE_FILE,
+    APPLY_PATCH,
+    DELETE_FILE,
+    RENAME_FILE,
+    RESTORE_FILE,
+];
 
 /// The reading tools, in the order `tools/list` gives them (`read_fd` follows when the session
 /// has descriptors).
@@ -142,12 +163,14 @@ fn is_tool_error(error: &Error) -> bool {
     )
 }
 
-/// The tools `session` offers, in order: the reading tools, then `read_fd` when it has
-/// descriptors.
+/// The tools `session` offers, in order: the reading tools, the writing tools, then `read_fd`
+/// when it has descriptors.
 pub fn tool_names(session: &Session) -> Vec<&'static str> {
     let mut names = READING_TOOLS.to_vec();
+    names.extend(WRITING_TOOLS);
     if session.descriptors().is_some() {
         names.push(READ_FD);
+        names.push(FD_TO_FILE);
     }
     names
 }
@@ -168,6 +191,28 @@ pub fn call(
     args: Map<String, Value>,
     caller: Option<&str>,
 ) -> Result<ToolAnswer> {
+    call_as(session, tool, args, caller, false)
+}
+
+/// Runs the call a person approved with `token` (see [`super::approval`]) as the agent made it,
+/// and records it as [`call`] does; it applies only if the file still has the quoted hash.
+///
+/// # Errors
+/// [`Error::NotFound`] for an unknown or used token; [`Error::InvalidInput`] for an expired one;
+/// as [`call`].
+pub fn approve(session: &mut Session, token: &str, caller: Option<&str>) -> Result<ToolAnswer> {
+    session.file_ids_mut()?;
+    let (tool, args) = super::approval::take(session, token)?;
+    call_as(session, &tool, args, caller, true)
+}
+
+fn call_as(
+    session: &mut Session,
+    tool: &str,
+    args: Map<String, Value>,
+    caller: Option<&str>,
+    approved: bool,
+) -> Result<ToolAnswer> {
     if !tool_names(session).contains(&tool) {
         return Err(Error::invalid_input(format!(
             "unknown tool {tool:?}; this session offers {}",
@@ -177,9 +222,19 @@ pub fn call(
     // A view refuses before anything runs.
     session.file_ids_mut()?;
     let call_id = Session::new_toolcall_id();
-    let (output, file_refs, is_error) = match run(session, tool, &args) {
+    let ran = if super::approval::needs_approval(tool) && !approved {
+        Ok(Ran::Held(super::approval::hold(session, tool, &args)))
+    } else {
+        run(session, tool, &args)
+    };
+    let (output, file_refs, is_error) = match ran {
+        Ok(Ran::Held(text)) => (text, Vec::new(), true),
+        Ok(Ran::FdWrite(answer, written)) => {
+            (answer.text, written.into_iter().collect(), answer.is_error)
+        }
         Ok(Ran::Output(output)) => (output.text, output.file_refs, false),
         Ok(Ran::Fd(answer)) => (answer.text, Vec::new(), answer.is_error),
+        Ok(Ran::Write(answer)) => (answer.output.text, answer.output.file_refs, !answer.success),
         Err(e) if is_tool_error(&e) => (error_text(&e), Vec::new(), true),
         Err(e) => return Err(e),
     };
@@ -216,6 +271,12 @@ pub fn call(
 enum Ran {
     Output(ToolOutput),
     Fd(super::fd::FdText),
+    /// A writing tool's answer: refusals (validation, conflicts) are answers, not errors.
+    Write(super::write::WriteAnswer),
+    /// A call held until a person approves it: the answer with the token.
+    Held(String),
+    /// `fd_to_file`'s answer and the file entity it wrote.
+    FdWrite(super::fd::FdText, Option<String>),
 }
 
 fn run(session: &mut Session, tool: &str, args: &Map<String, Value>) -> Result<Ran> {
@@ -229,6 +290,15 @@ fn run(session: &mut Session, tool: &str, args: &Map<String, Value>) -> Result<R
         GET_FILE_HISTORY => history::get_file_history(session, args)?,
         GET_FILE_DIFF => history::get_file_diff(session, args)?,
         READ_FD => return descriptors::read_fd(session, args).map(Ran::Fd),
+        FD_TO_FILE => {
+            let (answer, written) = descriptors::fd_to_file(session, args)?;
+            return Ok(Ran::FdWrite(answer, written));
+        }
+        WRITE_FILE => return write::write_file(session, args).map(Ran::Write),
+        APPLY_PATCH => return write::apply_patch(session, args).map(Ran::Write),
+        DELETE_FILE => return write::delete_file(session, args).map(Ran::Write),
+        RENAME_FILE => return write::rename_file(session, args).map(Ran::Write),
+        RESTORE_FILE => return write::restore_file(session, args).map(Ran::Write),
         other => {
             return Err(Error::invariant(format!(
                 "tool {other} is listed but has no function"
@@ -313,6 +383,92 @@ pub fn tool_definition(name: &str) -> Option<Value> {
                 "v2": {"type": ["integer", "string"], "default": "current", "description": "The newer side: a version number or \"current\"."}
             }),
             vec!["filepath"],
+        ),
+        WRITE_FILE => (
+            "Write a whole file. To overwrite, quote expected_sha256: the sha256 a reading tool (read_file, read_lines, get_excerpt) returned; the file must still have it. Without it the file must not exist (it is created). A refusal changes nothing and says why: errorCode VALIDATION_FAILED, or CONFLICT with conflict.kind stale_buffer, the current sha256 and a diff from what you saw to what is there. On success the answer gives the new sha256, the base for the next write.",
+            json!({
+                "filepath": file,
+                "content": {"type": "string", "description": "The whole new content."},
+                "expected_sha256": {"type": "string", "description": "The sha256 of the file as you read it (64 hex characters); omit to create a new file."}
+            }),
+            vec!["filepath", "content"],
+        ),
+        APPLY_PATCH => (
+            "Change files in place, in one of two forms. (1) A unified diff for one file: filepath, patch (---/+++ headers optional, @@ hunks with 3 lines of context, checked exactly), expected_sha256 optional. (2) Line operations over several files, all or nothing: files [{docPath, originalSha256, changes [{operation insert|replace|delete, afterLine (insert; 0 = top), startLine and endLine (1-based, inclusive), expectedOriginalLines, newLines}]}], changes ordered top to bottom and not overlapping, line numbers as in the file you read. The answer is JSON: success, errorCode (VALIDATION_FAILED, CONFLICT, …), errorMessage, conflict (kind stale_buffer or patch_mismatch with the first differing line, current_sha256, diff); on success each file's new sha256.",
+            json!({
+                "filepath": file,
+                "patch": {"type": "string", "description": "Form 1: a unified diff for filepath."},
+                "expected_sha256": {"type": "string", "description": "Form 1: the sha256 of the file as you read it; when given the file must still have it."},
+                "batchLabel": {"type": "string", "description": "Form 2: a label for the batch, echoed."},
+                "batchKey": {"type": "string", "description": "Form 2: your key for the batch, echoed."},
+                "files": {
+                    "type": "array",
+                    "description": "Form 2: the files to change, each once.",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "fileKey": {"type": "string"},
+                            "docPath": {"type": "string", "description": "The file: an id (f1) or a path."},
+                            "originalSha256": {"type": "string", "description": "The sha256 a reading tool returned for the file."},
+                            "fileLabel": {"type": "string"},
+                            "changes": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "properties": {
+                                        "changeKey": {"type": "string"},
+                                        "operation": {"type": "string", "enum": ["insert", "replace", "delete"]},
+                                        "description": {"type": "string"},
+                                        "afterLine": {"type": "integer", "minimum": 0},
+                                        "startLine": {"type": "integer", "minimum": 1},
+                                        "endLine": {"type": "integer", "minimum": 1},
+                                        "expectedOriginalLines": {"type": "array", "items": {"type": "string"}},
+                                        "newLines": {"type": "array", "items": {"type": "string"}}
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }),
+            vec![],
+        ),
+        DELETE_FILE => (
+            "Delete a file that still has the quoted sha256. The store keeps its versions (restore_file brings one back).",
+            json!({
+                "filepath": file,
+                "expected_sha256": {"type": "string", "description": "The sha256 of the file as you read it."}
+            }),
+            vec!["filepath", "expected_sha256"],
+        ),
+        RENAME_FILE => (
+            "Rename a file that still has the quoted sha256 to a path that does not exist, all or nothing.",
+            json!({
+                "filepath": file,
+                "new_filepath": {"type": "string", "description": "The new path (relative to the session's root, or absolute under a mount)."},
+                "expected_sha256": {"type": "string", "description": "The sha256 of the file as you read it."}
+            }),
+            vec!["filepath", "new_filepath", "expected_sha256"],
+        ),
+        RESTORE_FILE => (
+            "Write a stored version of a file (a number from get_file_history) back to disk as a new version. Quote expected_sha256 when the file exists.",
+            json!({
+                "filepath": file,
+                "version": {"type": "integer", "minimum": 1, "description": "The version number from get_file_history."},
+                "expected_sha256": {"type": "string", "description": "The sha256 of the file as it is now (omit when it does not exist)."}
+            }),
+            vec!["filepath", "version"],
+        ),
+        FD_TO_FILE => (
+            "Write a file descriptor's whole content (fd:N) to a file, or append it; a write like write_file's (checked against the file as it is now, recorded), answered in the descriptor tools' XML.",
+            json!({
+                "fd": {"type": "string", "description": "The descriptor, e.g. fd:1."},
+                "file_path": {"type": "string", "description": "The file: a path relative to the session's root, an absolute path under a mount, or an id."},
+                "mode": {"type": "string", "enum": ["write", "append"], "default": "write", "description": "Replace the file's content, or add to its end."},
+                "create": {"type": "boolean", "default": true, "description": "Whether a missing file may be created."},
+                "exist_ok": {"type": "boolean", "default": true, "description": "Whether an existing file may be written."}
+            }),
+            vec!["fd", "file_path"],
         ),
         READ_FD => (
             "Read a file descriptor (fd:N) that holds a large output: by page (default), line or character, optionally into a new descriptor.",

@@ -137,3 +137,37 @@ impl Apply for AgentEntrypointsRequest {
         })
     }
 }
+
+/// `agent.approve`: a person approves the write the agent's call was held for (seed 001's
+/// `require_approval`: `delete_file`, `rename_file`), by the token the agent was given. The call
+/// runs as the agent made it (so only if the file still has the quoted hash), is recorded and
+/// committed as `agent.call`'s. No MCP tool exposes this request: the agent cannot approve itself.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentApproveRequest {
+    /// The session id.
+    pub session: String,
+    /// The token of the held call (`approve-…`), valid once, for one hour.
+    pub token: String,
+    /// Who approves, kept with the session outside every hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
+}
+
+impl Apply for AgentApproveRequest {
+    type Response = AgentCalled;
+
+    /// # Errors
+    /// [`crate::Error::NotFound`] for an unknown session, or a token unknown or used;
+    /// [`crate::Error::InvalidInput`] for an expired token.
+    fn apply(self, engine: &Engine) -> Result<AgentCalled> {
+        let (answer, tx_id) = engine.with_session(&self.session, |session| {
+            tools::approve(session, &self.token, self.caller.as_deref())
+        })?;
+        Ok(AgentCalled {
+            session_id: self.session,
+            answer,
+            tx_id,
+        })
+    }
+}

@@ -39,8 +39,8 @@ pub use admin::{
     MountChanged, MountLsRequest, MountRmRequest, MountsResponse, StatsRequest, StatsResponse,
 };
 pub use agent::{
-    AgentCallRequest, AgentCalled, AgentEntrypoints, AgentEntrypointsRequest, AgentTools,
-    AgentToolsRequest,
+    AgentApproveRequest, AgentCallRequest, AgentCalled, AgentEntrypoints, AgentEntrypointsRequest,
+    AgentTools, AgentToolsRequest,
 };
 pub use index::{IndexRequest, IndexResponse};
 pub use objects::{

@@ -131,6 +131,7 @@ methods! {
     "watch.add" => WatchAdd(WatchAddRequest) -> WatchRoots;
     "watch.rm" => WatchRm(WatchRmRequest) -> WatchRoots;
     "watch.ls" => WatchLs(WatchLsRequest) -> WatchRoots;
+    "agent.approve" => AgentApprove(AgentApproveRequest) -> AgentCalled;
 }
 
 /// Whether a request may write: every request type says so through this trait.
@@ -193,6 +194,7 @@ may_write!(
     SessionForkRequest,
     AgentCallRequest,
     AgentEntrypointsRequest,
+    AgentApproveRequest,
 );
 
 impl Writes for FsckRequest {

@@ -92,18 +92,15 @@ impl Descriptors {
     }
 }
 
-/// A slot where the agent layer keeps what it derived from the session (the live descriptor
-/// table with its line indexes), dropped whenever the session is reloaded.
+/// Slots, one per type, where the agent layer keeps what it derived from the session (the live
+/// descriptor table with its line indexes, pending approvals), dropped whenever the session is
+/// reloaded.
 #[derive(Default)]
-pub(super) struct AgentCache(Option<Box<dyn Any + Send>>);
+pub(super) struct AgentCache(HashMap<std::any::TypeId, Box<dyn Any + Send>>);
 
 impl std::fmt::Debug for AgentCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "AgentCache(set)"
-        } else {
-            "AgentCache(empty)"
-        })
+        write!(f, "AgentCache({} slots)", self.0.len())
     }
 }
 
@@ -160,11 +157,16 @@ impl Session {
 
     /// The agent layer's cached value of type `T`, if it holds one.
     pub fn agent_cache<T: Any + Send>(&mut self) -> Option<&mut T> {
-        self.agent_cache.0.as_mut()?.downcast_mut::<T>()
+        self.agent_cache
+            .0
+            .get_mut(&std::any::TypeId::of::<T>())?
+            .downcast_mut::<T>()
     }
 
-    /// Keeps `value` as the agent layer's cached value (replacing any other).
+    /// Keeps `value` as the agent layer's cached value of type `T` (replacing the last one).
     pub fn set_agent_cache<T: Any + Send>(&mut self, value: T) {
-        self.agent_cache.0 = Some(Box::new(value));
+        self.agent_cache
+            .0
+            .insert(std::any::TypeId::of::<T>(), Box::new(value));
     }
 }

@@ -15,7 +15,8 @@
 //! - `files`: agent paths, reads through the index's one disk path, discovery, the watcher hook.
 //! - `activate`: activate, deactivate, pin, unpin. `chat`: turns, tool calls, auto-collapse.
 //! - `commit`: the session document, the queue of ops, the commit. `render`: the context block.
-//! - `resume`: reconciliation against disk. `ulid`: ids.
+//! - `resume`: reconciliation against disk. `ulid`: ids. `write`: the agent's writes, all or
+//!   nothing per batch, recorded through the one disk path.
 //! - `ids`: the file id table ([`FileIds`]). `descriptors`: the persisted descriptors
 //!   ([`Descriptors`]) and the agent layer's cache.
 
@@ -30,6 +31,7 @@ mod render;
 mod resume;
 mod sets;
 mod ulid;
+mod write;
 
 use std::collections::{HashMap, HashSet};
 
@@ -44,6 +46,9 @@ pub use ids::FileIds;
 pub use render::{ACTIVE_CONTENT, END_CONTENT, RenderOptions, fresh_nonce};
 pub use resume::{Reconciled, ResumeReport};
 pub use sets::{OrderedSet, Sets};
+#[cfg(test)]
+pub(crate) use write::FAIL_SWAP_AT;
+pub use write::{DiskText, FileWrite, Stale};
 
 use cache::{deleted_meta, meta_of, meta_of_stored};
 

@@ -49,6 +49,9 @@ mod store;
 // The session tools through `strata mcp` in session mode: every tool and error, hashes,
 // descriptors across restarts and forks, recorded calls, a daemon; schema/tools/ drift.
 mod tools;
+// The writing tools through `strata mcp`: writes, both patch forms, every conflict and
+// validation path with disk and store unchanged, two writers through a daemon.
+mod writing;
 // What every module shares: TestResult, whose failure names the line of its `?`.
 mod support;
 // The proptest oracle: as_of and history against a BTreeMap model.

@@ -77,6 +77,13 @@ impl Server {
         })
     }
 
+    /// Kills the server with SIGKILL (a crash) and reaps it.
+    pub(crate) fn kill(&mut self) -> Fallible<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
+    }
+
     /// Starts a server over `dir` in docs mode, `--docs-path DIR`.
     fn docs(dir: &Path) -> Fallible<Self> {
         let dir = dir.to_str().ok_or("path")?;

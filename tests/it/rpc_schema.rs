@@ -16,13 +16,14 @@ use std::time::{Duration, SystemTime};
 use jsonschema::Validator;
 use serde_json::{Map, Value, json};
 use strata::engine::{
-    Access, AgentCallRequest, AgentEntrypointsRequest, AgentToolsRequest, Apply, AsOf, CatRequest,
-    DiffRequest, Engine, EvictRequest, FsckRequest, GcRequest, HistoryRequest, IndexRequest,
-    LogRequest, LsRequest, MountAddRequest, MountLsRequest, MountRmRequest, RPC_SCHEMA_DIR,
-    Request, SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest, SessionLsRequest,
-    SessionNewRequest, SessionReadRequest, SessionRenderRequest, SessionResumeRequest,
-    SessionSetRequest, SessionShowRequest, SessionToolcallRequest, SessionTurnRequest, SetOp,
-    ShowRequest, StatsRequest, WatchAddRequest, WatchLsRequest, WatchRmRequest, rpc_schemas,
+    Access, AgentApproveRequest, AgentCallRequest, AgentEntrypointsRequest, AgentToolsRequest,
+    Apply, AsOf, CatRequest, DiffRequest, Engine, EvictRequest, FsckRequest, GcRequest,
+    HistoryRequest, IndexRequest, LogRequest, LsRequest, MountAddRequest, MountLsRequest,
+    MountRmRequest, RPC_SCHEMA_DIR, Request, SessionDiscoverRequest, SessionForkRequest,
+    SessionHistoryRequest, SessionLsRequest, SessionNewRequest, SessionReadRequest,
+    SessionRenderRequest, SessionResumeRequest, SessionSetRequest, SessionShowRequest,
+    SessionToolcallRequest, SessionTurnRequest, SetOp, ShowRequest, StatsRequest, WatchAddRequest,
+    WatchLsRequest, WatchRmRequest, rpc_schemas,
 };
 use strata::object::ToolStatus;
 use strata::resolve::MountMapping;
@@ -586,6 +587,37 @@ fn a_real_engine_run_is_valid_for_the_schemas() -> TestResult {
             caller: Some("rpc-schema".into()),
         })?;
     }
+    // A write, and a deletion held for approval, then approved.
+    e.call(AgentCallRequest {
+        session: "s1".into(),
+        tool: "write_file".into(),
+        args: json!({"filepath": "made.txt", "content": "made\n"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+        caller: None,
+    })?;
+    let sha = strata::hash::sha256(b"made\n").to_hex();
+    let held = e.call(AgentCallRequest {
+        session: "s1".into(),
+        tool: "delete_file".into(),
+        args: json!({"filepath": "made.txt", "expected_sha256": sha})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+        caller: None,
+    })?;
+    let held: Value = serde_json::from_str(&held.answer.text)?;
+    let token = held["approval"]["token"]
+        .as_str()
+        .ok_or("token")?
+        .to_owned();
+    let approved = e.call(AgentApproveRequest {
+        session: "s1".into(),
+        token,
+        caller: Some("a person".into()),
+    })?;
+    assert!(!approved.answer.is_error, "{approved:?}");
 
     // Evict a file and a session; the log keeps their ops' digests without bodies.
     e.call(EvictRequest {

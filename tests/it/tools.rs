@@ -8,25 +8,25 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
-use strata::agent::tools::{READ_FD, READING_TOOLS, tool_definition};
+use strata::agent::tools::{FD_TO_FILE, READ_FD, READING_TOOLS, WRITING_TOOLS, tool_definition};
 
 use super::mcp::Server;
 
-type Fallible<T> = Result<T, Box<dyn std::error::Error>>;
-type TestResult = Fallible<()>;
+pub(super) type Fallible<T> = Result<T, Box<dyn std::error::Error>>;
+pub(super) type TestResult = Fallible<()>;
 
 /// Where the tool schemas live.
 const TOOL_SCHEMA_DIR: &str = "schema/tools";
 
 /// A project tree and a store beside it.
-struct Project {
+pub(super) struct Project {
     _tmp: tempfile::TempDir,
-    tree: PathBuf,
-    store: PathBuf,
+    pub(super) tree: PathBuf,
+    pub(super) store: PathBuf,
 }
 
 impl Project {
-    fn new() -> Fallible<Self> {
+    pub(super) fn new() -> Fallible<Self> {
         let tmp = tempfile::tempdir()?;
         let tree = tmp.path().join("tree");
         let files: [(&str, &[u8]); 8] = [
@@ -59,12 +59,12 @@ impl Project {
         })
     }
 
-    fn mount(&self) -> Fallible<String> {
+    pub(super) fn mount(&self) -> Fallible<String> {
         Ok(format!("/work={}", self.tree.to_str().ok_or("path")?))
     }
 
     /// `strata mcp` in session mode over this project; `extra` adds flags (`--session ID`…).
-    fn server(&self, extra: &[&str]) -> Fallible<Server> {
+    pub(super) fn server(&self, extra: &[&str]) -> Fallible<Server> {
         let store = self.store.to_str().ok_or("path")?.to_string();
         let mount = self.mount()?;
         let mut args = vec!["--store", &store, "--mount", &mount];
@@ -73,7 +73,7 @@ impl Project {
     }
 
     /// The `strata` CLI on this store (no daemon), its stdout as JSON.
-    fn cli(&self, args: &[&str]) -> Fallible<Value> {
+    pub(super) fn cli(&self, args: &[&str]) -> Fallible<Value> {
         let out = Command::new(env!("CARGO_BIN_EXE_strata"))
             .arg("--store")
             .arg(&self.store)
@@ -88,14 +88,14 @@ impl Project {
         Ok(serde_json::from_slice(&out.stdout)?)
     }
 
-    fn sha256(&self, rel: &str) -> Fallible<String> {
+    pub(super) fn sha256(&self, rel: &str) -> Fallible<String> {
         let bytes = fs::read(self.tree.join(rel))?;
         Ok(strata::hash::sha256(&bytes).to_hex())
     }
 }
 
 /// A session tool's answer: its text and whether it failed.
-fn call(server: &mut Server, tool: &str, arguments: Value) -> Fallible<(String, bool)> {
+pub(super) fn call(server: &mut Server, tool: &str, arguments: Value) -> Fallible<(String, bool)> {
     let result = server.result("tools/call", json!({"name": tool, "arguments": arguments}))?;
     let text = match result["content"].as_array().map(Vec::as_slice) {
         Some([content]) if content["type"] == "text" => {
@@ -106,7 +106,7 @@ fn call(server: &mut Server, tool: &str, arguments: Value) -> Fallible<(String, 
     Ok((text, result["isError"] == json!(true)))
 }
 
-fn ok(server: &mut Server, tool: &str, arguments: Value) -> Fallible<String> {
+pub(super) fn ok(server: &mut Server, tool: &str, arguments: Value) -> Fallible<String> {
     let (text, failed) = call(server, tool, arguments.clone())?;
     if failed {
         return Err(format!("{tool} {arguments} failed: {text}").into());
@@ -115,7 +115,7 @@ fn ok(server: &mut Server, tool: &str, arguments: Value) -> Fallible<String> {
 }
 
 /// The error kind of a failed call.
-fn kind(server: &mut Server, tool: &str, arguments: Value) -> Fallible<String> {
+pub(super) fn kind(server: &mut Server, tool: &str, arguments: Value) -> Fallible<String> {
     let (text, failed) = call(server, tool, arguments.clone())?;
     if !failed {
         return Err(format!("{tool} {arguments} should fail: {text}").into());
@@ -124,13 +124,13 @@ fn kind(server: &mut Server, tool: &str, arguments: Value) -> Fallible<String> {
     Ok(error["error"].as_str().ok_or("no error kind")?.to_owned())
 }
 
-fn header(text: &str) -> Fallible<(Value, &str)> {
+pub(super) fn header(text: &str) -> Fallible<(Value, &str)> {
     let (head, body) = text.split_once('\n').unwrap_or((text, ""));
     Ok((serde_json::from_str(head)?, body))
 }
 
 /// The session id `initialize` names in its instructions.
-fn session_of(init: &Value) -> Fallible<String> {
+pub(super) fn session_of(init: &Value) -> Fallible<String> {
     let text = init["instructions"].as_str().ok_or("no instructions")?;
     let after = text
         .split("strata session ")
@@ -157,7 +157,9 @@ fn tools_list_matches_schema_tools() -> TestResult {
         .filter_map(|t| t["name"].as_str())
         .collect();
     let mut want = READING_TOOLS.to_vec();
+    want.extend(WRITING_TOOLS);
     want.push(READ_FD);
+    want.push(FD_TO_FILE);
     assert_eq!(names, want);
     let bless = std::env::var_os("STRATA_BLESS").is_some();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(TOOL_SCHEMA_DIR);
@@ -379,7 +381,10 @@ fn every_tool_answers_and_every_error_path_is_an_error_result() -> TestResult {
     );
     let (text, failed) = call(&mut server, "read_fd", json!({"fd": "fd:1", "start": 99}))?;
     assert!(failed && text.contains("invalid_page"), "{text}");
-    let unknown = server.request("tools/call", json!({"name": "write_file", "arguments": {}}))?;
+    let unknown = server.request(
+        "tools/call",
+        json!({"name": "no_such_tool", "arguments": {}}),
+    )?;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     server.finish()
 }

@@ -1,0 +1,419 @@
+//! The agent's writes (issue 18): a batch of files written, created or deleted all or nothing,
+//! each only if it still has the hash the agent quoted, then recorded through the index's one
+//! disk path so that the watcher and later scans see the files as unchanged.
+//!
+//! How a batch is written, in one process-wide critical section (every strata writer of a store
+//! lives in the one process that holds it open, so the check and the write are atomic against
+//! the daemon's other sessions, the CLI and the watcher):
+//! 1. each file is resolved (symlinks followed, never out of its mount; read-only mounts and deny
+//!    rules refuse) and hashed; a hash other than the quoted one is [`Stale`];
+//! 2. each new content goes to a temporary file in the target's directory (the target's mode
+//!    kept), synced;
+//! 3. each target is hashed again and kept as a hard link beside it (the rollback copy), then the
+//!    temporary file is renamed over it (deletions rename the target to the rollback name); the
+//!    directories are synced;
+//! 4. a failure anywhere renames the rollback copies back and removes created files: nothing
+//!    changed. On success the rollback copies go.
+//!
+//! A process that does not cooperate can still change a file between step 3's check and its
+//! rename (a window of one `rename`); a SIGKILL between two renames of one batch leaves each file
+//! either old or new, never mixed, and the next scan or resume records what is on disk.
+
+use std::fs;
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use super::*;
+
+/// Serialises every agent write of this process (see the module docs).
+static WRITE_LOCK: Mutex<()> = Mutex::new(());
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: the swap of this file of the next batch fails as a full disk would.
+    pub(crate) static FAIL_SWAP_AT: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// One file of a write batch.
+#[derive(Clone, Debug)]
+pub struct FileWrite {
+    /// The agent path.
+    pub agent_path: String,
+    /// The SHA-256 (hex) the file must have now; `None`: it must not exist.
+    pub expected_sha256: Option<String>,
+    /// The new bytes; `None` deletes the file.
+    pub content: Option<Vec<u8>>,
+}
+
+/// A file of a batch whose hash is not the quoted one: nothing was written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stale {
+    /// Which file of the batch (its index).
+    pub index: usize,
+    /// The agent path.
+    pub agent_path: String,
+    /// The file as it is now: `None` when it does not exist.
+    pub current: Option<DiskText>,
+}
+
+/// A file's bytes on disk now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiskText {
+    /// The SHA-256 (hex) of the bytes.
+    pub sha256: String,
+    /// The text, when the bytes are text (UTF-8 without a NUL byte, the index's rule).
+    pub text: Option<String>,
+}
+
+/// A file looked at for a write.
+struct Target {
+    agent_path: String,
+    source: FilesystemSource,
+    resolved: crate::resolve::ResolvedPath,
+    real: PathBuf,
+    current: Option<DiskText>,
+    mode: Option<u32>,
+}
+
+impl Session {
+    /// The file at `agent_path` as it is on disk now, for a write: `None` when nothing is
+    /// there. Nothing is queued or recorded.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a path outside the mounts, through a symlink out of its
+    /// mount, or in a read-only mount; [`Error::PermissionDenied`] for a denied file;
+    /// [`Error::Io`] when it cannot be read.
+    pub fn disk_file(&self, agent_path: &str) -> Result<Option<DiskText>> {
+        Ok(self.target(agent_path)?.current)
+    }
+
+    fn target(&self, agent_path: &str) -> Result<Target> {
+        let (source, resolved) = self.source_of(agent_path)?;
+        if resolved.read_only {
+            return Err(Error::invalid_path(
+                agent_path,
+                "it lies in a read-only mount; the agent may write only in writable mounts",
+            ));
+        }
+        if self.indexer.deny_rules().is_denied(&source.path) {
+            return Err(Error::PermissionDenied {
+                reason: format!("{agent_path} matches a deny rule; it is never read or written"),
+            });
+        }
+        let real = self.resolver.check_symlinks(&resolved)?;
+        let (current, mode) = match fs::symlink_metadata(&real) {
+            Ok(meta) if meta.is_file() => {
+                let bytes =
+                    fs::read(&real).map_err(|e| Error::io(format!("reading {agent_path}"), e))?;
+                let text = text_of(&bytes);
+                (
+                    Some(DiskText {
+                        sha256: crate::hash::sha256(&bytes).to_hex(),
+                        text,
+                    }),
+                    Some(meta.permissions().mode()),
+                )
+            }
+            Ok(_) => {
+                return Err(Error::invalid_path(
+                    agent_path,
+                    "it is not a regular file (a directory or a device); write files only",
+                ));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
+            Err(e) => return Err(Error::io(format!("looking at {agent_path}"), e)),
+        };
+        Ok(Target {
+            agent_path: agent_path.to_string(),
+            source,
+            resolved,
+            real,
+            current,
+            mode,
+        })
+    }
+
+    /// Writes `writes` all or nothing (see the module docs) and queues the new versions (and
+    /// tombstones) for the next commit, read back through the index's one disk path with their
+    /// stat cache entries. The files join the session's active set. Returns what indexing did
+    /// per file, or the first file whose hash is not the quoted one (nothing written then).
+    ///
+    /// # Errors
+    /// As [`Session::disk_file`]; [`Error::Io`] when writing fails (everything rolled back);
+    /// [`Error::InvalidInput`] on a read-only view or a path named twice.
+    pub fn write_files(
+        &mut self,
+        writes: &[FileWrite],
+    ) -> Result<std::result::Result<Vec<Touched>, Stale>> {
+        self.writable()?;
+        let _guard = WRITE_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+        let limit = self.indexer.max_content_bytes();
+        if let Some(big) = writes
+            .iter()
+            .find(|w| w.content.as_ref().is_some_and(|c| c.len() as u64 > limit))
+        {
+            return Err(Error::invalid_input(format!(
+                "the new content of {} is over the store's content limit ({limit} bytes); \
+                 write smaller files or raise max_content_bytes in the store's settings",
+                big.agent_path
+            )));
+        }
+        let mut targets = Vec::with_capacity(writes.len());
+        for (index, write) in writes.iter().enumerate() {
+            let target = self.target(&write.agent_path)?;
+            if targets.iter().any(|t: &Target| t.real == target.real) {
+                return Err(Error::invalid_input(format!(
+                    "{} is named twice in one write; name each file once",
+                    write.agent_path
+                )));
+            }
+            if let Some(stale) = stale(index, write, &target.current, &target.agent_path) {
+                return Ok(Err(stale));
+            }
+            targets.push(target);
+        }
+        let mut staged = Vec::with_capacity(writes.len());
+        for (write, target) in writes.iter().zip(&targets) {
+            match stage(write, target) {
+                Ok(temp) => staged.push(temp),
+                Err(e) => {
+                    for temp in staged.into_iter().flatten() {
+                        let _ = fs::remove_file(temp);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let mut done: Vec<Swapped> = Vec::with_capacity(writes.len());
+        for (index, ((write, target), temp)) in writes.iter().zip(&targets).zip(&staged).enumerate()
+        {
+            #[cfg(test)]
+            let swapped = if FAIL_SWAP_AT.with(|f| f.get()) == Some(index) {
+                Err(Error::io(
+                    "writing (a failure injected by a test)",
+                    std::io::Error::other("no space left"),
+                ))
+            } else {
+                swap(index, write, target, temp.as_deref())
+            };
+            #[cfg(not(test))]
+            let swapped = swap(index, write, target, temp.as_deref());
+            match swapped {
+                Ok(Ok(swapped)) => done.push(swapped),
+                failed => {
+                    for swapped in done.iter().rev() {
+                        swapped.undo();
+                    }
+                    for temp in staged.iter().skip(index).flatten() {
+                        let _ = fs::remove_file(temp);
+                    }
+                    return match failed {
+                        Ok(Err(stale)) => Ok(Err(stale)),
+                        Err(e) => Err(e),
+                        Ok(Ok(_)) => Err(Error::invariant("a swap both failed and succeeded")),
+                    };
+                }
+            }
+        }
+        for swapped in &done {
+            swapped.finish();
+        }
+        let mut touched = Vec::with_capacity(targets.len());
+        for (write, target) in writes.iter().zip(targets) {
+            touched.push(self.record_written(target, write.content.is_none())?);
+        }
+        Ok(Ok(touched))
+    }
+
+    /// Queues what is on disk now at a written target, through the one disk path.
+    fn record_written(&mut self, target: Target, deleted: bool) -> Result<Touched> {
+        let Target {
+            source,
+            resolved,
+            real,
+            ..
+        } = target;
+        if deleted {
+            let gone = presence(&mut DirStat::new(true), &source.path);
+            let look = Look::Gone(gone);
+            let change = StatChange::of(&look, Timestamp::now());
+            let planned = self.plan_look(source.clone(), look, change)?;
+            self.apply_planned(&planned, &source);
+            self.ensure_cached(&planned.id)?;
+            return Ok(Touched {
+                path: self
+                    .resolver
+                    .reverse_resolve(&source.filesystem_id, &source.path),
+                id: planned.id,
+                action: planned.action,
+            });
+        }
+        let (mut planned, _) = self.index_from_disk_keeping(source.clone(), &real)?;
+        self.record_spelling(&mut planned, &resolved);
+        self.after_read(planned, &source)
+    }
+}
+
+/// The bytes as text, by the index's rule: UTF-8 without a NUL byte.
+fn text_of(bytes: &[u8]) -> Option<String> {
+    if bytes.contains(&0) {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok().map(str::to_string)
+}
+
+fn stale(
+    index: usize,
+    write: &FileWrite,
+    current: &Option<DiskText>,
+    agent_path: &str,
+) -> Option<Stale> {
+    let fresh = match (&write.expected_sha256, current) {
+        (None, None) => true,
+        (Some(expected), Some(now)) => expected.trim().eq_ignore_ascii_case(&now.sha256),
+        _ => false,
+    };
+    (!fresh).then(|| Stale {
+        index,
+        agent_path: agent_path.to_string(),
+        current: current.clone(),
+    })
+}
+
+/// A name beside `path` for strata's own temporary files: hidden, with the pid and a counter.
+fn beside(path: &Path, what: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.strata-{what}-{}-{n}", std::process::id()))
+}
+
+/// Writes the new content to a temporary file beside the target (its mode kept), synced.
+fn stage(write: &FileWrite, target: &Target) -> Result<Option<PathBuf>> {
+    let Some(content) = &write.content else {
+        return Ok(None);
+    };
+    let dir = target.real.parent().unwrap_or(Path::new("/"));
+    if !dir.is_dir() {
+        fs::create_dir_all(dir).map_err(|e| {
+            Error::io(
+                format!("creating the directory of {}", target.agent_path),
+                e,
+            )
+        })?;
+    }
+    let temp = beside(&target.real, "new");
+    let written = (|| {
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
+        file.write_all(content)?;
+        if let Some(mode) = target.mode {
+            file.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
+        file.sync_all()
+    })();
+    match written {
+        Ok(()) => Ok(Some(temp)),
+        Err(e) => {
+            let _ = fs::remove_file(&temp);
+            Err(Error::io(format!("writing {}", target.agent_path), e))
+        }
+    }
+}
+
+/// One file swapped in (or deleted), with what undoes it.
+struct Swapped {
+    target: PathBuf,
+    /// The old file's rollback copy (a hard link); `None` when the file was created.
+    backup: Option<PathBuf>,
+}
+
+impl Swapped {
+    /// Puts the old file back (or removes the created one).
+    fn undo(&self) {
+        match &self.backup {
+            Some(backup) => {
+                let _ = fs::rename(backup, &self.target);
+            }
+            None => {
+                let _ = fs::remove_file(&self.target);
+            }
+        }
+        sync_dir(&self.target);
+    }
+
+    /// Drops the rollback copy.
+    fn finish(&self) {
+        if let Some(backup) = &self.backup {
+            let _ = fs::remove_file(backup);
+        }
+    }
+}
+
+/// Checks the target's hash once more, keeps a rollback link, and renames the temporary file
+/// over it (or the target away, for a deletion).
+fn swap(
+    index: usize,
+    write: &FileWrite,
+    target: &Target,
+    temp: Option<&Path>,
+) -> Result<std::result::Result<Swapped, Stale>> {
+    let now = match fs::read(&target.real) {
+        Ok(bytes) => Some(DiskText {
+            sha256: crate::hash::sha256(&bytes).to_hex(),
+            text: text_of(&bytes),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io(format!("reading {}", target.agent_path), e)),
+    };
+    if let Some(stale) = stale(index, write, &now, &target.agent_path) {
+        if let Some(temp) = temp {
+            let _ = fs::remove_file(temp);
+        }
+        return Ok(Err(stale));
+    }
+    let io = |e| Error::io(format!("writing {}", target.agent_path), e);
+    let backup = match now {
+        Some(_) => {
+            let backup = beside(&target.real, "old");
+            fs::hard_link(&target.real, &backup).map_err(io)?;
+            Some(backup)
+        }
+        None => None,
+    };
+    let moved = match temp {
+        Some(temp) => fs::rename(temp, &target.real),
+        None => match &backup {
+            Some(_) => fs::remove_file(&target.real),
+            None => Ok(()),
+        },
+    };
+    if let Err(e) = moved {
+        if let Some(backup) = &backup {
+            let _ = fs::remove_file(backup);
+        }
+        return Err(io(e));
+    }
+    sync_dir(&target.real);
+    Ok(Ok(Swapped {
+        target: target.real.clone(),
+        backup,
+    }))
+}
+
+/// Syncs the directory holding `path`, so a rename in it survives a crash.
+fn sync_dir(path: &Path) {
+    if let Some(dir) = path.parent()
+        && let Ok(dir) = fs::File::open(dir)
+    {
+        let _ = dir.sync_all();
+    }
+}
