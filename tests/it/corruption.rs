@@ -603,7 +603,7 @@ fn damaged_pages_never_panic_hang_or_answer_wrongly() -> TestResult {
             let detail: Vec<String> = outcome
                 .detail
                 .iter()
-                .map(|d| d.chars().take(180).collect())
+                .map(|d| d.chars().take(600).collect())
                 .collect();
             failures.push(format!(
                 "case {case} (seed {seed:#x}) {damage:?}: {}",

@@ -174,8 +174,9 @@ impl Drop for RedbStore {
     /// twice as long as its content, in a sparse tail that takes no disk space; the next large
     /// write compacts it. Best effort: a failure leaves a longer file, never a wrong one.
     fn drop(&mut self) {
+        let read_only = self.handle.is_read_only();
         if let Some(dir) = &self.dir
-            && !self.handle.is_read_only()
+            && !read_only
         {
             let (len, allocated) = file_size(&dir.join(DB_FILE));
             let (opened_len, opened_allocated) = self.opened;
@@ -184,8 +185,27 @@ impl Drop for RedbStore {
                 && let Some(db) = self.handle.writable()
             {
                 // Best effort, and never a panic out of a drop (a damaged page).
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.compact()));
+                let _ = guard::guarded(&self.damaged, "compacting the store", || {
+                    db.compact()
+                        .map(|_| ())
+                        .map_err(|e| Error::corrupt(e.to_string()))
+                });
             }
+        }
+        // redb frees its allocator state when the database drops, and may panic there on a
+        // damaged page: drop it under the guard, quietly, before the lock file goes.
+        let handle = std::mem::replace(&mut self.handle, Handle::Closed);
+        let _ = guard::guarded(
+            &std::sync::atomic::AtomicBool::new(false),
+            "closing the store",
+            move || {
+                drop(handle);
+                Ok(())
+            },
+        );
+        if let Some(dir) = &self.dir
+            && !read_only
+        {
             // Best effort: a lock file left behind is only informational.
             let _ = std::fs::remove_file(dir.join(LOCK_FILE));
         }

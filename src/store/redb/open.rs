@@ -14,6 +14,9 @@ pub(crate) enum Handle {
     ReadWrite(Database),
     /// Opened by [`RedbStore::open_read_only`]: reads only.
     ReadOnly(ReadOnlyDatabase),
+    /// Closed: the database was dropped at the end of the store's own drop (under the guard,
+    /// since redb may panic while it frees a damaged allocator page).
+    Closed,
 }
 
 impl Handle {
@@ -22,6 +25,9 @@ impl Handle {
         match self {
             Handle::ReadWrite(db) => db.begin_read(),
             Handle::ReadOnly(db) => db.begin_read(),
+            Handle::Closed => Err(redb::TransactionError::Storage(redb::StorageError::Io(
+                std::io::Error::other("the store is closed"),
+            ))),
         }
     }
 
@@ -32,6 +38,9 @@ impl Handle {
             Handle::ReadOnly(_) => Err(Error::PermissionDenied {
                 reason: "the store was opened read-only; open it read-write to write".into(),
             }),
+            Handle::Closed => Err(Error::Invariant {
+                what: "a write began on a closed store".into(),
+            }),
         }
     }
 
@@ -39,7 +48,7 @@ impl Handle {
     pub(crate) fn writable(&mut self) -> Option<&mut Database> {
         match self {
             Handle::ReadWrite(db) => Some(db),
-            Handle::ReadOnly(_) => None,
+            Handle::ReadOnly(_) | Handle::Closed => None,
         }
     }
 

@@ -121,11 +121,18 @@ impl RedbStore {
                 };
                 match blob {
                     Some(blob) => {
-                        let bytes = blobs::read_blob(&r.blob_index, &r.blob_data, &blob)?;
-                        if let Some(bytes) = &bytes {
-                            verify::check_content(&blob, bytes)?;
-                        }
-                        Ok(bytes.map(|b| b.len() as u64))
+                        // A content the document names must be there: a missing one is damage,
+                        // never a file without content (a stub).
+                        let bytes = blobs::read_blob(&r.blob_index, &r.blob_data, &blob)?
+                            .ok_or_else(|| {
+                                Error::corrupt(format!(
+                                    "a version of {id} points at missing content {}; run `strata \
+                                     fsck`",
+                                    hex::encode(blob)
+                                ))
+                            })?;
+                        verify::check_content(&blob, &bytes)?;
+                        Ok(Some(bytes.len() as u64))
                     }
                     None => Ok(None),
                 }
