@@ -278,6 +278,17 @@ class Status(TypedDict):
     queued_writes: int
     store: str
     idle_timeout_seconds: int | None  # None: it runs until stopped
+    watch: NotRequired[dict[str, Any]]  # the file watcher's counters, when a root is watched
+
+
+class FileChange(TypedDict):
+    """The params of a `change` notification (a subscription by `paths` or `sessions`): what
+    one transaction did to one file."""
+
+    path: str  # the file's canonical path
+    entity: str  # its entity id
+    tx: int  # the transaction
+    kind: str  # `created`, `updated` or `deleted`
 
 
 class CommitEvent(TypedDict):
@@ -288,6 +299,7 @@ class CommitEvent(TypedDict):
     entities: list[str]  # the entities it wrote, in op order
     paths: list[str]  # the canonical paths of the files among them
     sessions: list[str]  # the sessions it committed
+    changes: list[FileChange]  # what happened to each file among its entities
 
 
 @dataclass(frozen=True)
@@ -2122,16 +2134,25 @@ class Client(_EngineMethods):
                 )
             time.sleep(0.01)
 
-    def subscribe(self) -> dict[str, Any]:
+    def subscribe(
+        self, paths: list[str] | None = None, sessions: list[str] | None = None
+    ) -> dict[str, Any]:
         """From now on, every commit to the store reaches this client as a `commit`
-        notification; read them with `commits()` or `notifications()`. Once per client (a
-        second call sends nothing: the daemon would send every notification twice)."""
+        notification; read them with `commits()` or `notifications()`. With `paths` (canonical
+        path prefixes) or `sessions` (session ids), each file change under those prefixes or
+        held by those sessions comes as a `change` notification instead (`changes()`). Once per
+        client (a second call sends nothing: the daemon would send every notification twice)."""
         with self._lock:
             if self._subscribed:
                 return {"subscribed": True}
             self._subscribed = True
+        params: dict[str, Any] = {}
+        if paths:
+            params["paths"] = list(paths)
+        if sessions:
+            params["sessions"] = list(sessions)
         try:
-            return cast(dict[str, Any], self.call("subscribe"))
+            return cast(dict[str, Any], self.call("subscribe", params))
         except BaseException:
             with self._lock:
                 self._subscribed = False
@@ -2162,6 +2183,12 @@ class Client(_EngineMethods):
         """The `commit` notifications' params (see `notifications`), after `subscribe()`."""
         for note in self.notifications(timeout):
             if note.method == "commit":
+                yield note.params
+
+    def changes(self, timeout: float | None = None) -> Iterator[FileChange]:
+        """The `change` notifications' params (see `notifications`), after `subscribe(paths=…)`."""
+        for note in self.notifications(timeout):
+            if note.method == "change":
                 yield note.params
 
     # --- closing -------------------------------------------------------------------------------

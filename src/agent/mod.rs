@@ -17,7 +17,7 @@
 //!   `summary`: `summarize_file`. `history`: `get_file_history`, `get_file_diff`. `write`:
 //!   `write_file`, `apply_patch`, `delete_file`, `rename_file`, `restore_file`.
 //!   [`redact`]: credential redaction for excerpts, summaries and snippets.
-//! - [`entrypoints`]: the excerpts of AGENTS.md, the README and manifests offered when a session
+//! - [`entrypoints`](mod@entrypoints): the excerpts of AGENTS.md, the README and manifests offered when a session
 //!   starts.
 //! - [`fd`]: file descriptors (seed 004), the pure core: paging, `read_fd`, the original's XML.
 //!   [`descriptors`]: descriptors over a session (the live table, wrapping, persistence).
