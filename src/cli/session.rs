@@ -8,10 +8,10 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 use strata::engine::{
-    Engine, SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest, SessionLsRequest,
-    SessionNewRequest, SessionReadRequest, SessionRenderRequest, SessionResumeRequest,
-    SessionSetRequest, SessionShowRequest, SessionToolcallRequest, SessionTurnRequest, SetOp,
-    TouchedFiles,
+    AgentApproveRequest, Engine, SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest,
+    SessionLsRequest, SessionNewRequest, SessionReadRequest, SessionRenderRequest,
+    SessionResumeRequest, SessionSetRequest, SessionShowRequest, SessionToolcallRequest,
+    SessionTurnRequest, SetOp, TouchedFiles,
 };
 use strata::object::ToolStatus;
 use strata::resolve::absolute_path;
@@ -52,6 +52,20 @@ pub enum SessionCommand {
     Fork(ForkArgs),
     /// The session's commits.
     History(IdArgs),
+    /// Approve a write the agent's call was held for (`delete_file`, `rename_file`), by the
+    /// token the agent was given; it runs only if the file still has the hash the agent quoted.
+    Approve(ApproveArgs),
+}
+
+/// `session approve`.
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The session whose agent asked.
+    pub id: String,
+    /// The token of the held call (`approve-…`), valid once, for an hour.
+    pub token: String,
+    #[command(flatten)]
+    pub json: JsonFlag,
 }
 
 /// `--json`.
@@ -497,6 +511,21 @@ impl Invocation<'_> {
                     self.print_json(&forked)?;
                 } else {
                     writeln!(self.out, "{}", forked.session_id)?;
+                }
+            }
+            SessionCommand::Approve(args) => {
+                let called = self.call(AgentApproveRequest {
+                    session: self.session_id(args.id)?,
+                    token: args.token,
+                    caller: Some("strata session approve".into()),
+                })?;
+                if args.json.json {
+                    self.print_json(&called)?;
+                } else {
+                    writeln!(self.out, "{}", called.answer.text)?;
+                }
+                if called.answer.is_error {
+                    return Ok(ExitCode::FAILURE);
                 }
             }
             SessionCommand::History(args) => {

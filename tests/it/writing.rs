@@ -578,6 +578,52 @@ fn a_person_approves_deletions_and_renames_once_before_the_token_expires() -> Te
 }
 
 #[test]
+fn strata_session_approve_runs_a_held_deletion_once() -> TestResult {
+    let project = Project::new()?;
+    let store = project.store.to_str().ok_or("path")?.to_string();
+    let mount = project.mount()?;
+    let env = [("STRATA_IDLE_TIMEOUT", "20")];
+    let mut agent = Server::start(&["--store", &store, "--mount", &mount], &env, &project.tree)?;
+    let session = session_of(&agent.handshake()?)?;
+    let sha = read_sha(&mut agent, "notes.txt")?;
+    let (held, _) = write(
+        &mut agent,
+        "delete_file",
+        json!({"filepath": "notes.txt", "expected_sha256": sha}),
+    )?;
+    let token = token_of(&held)?;
+    assert!(
+        project.tree.join("notes.txt").exists(),
+        "held: nothing changed"
+    );
+    let approve = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["--store", &store, "session", "approve", &session, &token])
+            .output()
+    };
+    let first = approve()?;
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(!project.tree.join("notes.txt").exists());
+    // A token is used once: the second approval is refused and says why.
+    let second = approve()?;
+    assert!(!second.status.success());
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains(&token) || stderr.contains("token"),
+        "{stderr}"
+    );
+    agent.finish()?;
+    std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["--store", &store, "stop"])
+        .output()?;
+    Ok(())
+}
+
+#[test]
 fn fd_to_file_writes_a_descriptor_as_a_recorded_write() -> TestResult {
     let project = Project::new()?;
     let mut server = project.server(&["--no-daemon"])?;
