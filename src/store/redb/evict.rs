@@ -66,14 +66,7 @@ impl WriteTables<'_> {
                 freed += docs::release_doc(&mut self.docs, &mut self.blobs, &hash)?;
             }
         }
-        let mut matches = Vec::new();
-        for entry in self
-            .match_ops
-            .range((eid, 0u64, 0u32)..=(eid, u64::MAX, u32::MAX))
-            .db()?
-        {
-            matches.push(entry.db()?.0.value());
-        }
+        let mut matches = self.match_keys(eid)?;
         // Matches made while no entity had this id (eids count from 1): their bodies say which.
         for entry in self
             .match_ops
@@ -115,6 +108,19 @@ impl WriteTables<'_> {
         Ok(())
     }
 
+    /// The keys of the match ops made while entity `eid` existed.
+    fn match_keys(&self, eid: u64) -> Result<Vec<(u64, u64, u32)>> {
+        let mut keys = Vec::new();
+        for entry in self
+            .match_ops
+            .range((eid, 0u64, 0u32)..=(eid, u64::MAX, u32::MAX))
+            .db()?
+        {
+            keys.push(entry.db()?.0.value());
+        }
+        Ok(keys)
+    }
+
     /// [`WriteTables::evict`] in a scratch replay (`derived_only`): the entity's rows, paths,
     /// matches and document references go, and the removed op bodies are recorded; documents
     /// and contents are not touched (the replay has none).
@@ -150,14 +156,7 @@ impl WriteTables<'_> {
                 }
             }
         }
-        let mut matches = Vec::new();
-        for entry in self
-            .match_ops
-            .range((eid, 0u64, 0u32)..=(eid, u64::MAX, u32::MAX))
-            .db()?
-        {
-            matches.push(entry.db()?.0.value());
-        }
+        let mut matches = self.match_keys(eid)?;
         for entry in self
             .match_ops
             .range((ABSENT_EID, 0u64, 0u32)..=(ABSENT_EID, u64::MAX, u32::MAX))
