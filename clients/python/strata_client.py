@@ -511,6 +511,8 @@ class LogRecord(TypedDict):
     ops: list[LogOp]
     # The chain value after this record, hex.
     chain: str
+    # The index run it belongs to (the run's first transaction), absent outside runs.
+    run: NotRequired[int | None]
 
 
 class ChainHead(TypedDict):
@@ -527,6 +529,32 @@ class LogResult(TypedDict):
     records: list[LogRecord]
     # The chain's head (`None` in an empty store).
     head: ChainHead | None
+
+
+class LogRunParams(TypedDict):
+    """`log.run`: the index run that reading as of transaction `tx` would see only part of."""
+    # The transaction a read is made as of (`--as-of-tx`).
+    tx: int
+
+
+class PartialRun(TypedDict):
+    """An index run that a read as of some transaction sees only the start of."""
+    # The run's first transaction (its id).
+    run: int
+    # The run's last transaction found.
+    last: int
+    # How many of the run's transactions are at or before the transaction asked about.
+    seen: int
+    # How many transactions the run wrote.
+    transactions: int
+    # What to tell a reader, one line.
+    note: str
+
+
+class LogRunResult(TypedDict):
+    """What `log.run` answers: the run that `tx` falls inside of, when there is one."""
+    # The run that began at or before `tx` and wrote transactions after it; `None` when reading as of `tx` sees every run whole.
+    partial: PartialRun | None
 
 
 class FsckParams(TypedDict):
@@ -1234,6 +1262,7 @@ METHODS: dict[str, tuple[Any, Any]] = {
     "history": (HistoryParams, HistoryResult),
     "diff": (DiffParams, DiffResult),
     "log": (LogParams, LogResult),
+    "log.run": (LogRunParams, LogRunResult),
     "fsck": (FsckParams, FsckResult),
     "gc": (GcParams, GcResult),
     "evict": (EvictParams, EvictResult),
@@ -1419,6 +1448,14 @@ class _EngineMethods:
         Returns schema/rpc/log.result.json (optional params left at None are not sent).
         """
         return cast(LogResult, self._request("log", {}, {"limit": limit, "since": since}))
+
+    def log_run(self, tx: int) -> LogRunResult:
+        """`log.run`: the index run that reading as of transaction `tx` would see only part of.
+
+        tx: The transaction a read is made as of (`--as-of-tx`).
+        Returns schema/rpc/log.run.result.json (optional params left at None are not sent).
+        """
+        return cast(LogRunResult, self._request("log.run", {"tx": tx}, {}))
 
     def fsck(self, *, rebuild: bool = False, repair: bool = False) -> FsckResult:
         """`fsck`: verify the store, optionally rebuilding its query tables first.

@@ -108,12 +108,24 @@ impl Invocation<'_> {
             self.print_json(&log)?;
             return Ok(ExitCode::SUCCESS);
         }
-        let rows: Vec<Vec<String>> = log
-            .records
+        // The consecutive transactions of one index run are one row (`--each` lists each).
+        let mut groups: Vec<&[strata::engine::LogRecord]> = Vec::new();
+        let mut rest = log.records.as_slice();
+        while let Some(first) = rest.first() {
+            let len = match first.run {
+                Some(run) if !args.each => rest.iter().take_while(|r| r.run == Some(run)).count(),
+                _ => 1,
+            };
+            let (group, tail) = rest.split_at(len);
+            groups.push(group);
+            rest = tail;
+        }
+        let rows: Vec<Vec<String>> = groups
             .iter()
-            .map(|record| {
+            .filter_map(|group| Some((group.first()?, group.last()?, group)))
+            .map(|(first, last, group)| {
                 let mut kinds: Vec<(&str, usize)> = Vec::new();
-                for op in &record.ops {
+                for op in group.iter().flat_map(|record| &record.ops) {
                     let kind = op.kind().unwrap_or("evicted");
                     match kinds.iter_mut().find(|(k, _)| *k == kind) {
                         Some((_, n)) => *n += 1,
@@ -121,12 +133,25 @@ impl Invocation<'_> {
                     }
                 }
                 let ops: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+                let (tx, origin) = match first.run {
+                    Some(run) if group.len() > 1 => (
+                        format!("{}-{}", first.tx_id, last.tx_id),
+                        format!("{} run {run} ({} txs)", first.origin, group.len()),
+                    ),
+                    // A run of one transaction is as plain as any other; a part of a run that
+                    // other writers' transactions split names its run.
+                    Some(run) if run != first.tx_id => (
+                        first.tx_id.to_string(),
+                        format!("{} run {run}", first.origin),
+                    ),
+                    Some(_) | None => (first.tx_id.to_string(), first.origin.clone()),
+                };
                 vec![
-                    record.tx_id.to_string(),
-                    record.tx_time.clone(),
-                    record.origin.clone(),
+                    tx,
+                    first.tx_time.clone(),
+                    origin,
                     ops.join(", "),
-                    output::short(&record.chain),
+                    output::short(&last.chain),
                 ]
             })
             .collect();

@@ -183,6 +183,19 @@ fn tx_number(text: &str) -> Result<u64, String> {
     })
 }
 
+impl Command {
+    /// The transaction a reading command reads as of (`--as-of-tx`), when it names one.
+    pub fn as_of_tx(&self) -> Option<u64> {
+        match self {
+            Command::Ls(LsArgs { as_of, .. })
+            | Command::Show(ShowArgs { as_of, .. })
+            | Command::Cat(CatArgs { as_of, .. }) => as_of.known.as_of_tx,
+            Command::History(args) => args.known.as_of_tx,
+            _ => None,
+        }
+    }
+}
+
 /// Which version of an object to read: by valid time and by what the store knew when.
 #[derive(Debug, Args, Clone, Default)]
 pub struct AsOfArgs {
@@ -281,6 +294,10 @@ pub struct LogArgs {
     /// At most this many transactions: the newest, or the first after --since.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub limit: Option<usize>,
+    /// One row per transaction (the consecutive transactions of an index run are one row by
+    /// default).
+    #[arg(long)]
+    pub each: bool,
     #[command(flatten)]
     pub json: JsonArgs,
 }

@@ -35,8 +35,9 @@ use serde::Serialize;
 
 pub use admin::{
     ChainHead, EvictRequest, EvictResponse, FsckFinding, FsckRequest, FsckResponse, GcRequest,
-    GcResponse, InitResponse, LogOp, LogRecord, LogRequest, LogResponse, MountAddRequest,
-    MountChanged, MountLsRequest, MountRmRequest, MountsResponse, StatsRequest, StatsResponse,
+    GcResponse, InitResponse, LogOp, LogRecord, LogRequest, LogResponse, LogRun, LogRunRequest,
+    MountAddRequest, MountChanged, MountLsRequest, MountRmRequest, MountsResponse, PartialRun,
+    StatsRequest, StatsResponse,
 };
 pub use agent::{
     AgentApproveRequest, AgentCallRequest, AgentCalled, AgentEntrypoints, AgentEntrypointsRequest,

@@ -105,6 +105,7 @@ methods! {
     "history" => History(HistoryRequest) -> HistoryResponse;
     "diff" => Diff(DiffRequest) -> DiffResponse;
     "log" => Log(LogRequest) -> LogResponse;
+    "log.run" => LogRun(LogRunRequest) -> LogRun;
     "fsck" => Fsck(FsckRequest) -> FsckResponse;
     "gc" => Gc(GcRequest) -> GcResponse;
     "evict" => Evict(EvictRequest) -> EvictResponse;
@@ -166,6 +167,7 @@ reads_only!(
     HistoryRequest,
     DiffRequest,
     LogRequest,
+    LogRunRequest,
     StatsRequest,
     MountLsRequest,
     MountAddRequest,
