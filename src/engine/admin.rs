@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::request::Apply;
-use super::{Engine, Error, Result};
+use super::{Engine, Error, Result, SettingsStamp};
 use crate::index::Settings;
 use crate::resolve::{FilesystemResolver, MountMapping, machine_filesystem_id};
 use crate::store::{DB_FILE, Origin, Store, TxId, TxRecord};
@@ -624,6 +624,13 @@ impl Engine {
         &self,
         change: impl FnOnce(&mut Settings) -> Result<T>,
     ) -> Result<T> {
+        // What a person wrote into the file since it was read is kept: the change applies to
+        // the file as it is now.
+        self.reload_settings()?;
+        let mut stamp = self
+            .settings_stamp
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut settings = self
             .settings
             .write()
@@ -632,6 +639,7 @@ impl Engine {
         let value = change(&mut next)?;
         if let Some(dir) = &self.dir {
             next.save(dir)?;
+            *stamp = SettingsStamp::of(dir);
         }
         *settings = next;
         Ok(value)
