@@ -102,6 +102,16 @@ impl Session {
                 reason: format!("{agent_path} matches a deny rule; it is never read or written"),
             });
         }
+        if let Some(tool) = &self.writing_tool {
+            let (mode, why) = self
+                .write_policy
+                .decide(tool, self.mount_relative(&resolved));
+            if mode == crate::index::ApprovalMode::Deny {
+                return Err(Error::PermissionDenied {
+                    reason: format!("{tool} may not write {agent_path}: {why}"),
+                });
+            }
+        }
         let real = self.resolver.check_symlinks(&resolved)?;
         let (current, mode) = match fs::symlink_metadata(&real) {
             Ok(meta) if meta.is_file() => {

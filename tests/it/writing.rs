@@ -785,3 +785,79 @@ fn sigkill_during_writes_leaves_each_file_old_or_new_and_the_store_agrees_after_
     );
     Ok(())
 }
+
+#[test]
+fn the_settings_decide_which_writes_run_wait_for_a_person_or_are_refused() -> TestResult {
+    let project = Project::new()?;
+    let store = project.store.to_str().ok_or("path")?.to_string();
+    let strata = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("--store")
+            .arg(&store)
+            .args(args)
+            .output()
+    };
+    assert!(strata(&["--no-daemon", "init"])?.status.success());
+    let settings = project.store.join("settings.toml");
+    let mut text = fs::read_to_string(&settings).unwrap_or_default();
+    text.push_str(
+        "\n[file_access.permissions]\nmode = \"manual\"\n\
+         auto_approve_write_patterns = [\"NOTES.txt\", \"src/**\"]\n\
+         auto_deny_patterns = [\"generated/**\"]\nrequire_approval = []\n",
+    );
+    fs::write(&settings, text)?;
+    let mount = project.mount()?;
+    let env = [("STRATA_IDLE_TIMEOUT", "20")];
+    let mut agent = Server::start(&["--store", &store, "--mount", &mount], &env, &project.tree)?;
+    let session = session_of(&agent.handshake()?)?;
+    // An auto-approved glob (matched without regard to case): runs.
+    let sha = read_sha(&mut agent, "notes.txt")?;
+    written(
+        &mut agent,
+        "write_file",
+        json!({"filepath": "notes.txt", "content": "edited\n", "expected_sha256": sha}),
+    )?;
+    written(
+        &mut agent,
+        "write_file",
+        json!({"filepath": "src/new.rs", "content": "// new\n"}),
+    )?;
+    // A denied glob: refused, nothing written.
+    let (text, failed) = call(
+        &mut agent,
+        "write_file",
+        json!({"filepath": "generated/out.txt", "content": "x\n"}),
+    )?;
+    assert!(failed, "{text}");
+    assert!(text.contains("auto_deny_patterns"), "{text}");
+    assert!(!project.tree.join("generated").exists());
+    // Anything else gets the mode: manual, held until a person approves it.
+    let (held, _) = write(
+        &mut agent,
+        "write_file",
+        json!({"filepath": "docs/guide.md", "content": "# Guide\n"}),
+    )?;
+    let token = token_of(&held)?;
+    assert!(!project.tree.join("docs/guide.md").exists(), "held: {held}");
+    let approved = strata(&["session", "approve", &session, &token])?;
+    assert!(
+        approved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&approved.stderr)
+    );
+    assert_eq!(
+        fs::read_to_string(project.tree.join("docs/guide.md"))?,
+        "# Guide\n"
+    );
+    // require_approval = []: a deletion under an auto-approved glob runs at once.
+    let sha = read_sha(&mut agent, "notes.txt")?;
+    written(
+        &mut agent,
+        "delete_file",
+        json!({"filepath": "notes.txt", "expected_sha256": sha}),
+    )?;
+    assert!(!project.tree.join("notes.txt").exists());
+    agent.finish()?;
+    strata(&["stop"])?;
+    Ok(())
+}
