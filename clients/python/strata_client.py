@@ -1254,6 +1254,56 @@ class AgentApproveResult(TypedDict):
     tx_id: int | None
 
 
+class AgentAuditParams(TypedDict):
+    """`agent.audit`: the writes agents made (every call of a writing tool), oldest first."""
+    # At most this many entries (default all).
+    limit: NotRequired[int | None]
+    # Only this session's writes.
+    session: NotRequired[str | None]
+    # Only writes recorded after this transaction.
+    since: NotRequired[int | None]
+
+
+class AuditFile(TypedDict):
+    """One file of an audited write."""
+    # The path below its mount, as the answer names it.
+    filename: str
+    # The file's SHA-256 before the write (`None` for a file it created).
+    previous_sha256: str | None
+    # The file's SHA-256 after it (`None` for a file it deleted).
+    sha256: str | None
+
+
+class AuditEntry(TypedDict):
+    """One call of a writing tool, as the audit shows it."""
+    # The transaction that recorded the call.
+    tx_id: int
+    # When (RFC 3339).
+    tx_time: str
+    # The session that made it.
+    session: str
+    # The tool call's id.
+    call_id: str
+    # Who made it (the MCP client's name), when the session knows it.
+    caller: str | None
+    # The tool.
+    tool: str
+    # Its arguments.
+    args: Any
+    # Whether it wrote.
+    success: bool
+    # Why not (`CONFLICT`, `APPROVAL_REQUIRED`, `VALIDATION_FAILED`, …), when it did not.
+    error_code: str | None
+    # The files it wrote, with their hashes before and after.
+    files: list[AuditFile]
+
+
+class AgentAuditResult(TypedDict):
+    """What `agent.audit` answers."""
+    # One entry per call of a writing tool, oldest first.
+    entries: list[AuditEntry]
+
+
 # Every engine method: its params type and its result type.
 METHODS: dict[str, tuple[Any, Any]] = {
     "ls": (LsParams, LsResult),
@@ -1290,6 +1340,7 @@ METHODS: dict[str, tuple[Any, Any]] = {
     "watch.rm": (WatchRmParams, WatchRmResult),
     "watch.ls": (WatchLsParams, WatchLsResult),
     "agent.approve": (AgentApproveParams, AgentApproveResult),
+    "agent.audit": (AgentAuditParams, AgentAuditResult),
 }
 
 
@@ -1917,6 +1968,31 @@ class _EngineMethods:
             },
         )
         return cast(AgentApproveResult, result)
+
+    def agent_audit(
+        self,
+        *,
+        limit: int | None = None,
+        session: str | None = None,
+        since: int | None = None,
+    ) -> AgentAuditResult:
+        """`agent.audit`: the writes agents made (every call of a writing tool), oldest first.
+
+        limit: At most this many entries (default all).
+        session: Only this session's writes.
+        since: Only writes recorded after this transaction.
+        Returns schema/rpc/agent.audit.result.json (optional params left at None are not sent).
+        """
+        result = self._request(
+            "agent.audit",
+            {},
+            {
+                "limit": limit,
+                "session": session,
+                "since": since,
+            },
+        )
+        return cast(AgentAuditResult, result)
 
 
 # --- END GENERATED ---

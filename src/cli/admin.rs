@@ -4,12 +4,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use strata::engine::{
-    Engine, EvictRequest, FsckRequest, GcRequest, LogRequest, MountAddRequest, MountLsRequest,
-    MountRmRequest, StatsRequest,
+    AgentAuditRequest, Engine, EvictRequest, FsckRequest, GcRequest, LogRequest, MountAddRequest,
+    MountLsRequest, MountRmRequest, StatsRequest,
 };
 use strata::resolve::MountMapping;
 
-use super::args::{EvictArgs, FsckArgs, InitArgs, JsonArgs, LogArgs, MountCommand};
+use super::args::{AuditArgs, EvictArgs, FsckArgs, InitArgs, JsonArgs, LogArgs, MountCommand};
 use super::locate::{self, Located};
 use super::{Invocation, output};
 
@@ -291,6 +291,73 @@ impl Invocation<'_> {
             ];
             output::table(self.out, &["WHAT", "COUNT"], &rows)?;
         }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+impl Invocation<'_> {
+    pub(super) fn audit(&mut self, args: AuditArgs) -> Result<ExitCode> {
+        let audit = self.call(AgentAuditRequest {
+            session: args.session,
+            since: args.since,
+            limit: args.limit,
+        })?;
+        if args.json.json {
+            self.print_json(&audit)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        if args.jsonl {
+            for entry in &audit.entries {
+                writeln!(self.out, "{}", serde_json::to_string(entry)?)?;
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        let hash = |h: &Option<String>| h.as_deref().map_or("-".to_string(), output::short);
+        let rows: Vec<Vec<String>> = audit
+            .entries
+            .iter()
+            .flat_map(|entry| {
+                let outcome = match (&entry.error_code, entry.success) {
+                    (_, true) => "ok".to_string(),
+                    (Some(code), false) => code.to_lowercase(),
+                    (None, false) => "failed".to_string(),
+                };
+                let head = [
+                    entry.tx_id.to_string(),
+                    entry.tx_time.clone(),
+                    entry.session.clone(),
+                    entry.caller.clone().unwrap_or_else(|| "-".into()),
+                    entry.tool.clone(),
+                    outcome,
+                ];
+                let files: Vec<Vec<String>> = if entry.files.is_empty() {
+                    vec![vec!["-".to_string(), "-".into(), "-".into()]]
+                } else {
+                    entry
+                        .files
+                        .iter()
+                        .map(|f| {
+                            vec![
+                                hash(&f.previous_sha256),
+                                hash(&f.sha256),
+                                output::path(&f.filename),
+                            ]
+                        })
+                        .collect()
+                };
+                files
+                    .into_iter()
+                    .map(move |file| head.iter().cloned().chain(file).collect::<Vec<_>>())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        output::table(
+            self.out,
+            &[
+                "TX", "TX TIME", "SESSION", "CALLER", "TOOL", "RESULT", "BEFORE", "AFTER", "FILE",
+            ],
+            &rows,
+        )?;
         Ok(ExitCode::SUCCESS)
     }
 }

@@ -80,6 +80,28 @@ pub enum Command {
     Watch(WatchArgs),
     /// Stop watching directories (`strata watch` lists them).
     Unwatch(WatchArgs),
+    /// The writes agents made: one entry per call of a writing tool, oldest first, with its
+    /// session, caller, files and their hashes before and after.
+    Audit(AuditArgs),
+}
+
+/// `strata audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only this session's writes.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Only writes recorded after this transaction.
+    #[arg(long, value_name = "TX", value_parser = tx_number)]
+    pub since: Option<u64>,
+    /// At most this many entries.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// One JSON object per line (the export format).
+    #[arg(long, conflicts_with = "json")]
+    pub jsonl: bool,
+    #[command(flatten)]
+    pub json: JsonArgs,
 }
 
 /// `strata watch` and `strata unwatch`.

@@ -102,6 +102,7 @@ impl Invocation<'_> {
             Command::Mcp(args) => self.mcp(args),
             Command::Watch(args) => self.watch(args),
             Command::Unwatch(args) => self.unwatch(args),
+            Command::Audit(args) => self.audit(args),
         }
     }
 

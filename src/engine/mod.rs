@@ -40,8 +40,8 @@ pub use admin::{
     StatsRequest, StatsResponse,
 };
 pub use agent::{
-    AgentApproveRequest, AgentCallRequest, AgentCalled, AgentEntrypoints, AgentEntrypointsRequest,
-    AgentTools, AgentToolsRequest,
+    AgentApproveRequest, AgentAudit, AgentAuditRequest, AgentCallRequest, AgentCalled,
+    AgentEntrypoints, AgentEntrypointsRequest, AgentTools, AgentToolsRequest,
 };
 pub use index::{IndexRequest, IndexResponse};
 pub use objects::{

@@ -133,6 +133,7 @@ methods! {
     "watch.rm" => WatchRm(WatchRmRequest) -> WatchRoots;
     "watch.ls" => WatchLs(WatchLsRequest) -> WatchRoots;
     "agent.approve" => AgentApprove(AgentApproveRequest) -> AgentCalled;
+    "agent.audit" => AgentAudit(AgentAuditRequest) -> AgentAudit;
 }
 
 /// Whether a request may write: every request type says so through this trait.
@@ -177,6 +178,7 @@ reads_only!(
     SessionRenderRequest,
     SessionHistoryRequest,
     AgentToolsRequest,
+    AgentAuditRequest,
     WatchAddRequest,
     WatchRmRequest,
     WatchLsRequest,

@@ -642,6 +642,7 @@ fn a_real_engine_run_is_valid_for_the_schemas() -> TestResult {
         limit: Some(3),
     })?;
     e.call(LogRunRequest { tx: 1 })?;
+    e.call(strata::engine::AgentAuditRequest::default())?;
     e.call(GcRequest {})?;
     let fsck = e.call(FsckRequest {
         rebuild: true,

@@ -857,7 +857,77 @@ fn the_settings_decide_which_writes_run_wait_for_a_person_or_are_refused() -> Te
         json!({"filepath": "notes.txt", "expected_sha256": sha}),
     )?;
     assert!(!project.tree.join("notes.txt").exists());
+    // The audit: every call of a writing tool, oldest first, with its hashes and outcome.
+    let audit = strata(&["audit", "--jsonl", "--session", &session])?;
+    assert!(
+        audit.status.success(),
+        "{}",
+        String::from_utf8_lossy(&audit.stderr)
+    );
+    let entries: Vec<Value> = String::from_utf8(audit.stdout)?
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    let tools: Vec<(&str, bool)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["tool"].as_str().unwrap_or(""),
+                e["success"] == json!(true),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            ("write_file", true),
+            ("write_file", true),
+            ("write_file", false),
+            ("write_file", false),
+            ("write_file", true),
+            ("delete_file", true),
+        ],
+        "{entries:?}"
+    );
+    let first = &entries[0];
+    assert_eq!(first["files"][0]["filename"], "notes.txt", "{first}");
+    assert_eq!(
+        first["files"][0]["previous_sha256"].as_str(),
+        Some(sha256_hex(b"one\ntwo\nthree\n").as_str())
+    );
+    assert_eq!(
+        first["files"][0]["sha256"].as_str(),
+        Some(sha256_hex(b"edited\n").as_str())
+    );
+    assert!(
+        first["caller"].is_string(),
+        "the MCP client's name: {first}"
+    );
+    assert_eq!(
+        entries[1]["files"][0]["previous_sha256"],
+        Value::Null,
+        "created"
+    );
+    assert_eq!(
+        entries[3]["error_code"], "APPROVAL_REQUIRED",
+        "{}",
+        entries[3]
+    );
+    assert_eq!(entries[5]["files"][0]["sha256"], Value::Null, "deleted");
+    let other = strata(&["audit", "--jsonl", "--session", "nobody"])?;
+    assert!(other.status.success() && other.stdout.is_empty());
+    let table = strata(&["audit"])?;
+    let table = String::from_utf8(table.stdout)?;
+    assert!(
+        table.starts_with("TX") && table.contains("delete_file"),
+        "{table}"
+    );
     agent.finish()?;
     strata(&["stop"])?;
     Ok(())
+}
+
+/// SHA-256 of `bytes` in hex.
+fn sha256_hex(bytes: &[u8]) -> String {
+    strata::hash::sha256(bytes).to_hex()
 }
