@@ -511,6 +511,8 @@ class LogRecord(TypedDict):
     ops: list[LogOp]
     # The chain value after this record, hex.
     chain: str
+    # The index run it belongs to (the run's first transaction), absent outside runs.
+    run: NotRequired[int | None]
 
 
 class ChainHead(TypedDict):
@@ -527,6 +529,32 @@ class LogResult(TypedDict):
     records: list[LogRecord]
     # The chain's head (`None` in an empty store).
     head: ChainHead | None
+
+
+class LogRunParams(TypedDict):
+    """`log.run`: the index run that reading as of transaction `tx` would see only part of."""
+    # The transaction a read is made as of (`--as-of-tx`).
+    tx: int
+
+
+class PartialRun(TypedDict):
+    """An index run that a read as of some transaction sees only the start of."""
+    # The run's first transaction (its id).
+    run: int
+    # The run's last transaction found.
+    last: int
+    # How many of the run's transactions are at or before the transaction asked about.
+    seen: int
+    # How many transactions the run wrote.
+    transactions: int
+    # What to tell a reader, one line.
+    note: str
+
+
+class LogRunResult(TypedDict):
+    """What `log.run` answers: the run that `tx` falls inside of, when there is one."""
+    # The run that began at or before `tx` and wrote transactions after it; `None` when reading as of `tx` sees every run whole.
+    partial: PartialRun | None
 
 
 class FsckParams(TypedDict):
@@ -1226,6 +1254,56 @@ class AgentApproveResult(TypedDict):
     tx_id: int | None
 
 
+class AgentAuditParams(TypedDict):
+    """`agent.audit`: the writes agents made (every call of a writing tool), oldest first."""
+    # At most this many entries (default all).
+    limit: NotRequired[int | None]
+    # Only this session's writes.
+    session: NotRequired[str | None]
+    # Only writes recorded after this transaction.
+    since: NotRequired[int | None]
+
+
+class AuditFile(TypedDict):
+    """One file of an audited write."""
+    # The path below its mount, as the answer names it.
+    filename: str
+    # The file's SHA-256 before the write (`None` for a file it created).
+    previous_sha256: str | None
+    # The file's SHA-256 after it (`None` for a file it deleted).
+    sha256: str | None
+
+
+class AuditEntry(TypedDict):
+    """One call of a writing tool, as the audit shows it."""
+    # The transaction that recorded the call.
+    tx_id: int
+    # When (RFC 3339).
+    tx_time: str
+    # The session that made it.
+    session: str
+    # The tool call's id.
+    call_id: str
+    # Who made it (the MCP client's name), when the session knows it.
+    caller: str | None
+    # The tool.
+    tool: str
+    # Its arguments.
+    args: Any
+    # Whether it wrote.
+    success: bool
+    # Why not (`CONFLICT`, `APPROVAL_REQUIRED`, `VALIDATION_FAILED`, …), when it did not.
+    error_code: str | None
+    # The files it wrote, with their hashes before and after.
+    files: list[AuditFile]
+
+
+class AgentAuditResult(TypedDict):
+    """What `agent.audit` answers."""
+    # One entry per call of a writing tool, oldest first.
+    entries: list[AuditEntry]
+
+
 # Every engine method: its params type and its result type.
 METHODS: dict[str, tuple[Any, Any]] = {
     "ls": (LsParams, LsResult),
@@ -1234,6 +1312,7 @@ METHODS: dict[str, tuple[Any, Any]] = {
     "history": (HistoryParams, HistoryResult),
     "diff": (DiffParams, DiffResult),
     "log": (LogParams, LogResult),
+    "log.run": (LogRunParams, LogRunResult),
     "fsck": (FsckParams, FsckResult),
     "gc": (GcParams, GcResult),
     "evict": (EvictParams, EvictResult),
@@ -1261,6 +1340,7 @@ METHODS: dict[str, tuple[Any, Any]] = {
     "watch.rm": (WatchRmParams, WatchRmResult),
     "watch.ls": (WatchLsParams, WatchLsResult),
     "agent.approve": (AgentApproveParams, AgentApproveResult),
+    "agent.audit": (AgentAuditParams, AgentAuditResult),
 }
 
 
@@ -1419,6 +1499,14 @@ class _EngineMethods:
         Returns schema/rpc/log.result.json (optional params left at None are not sent).
         """
         return cast(LogResult, self._request("log", {}, {"limit": limit, "since": since}))
+
+    def log_run(self, tx: int) -> LogRunResult:
+        """`log.run`: the index run that reading as of transaction `tx` would see only part of.
+
+        tx: The transaction a read is made as of (`--as-of-tx`).
+        Returns schema/rpc/log.run.result.json (optional params left at None are not sent).
+        """
+        return cast(LogRunResult, self._request("log.run", {"tx": tx}, {}))
 
     def fsck(self, *, rebuild: bool = False, repair: bool = False) -> FsckResult:
         """`fsck`: verify the store, optionally rebuilding its query tables first.
@@ -1880,6 +1968,31 @@ class _EngineMethods:
             },
         )
         return cast(AgentApproveResult, result)
+
+    def agent_audit(
+        self,
+        *,
+        limit: int | None = None,
+        session: str | None = None,
+        since: int | None = None,
+    ) -> AgentAuditResult:
+        """`agent.audit`: the writes agents made (every call of a writing tool), oldest first.
+
+        limit: At most this many entries (default all).
+        session: Only this session's writes.
+        since: Only writes recorded after this transaction.
+        Returns schema/rpc/agent.audit.result.json (optional params left at None are not sent).
+        """
+        result = self._request(
+            "agent.audit",
+            {},
+            {
+                "limit": limit,
+                "session": session,
+                "since": since,
+            },
+        )
+        return cast(AgentAuditResult, result)
 
 
 # --- END GENERATED ---

@@ -1,8 +1,11 @@
-//! Approval of writes (seed 001's `require_approval`): `delete_file` and `rename_file` need a
-//! person's approval by default. The agent's call answers `APPROVAL_REQUIRED` with a token and
-//! writes nothing; only a person redeems the token, through the engine request `agent.approve`
-//! (which no MCP tool exposes), within [`APPROVAL_TTL`]; the call then runs as the agent made it,
-//! so it applies only if the file still has the hash the agent quoted. A token is used once.
+//! Approval of writes (seed 001's permissions): the settings' `[file_access.permissions]`
+//! decide per path and per tool whether a write runs (`auto`), waits for a person (`manual`) or
+//! is refused (`deny`); by default `delete_file` and `rename_file` need a person's approval and
+//! `.env`, `secrets/**/*` and `credentials.json` are refused. A held call answers
+//! `APPROVAL_REQUIRED` with a token and writes nothing; only a person redeems the token, through
+//! the engine request `agent.approve` (which no MCP tool exposes), within [`APPROVAL_TTL`]; the
+//! call then runs as the agent made it, so it applies only if the file still has the hash the
+//! agent quoted. A token is used once.
 //!
 //! Pending approvals live with the live session (the agent layer's cache): a daemon keeps them
 //! while it runs; a session reloaded (a restart) has none, and the agent asks again.
@@ -12,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use super::tools::{DELETE_FILE, RENAME_FILE};
+use super::tools::FD_TO_FILE;
 use crate::error::{Error, Result};
+use crate::index::ApprovalMode;
 use crate::session::Session;
 
 /// How long a token can be redeemed by default (seed 001 sets none; one hour).
@@ -30,9 +34,6 @@ pub fn approval_ttl() -> Duration {
         .map_or(APPROVAL_TTL, Duration::from_secs)
 }
 
-/// The tools that need a person's approval (seed 001's `require_approval` defaults).
-pub const REQUIRE_APPROVAL: [&str; 2] = [DELETE_FILE, RENAME_FILE];
-
 /// One call waiting for a person.
 struct Pending {
     tool: String,
@@ -44,9 +45,48 @@ struct Pending {
 #[derive(Default)]
 struct Approvals(HashMap<String, Pending>);
 
-/// Whether `tool` needs a person's approval.
-pub fn needs_approval(tool: &str) -> bool {
-    REQUIRE_APPROVAL.contains(&tool)
+/// The path arguments of the writing tools: what their permission is decided on.
+const PATH_ARGS: [&str; 3] = ["filepath", "new_filepath", "file_path"];
+
+/// What the settings' `[file_access.permissions]` decide for the call `tool(args)`: the
+/// strictest mode of the paths it writes (each relative to its mount), with the rule that
+/// decided it. A reading tool, and a path that does not resolve (the tool itself then says
+/// why), decide nothing.
+pub(crate) fn decide(
+    session: &mut Session,
+    tool: &str,
+    args: &Map<String, Value>,
+) -> (ApprovalMode, Option<String>) {
+    if !super::tools::WRITING_TOOLS.contains(&tool) && tool != FD_TO_FILE {
+        return (ApprovalMode::Auto, None);
+    }
+    let mut paths: Vec<String> = PATH_ARGS
+        .iter()
+        .filter_map(|key| args.get(*key)?.as_str().map(str::to_string))
+        .collect();
+    if let Some(files) = args.get("files").and_then(Value::as_array) {
+        paths.extend(
+            files
+                .iter()
+                .filter_map(|f| f.get("docPath")?.as_str().map(str::to_string)),
+        );
+    }
+    let rank = |mode: ApprovalMode| match mode {
+        ApprovalMode::Auto => 0,
+        ApprovalMode::Manual => 1,
+        ApprovalMode::Deny => 2,
+    };
+    let mut decided = (ApprovalMode::Auto, None);
+    for path in paths {
+        let Ok(file) = super::files::resolve(session, &path) else {
+            continue;
+        };
+        let (mode, why) = session.write_policy().decide(tool, &file.filename);
+        if rank(mode) > rank(decided.0) || decided.1.is_none() {
+            decided = (mode, Some(why));
+        }
+    }
+    decided
 }
 
 /// Keeps the call `tool(args)` until a person approves it and answers the agent with the

@@ -123,6 +123,15 @@ impl Walker {
                     if is_dir && skip.as_deref() == Some(entry.path()) {
                         return false;
                     }
+                    if !is_dir
+                        && entry
+                            .file_name()
+                            .to_str()
+                            .and_then(crate::index::write_temp_pid)
+                            .is_some()
+                    {
+                        return false;
+                    }
                     !rules
                         .matched_path_or_any_parents(entry.path(), is_dir)
                         .is_ignore()

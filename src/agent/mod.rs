@@ -27,6 +27,7 @@
 
 pub mod approval;
 mod args;
+pub mod audit;
 pub mod descriptors;
 pub mod docs;
 pub mod entrypoints;
@@ -44,6 +45,7 @@ mod write;
 #[cfg(test)]
 mod tests;
 
+pub use audit::{AuditEntry, AuditFile, audit};
 pub use entrypoints::{Entrypoint, entrypoints};
 pub use files::DEFAULT_EXCLUDES;
 pub use read::{CHARS_PER_TOKEN, EXCERPT_LINES, tokens};

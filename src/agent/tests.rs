@@ -766,3 +766,37 @@ fn writes_into_a_read_only_mount_or_over_the_content_limit_are_refused_changing_
     );
     Ok(())
 }
+
+#[test]
+fn leftovers_of_a_killed_write_are_swept_at_the_next_write_and_never_indexed() -> Result<()> {
+    let dir = tree()?;
+    let store = Store::in_memory()?;
+    let mut s = session(&store, dir.path())?;
+    let dead = "999999999";
+    let ours = std::process::id().to_string();
+    // pid 1 lives: what it left is kept.
+    let leftovers = [
+        (format!(".api-notes.txt.strata-new-{dead}-3"), false),
+        (format!(".api-notes.txt.strata-old-{ours}-1"), false),
+        (".api-notes.txt.strata-new-1-2".to_string(), true),
+        (format!(".other.txt.strata-new-{dead}-1"), true),
+    ];
+    for (name, _) in &leftovers {
+        write(dir.path(), name, b"half\n")?;
+    }
+    let listing = ok(&mut s, "list_files", json!({"pattern": "**/*"}))?;
+    assert!(!listing.contains(".strata-"), "never listed: {listing}");
+    let sha = sha256(b"one\ntwo\nthree\n").to_hex();
+    ok(
+        &mut s,
+        "write_file",
+        json!({"filepath": "api-notes.txt", "content": "new\n", "expected_sha256": sha}),
+    )?;
+    for (name, kept) in &leftovers {
+        assert_eq!(dir.path().join(name).exists(), *kept, "{name}");
+    }
+    assert!(crate::index::write_temp_pid(".a.strata-new-12-0") == Some(12));
+    assert!(crate::index::write_temp_pid("a.strata-new-12-0").is_none());
+    assert!(crate::index::write_temp_pid(".a.strata-new-x-0").is_none());
+    Ok(())
+}

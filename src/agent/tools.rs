@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use super::descriptors;
 use super::{history, read, search, summary, write};
 use crate::error::{Error, Result};
+use crate::index::ApprovalMode;
 use crate::object::ToolStatus;
 use crate::session::{Session, ToolcallInput};
 
@@ -222,10 +223,18 @@ fn call_as(
     // A view refuses before anything runs.
     session.file_ids_mut()?;
     let call_id = Session::new_toolcall_id();
-    let ran = if super::approval::needs_approval(tool) && !approved {
-        Ok(Ran::Held(super::approval::hold(session, tool, &args)))
-    } else {
-        run(session, tool, &args)
+    // A write the settings hold for a person waits; one they refuse is refused where each file
+    // is resolved for writing, so that each tool answers it in its own form.
+    let ran = match super::approval::decide(session, tool, &args) {
+        (ApprovalMode::Manual, _) if !approved => {
+            Ok(Ran::Held(super::approval::hold(session, tool, &args)))
+        }
+        _ => {
+            session.set_writing_tool(Some(tool));
+            let ran = run(session, tool, &args);
+            session.set_writing_tool(None);
+            ran
+        }
     };
     let (output, file_refs, is_error) = match ran {
         Ok(Ran::Held(text)) => (text, Vec::new(), true),

@@ -4,12 +4,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use strata::engine::{
-    Engine, EvictRequest, FsckRequest, GcRequest, LogRequest, MountAddRequest, MountLsRequest,
-    MountRmRequest, StatsRequest,
+    AgentAuditRequest, Engine, EvictRequest, FsckRequest, GcRequest, LogRequest, MountAddRequest,
+    MountLsRequest, MountRmRequest, StatsRequest,
 };
 use strata::resolve::MountMapping;
 
-use super::args::{EvictArgs, FsckArgs, InitArgs, JsonArgs, LogArgs, MountCommand};
+use super::args::{AuditArgs, EvictArgs, FsckArgs, InitArgs, JsonArgs, LogArgs, MountCommand};
 use super::locate::{self, Located};
 use super::{Invocation, output};
 
@@ -108,12 +108,24 @@ impl Invocation<'_> {
             self.print_json(&log)?;
             return Ok(ExitCode::SUCCESS);
         }
-        let rows: Vec<Vec<String>> = log
-            .records
+        // The consecutive transactions of one index run are one row (`--each` lists each).
+        let mut groups: Vec<&[strata::engine::LogRecord]> = Vec::new();
+        let mut rest = log.records.as_slice();
+        while let Some(first) = rest.first() {
+            let len = match first.run {
+                Some(run) if !args.each => rest.iter().take_while(|r| r.run == Some(run)).count(),
+                _ => 1,
+            };
+            let (group, tail) = rest.split_at(len);
+            groups.push(group);
+            rest = tail;
+        }
+        let rows: Vec<Vec<String>> = groups
             .iter()
-            .map(|record| {
+            .filter_map(|group| Some((group.first()?, group.last()?, group)))
+            .map(|(first, last, group)| {
                 let mut kinds: Vec<(&str, usize)> = Vec::new();
-                for op in &record.ops {
+                for op in group.iter().flat_map(|record| &record.ops) {
                     let kind = op.kind().unwrap_or("evicted");
                     match kinds.iter_mut().find(|(k, _)| *k == kind) {
                         Some((_, n)) => *n += 1,
@@ -121,12 +133,25 @@ impl Invocation<'_> {
                     }
                 }
                 let ops: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+                let (tx, origin) = match first.run {
+                    Some(run) if group.len() > 1 => (
+                        format!("{}-{}", first.tx_id, last.tx_id),
+                        format!("{} run {run} ({} txs)", first.origin, group.len()),
+                    ),
+                    // A run of one transaction is as plain as any other; a part of a run that
+                    // other writers' transactions split names its run.
+                    Some(run) if run != first.tx_id => (
+                        first.tx_id.to_string(),
+                        format!("{} run {run}", first.origin),
+                    ),
+                    Some(_) | None => (first.tx_id.to_string(), first.origin.clone()),
+                };
                 vec![
-                    record.tx_id.to_string(),
-                    record.tx_time.clone(),
-                    record.origin.clone(),
+                    tx,
+                    first.tx_time.clone(),
+                    origin,
                     ops.join(", "),
-                    output::short(&record.chain),
+                    output::short(&last.chain),
                 ]
             })
             .collect();
@@ -266,6 +291,73 @@ impl Invocation<'_> {
             ];
             output::table(self.out, &["WHAT", "COUNT"], &rows)?;
         }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+impl Invocation<'_> {
+    pub(super) fn audit(&mut self, args: AuditArgs) -> Result<ExitCode> {
+        let audit = self.call(AgentAuditRequest {
+            session: args.session,
+            since: args.since,
+            limit: args.limit,
+        })?;
+        if args.json.json {
+            self.print_json(&audit)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        if args.jsonl {
+            for entry in &audit.entries {
+                writeln!(self.out, "{}", serde_json::to_string(entry)?)?;
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        let hash = |h: &Option<String>| h.as_deref().map_or("-".to_string(), output::short);
+        let rows: Vec<Vec<String>> = audit
+            .entries
+            .iter()
+            .flat_map(|entry| {
+                let outcome = match (&entry.error_code, entry.success) {
+                    (_, true) => "ok".to_string(),
+                    (Some(code), false) => code.to_lowercase(),
+                    (None, false) => "failed".to_string(),
+                };
+                let head = [
+                    entry.tx_id.to_string(),
+                    entry.tx_time.clone(),
+                    entry.session.clone(),
+                    entry.caller.clone().unwrap_or_else(|| "-".into()),
+                    entry.tool.clone(),
+                    outcome,
+                ];
+                let files: Vec<Vec<String>> = if entry.files.is_empty() {
+                    vec![vec!["-".to_string(), "-".into(), "-".into()]]
+                } else {
+                    entry
+                        .files
+                        .iter()
+                        .map(|f| {
+                            vec![
+                                hash(&f.previous_sha256),
+                                hash(&f.sha256),
+                                output::path(&f.filename),
+                            ]
+                        })
+                        .collect()
+                };
+                files
+                    .into_iter()
+                    .map(move |file| head.iter().cloned().chain(file).collect::<Vec<_>>())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        output::table(
+            self.out,
+            &[
+                "TX", "TX TIME", "SESSION", "CALLER", "TOOL", "RESULT", "BEFORE", "AFTER", "FILE",
+            ],
+            &rows,
+        )?;
         Ok(ExitCode::SUCCESS)
     }
 }

@@ -80,6 +80,28 @@ pub enum Command {
     Watch(WatchArgs),
     /// Stop watching directories (`strata watch` lists them).
     Unwatch(WatchArgs),
+    /// The writes agents made: one entry per call of a writing tool, oldest first, with its
+    /// session, caller, files and their hashes before and after.
+    Audit(AuditArgs),
+}
+
+/// `strata audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only this session's writes.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Only writes recorded after this transaction.
+    #[arg(long, value_name = "TX", value_parser = tx_number)]
+    pub since: Option<u64>,
+    /// At most this many entries.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// One JSON object per line (the export format).
+    #[arg(long, conflicts_with = "json")]
+    pub jsonl: bool,
+    #[command(flatten)]
+    pub json: JsonArgs,
 }
 
 /// `strata watch` and `strata unwatch`.
@@ -183,6 +205,19 @@ fn tx_number(text: &str) -> Result<u64, String> {
     })
 }
 
+impl Command {
+    /// The transaction a reading command reads as of (`--as-of-tx`), when it names one.
+    pub fn as_of_tx(&self) -> Option<u64> {
+        match self {
+            Command::Ls(LsArgs { as_of, .. })
+            | Command::Show(ShowArgs { as_of, .. })
+            | Command::Cat(CatArgs { as_of, .. }) => as_of.known.as_of_tx,
+            Command::History(args) => args.known.as_of_tx,
+            _ => None,
+        }
+    }
+}
+
 /// Which version of an object to read: by valid time and by what the store knew when.
 #[derive(Debug, Args, Clone, Default)]
 pub struct AsOfArgs {
@@ -281,6 +316,10 @@ pub struct LogArgs {
     /// At most this many transactions: the newest, or the first after --since.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub limit: Option<usize>,
+    /// One row per transaction (the consecutive transactions of an index run are one row by
+    /// default).
+    #[arg(long)]
+    pub each: bool,
     #[command(flatten)]
     pub json: JsonArgs,
 }

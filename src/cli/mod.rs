@@ -78,6 +78,9 @@ struct Invocation<'a> {
 
 impl Invocation<'_> {
     fn dispatch(mut self, command: Command) -> Result<ExitCode> {
+        if let Some(tx) = command.as_of_tx() {
+            self.note_partial_run(tx);
+        }
         match command {
             Command::Init(args) => self.init(args),
             Command::Mount(command) => self.mount(command),
@@ -99,6 +102,20 @@ impl Invocation<'_> {
             Command::Mcp(args) => self.mcp(args),
             Command::Watch(args) => self.watch(args),
             Command::Unwatch(args) => self.unwatch(args),
+            Command::Audit(args) => self.audit(args),
+        }
+    }
+
+    /// Says on stderr when reading as of transaction `tx` sees an index run only in part. Says
+    /// nothing when the question cannot be answered: the command itself reports why.
+    fn note_partial_run(&self, tx: u64) {
+        if let Ok(strata::engine::LogRun {
+            partial: Some(partial),
+        }) = self.call(strata::engine::LogRunRequest { tx })
+        {
+            let mut err = std::io::stderr();
+            // A note that cannot be written is not worth failing the command for.
+            let _ = writeln!(err, "strata: note: {}", partial.note);
         }
     }
 

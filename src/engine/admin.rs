@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::request::Apply;
-use super::{Engine, Error, Result};
+use super::{Engine, Error, Result, SettingsStamp};
 use crate::index::Settings;
 use crate::resolve::{FilesystemResolver, MountMapping, machine_filesystem_id};
 use crate::store::{DB_FILE, Origin, Store, TxId, TxRecord};
@@ -112,6 +112,9 @@ pub struct LogRecord {
     pub tx_time: String,
     /// Who wrote it.
     pub origin: String,
+    /// The index run it belongs to (the run's first transaction), absent outside runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u64>,
     /// Its ops in order.
     pub ops: Vec<LogOp>,
     /// The chain value after this record, hex.
@@ -124,6 +127,7 @@ impl From<&TxRecord> for LogRecord {
             tx_id: record.tx_id.0,
             tx_time: record.tx_time.to_rfc3339(),
             origin: record.origin.as_str().to_string(),
+            run: record.run.map(|run| run.0),
             ops: record
                 .ops
                 .iter()
@@ -175,6 +179,115 @@ impl Apply for LogRequest {
         Ok(LogResponse {
             records: records.iter().map(LogRecord::from).collect(),
             head,
+        })
+    }
+}
+
+/// `log.run`: the index run that reading as of transaction `tx` would see only part of.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogRunRequest {
+    /// The transaction a read is made as of (`--as-of-tx`).
+    pub tx: u64,
+}
+
+/// What `log.run` answers: the run that `tx` falls inside of, when there is one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LogRun {
+    /// The run that began at or before `tx` and wrote transactions after it; `None` when
+    /// reading as of `tx` sees every run whole.
+    pub partial: Option<PartialRun>,
+}
+
+/// An index run that a read as of some transaction sees only the start of.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PartialRun {
+    /// The run's first transaction (its id).
+    pub run: u64,
+    /// The run's last transaction found.
+    pub last: u64,
+    /// How many of the run's transactions are at or before the transaction asked about.
+    pub seen: u64,
+    /// How many transactions the run wrote.
+    pub transactions: u64,
+    /// What to tell a reader, one line.
+    pub note: String,
+}
+
+/// How far back from the asked transaction `log.run` looks for a run that spans it, and how
+/// many transactions ahead it reads at a time for the run's later ones: the transactions of a
+/// run follow each other, with at most a few other writers' in between.
+const RUN_WINDOW: u64 = 256;
+
+impl Apply for LogRunRequest {
+    type Response = LogRun;
+
+    /// # Errors
+    /// [`Error::InvalidInput`] for a transaction the store does not have;
+    /// [`Error::Corrupt`] when a header does not decode.
+    fn apply(self, engine: &Engine) -> Result<LogRun> {
+        let latest = engine.store.chain_head()?.map_or(0, |(tx, _)| tx.0);
+        if self.tx == 0 || self.tx > latest {
+            return Err(Error::invalid_input(format!(
+                "--as-of-tx {}: the store has transactions 1 to {latest}",
+                self.tx
+            )));
+        }
+        let from = self.tx.saturating_sub(RUN_WINDOW);
+        let before = engine
+            .store
+            .tx_runs(Some(TxId(from)), (self.tx - from) as usize)?;
+        // The latest run started at or before `tx`; if a later transaction is of the same run,
+        // `tx` is inside it.
+        let Some(run) = before.iter().rev().find_map(|(_, run)| *run) else {
+            return Ok(LogRun { partial: None });
+        };
+        let mut last = None;
+        let mut cursor = self.tx;
+        loop {
+            let window = engine
+                .store
+                .tx_runs(Some(TxId(cursor)), RUN_WINDOW as usize)?;
+            let Some(&(end, _)) = window.last() else {
+                break;
+            };
+            let found = window
+                .iter()
+                .filter(|(_, r)| *r == Some(run))
+                .map(|(tx, _)| tx.0)
+                .max();
+            match found {
+                Some(tx) => last = Some(tx),
+                None => break,
+            }
+            cursor = end.0;
+        }
+        let Some(last) = last else {
+            return Ok(LogRun { partial: None });
+        };
+        let count = |to: u64| -> Result<u64> {
+            Ok(engine
+                .store
+                .tx_runs(Some(TxId(run.0 - 1)), (to + 1 - run.0) as usize)?
+                .iter()
+                .filter(|(_, r)| *r == Some(run))
+                .count() as u64)
+        };
+        let seen = count(self.tx)?;
+        let transactions = count(last)?;
+        Ok(LogRun {
+            partial: Some(PartialRun {
+                run: run.0,
+                last,
+                seen,
+                transactions,
+                note: format!(
+                    "transaction {} is inside index run {} ({seen} of its {transactions} \
+                     transactions, {}–{last}): this read sees the files of that run only in \
+                     part; --as-of-tx {last} sees the whole run",
+                    self.tx, run.0, run.0
+                ),
+            }),
         })
     }
 }
@@ -511,6 +624,13 @@ impl Engine {
         &self,
         change: impl FnOnce(&mut Settings) -> Result<T>,
     ) -> Result<T> {
+        // What a person wrote into the file since it was read is kept: the change applies to
+        // the file as it is now.
+        self.reload_settings()?;
+        let mut stamp = self
+            .settings_stamp
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut settings = self
             .settings
             .write()
@@ -519,6 +639,7 @@ impl Engine {
         let value = change(&mut next)?;
         if let Some(dir) = &self.dir {
             next.save(dir)?;
+            *stamp = SettingsStamp::of(dir);
         }
         *settings = next;
         Ok(value)

@@ -171,3 +171,42 @@ impl Apply for AgentApproveRequest {
         })
     }
 }
+
+/// `agent.audit`: the writes agents made (every call of a writing tool), oldest first.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentAuditRequest {
+    /// Only this session's writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Only writes recorded after this transaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+    /// At most this many entries (default all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// What `agent.audit` answers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AgentAudit {
+    /// One entry per call of a writing tool, oldest first.
+    pub entries: Vec<crate::agent::AuditEntry>,
+}
+
+impl Apply for AgentAuditRequest {
+    type Response = AgentAudit;
+
+    /// # Errors
+    /// [`crate::Error::Corrupt`] when the log or a recorded call fails its checks.
+    fn apply(self, engine: &Engine) -> Result<AgentAudit> {
+        Ok(AgentAudit {
+            entries: crate::agent::audit(
+                engine.store(),
+                self.session.as_deref(),
+                self.since.map(crate::store::TxId),
+                self.limit.unwrap_or(usize::MAX),
+            )?,
+        })
+    }
+}

@@ -35,12 +35,13 @@ use serde::Serialize;
 
 pub use admin::{
     ChainHead, EvictRequest, EvictResponse, FsckFinding, FsckRequest, FsckResponse, GcRequest,
-    GcResponse, InitResponse, LogOp, LogRecord, LogRequest, LogResponse, MountAddRequest,
-    MountChanged, MountLsRequest, MountRmRequest, MountsResponse, StatsRequest, StatsResponse,
+    GcResponse, InitResponse, LogOp, LogRecord, LogRequest, LogResponse, LogRun, LogRunRequest,
+    MountAddRequest, MountChanged, MountLsRequest, MountRmRequest, MountsResponse, PartialRun,
+    StatsRequest, StatsResponse,
 };
 pub use agent::{
-    AgentApproveRequest, AgentCallRequest, AgentCalled, AgentEntrypoints, AgentEntrypointsRequest,
-    AgentTools, AgentToolsRequest,
+    AgentApproveRequest, AgentAudit, AgentAuditRequest, AgentCallRequest, AgentCalled,
+    AgentEntrypoints, AgentEntrypointsRequest, AgentTools, AgentToolsRequest,
 };
 pub use index::{IndexRequest, IndexResponse};
 pub use objects::{
@@ -109,12 +110,37 @@ pub struct FileChange {
     pub kind: String,
 }
 
+/// What identifies one state of `settings.toml`: its inode, size and modification time
+/// (`None` when there is no file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SettingsStamp {
+    inode: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl SettingsStamp {
+    /// The stamp of the settings file in store directory `dir`, `None` when there is none.
+    fn of(dir: &Path) -> Option<SettingsStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(dir.join(crate::index::SETTINGS_FILE)).ok()?;
+        Some(SettingsStamp {
+            inode: meta.ino(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        })
+    }
+}
+
 /// The engine over one store: what every front end calls.
 #[derive(Debug)]
 pub struct Engine {
     store: Store,
     dir: Option<PathBuf>,
     settings: RwLock<Settings>,
+    /// What `settings.toml` looked like when the settings were last read or written: a file
+    /// that looks different is read again (a person edited it while the daemon ran).
+    settings_stamp: Mutex<Option<SettingsStamp>>,
     /// Live sessions by id, each locked by the request working on it.
     sessions: Mutex<HashMap<String, Arc<Mutex<Session>>>>,
     /// Where commit events go; a closed receiver is dropped at the next send.
@@ -151,6 +177,7 @@ impl Engine {
             Access::Create => Store::create(dir)?,
         };
         let mut engine = Engine::with_store(store, settings);
+        engine.settings_stamp = Mutex::new(SettingsStamp::of(dir));
         engine.dir = Some(dir.to_path_buf());
         engine.created = access == Access::Create && !exists;
         Ok(engine)
@@ -171,6 +198,7 @@ impl Engine {
             dir: store.dir().map(Path::to_path_buf),
             store,
             settings: RwLock::new(settings),
+            settings_stamp: Mutex::new(None),
             sessions: Mutex::new(HashMap::new()),
             subscribers: Mutex::new(Vec::new()),
             watch_listeners: Mutex::new(Vec::new()),
@@ -206,12 +234,43 @@ impl Engine {
         self.dir.as_deref()
     }
 
-    /// A copy of the store's settings.
+    /// A copy of the store's settings, read again first when `settings.toml` changed since they
+    /// were read (a file that no longer parses keeps the settings as they were, and says why in
+    /// the log).
     pub fn settings(&self) -> Settings {
+        if let Err(err) = self.reload_settings() {
+            tracing::warn!("{err}; the settings read before stay in force");
+        }
         self.settings
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Reads `settings.toml` again when it changed since it was last read or written; whether it
+    /// did.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the file no longer parses; [`Error::Io`] when it cannot be
+    /// read. The settings in force stay as they were.
+    pub fn reload_settings(&self) -> Result<bool> {
+        let Some(dir) = &self.dir else {
+            return Ok(false);
+        };
+        let mut stamp = lock(&self.settings_stamp);
+        let now = SettingsStamp::of(dir);
+        if now == *stamp {
+            return Ok(false);
+        }
+        let loaded = Settings::load(dir);
+        // Said once per change of the file, not at every request.
+        *stamp = now;
+        let loaded = loaded?;
+        *self
+            .settings
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = loaded;
+        Ok(true)
     }
 
     /// Answers `request` with its own response type.

@@ -105,6 +105,7 @@ methods! {
     "history" => History(HistoryRequest) -> HistoryResponse;
     "diff" => Diff(DiffRequest) -> DiffResponse;
     "log" => Log(LogRequest) -> LogResponse;
+    "log.run" => LogRun(LogRunRequest) -> LogRun;
     "fsck" => Fsck(FsckRequest) -> FsckResponse;
     "gc" => Gc(GcRequest) -> GcResponse;
     "evict" => Evict(EvictRequest) -> EvictResponse;
@@ -132,6 +133,7 @@ methods! {
     "watch.rm" => WatchRm(WatchRmRequest) -> WatchRoots;
     "watch.ls" => WatchLs(WatchLsRequest) -> WatchRoots;
     "agent.approve" => AgentApprove(AgentApproveRequest) -> AgentCalled;
+    "agent.audit" => AgentAudit(AgentAuditRequest) -> AgentAudit;
 }
 
 /// Whether a request may write: every request type says so through this trait.
@@ -166,6 +168,7 @@ reads_only!(
     HistoryRequest,
     DiffRequest,
     LogRequest,
+    LogRunRequest,
     StatsRequest,
     MountLsRequest,
     MountAddRequest,
@@ -175,6 +178,7 @@ reads_only!(
     SessionRenderRequest,
     SessionHistoryRequest,
     AgentToolsRequest,
+    AgentAuditRequest,
     WatchAddRequest,
     WatchRmRequest,
     WatchLsRequest,

@@ -22,9 +22,9 @@ pub use disk::{Look, LookRules, Presence, StatChange, look, presence, record};
 pub use read::{Body, Reading, read_stream};
 pub use rules::DenyRules;
 pub use scan::{ScanOptions, ScanProgress, ScanSummary, Skipped, extra_ignore, scan};
-pub use settings::Settings;
+pub use settings::{ApprovalMode, SETTINGS_FILE, Settings, WritePolicy};
 pub use walk::SkipKind;
-pub use walk::walk_builder;
+pub use walk::{walk_builder, write_temp_pid};
 
 use crate::error::{Error, Result};
 use crate::object::{ContentOmitted, FilesystemSource, Object};

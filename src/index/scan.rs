@@ -390,9 +390,11 @@ fn commit(indexer: &Indexer, batch: &mut Batch, summary: &mut ScanSummary) -> Re
         return Ok(());
     }
     let full = std::mem::replace(batch, Batch::new(&batch.stat.filesystem_id));
+    // The run's transactions name its first one in their log records.
+    let origin = Origin::IndexRun(summary.tx_ids.first().map(|&first| TxId(first)));
     let receipt = indexer
         .store()
-        .transact_with_stat(full.ops, Origin::Indexer, full.stat)?;
+        .transact_with_stat(full.ops, origin, full.stat)?;
     if let Some(receipt) = receipt {
         let TxId(tx) = receipt.tx_id;
         summary.tx_ids.push(tx);

@@ -35,6 +35,152 @@ pub struct Settings {
     /// auto-started daemon watches them again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub watch: Vec<String>,
+    /// What the agents' writing tools may do without a person (seed 001's
+    /// `[file_access.permissions]`).
+    #[serde(default, skip_serializing_if = "FileAccess::is_default")]
+    pub file_access: FileAccess,
+}
+
+/// The `[file_access]` table of the settings.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileAccess {
+    /// How writes are approved, by glob and by tool.
+    #[serde(default)]
+    pub permissions: WritePermissions,
+}
+
+impl FileAccess {
+    fn is_default(&self) -> bool {
+        *self == FileAccess::default()
+    }
+}
+
+/// An approval mode: run without asking, hold for a person's approval, or refuse.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalMode {
+    /// Run without asking.
+    #[default]
+    Auto,
+    /// Answer "approval required" with a token a person redeems.
+    Manual,
+    /// Refuse.
+    Deny,
+}
+
+/// Seed 001's write permissions: globs (gitignore syntax, case-insensitive, matched against the
+/// path inside its mount) and tools. Precedence: a deny pattern refuses; a tool in
+/// `require_approval` is held for a person; a path matching an auto-approve pattern runs; any
+/// other write gets `mode`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WritePermissions {
+    /// The mode of a write that no pattern and no tool rule decides.
+    #[serde(default)]
+    pub mode: ApprovalMode,
+    /// Writes to these paths run without approval (unless the tool requires it).
+    #[serde(default)]
+    pub auto_approve_write_patterns: Vec<String>,
+    /// Writes to these paths are refused.
+    #[serde(default = "default_auto_deny")]
+    pub auto_deny_patterns: Vec<String>,
+    /// These tools always need a person's approval.
+    #[serde(default = "default_require_approval")]
+    pub require_approval: Vec<String>,
+}
+
+fn default_auto_deny() -> Vec<String> {
+    [".env", "secrets/**/*", "credentials.json"]
+        .map(String::from)
+        .to_vec()
+}
+
+fn default_require_approval() -> Vec<String> {
+    ["delete_file", "rename_file"].map(String::from).to_vec()
+}
+
+impl Default for WritePermissions {
+    fn default() -> Self {
+        WritePermissions {
+            mode: ApprovalMode::Auto,
+            auto_approve_write_patterns: Vec::new(),
+            auto_deny_patterns: default_auto_deny(),
+            require_approval: default_require_approval(),
+        }
+    }
+}
+
+/// [`WritePermissions`] with its globs compiled.
+#[derive(Clone, Debug)]
+pub struct WritePolicy {
+    permissions: WritePermissions,
+    auto_approve: ignore::gitignore::Gitignore,
+    auto_deny: ignore::gitignore::Gitignore,
+}
+
+impl WritePolicy {
+    /// Compiles `permissions`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming a glob that does not parse.
+    pub fn new(permissions: &WritePermissions) -> Result<Self> {
+        let compile = |globs: &[String], key: &str| {
+            let mut builder = ignore::gitignore::GitignoreBuilder::new("");
+            builder
+                .case_insensitive(true)
+                .map_err(|e| Error::invalid_input(format!("file_access.permissions: {e}")))?;
+            for glob in globs {
+                builder.add_line(None, glob).map_err(|e| {
+                    Error::invalid_input(format!(
+                        "file_access.permissions.{key}: glob {glob:?}: {e}; fix it in settings.toml"
+                    ))
+                })?;
+            }
+            builder
+                .build()
+                .map_err(|e| Error::invalid_input(format!("file_access.permissions.{key}: {e}")))
+        };
+        Ok(WritePolicy {
+            auto_approve: compile(
+                &permissions.auto_approve_write_patterns,
+                "auto_approve_write_patterns",
+            )?,
+            auto_deny: compile(&permissions.auto_deny_patterns, "auto_deny_patterns")?,
+            permissions: permissions.clone(),
+        })
+    }
+
+    /// The mode of `tool` writing `path` (relative to its mount, `/`-separated), and the rule
+    /// that decided it.
+    pub fn decide(&self, tool: &str, path: &str) -> (ApprovalMode, String) {
+        let path = path.trim_start_matches('/');
+        let matched = |rules: &ignore::gitignore::Gitignore| {
+            rules.matched_path_or_any_parents(path, false).is_ignore()
+        };
+        if matched(&self.auto_deny) {
+            return (
+                ApprovalMode::Deny,
+                format!("{path} matches file_access.permissions.auto_deny_patterns"),
+            );
+        }
+        if self.permissions.require_approval.iter().any(|t| t == tool) {
+            return (
+                ApprovalMode::Manual,
+                format!("{tool} is in file_access.permissions.require_approval"),
+            );
+        }
+        if matched(&self.auto_approve) {
+            return (
+                ApprovalMode::Auto,
+                format!("{path} matches file_access.permissions.auto_approve_write_patterns"),
+            );
+        }
+        (
+            self.permissions.mode,
+            "file_access.permissions.mode".to_string(),
+        )
+    }
 }
 
 fn default_max_content_bytes() -> u64 {
@@ -49,6 +195,7 @@ impl Default for Settings {
             deny: Vec::new(),
             ignore: Vec::new(),
             watch: Vec::new(),
+            file_access: FileAccess::default(),
         }
     }
 }
@@ -72,6 +219,7 @@ impl Settings {
             Error::invalid_input(format!("{}: {e}; fix or delete the file", path.display()))
         })?;
         settings.deny_rules()?;
+        WritePolicy::new(&settings.file_access.permissions)?;
         Ok(settings)
     }
 
@@ -105,6 +253,90 @@ mod tests {
     use super::*;
 
     #[test]
+    fn write_permissions_deny_then_tools_then_auto_globs_then_the_mode() -> Result<()> {
+        let defaults = WritePolicy::new(&WritePermissions::default())?;
+        assert_eq!(
+            defaults.decide("write_file", "src/a.rs").0,
+            ApprovalMode::Auto
+        );
+        assert_eq!(
+            defaults.decide("delete_file", "src/a.rs").0,
+            ApprovalMode::Manual
+        );
+        assert_eq!(
+            defaults.decide("write_file", "deep/.env").0,
+            ApprovalMode::Deny
+        );
+        assert_eq!(
+            defaults.decide("write_file", "/Secrets/k/v.pem").0,
+            ApprovalMode::Deny
+        );
+        assert_eq!(
+            defaults.decide("delete_file", "credentials.json").0,
+            ApprovalMode::Deny
+        );
+        let policy = WritePolicy::new(&WritePermissions {
+            mode: ApprovalMode::Deny,
+            auto_approve_write_patterns: vec!["docs/**".into(), "*.MD".into()],
+            auto_deny_patterns: vec!["docs/private/**".into()],
+            require_approval: vec!["rename_file".into()],
+        })?;
+        assert_eq!(
+            policy.decide("write_file", "docs/a/b.txt").0,
+            ApprovalMode::Auto
+        );
+        assert_eq!(
+            policy.decide("write_file", "x/readme.md").0,
+            ApprovalMode::Auto
+        );
+        let (mode, why) = policy.decide("write_file", "docs/private/p.txt");
+        assert_eq!(mode, ApprovalMode::Deny);
+        assert!(why.contains("auto_deny_patterns"), "{why}");
+        assert_eq!(
+            policy.decide("rename_file", "docs/a.txt").0,
+            ApprovalMode::Manual
+        );
+        assert_eq!(
+            policy.decide("write_file", "src/main.rs").0,
+            ApprovalMode::Deny
+        );
+        let bad = WritePermissions {
+            auto_deny_patterns: vec!["files/[z-a]".into()],
+            ..WritePermissions::default()
+        };
+        assert!(WritePolicy::new(&bad).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn file_access_round_trips_and_stays_out_of_a_default_file() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        Settings::default().save(dir.path())?;
+        let text = std::fs::read_to_string(dir.path().join(SETTINGS_FILE))
+            .map_err(|e| Error::io("read", e))?;
+        assert!(!text.contains("file_access"), "{text}");
+        std::fs::write(
+            dir.path().join(SETTINGS_FILE),
+            "[file_access.permissions]\nmode = \"manual\"\n",
+        )
+        .map_err(|e| Error::io("write", e))?;
+        let loaded = Settings::load(dir.path())?;
+        assert_eq!(loaded.file_access.permissions.mode, ApprovalMode::Manual);
+        assert_eq!(
+            loaded.file_access.permissions.require_approval,
+            ["delete_file", "rename_file"],
+            "defaults fill what the file does not say"
+        );
+        std::fs::write(
+            dir.path().join(SETTINGS_FILE),
+            "[file_access.permissions]\nmode = \"sometimes\"\n",
+        )
+        .map_err(|e| Error::io("write", e))?;
+        assert!(Settings::load(dir.path()).is_err());
+        Ok(())
+    }
+
+    #[test]
     fn round_trips_and_defaults() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         assert_eq!(Settings::load(dir.path())?, Settings::default());
@@ -114,6 +346,13 @@ mod tests {
             deny: vec!["*.secret".into()],
             ignore: vec!["target/".into()],
             watch: vec!["/home/me/project".into()],
+            file_access: FileAccess {
+                permissions: WritePermissions {
+                    mode: ApprovalMode::Manual,
+                    auto_approve_write_patterns: vec!["docs/**".into()],
+                    ..WritePermissions::default()
+                },
+            },
         };
         settings.save(dir.path())?;
         assert_eq!(Settings::load(dir.path())?, settings);

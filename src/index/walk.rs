@@ -208,10 +208,34 @@ pub fn walk(plan: &WalkPlan, sink: SyncSender<Vec<Found>>) {
     builder.build_parallel().visit(&mut visitors);
 }
 
+/// Whether `name` is one of the temporary files an agent write makes beside its target
+/// (`.NAME.strata-new-PID-N`, `.NAME.strata-old-PID-N`): never indexed, and swept when a crash
+/// left one behind.
+pub fn is_write_temp(name: &str) -> bool {
+    write_temp_pid(name).is_some()
+}
+
+/// The pid of the writer that made temporary file `name` (see [`is_write_temp`]).
+pub fn write_temp_pid(name: &str) -> Option<u32> {
+    if !name.starts_with('.') {
+        return None;
+    }
+    let (_, tail) = name
+        .rsplit_once(".strata-new-")
+        .or_else(|| name.rsplit_once(".strata-old-"))?;
+    let (pid, n) = tail.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(n) {
+        return None;
+    }
+    digits(pid).then(|| pid.parse().ok()).flatten()
+}
+
 /// The walk every tree walk of strata makes from `root` (scans and the watcher alike): `.gitignore`,
 /// `.ignore`, `.git/info/exclude` and the global excludes honoured (also from the directories above
 /// the root), hidden files included, symlinks never followed, `.git` and the directories of
-/// `skip_dirs` (the store's) never entered, and the settings' extra `ignore` globs applied.
+/// `skip_dirs` (the store's) never entered, and the settings' extra `ignore` globs applied; agent writes' temporary files
+/// skipped.
 pub fn walk_builder(
     root: &Path,
     skip_dirs: Vec<PathBuf>,
@@ -231,6 +255,9 @@ pub fn walk_builder(
             if is_dir
                 && (entry.file_name() == ".git" || skip_dirs.iter().any(|d| d == entry.path()))
             {
+                return false;
+            }
+            if !is_dir && entry.file_name().to_str().is_some_and(is_write_temp) {
                 return false;
             }
             !ignore.as_ref().is_some_and(|rules| {

@@ -179,6 +179,10 @@ pub struct Commit {
 pub struct Session {
     store: Store,
     indexer: Indexer,
+    /// What the agents' writing tools may do without a person (the settings' file_access).
+    write_policy: crate::index::WritePolicy,
+    /// The agent tool whose call is running, for the write policy's decisions.
+    writing_tool: Option<String>,
     resolver: FilesystemResolver,
     config: SessionConfig,
     /// The type the configuration record is stored with: `session_config`, or `system_prompt`
@@ -298,6 +302,8 @@ impl Session {
         Ok(Session {
             store: store.clone(),
             indexer: Indexer::new(store, settings)?,
+            write_policy: crate::index::WritePolicy::new(&settings.file_access.permissions)?,
+            writing_tool: None,
             resolver,
             config,
             config_type: ObjectType::SessionConfig,
@@ -553,6 +559,28 @@ impl Session {
     /// The system prompt.
     pub fn system_prompt(&self) -> &str {
         &self.system_prompt
+    }
+
+    /// What the agents' writing tools may do without a person (the settings' file_access).
+    pub fn write_policy(&self) -> &crate::index::WritePolicy {
+        &self.write_policy
+    }
+
+    /// Names the agent tool whose call runs now (`None` after it): its writes are refused where
+    /// the write policy denies that tool the file.
+    pub fn set_writing_tool(&mut self, tool: Option<&str>) {
+        self.writing_tool = tool.map(str::to_string);
+    }
+
+    /// The path of `resolved` inside its mount (the agent path without the mount's prefix; the
+    /// whole agent path when no mount maps it).
+    pub(crate) fn mount_relative<'a>(&self, resolved: &'a crate::resolve::ResolvedPath) -> &'a str {
+        resolved
+            .mount
+            .and_then(|i| self.resolver.mounts().get(i))
+            .and_then(|m| resolved.agent_path.strip_prefix(m.agent_prefix.as_str()))
+            .unwrap_or(&resolved.agent_path)
+            .trim_start_matches('/')
     }
 
     /// The session's resolver.

@@ -102,6 +102,16 @@ impl Session {
                 reason: format!("{agent_path} matches a deny rule; it is never read or written"),
             });
         }
+        if let Some(tool) = &self.writing_tool {
+            let (mode, why) = self
+                .write_policy
+                .decide(tool, self.mount_relative(&resolved));
+            if mode == crate::index::ApprovalMode::Deny {
+                return Err(Error::PermissionDenied {
+                    reason: format!("{tool} may not write {agent_path}: {why}"),
+                });
+            }
+        }
         let real = self.resolver.check_symlinks(&resolved)?;
         let (current, mode) = match fs::symlink_metadata(&real) {
             Ok(meta) if meta.is_file() => {
@@ -173,6 +183,9 @@ impl Session {
                 return Ok(Err(stale));
             }
             targets.push(target);
+        }
+        for target in &targets {
+            sweep_leftovers(&target.real);
         }
         let mut staged = Vec::with_capacity(writes.len());
         for (write, target) in writes.iter().zip(&targets) {
@@ -280,6 +293,37 @@ fn stale(
         agent_path: agent_path.to_string(),
         current: current.clone(),
     })
+}
+
+/// Removes the temporary files a writer that is gone (killed between its write and its
+/// rename) left beside `path`: a `new` one is content never renamed in, an `old` one the
+/// rollback link of content the target no longer needs. Those of a live process other than
+/// this one are kept; this process's own are leftovers too, as every write of this process
+/// holds the write lock. Best effort: what cannot be listed or removed stays.
+fn sweep_leftovers(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return;
+    };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let ours = std::process::id();
+    let prefix = format!(".{name}.strata-");
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(entry_name) = file_name.to_str() else {
+            continue;
+        };
+        if !entry_name.starts_with(&prefix) {
+            continue;
+        }
+        let Some(pid) = crate::index::write_temp_pid(entry_name) else {
+            continue;
+        };
+        if pid == ours || !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// A name beside `path` for strata's own temporary files: hidden, with the pid and a counter.

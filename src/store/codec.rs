@@ -206,8 +206,8 @@ pub struct DocRec {
     pub fields: String,
 }
 
-/// The header of one transaction in the log.
-#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
+/// The header of one transaction in the log (stored by [`encode_header`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TxHeaderRec {
     /// Transaction time in µs.
     pub tx_time: i64,
@@ -215,8 +215,75 @@ pub struct TxHeaderRec {
     pub origin: String,
     /// BLAKE3 digest of each op's canonical JSON, in op order.
     pub digests: Vec<[u8; 32]>,
+    /// The index run this transaction belongs to (the run's first tx id); `None` outside runs.
+    pub run: Option<u64>,
     /// BLAKE3(previous chain ‖ canonical JSON of the header).
     pub chain: [u8; 32],
+}
+
+/// A header as stored: format 1 has no run (every header written before runs existed, and
+/// every header outside a run), format [`HEADER_RUN_FORMAT`] adds the run after the rest.
+#[derive(Encode, Decode)]
+struct HeaderDisk {
+    tx_time: i64,
+    origin: String,
+    digests: Vec<[u8; 32]>,
+    chain: [u8; 32],
+}
+
+/// The record format of a log header that names its index run (store format 4).
+pub const HEADER_RUN_FORMAT: u8 = 2;
+
+/// Encodes a log header: format 1 without a run (the same bytes as before runs existed),
+/// format [`HEADER_RUN_FORMAT`] with one.
+///
+/// # Errors
+/// [`Error::Storage`] when bincode fails (it does not for these types).
+pub fn encode_header(header: &TxHeaderRec) -> Result<Vec<u8>> {
+    let disk = HeaderDisk {
+        tx_time: header.tx_time,
+        origin: header.origin.clone(),
+        digests: header.digests.clone(),
+        chain: header.chain,
+    };
+    match header.run {
+        None => encode(&disk),
+        Some(run) => {
+            let mut out = vec![HEADER_RUN_FORMAT];
+            bincode::encode_into_std_write((disk, run), &mut out, config())
+                .map_err(|e| Error::storage("encoding a log header", e))?;
+            Ok(out)
+        }
+    }
+}
+
+/// Decodes a log header of either format; `what` names it for the error.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the format byte is unknown or the bytes do not decode entirely.
+pub fn decode_header(bytes: &[u8], what: &str) -> Result<TxHeaderRec> {
+    let (disk, run) = match bytes.split_first() {
+        Some((&HEADER_RUN_FORMAT, rest)) => {
+            let ((disk, run), used): ((HeaderDisk, u64), usize) =
+                bincode::decode_from_slice(rest, config())
+                    .map_err(|e| Error::corrupt(format!("{what} does not decode: {e}")))?;
+            if used != rest.len() {
+                return Err(Error::corrupt(format!(
+                    "{what} has {} bytes after its record",
+                    rest.len() - used
+                )));
+            }
+            (disk, Some(run))
+        }
+        _ => (decode::<HeaderDisk>(bytes, what)?, None),
+    };
+    Ok(TxHeaderRec {
+        tx_time: disk.tx_time,
+        origin: disk.origin,
+        digests: disk.digests,
+        run,
+        chain: disk.chain,
+    })
 }
 
 /// What the op that first writes an entity records about it.
@@ -715,6 +782,49 @@ pub struct StatRec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The header layout before index runs, as earlier builds derived it.
+    #[derive(Encode)]
+    struct HeaderBeforeRuns {
+        tx_time: i64,
+        origin: String,
+        digests: Vec<[u8; 32]>,
+        chain: [u8; 32],
+    }
+
+    #[test]
+    fn headers_without_a_run_keep_their_bytes_and_run_headers_round_trip() -> Result<()> {
+        let mut header = TxHeaderRec {
+            tx_time: 1_700_000_000_000_000,
+            origin: "indexer".into(),
+            digests: vec![[1; 32], [2; 32]],
+            run: None,
+            chain: [9; 32],
+        };
+        let before = encode(&HeaderBeforeRuns {
+            tx_time: header.tx_time,
+            origin: header.origin.clone(),
+            digests: header.digests.clone(),
+            chain: header.chain,
+        })?;
+        assert_eq!(encode_header(&header)?, before, "format 1, byte for byte");
+        assert_eq!(decode_header(&before, "h")?, header);
+        header.run = Some(7);
+        let with_run = encode_header(&header)?;
+        assert_eq!(with_run[0], HEADER_RUN_FORMAT);
+        assert_eq!(decode_header(&with_run, "h")?, header);
+        let mut longer = with_run.clone();
+        longer.push(0);
+        assert!(
+            decode_header(&longer, "h").is_err(),
+            "a trailing byte is damage"
+        );
+        assert!(decode_header(&with_run[..with_run.len() - 1], "h").is_err());
+        let mut unknown = with_run;
+        unknown[0] = 9;
+        assert!(decode_header(&unknown, "h").is_err());
+        Ok(())
+    }
 
     #[test]
     fn op_bodies_round_trip_and_omit_only_an_implied_id() -> Result<()> {

@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde_json::{Map, Value, json};
 
-use super::codec::OpRec;
+use super::codec::{OpRec, TxHeaderRec};
 use super::time::{Timestamp, TxId};
 use crate::error::Result;
 use crate::hash::{blake3, blake3_concat, canonical_json};
@@ -20,6 +20,10 @@ use crate::hash::{blake3, blake3_concat, canonical_json};
 pub enum Origin {
     /// The indexer (a scan or an explicit index command).
     Indexer,
+    /// The indexer, writing one of the several transactions of an index run: `None` for the
+    /// run's first transaction (its own id becomes the run's), else the run's first tx id. The
+    /// log spells it `indexer` and records the run in the header.
+    IndexRun(Option<TxId>),
     /// The watcher daemon.
     Watcher,
     /// A session commit of an agent runtime.
@@ -34,11 +38,21 @@ impl Origin {
     /// The origin as the log spells it.
     pub fn as_str(&self) -> &str {
         match self {
-            Origin::Indexer => "indexer",
+            Origin::Indexer | Origin::IndexRun(_) => "indexer",
             Origin::Watcher => "watcher",
             Origin::Session => "session",
             Origin::Cli => "cli",
             Origin::Other(name) => name,
+        }
+    }
+
+    /// The index run a transaction numbered `tx` joins with this origin: its own id for a run's
+    /// first transaction, the run's first id for the others, `None` outside runs.
+    pub fn run_of(&self, tx: TxId) -> Option<TxId> {
+        match self {
+            Origin::IndexRun(None) => Some(tx),
+            Origin::IndexRun(Some(first)) => Some(*first),
+            _ => None,
         }
     }
 
@@ -90,6 +104,8 @@ pub struct TxRecord {
     pub tx_time: Timestamp,
     /// Who wrote it.
     pub origin: Origin,
+    /// The index run it belongs to (the run's first tx id), `None` outside runs.
+    pub run: Option<TxId>,
     /// Its ops in order.
     pub ops: Vec<LoggedOp>,
     /// The chain value after this record.
@@ -97,9 +113,10 @@ pub struct TxRecord {
 }
 
 impl TxRecord {
-    /// The record as JSON: the header fields, `chain` in hex, and `ops` as {digest, body}.
+    /// The record as JSON: the header fields (`run` only in a run), `chain` in hex, and
+    /// `ops` as {digest, body}.
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut record = json!({
             "tx_id": self.tx_id.0,
             "tx_time": self.tx_time,
             "origin": self.origin.as_str(),
@@ -108,7 +125,11 @@ impl TxRecord {
                 "digest": hex::encode(op.digest),
                 "body": op.body,
             })).collect::<Vec<_>>(),
-        })
+        });
+        if let (Some(run), Value::Object(map)) = (self.run, &mut record) {
+            map.insert("run".into(), json!(run.0));
+        }
+        record
     }
 }
 
@@ -266,29 +287,56 @@ pub(crate) fn op_canonical_json(op: &OpRec) -> Result<String> {
     Ok(out)
 }
 
-/// The header JSON that the chain hashes.
-pub(crate) fn header_json(tx_id: u64, tx_time: i64, origin: &str, digests: &[[u8; 32]]) -> Value {
-    json!({
+/// The header JSON that the chain hashes: `run` is there only for a transaction of an index
+/// run, so every header written before runs existed hashes as it did.
+pub(crate) fn header_json(tx_id: u64, header: &TxHeaderRec) -> Value {
+    let mut json = json!({
         "tx_id": tx_id,
-        "tx_time": time(tx_time),
-        "origin": origin,
-        "ops": digests.iter().map(hex::encode).collect::<Vec<_>>(),
-    })
+        "tx_time": time(header.tx_time),
+        "origin": header.origin,
+        "ops": header.digests.iter().map(hex::encode).collect::<Vec<_>>(),
+    });
+    if let (Some(run), Value::Object(map)) = (header.run, &mut json) {
+        map.insert("run".into(), json!(run));
+    }
+    json
 }
 
-/// The chain after a header: BLAKE3(previous ‖ canonical JSON of the header).
+/// The chain after `header` (of transaction `tx_id`): BLAKE3(previous ‖ canonical JSON of the
+/// header). Its own `chain` field is not read.
 ///
 /// # Errors
-/// [`crate::Error::InvalidInput`] when the tx id is beyond 2^53.
+/// [`crate::Error::InvalidInput`] when the tx id or the run is beyond 2^53.
 pub(crate) fn next_chain(
     previous: &[u8; 32],
     tx_id: u64,
-    tx_time: i64,
-    origin: &str,
-    digests: &[[u8; 32]],
+    header: &TxHeaderRec,
 ) -> Result<[u8; 32]> {
-    let header = canonical_json(&header_json(tx_id, tx_time, origin, digests))?;
+    let header = canonical_json(&header_json(tx_id, header))?;
     Ok(blake3_concat(&[previous, header.as_bytes()]))
+}
+
+/// The sealed header of transaction `tx_id` (its chain value computed from `previous`): what
+/// every backend stores in its log.
+///
+/// # Errors
+/// [`crate::Error::InvalidInput`] when the tx id is beyond 2^53.
+pub(crate) fn seal_header(
+    previous: &[u8; 32],
+    tx_id: u64,
+    tx_time: i64,
+    origin: &Origin,
+    digests: Vec<[u8; 32]>,
+) -> Result<TxHeaderRec> {
+    let mut header = TxHeaderRec {
+        tx_time,
+        origin: origin.as_str().to_string(),
+        digests,
+        run: origin.run_of(TxId(tx_id)).map(|run| run.0),
+        chain: [0; 32],
+    };
+    header.chain = next_chain(previous, tx_id, &header)?;
+    Ok(header)
 }
 
 #[cfg(test)]
@@ -384,6 +432,49 @@ mod tests {
         store.fsck_rebuild()?;
         assert!(store.fsck()?.is_empty());
         assert_eq!(store.log(None, 10)?, log);
+        Ok(())
+    }
+
+    #[test]
+    fn a_run_is_hashed_into_the_chain_and_its_absence_hashes_as_before() -> Result<()> {
+        let digests = vec![[4u8; 32]];
+        let plain = seal_header(
+            &[0; 32],
+            5,
+            1_700_000_000_000_000,
+            &Origin::Indexer,
+            digests.clone(),
+        )?;
+        assert_eq!(plain.run, None);
+        // The chain rule before runs: the header JSON has no `run` key.
+        let before = canonical_json(&json!({
+            "tx_id": 5,
+            "tx_time": "2023-11-14T22:13:20.000000Z",
+            "origin": "indexer",
+            "ops": [hex::encode([4u8; 32])],
+        }))?;
+        assert_eq!(plain.chain, blake3_concat(&[&[0; 32], before.as_bytes()]));
+        let first = seal_header(
+            &[0; 32],
+            5,
+            1_700_000_000_000_000,
+            &Origin::IndexRun(None),
+            digests.clone(),
+        )?;
+        assert_eq!(first.run, Some(5), "a run's first transaction names itself");
+        assert_ne!(
+            first.chain, plain.chain,
+            "the run is in what the chain hashes"
+        );
+        let next = seal_header(
+            &first.chain,
+            6,
+            1_700_000_000_000_001,
+            &Origin::IndexRun(Some(TxId(5))),
+            digests,
+        )?;
+        assert_eq!(next.run, Some(5));
+        assert_eq!(next_chain(&first.chain, 6, &next)?, next.chain);
         Ok(())
     }
 

@@ -50,8 +50,9 @@ use crate::error::Result;
 use crate::hash::Hash;
 
 /// The format version of the store file this build reads and writes (1: blobs in LZ4; 2: blobs
-/// in zstd; 3: compact metadata records, see docs/store.md).
-pub const FORMAT_VERSION: u32 = 3;
+/// in zstd; 3: compact metadata records; 4: log headers may name their index run, see
+/// docs/store.md).
+pub const FORMAT_VERSION: u32 = 4;
 /// The store file's name inside the store directory.
 pub const DB_FILE: &str = "store.redb";
 /// The informational lock file's name inside the store directory.
@@ -169,6 +170,19 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`crate::Error::Corrupt`] when a record does not decode.
     fn log(&self, since: Option<TxId>, limit: usize) -> Result<Vec<TxRecord>>;
+
+    /// Up to `limit` transactions after `since` (from the first when `None`), oldest first, each
+    /// with the index run it belongs to: the log's headers without their op bodies.
+    ///
+    /// # Errors
+    /// [`crate::Error::Corrupt`] when a header does not decode.
+    fn tx_runs(&self, since: Option<TxId>, limit: usize) -> Result<Vec<(TxId, Option<TxId>)>> {
+        Ok(self
+            .log(since, limit)?
+            .into_iter()
+            .map(|record| (record.tx_id, record.run))
+            .collect())
+    }
 
     /// The latest transaction and the chain value after it (`None` in an empty store).
     ///

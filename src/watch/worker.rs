@@ -59,6 +59,8 @@ pub(super) struct Worker {
     session_files: HashSet<PathBuf>,
     /// The directories watched for them.
     session_dirs: HashSet<PathBuf>,
+    /// The settings' ignore globs the watches and the last reconcile followed.
+    ignore: Vec<String>,
     limit_said: bool,
 }
 
@@ -76,6 +78,7 @@ impl Worker {
             .into_iter()
             .collect();
         Ok(Worker {
+            ignore: engine.settings().ignore,
             engine,
             debouncer,
             shared,
@@ -98,6 +101,7 @@ impl Worker {
         let mut next_sessions = Instant::now();
         loop {
             if Instant::now() >= next_sessions {
+                self.follow_settings();
                 self.watch_session_files();
                 next_sessions = Instant::now() + SESSIONS_EVERY;
             }
@@ -125,6 +129,28 @@ impl Worker {
                     }
                 }
             }
+        }
+    }
+
+    /// Follows an edit of `settings.toml` made while the daemon runs: roots added or removed
+    /// by hand are watched or unwatched, and a change of the ignore globs re-evaluates every
+    /// root (what they newly admit is indexed and watched).
+    fn follow_settings(&mut self) {
+        let settings = self.engine.settings();
+        let roots: Vec<PathBuf> = settings.watch.iter().map(PathBuf::from).collect();
+        if roots != self.roots {
+            self.set_roots(settings.watch.clone());
+        }
+        if settings.ignore != self.ignore {
+            self.ignore = settings.ignore;
+            if let Err(err) = extra_ignore(&self.ignore) {
+                self.error(format!("the settings' ignore globs: {err}"));
+                return;
+            }
+            let roots = self.roots.clone();
+            self.count_rescans(roots.len());
+            let _ = self.reconcile(Vec::new(), roots);
+            self.publish_counts();
         }
     }
 
@@ -582,8 +608,8 @@ impl Worker {
             .to_str()
             .ok_or_else(|| Error::invalid_path(tree.display().to_string(), "not UTF-8"))?;
         let is_dir = std::fs::symlink_metadata(tree).is_ok_and(|m| m.is_dir());
-        // Directories that are gone (or moved away) lose their place in the watched set; the
-        // kernel drops the watch of a deleted one itself.
+        // Directories that are gone (or moved away) lose their watch and their place in the
+        // watched set.
         let vanished: Vec<PathBuf> = self
             .watched
             .iter()
@@ -591,11 +617,18 @@ impl Worker {
             .cloned()
             .collect();
         for dir in vanished {
+            // A directory moved out of the tree keeps its inotify watch (and would report its
+            // changes under its old path) until it is removed; for a deleted one the kernel
+            // dropped it already and this fails harmlessly.
+            let _ = self.debouncer.unwatch(&dir);
             self.watched.remove(&dir);
         }
         self.unwatched
             .retain(|d| !d.starts_with(tree) || d.is_dir());
         let mut seen: HashSet<String> = HashSet::new();
+        // The directories the walk enters under `tree`: a watched one it no longer enters is
+        // ignored now (a `.gitignore` or settings edit) and loses its watch.
+        let mut entered: HashSet<PathBuf> = HashSet::new();
         if is_dir {
             let cache = self
                 .engine
@@ -616,6 +649,7 @@ impl Worker {
                 };
                 if kind.is_dir() {
                     self.ensure_watch(entry.path());
+                    entered.insert(entry.path().to_path_buf());
                     continue;
                 }
                 if !kind.is_file() || is_cookie(entry.path()) {
@@ -637,6 +671,20 @@ impl Worker {
                     indexer.look_rules(cache.get(path)),
                 );
                 self.plan_file(indexer, path, look, start, plan);
+            }
+        }
+        if is_dir {
+            let ignored: Vec<PathBuf> = self
+                .watched
+                .iter()
+                .filter(|d| {
+                    d.starts_with(tree) && !entered.contains(*d) && !self.session_dirs.contains(*d)
+                })
+                .cloned()
+                .collect();
+            for dir in ignored {
+                let _ = self.debouncer.unwatch(&dir);
+                self.watched.remove(&dir);
             }
         }
         let mut dirs = DirStat::new(false);

@@ -724,3 +724,80 @@ fn human_output_quotes_paths_with_control_characters() -> TestResult {
     }));
     Ok(())
 }
+
+/// Bytes that do not compress: an xorshift stream from `seed`.
+fn incompressible(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn an_index_run_is_one_log_row_and_a_read_inside_it_says_so() -> TestResult {
+    let f = Fixture::new()?;
+    // Over the 32 MiB a batch holds: the run commits at least two transactions.
+    for n in 0..4u64 {
+        f.write(&format!("big{n}.bin"), &incompressible(11 << 20, n + 1))?;
+    }
+    f.write("a.txt", b"a\n")?;
+    let summary = f.index()?;
+    let txs: Vec<u64> = summary["tx_ids"]
+        .as_array()
+        .ok_or("tx_ids")?
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert!(txs.len() >= 2, "{summary}");
+    let (first, last) = (txs[0], txs[txs.len() - 1]);
+    let log = f.json(&["log", "--json"])?;
+    let records = log["records"].as_array().ok_or("records")?;
+    assert_eq!(records.len(), txs.len(), "{log}");
+    for record in records {
+        assert_eq!(record["run"].as_u64(), Some(first), "{record}");
+    }
+    // The human log: one row for the run, one per transaction with --each.
+    let grouped = f.ok(&["log"])?;
+    let row = format!("{first}-{last} ");
+    assert!(grouped.contains(&row), "{grouped}");
+    assert!(
+        grouped.contains(&format!("indexer run {first} ({} txs)", txs.len())),
+        "{grouped}"
+    );
+    assert_eq!(
+        grouped.lines().count(),
+        3,
+        "header, run, chain head: {grouped}"
+    );
+    let each = f.ok(&["log", "--each"])?;
+    assert_eq!(each.lines().count(), 2 + txs.len(), "{each}");
+    // A later run of one transaction is a plain row, and carries no run-wide note.
+    f.write("a.txt", b"b\n")?;
+    let again = f.index()?;
+    let single = again["tx_ids"][0].as_u64().ok_or("a tx")?;
+    let log = f.json(&["log", "--json", "--since", &last.to_string()])?;
+    assert_eq!(log["records"][0]["run"].as_u64(), Some(single), "{log}");
+    // Reading inside the run says so on stderr; at its end, or after, it does not.
+    let inside = f.run(&["ls", "--as-of-tx", &first.to_string()])?;
+    assert!(inside.status.success());
+    let note = String::from_utf8(inside.stderr)?;
+    assert!(
+        note.contains(&format!("inside index run {first}"))
+            && note.contains(&format!("--as-of-tx {last} sees the whole run")),
+        "{note}"
+    );
+    for tx in [last, single] {
+        let whole = f.run(&["show", "a.txt", "--as-of-tx", &tx.to_string()])?;
+        assert!(whole.status.success(), "{whole:?}");
+        assert_eq!(String::from_utf8(whole.stderr)?, "", "as of tx {tx}");
+    }
+    // The run headers chain: fsck is clean, also after a rebuild from the log.
+    f.ok(&["fsck"])?;
+    f.ok(&["fsck", "--rebuild"])?;
+    Ok(())
+}

@@ -18,12 +18,12 @@ use serde_json::{Map, Value, json};
 use strata::engine::{
     Access, AgentApproveRequest, AgentCallRequest, AgentEntrypointsRequest, AgentToolsRequest,
     Apply, AsOf, CatRequest, DiffRequest, Engine, EvictRequest, FsckRequest, GcRequest,
-    HistoryRequest, IndexRequest, LogRequest, LsRequest, MountAddRequest, MountLsRequest,
-    MountRmRequest, RPC_SCHEMA_DIR, Request, SessionDiscoverRequest, SessionForkRequest,
-    SessionHistoryRequest, SessionLsRequest, SessionNewRequest, SessionReadRequest,
-    SessionRenderRequest, SessionResumeRequest, SessionSetRequest, SessionShowRequest,
-    SessionToolcallRequest, SessionTurnRequest, SetOp, ShowRequest, StatsRequest, WatchAddRequest,
-    WatchLsRequest, WatchRmRequest, rpc_schemas,
+    HistoryRequest, IndexRequest, LogRequest, LogRunRequest, LsRequest, MountAddRequest,
+    MountLsRequest, MountRmRequest, RPC_SCHEMA_DIR, Request, SessionDiscoverRequest,
+    SessionForkRequest, SessionHistoryRequest, SessionLsRequest, SessionNewRequest,
+    SessionReadRequest, SessionRenderRequest, SessionResumeRequest, SessionSetRequest,
+    SessionShowRequest, SessionToolcallRequest, SessionTurnRequest, SetOp, ShowRequest,
+    StatsRequest, WatchAddRequest, WatchLsRequest, WatchRmRequest, rpc_schemas,
 };
 use strata::object::ToolStatus;
 use strata::resolve::MountMapping;
@@ -641,6 +641,8 @@ fn a_real_engine_run_is_valid_for_the_schemas() -> TestResult {
         since: Some(2),
         limit: Some(3),
     })?;
+    e.call(LogRunRequest { tx: 1 })?;
+    e.call(strata::engine::AgentAuditRequest::default())?;
     e.call(GcRequest {})?;
     let fsck = e.call(FsckRequest {
         rebuild: true,

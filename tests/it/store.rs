@@ -671,19 +671,59 @@ fn a_flipped_byte_in_a_blob_is_found_by_fsck(backend: &dyn DurableFactory) -> Te
 }
 backend_tests!(a_flipped_byte_in_a_blob_is_found_by_fsck: redb_on_disk);
 
+const META: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta");
+
+/// Sets the store file's format version in `dir` to `version`.
+fn set_format_version(dir: &std::path::Path, version: u32) -> TestResult {
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_write()?;
+    tx.open_table(META)?
+        .insert("format_version", version.to_le_bytes().as_slice())?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// The store file's format version in `dir`.
+fn format_version(dir: &std::path::Path) -> TestResult<u32> {
+    use redb::ReadableDatabase;
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_read()?;
+    let value = tx
+        .open_table(META)?
+        .get("format_version")?
+        .ok_or("no version")?;
+    Ok(u32::from_le_bytes(value.value().try_into()?))
+}
+
+#[test]
+fn a_format_3_store_is_read_as_it_is_and_marked_format_4_when_opened_to_write() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    {
+        let store = Store::create(dir.path())?;
+        store.transact(
+            vec![Op::put(Object::system_prompt("p", "be brief".into())?)],
+            Origin::Cli,
+        )?;
+    }
+    set_format_version(dir.path(), 3)?;
+    {
+        let store = Store::open_read_only(dir.path())?;
+        assert_eq!(store.log(None, 10)?.len(), 1);
+    }
+    assert_eq!(format_version(dir.path())?, 3, "a reader changes nothing");
+    let store = Store::open(dir.path())?;
+    assert_eq!(store.log(None, 10)?.len(), 1);
+    drop(store);
+    assert_eq!(format_version(dir.path())?, strata::FORMAT_VERSION);
+    assert_eq!(strata::FORMAT_VERSION, 4);
+    Ok(())
+}
+
 #[test]
 fn another_format_version_is_refused() -> TestResult {
     let dir = tempfile::tempdir()?;
     drop(Store::create(dir.path())?);
-    {
-        let db = redb::Database::open(dir.path().join("store.redb"))?;
-        let tx = db.begin_write()?;
-        {
-            let mut meta = tx.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta"))?;
-            meta.insert("format_version", 99u32.to_le_bytes().as_slice())?;
-        }
-        tx.commit()?;
-    }
+    set_format_version(dir.path(), 99)?;
     let err = error_of(Store::open(dir.path()))?;
     assert!(
         matches!(

@@ -621,3 +621,116 @@ fn watch_and_unwatch_keep_the_roots_in_the_settings() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn a_directory_moved_out_of_the_tree_is_no_longer_watched() -> TestResult {
+    let f = Fixture::new(
+        |tree| {
+            put(&tree.join("stay.txt"), "stay\n")?;
+            put(&tree.join("leaving/a.txt"), "a\n")?;
+            put(&tree.join("leaving/sub/b.txt"), "b\n")?;
+            Ok(())
+        },
+        &[],
+    )?;
+    f.store_equals_disk()?;
+    let watches = |f: &Fixture| -> TestResult<u64> {
+        Ok(f.rpc("status", json!({}))?["watch"]["watches"]
+            .as_u64()
+            .ok_or("watches")?)
+    };
+    let before = watches(&f)?;
+    let outside = f.root.join("outside");
+    fs::rename(f.tree.join("leaving"), &outside)?;
+    f.store_equals_disk()?;
+    let dropped = eventually(QUIESCENCE, || Ok(watches(&f)? + 2 == before))?;
+    assert!(
+        dropped,
+        "leaving/ and leaving/sub/ unwatched: {before} → {}",
+        watches(&f)?
+    );
+    // What happens in the moved directory is no event of the tree's any more.
+    let events = |f: &Fixture| -> TestResult<u64> {
+        Ok(f.rpc("status", json!({}))?["watch"]["events"]
+            .as_u64()
+            .ok_or("events")?)
+    };
+    let seen = events(&f)?;
+    fs::write(outside.join("a.txt"), "edited outside\n")?;
+    put(&outside.join("sub/c.txt"), "c\n")?;
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(events(&f)?, seen, "{}", f.log());
+    f.store_equals_disk()?;
+    Ok(())
+}
+
+#[test]
+fn an_edit_of_the_settings_while_the_daemon_runs_is_followed_and_kept() -> TestResult {
+    let f = Fixture::new(
+        |tree| {
+            put(&tree.join("src/main.rs"), "fn main() {}\n")?;
+            put(&tree.join("build/out.txt"), "built\n")?;
+            Ok(())
+        },
+        &[],
+    )?;
+    // A person adds an ignore glob by hand.
+    let settings_path = f.store.join("settings.toml");
+    let original = fs::read_to_string(&settings_path)?;
+    assert!(original.contains("ignore = []\n"), "{original}");
+    fs::write(
+        &settings_path,
+        original.replace("ignore = []\n", "ignore = [\"build/\"]\n"),
+    )?;
+    // The watcher looks at the settings every second.
+    std::thread::sleep(Duration::from_millis(1500));
+    put(&f.tree.join("build/later.txt"), "ignored now\n")?;
+    put(&f.tree.join("src/lib.rs"), "pub fn f() {}\n")?;
+    let followed = eventually(QUIESCENCE, || {
+        let ls = f.strata(&["ls"])?;
+        Ok(ls.contains("src/lib.rs"))
+    })?;
+    assert!(followed);
+    std::thread::sleep(Duration::from_millis(1500));
+    let ls = f.strata(&["ls"])?;
+    assert!(
+        !ls.contains("build/later.txt"),
+        "ignored by the edited settings: {ls}"
+    );
+    // A change through the daemon keeps the hand edit.
+    let other = f.root.join("other");
+    fs::create_dir_all(&other)?;
+    f.strata(&["watch", &other.display().to_string()])?;
+    let settings = fs::read_to_string(&settings_path)?;
+    assert!(
+        settings.contains("build/"),
+        "the hand edit is kept: {settings}"
+    );
+    assert!(
+        settings.contains(&other.display().to_string()),
+        "{settings}"
+    );
+    // Taking the glob out admits build/ again: its files are indexed and watched.
+    assert!(settings.contains("ignore = [\"build/\"]\n"), "{settings}");
+    fs::write(
+        &settings_path,
+        settings.replace("ignore = [\"build/\"]\n", "ignore = []\n"),
+    )?;
+    let admitted = eventually(QUIESCENCE, || {
+        Ok(f.strata(&["ls"])?.contains("build/later.txt"))
+    })?;
+    assert!(admitted, "{}", fs::read_to_string(&settings_path)?);
+    put(&f.tree.join("build/newest.txt"), "watched again\n")?;
+    f.store_equals_disk()?;
+    // Settings that do not parse leave the daemon as it was, and say so in its log.
+    fs::write(&settings_path, "ignore = [oops\n")?;
+    put(&f.tree.join("src/after.rs"), "// still watched\n")?;
+    f.store_equals_disk()?;
+    let status = f.rpc("status", json!({}))?;
+    assert_eq!(
+        status["watch"]["roots"].as_array().map(Vec::len),
+        Some(2),
+        "{status}"
+    );
+    Ok(())
+}

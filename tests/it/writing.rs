@@ -785,3 +785,149 @@ fn sigkill_during_writes_leaves_each_file_old_or_new_and_the_store_agrees_after_
     );
     Ok(())
 }
+
+#[test]
+fn the_settings_decide_which_writes_run_wait_for_a_person_or_are_refused() -> TestResult {
+    let project = Project::new()?;
+    let store = project.store.to_str().ok_or("path")?.to_string();
+    let strata = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("--store")
+            .arg(&store)
+            .args(args)
+            .output()
+    };
+    assert!(strata(&["--no-daemon", "init"])?.status.success());
+    let settings = project.store.join("settings.toml");
+    let mut text = fs::read_to_string(&settings).unwrap_or_default();
+    text.push_str(
+        "\n[file_access.permissions]\nmode = \"manual\"\n\
+         auto_approve_write_patterns = [\"NOTES.txt\", \"src/**\"]\n\
+         auto_deny_patterns = [\"generated/**\"]\nrequire_approval = []\n",
+    );
+    fs::write(&settings, text)?;
+    let mount = project.mount()?;
+    let env = [("STRATA_IDLE_TIMEOUT", "20")];
+    let mut agent = Server::start(&["--store", &store, "--mount", &mount], &env, &project.tree)?;
+    let session = session_of(&agent.handshake()?)?;
+    // An auto-approved glob (matched without regard to case): runs.
+    let sha = read_sha(&mut agent, "notes.txt")?;
+    written(
+        &mut agent,
+        "write_file",
+        json!({"filepath": "notes.txt", "content": "edited\n", "expected_sha256": sha}),
+    )?;
+    written(
+        &mut agent,
+        "write_file",
+        json!({"filepath": "src/new.rs", "content": "// new\n"}),
+    )?;
+    // A denied glob: refused, nothing written.
+    let (text, failed) = call(
+        &mut agent,
+        "write_file",
+        json!({"filepath": "generated/out.txt", "content": "x\n"}),
+    )?;
+    assert!(failed, "{text}");
+    assert!(text.contains("auto_deny_patterns"), "{text}");
+    assert!(!project.tree.join("generated").exists());
+    // Anything else gets the mode: manual, held until a person approves it.
+    let (held, _) = write(
+        &mut agent,
+        "write_file",
+        json!({"filepath": "docs/guide.md", "content": "# Guide\n"}),
+    )?;
+    let token = token_of(&held)?;
+    assert!(!project.tree.join("docs/guide.md").exists(), "held: {held}");
+    let approved = strata(&["session", "approve", &session, &token])?;
+    assert!(
+        approved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&approved.stderr)
+    );
+    assert_eq!(
+        fs::read_to_string(project.tree.join("docs/guide.md"))?,
+        "# Guide\n"
+    );
+    // require_approval = []: a deletion under an auto-approved glob runs at once.
+    let sha = read_sha(&mut agent, "notes.txt")?;
+    written(
+        &mut agent,
+        "delete_file",
+        json!({"filepath": "notes.txt", "expected_sha256": sha}),
+    )?;
+    assert!(!project.tree.join("notes.txt").exists());
+    // The audit: every call of a writing tool, oldest first, with its hashes and outcome.
+    let audit = strata(&["audit", "--jsonl", "--session", &session])?;
+    assert!(
+        audit.status.success(),
+        "{}",
+        String::from_utf8_lossy(&audit.stderr)
+    );
+    let entries: Vec<Value> = String::from_utf8(audit.stdout)?
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    let tools: Vec<(&str, bool)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["tool"].as_str().unwrap_or(""),
+                e["success"] == json!(true),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            ("write_file", true),
+            ("write_file", true),
+            ("write_file", false),
+            ("write_file", false),
+            ("write_file", true),
+            ("delete_file", true),
+        ],
+        "{entries:?}"
+    );
+    let first = &entries[0];
+    assert_eq!(first["files"][0]["filename"], "notes.txt", "{first}");
+    assert_eq!(
+        first["files"][0]["previous_sha256"].as_str(),
+        Some(sha256_hex(b"one\ntwo\nthree\n").as_str())
+    );
+    assert_eq!(
+        first["files"][0]["sha256"].as_str(),
+        Some(sha256_hex(b"edited\n").as_str())
+    );
+    assert!(
+        first["caller"].is_string(),
+        "the MCP client's name: {first}"
+    );
+    assert_eq!(
+        entries[1]["files"][0]["previous_sha256"],
+        Value::Null,
+        "created"
+    );
+    assert_eq!(
+        entries[3]["error_code"], "APPROVAL_REQUIRED",
+        "{}",
+        entries[3]
+    );
+    assert_eq!(entries[5]["files"][0]["sha256"], Value::Null, "deleted");
+    let other = strata(&["audit", "--jsonl", "--session", "nobody"])?;
+    assert!(other.status.success() && other.stdout.is_empty());
+    let table = strata(&["audit"])?;
+    let table = String::from_utf8(table.stdout)?;
+    assert!(
+        table.starts_with("TX") && table.contains("delete_file"),
+        "{table}"
+    );
+    agent.finish()?;
+    strata(&["stop"])?;
+    Ok(())
+}
+
+/// SHA-256 of `bytes` in hex.
+fn sha256_hex(bytes: &[u8]) -> String {
+    strata::hash::sha256(bytes).to_hex()
+}

@@ -77,7 +77,7 @@ impl WriteTables<'_> {
             let Some(header) = self.tx_log.get(tx).db()?.map(|v| v.value().to_vec()) else {
                 continue;
             };
-            let tx_time = codec::decode::<TxHeaderRec>(&header, "tx header")?.tx_time;
+            let tx_time = codec::decode_header(&header, "tx header")?.tx_time;
             if let Some(body) = self.tx_ops.get((tx, n)).db()?.map(|v| v.value().to_vec())
                 && let OpRec::Match { entity, .. } =
                     codec::decode_op(&body, tx_time, &format!("op {n} of tx {tx}"))?

@@ -178,7 +178,7 @@ impl Check {
                 chain = None;
             }
             expected = tx + 1;
-            let header: TxHeaderRec = match codec::decode(&bytes, &format!("header of tx {tx}")) {
+            let header = match codec::decode_header(&bytes, &format!("header of tx {tx}")) {
                 Ok(header) => header,
                 Err(e) => {
                     self.push(Finding {
@@ -190,13 +190,7 @@ impl Check {
                 }
             };
             if let Some(previous) = chain {
-                let computed = log::next_chain(
-                    &previous,
-                    tx,
-                    header.tx_time,
-                    &header.origin,
-                    &header.digests,
-                )?;
+                let computed = log::next_chain(&previous, tx, &header)?;
                 if computed != header.chain {
                     self.push(Finding {
                         tx: Some(tx),

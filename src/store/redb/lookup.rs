@@ -4,7 +4,7 @@
 use super::*;
 use redb::ReadableTable;
 
-use super::codec::{self, TxHeaderRec};
+use super::codec;
 use super::tables::{ENTITIES, ENTITY_IDS, PATHS, STAT_CACHE, TX_LOG};
 use super::{RedbStore, Timestamp, TxId, Version};
 use crate::error::{Error, Result};
@@ -191,7 +191,7 @@ impl RedbStore {
                 .get(tx)
                 .db()?
                 .ok_or_else(|| Error::corrupt(format!("tx {tx} is missing from the log")))?;
-            Ok(codec::decode::<TxHeaderRec>(header.value(), "tx header")?.tx_time)
+            Ok(codec::decode_header(header.value(), "tx header")?.tx_time)
         };
         // tx_time strictly increases with tx_id: binary search for the last tx_time <= time.
         let (mut lo, mut hi) = (1u64, last.value());

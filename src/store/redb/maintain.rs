@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use redb::ReadableTable;
 
-use super::codec::{self, DocRec, TxHeaderRec, VersionRec};
+use super::codec::{self, DocRec, VersionRec};
 use super::tables::*;
 use super::{Op, Origin, RedbStore, TxReceipt, WriteTables, blobs};
 use crate::error::Result;
@@ -50,8 +50,8 @@ impl RedbStore {
             let mut headers = Vec::new();
             for entry in w.tx_log.iter().db()? {
                 let (k, v) = entry.db()?;
-                let header: TxHeaderRec =
-                    codec::decode(v.value(), &format!("header of tx {}", k.value()))?;
+                let header =
+                    codec::decode_header(v.value(), &format!("header of tx {}", k.value()))?;
                 headers.push((k.value(), header.tx_time, header.digests.len()));
             }
             for (tx, tx_time, count) in headers {

@@ -391,6 +391,10 @@ impl Backend for RedbStore {
         self.guarded("reading the log", || RedbStore::log(self, since, limit))
     }
 
+    fn tx_runs(&self, since: Option<TxId>, limit: usize) -> Result<Vec<(TxId, Option<TxId>)>> {
+        self.guarded("reading the log", || RedbStore::tx_runs(self, since, limit))
+    }
+
     fn chain_head(&self) -> Result<Option<(TxId, [u8; 32])>> {
         self.guarded("reading the log", || RedbStore::chain_head(self))
     }

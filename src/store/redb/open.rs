@@ -8,6 +8,10 @@ use redb::{Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, WriteT
 use super::*;
 use crate::store::private;
 
+/// The one older format version a read-write open upgrades in place (see
+/// [`RedbStore::check_format`]).
+const UPGRADES_FROM: u32 = 3;
+
 /// The redb handle of a store: read-write, or read-only.
 pub(crate) enum Handle {
     /// Opened by `create`, `open` or `in_memory`: reads and writes.
@@ -251,7 +255,8 @@ impl RedbStore {
         self.check_format(path)
     }
 
-    /// Refuses a file that is not a strata store or has another format version.
+    /// Refuses a file that is not a strata store or has another format version; a format 3
+    /// file is read as it is, and marked format 4 when opened to write.
     pub(super) fn check_format(&self, path: &Path) -> Result<()> {
         let tx = self.handle.begin_read().db()?;
         let meta = tx.open_table(META).map_err(|e| {
@@ -269,7 +274,21 @@ impl RedbStore {
             }
             None => 0,
         };
-        if found != FORMAT_VERSION {
+        if found == UPGRADES_FROM && !self.handle.is_read_only() {
+            // Format 4 only adds a log header format (index runs); a format 3 file is a valid
+            // format 4 file, marked as such on its first read-write open so that builds that
+            // cannot read run headers refuse it instead of failing on a record.
+            drop(meta);
+            drop(tx);
+            let wtx = self.begin_write()?;
+            wtx.open_table(META)
+                .db()?
+                .insert("format_version", FORMAT_VERSION.to_le_bytes().as_slice())
+                .db()?;
+            wtx.commit().db()?;
+            return Ok(());
+        }
+        if found != FORMAT_VERSION && found != UPGRADES_FROM {
             return Err(Error::FormatVersion {
                 path: path.to_path_buf(),
                 found,

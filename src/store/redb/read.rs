@@ -166,14 +166,8 @@ impl RedbStore {
                 )));
             }
             expected = tx + 1;
-            let header: TxHeaderRec = codec::decode(value.value(), &format!("header of tx {tx}"))?;
-            let chain = log::next_chain(
-                &previous,
-                tx,
-                header.tx_time,
-                &header.origin,
-                &header.digests,
-            )?;
+            let header = codec::decode_header(value.value(), &format!("header of tx {tx}"))?;
+            let chain = log::next_chain(&previous, tx, &header)?;
             if chain != header.chain {
                 return Err(Error::corrupt(format!(
                     "the log record of tx {tx} does not chain from the one before it; run \
@@ -195,9 +189,29 @@ impl RedbStore {
                 tx_id: TxId(tx),
                 tx_time: ts(header.tx_time),
                 origin: Origin::from_name(&header.origin),
+                run: header.run.map(TxId),
                 ops,
                 chain: header.chain,
             });
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` transactions after `since`, each with its index run, from the headers only
+    /// (the chain is not checked here: [`RedbStore::log`] and fsck do that).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when a header does not decode.
+    pub fn tx_runs(&self, since: Option<TxId>, limit: usize) -> Result<Vec<(TxId, Option<TxId>)>> {
+        let rtx = self.read()?;
+        let tx_log = rtx.open_table(TX_LOG).db()?;
+        let start = since.map_or(0, |TxId(tx)| tx.saturating_add(1));
+        let mut out = Vec::new();
+        for entry in tx_log.range(start..).db()?.take(limit) {
+            let (key, value) = entry.db()?;
+            let tx = key.value();
+            let header = codec::decode_header(value.value(), &format!("header of tx {tx}"))?;
+            out.push((TxId(tx), header.run.map(TxId)));
         }
         Ok(out)
     }
@@ -213,12 +227,12 @@ impl RedbStore {
             return Ok(None);
         };
         let tx = k.value();
-        let header: TxHeaderRec = codec::decode(v.value(), "tx header")?;
+        let header = codec::decode_header(v.value(), "tx header")?;
         // The head is checked against the record before it.
         let previous = match tx {
             0 | 1 => [0u8; 32],
             _ => match tx_log.get(tx - 1).db()? {
-                Some(v) => codec::decode::<TxHeaderRec>(v.value(), "tx header")?.chain,
+                Some(v) => codec::decode_header(v.value(), "tx header")?.chain,
                 None => {
                     return Err(Error::corrupt(format!(
                         "the log has no record of tx {}; run `strata fsck`",
@@ -227,13 +241,7 @@ impl RedbStore {
                 }
             },
         };
-        let chain = log::next_chain(
-            &previous,
-            tx,
-            header.tx_time,
-            &header.origin,
-            &header.digests,
-        )?;
+        let chain = log::next_chain(&previous, tx, &header)?;
         if chain != header.chain {
             return Err(Error::corrupt(format!(
                 "the log record of tx {tx} does not chain from the one before it; run `strata \
@@ -394,7 +402,7 @@ impl ReadTables {
     pub(super) fn now(&self) -> Result<i64> {
         let wall = Timestamp::now().as_micros();
         let last = match self.tx_log.last().db()? {
-            Some((_, v)) => codec::decode::<TxHeaderRec>(v.value(), "tx header")?.tx_time,
+            Some((_, v)) => codec::decode_header(v.value(), "tx header")?.tx_time,
             None => 0,
         };
         let _ = &self.meta;

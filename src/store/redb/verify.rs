@@ -63,7 +63,7 @@ impl LogTables {
                  `strata fsck`"
             ))
         })?;
-        codec::decode(bytes.value(), &format!("header of tx {tx}"))
+        codec::decode_header(bytes.value(), &format!("header of tx {tx}"))
     }
 
     /// The body of op `n` of transaction `tx` (header `header`), checked against its digest;

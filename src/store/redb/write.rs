@@ -401,10 +401,7 @@ impl RedbStore {
         let mut w = WriteTables::open(wtx)?;
         w.base_cache = Some(&self.base_cache);
         let last = match w.tx_log.last().db()? {
-            Some((k, v)) => Some((
-                k.value(),
-                codec::decode::<TxHeaderRec>(v.value(), "tx header")?,
-            )),
+            Some((k, v)) => Some((k.value(), codec::decode_header(v.value(), "tx header")?)),
             None => None,
         };
         let tx = last.as_ref().map_or(1, |(id, _)| id + 1);
@@ -474,15 +471,9 @@ impl RedbStore {
             .iter()
             .map(log::op_digest)
             .collect::<Result<Vec<_>>>()?;
-        let chain = log::next_chain(&prev_chain, tx, tx_time, origin.as_str(), &digests)?;
-        let header = TxHeaderRec {
-            tx_time,
-            origin: origin.as_str().to_string(),
-            digests,
-            chain,
-        };
+        let header = log::seal_header(&prev_chain, tx, tx_time, origin, digests)?;
         w.tx_log
-            .insert(tx, codec::encode(&header)?.as_slice())
+            .insert(tx, codec::encode_header(&header)?.as_slice())
             .db()?;
         w.finish()?;
         if !evicted_paths.is_empty() {
