@@ -9,6 +9,7 @@ use super::admin::*;
 use super::agent::*;
 use super::index::*;
 use super::objects::*;
+use super::rescue::*;
 use super::sessions::*;
 use super::watch::*;
 use crate::error::Result;
@@ -106,6 +107,7 @@ methods! {
     "diff" => Diff(DiffRequest) -> DiffResponse;
     "log" => Log(LogRequest) -> LogResponse;
     "fsck" => Fsck(FsckRequest) -> FsckResponse;
+    "backup" => Backup(BackupRequest) -> BackupResponse;
     "gc" => Gc(GcRequest) -> GcResponse;
     "evict" => Evict(EvictRequest) -> EvictResponse;
     "stats" => Stats(StatsRequest) -> StatsResponse;
@@ -160,6 +162,7 @@ macro_rules! may_write {
 }
 
 reads_only!(
+    BackupRequest,
     LsRequest,
     ShowRequest,
     CatRequest,

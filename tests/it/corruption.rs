@@ -31,9 +31,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use strata::engine::{
-    Access, CatRequest, Engine, EvictRequest, FsckRequest, HistoryRequest, IndexRequest,
-    LogRequest, LsRequest, SessionNewRequest, SessionReadRequest, SessionRenderRequest,
-    SessionTurnRequest, ShowRequest,
+    Access, Body, CatRequest, Engine, EvictRequest, FsckRequest, HistoryRequest, IndexRequest,
+    LogRequest, LsRequest, LsRow, SalvageRequest, SessionNewRequest, SessionReadRequest,
+    SessionRenderRequest, SessionTurnRequest, ShowRequest,
 };
 use strata::resolve::MountMapping;
 
@@ -745,5 +745,198 @@ fn a_damaged_content_is_named_refuses_writes_and_is_repaired_from_disk() -> Test
     assert_eq!(code, 0, "{out}{err}");
     let (code, out, err) = strata(&store, &tree, &["fsck"])?;
     assert_eq!(code, 0, "{out}{err}");
+    Ok(())
+}
+
+/// What one salvage kept and lost.
+#[derive(Debug, Default)]
+struct Salvaged {
+    /// The salvage refused the file (not even its header reads).
+    refused: bool,
+    /// Files of the healthy store the new store holds, and those it lacks.
+    kept: usize,
+    lost: usize,
+    /// The log could not be read at all.
+    no_log: bool,
+}
+
+/// Salvages the damaged store in `dir` into `out` and checks the outcome against the healthy
+/// store: no panic; the new store verifies (fsck finds nothing); every file it holds answers
+/// `ls` as the healthy store does and `cat` with the bytes on disk, unless the report names it
+/// as losing something; every file it lacks is named by the report.
+fn salvage_case(fixture: &Fixture, dir: &Path, out: &Path) -> TestResult<Salvaged> {
+    let salvaged = catch_unwind(AssertUnwindSafe(|| {
+        Engine::salvage(
+            dir,
+            SalvageRequest {
+                new_dir: p(out),
+                cwd: None,
+            },
+        )
+    }))
+    .map_err(|payload| format!("salvage panicked: {}", panic_text(payload.as_ref())))?;
+    let report = match salvaged {
+        Ok(report) => report,
+        Err(e) if e.kind() == "corrupt" && e.to_string().contains("nothing can be salvaged") => {
+            return Ok(Salvaged {
+                refused: true,
+                ..Salvaged::default()
+            });
+        }
+        Err(e) => return Err(format!("salvage failed: {e}").into()),
+    };
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+    let engine = Engine::open(out, Access::ReadOnly)?;
+    let fsck = engine.call(FsckRequest::default())?;
+    assert!(fsck.findings.is_empty(), "{:?}", fsck.findings);
+    // A log that could not be read at all: nothing names the files, and none is kept.
+    let no_log = report.txs == 0
+        && report
+            .losses
+            .iter()
+            .any(|l| l.kind == "table" && l.detail.starts_with("tx_log"));
+    let mut named: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for loss in &report.losses {
+        named.extend(loss.entity.iter().cloned());
+        named.extend(loss.path.iter().cloned());
+    }
+    for lost in &report.entities_lost {
+        named.insert(lost.entity.clone());
+        named.extend(lost.path.iter().cloned());
+    }
+    let Answer::Ok(healthy) = &fixture.healthy["ls"] else {
+        return Err("no healthy ls".into());
+    };
+    let healthy: Vec<LsRow> = serde_json::from_str(healthy)?;
+    let rows = engine.call(LsRequest {
+        prefix: Some(p(&fixture.tree)),
+        all: true,
+        ..LsRequest::default()
+    })?;
+    let mut outcome = Salvaged {
+        no_log,
+        ..Salvaged::default()
+    };
+    for want in &healthy {
+        let is_named = no_log || named.contains(&want.path) || named.contains(&want.id);
+        let Some(got) = rows.iter().find(|r| r.path == want.path) else {
+            assert!(
+                is_named,
+                "{} is missing and the report does not say so: {report:?}",
+                want.path
+            );
+            outcome.lost += 1;
+            continue;
+        };
+        outcome.kept += 1;
+        if is_named {
+            continue;
+        }
+        assert_eq!(
+            got, want,
+            "{} differs and the report does not say so",
+            want.path
+        );
+        if matches!(want.state.as_str(), "text" | "binary") {
+            let cat = engine.call(CatRequest {
+                reference: want.path.clone(),
+                ..CatRequest::default()
+            })?;
+            assert_eq!(
+                cat.body,
+                Body::of(std::fs::read(&want.path)?),
+                "{} serves other bytes",
+                want.path
+            );
+        }
+    }
+    assert!(
+        rows.iter()
+            .all(|r| healthy.iter().any(|h| h.path == r.path)),
+        "the new store lists a file the healthy one did not"
+    );
+    Ok(outcome)
+}
+
+/// `fsck --salvage` of a healthy store loses nothing and keeps the chain; of stores truncated at
+/// random lengths, and of stores with a zeroed page or a flipped byte, it makes a store that
+/// verifies, holding the healthy answers of every file it keeps, and names every file it lost.
+/// `STRATA_SALVAGE_CASES` sets the number of damaged cases of each kind (default 6).
+#[test]
+fn salvage_keeps_what_verifies_and_names_what_was_lost() -> TestResult {
+    let cases = env_count("STRATA_SALVAGE_CASES", 6)? as usize;
+    let report = std::env::var_os("STRATA_CORRUPTION_REPORT").is_some();
+    let fixture = Fixture::build()?;
+    let work = tempfile::tempdir()?;
+    let pristine = std::fs::read(fixture.store.join("store.redb"))?;
+
+    let whole = salvage_case(&fixture, &fixture.store, &work.path().join("whole"))?;
+    assert_eq!(whole.lost, 0, "a healthy store lost files: {whole:?}");
+    let healthy_head = Engine::open(&fixture.store, Access::ReadOnly)?
+        .call(LogRequest::default())?
+        .head;
+    let salvaged_head = Engine::open(work.path().join("whole"), Access::ReadOnly)?
+        .call(LogRequest::default())?
+        .head;
+    assert_eq!(salvaged_head, healthy_head, "nothing lost: the same chain");
+    // Through the binary: exit 0, "nothing was lost".
+    let (code, out, err) = strata(
+        &fixture.store,
+        &fixture.tree,
+        &["fsck", "--salvage", &p(&work.path().join("binary"))],
+    )?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("nothing was lost"), "{out}");
+    let (code, out, err) = strata(
+        &fixture.store,
+        &fixture.tree,
+        &["fsck", "--salvage", &p(&work.path().join("binary"))],
+    )?;
+    assert_eq!(
+        code, 2,
+        "a salvage into an existing store is refused: {out}{err}"
+    );
+
+    let mut rng = Rng(0x5a1_7a9e);
+    let mut totals: BTreeMap<&str, (usize, usize, usize, usize, usize)> = BTreeMap::new();
+    for case in 0..cases * 3 {
+        let dir = work.path().join(format!("damaged{case}"));
+        let out = work.path().join(format!("salvaged{case}"));
+        copy_dir(&fixture.store, &dir)?;
+        let kind = match case % 3 {
+            0 => {
+                let len = PAGE + rng.below(pristine.len() - PAGE);
+                std::fs::write(dir.join("store.redb"), &pristine[..len])?;
+                "truncated"
+            }
+            _ => {
+                let damage = Damage::pick(&mut rng, &pristine);
+                damaged_copy(&fixture, &dir, damage)?;
+                if damage.flip.is_some() {
+                    "flipped"
+                } else {
+                    "zeroed"
+                }
+            }
+        };
+        let outcome = salvage_case(&fixture, &dir, &out)
+            .map_err(|e| format!("case {case} ({kind}): {e:?}"))?;
+        let total = totals.entry(kind).or_default();
+        total.0 += 1;
+        total.1 += usize::from(outcome.refused);
+        total.2 += outcome.kept;
+        total.3 += outcome.lost;
+        total.4 += usize::from(outcome.no_log);
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    if report {
+        for (kind, (n, refused, kept, lost, no_log)) in &totals {
+            eprintln!(
+                "salvage {kind}: {n} cases, {refused} refused (no header), {no_log} without a \
+                 readable log, files kept {kept}, lost {lost}"
+            );
+        }
+    }
     Ok(())
 }

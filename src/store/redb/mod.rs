@@ -5,7 +5,8 @@
 //! # Layout
 //! - `open`: create, open, open read-only, in memory; the format check and the lock file.
 //!   `overlay`: a backend that reads a store file and keeps writes in memory (fsck's integrity
-//!   check, salvage).
+//!   check, salvage). `salvage`: a new store from what a damaged one still verifies. `backup`:
+//!   a verified copy of one read transaction.
 //! - `tables`: every table and its key layout.
 //! - `write`: the write tables of a transaction and `transact`. `evict`: erasing an entity.
 //! - `read`: the read tables of a query and the queries. `metadata`: metadata-only reads.
@@ -17,6 +18,7 @@
 //!   and the content tables). `maintain`: evict, rebuild, gc. `verify`: what every read
 //!   checks before serving (documents, contents, version rows against the log).
 
+mod backup;
 mod blobs;
 mod doc_delta;
 mod docs;
@@ -29,6 +31,7 @@ mod metadata;
 mod open;
 mod overlay;
 mod read;
+mod salvage;
 mod stat;
 mod tables;
 mod temporal;
@@ -493,6 +496,10 @@ impl Backend for RedbStore {
 
     fn gc(&self) -> Result<GcReport> {
         self.guarded_write("collecting garbage", || RedbStore::gc(self))
+    }
+
+    fn backup(&self, dir: &Path) -> Result<super::rescue::BackupReport> {
+        self.guarded("copying the store", || RedbStore::backup(self, dir))
     }
 
     fn restore_contents(&self, contents: Vec<([u8; 32], Vec<u8>)>) -> Result<()> {
