@@ -338,7 +338,19 @@ pub fn salvage(dir: &Path, new_dir: &Path) -> Result<SalvageReport> {
 fn guarded_open(what: &str, open: impl FnOnce() -> Result<redb::RedbStore>) -> Result<Store> {
     redb::guard::quiet_panics();
     let damaged = std::sync::atomic::AtomicBool::new(false);
-    redb::guard::guarded(&damaged, what, open).map(Store::from_backend)
+    redb::guard::guarded(&damaged, what, open)
+        .map_err(|e| match e {
+            // redb failed inside its open (a damaged allocator page): only salvage reads it.
+            crate::Error::Corrupt { what } if !what.contains("--salvage") => {
+                crate::Error::corrupt(format!(
+                    "{what}; if it keeps failing, `{}` copies what still verifies into a new \
+                     store",
+                    damage::SALVAGE
+                ))
+            }
+            e => e,
+        })
+        .map(Store::from_backend)
 }
 
 /// A handle on one store: cheap to clone, shared by the engine, its sessions and the indexer.

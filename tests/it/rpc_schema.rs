@@ -17,13 +17,13 @@ use jsonschema::Validator;
 use serde_json::{Map, Value, json};
 use strata::engine::{
     Access, AgentApproveRequest, AgentCallRequest, AgentEntrypointsRequest, AgentToolsRequest,
-    Apply, AsOf, CatRequest, DiffRequest, Engine, EvictRequest, FsckRequest, GcRequest,
-    HistoryRequest, IndexRequest, LogRequest, LsRequest, MountAddRequest, MountLsRequest,
-    MountRmRequest, RPC_SCHEMA_DIR, Request, SessionDiscoverRequest, SessionForkRequest,
-    SessionHistoryRequest, SessionLsRequest, SessionNewRequest, SessionReadRequest,
-    SessionRenderRequest, SessionResumeRequest, SessionSetRequest, SessionShowRequest,
-    SessionToolcallRequest, SessionTurnRequest, SetOp, ShowRequest, StatsRequest, WatchAddRequest,
-    WatchLsRequest, WatchRmRequest, rpc_schemas,
+    Apply, AsOf, BackupRequest, CatRequest, DiffRequest, Engine, EvictRequest, FsckRequest,
+    GcRequest, HistoryRequest, IndexRequest, LogRequest, LsRequest, MountAddRequest,
+    MountLsRequest, MountRmRequest, RPC_SCHEMA_DIR, Request, SessionDiscoverRequest,
+    SessionForkRequest, SessionHistoryRequest, SessionLsRequest, SessionNewRequest,
+    SessionReadRequest, SessionRenderRequest, SessionResumeRequest, SessionSetRequest,
+    SessionShowRequest, SessionToolcallRequest, SessionTurnRequest, SetOp, ShowRequest,
+    StatsRequest, WatchAddRequest, WatchLsRequest, WatchRmRequest, rpc_schemas,
 };
 use strata::object::ToolStatus;
 use strata::resolve::MountMapping;
@@ -412,6 +412,11 @@ fn a_real_engine_run_is_valid_for_the_schemas() -> TestResult {
         cwd: t.cwd(),
         ..LsRequest::default()
     })?;
+    let backup = e.call(BackupRequest {
+        dir: "backup".into(),
+        cwd: Some(t.store.with_extension("copies").display().to_string()),
+    })?;
+    assert!(backup.findings.is_empty(), "{backup:?}");
     for reference in ["src/lib.rs", "img.bin", ".env"] {
         e.call(ShowRequest {
             reference: reference.into(),
