@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::admin::{ChainHead, FsckFinding};
 use super::request::Apply;
 use super::{Engine, Error, Result};
+use crate::object::{FilesystemSource, Object};
+use crate::resolve::machine_filesystem_id;
 
 /// `dir` made absolute against `cwd` (a front end's current directory); a relative `dir`
 /// without one is refused (the daemon's own directory means nothing to the caller).
@@ -133,7 +135,7 @@ pub struct SalvageResponse {
     pub entities: u64,
     /// Contents in the new store.
     pub contents: u64,
-    /// Contents read again from the files that still hold them (hashes, hex).
+    /// Contents and documents made again from the files that still hold them (hashes, hex).
     pub restored: Vec<String>,
     /// Transactions whose log record was lost.
     pub txs_lost: Vec<u64>,
@@ -158,6 +160,22 @@ impl SalvageResponse {
     }
 }
 
+/// The object the file at `path` makes now, as `index` would make it (and its kept bytes), or
+/// its denied stub; `None` when it is not a regular file (never through a symlink) or unreadable.
+fn rebuild_file(path: &str, max_content_bytes: u64) -> Option<(Object, Option<Vec<u8>>)> {
+    let source = FilesystemSource {
+        filesystem_id: machine_filesystem_id(),
+        path: path.to_string(),
+    };
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file()) {
+        return None;
+    }
+    let file = std::fs::File::open(path).ok()?;
+    let reading = crate::index::read_stream(file, max_content_bytes).ok()?;
+    let prepared = crate::index::Prepared::new(source, reading).ok()?;
+    Some((prepared.object, prepared.kept_bytes))
+}
+
 impl Engine {
     /// Salvages the store in `dir`, which the storage engine may be unable to open, into a new
     /// store: every transaction, op, document and content that still verifies (contents the
@@ -169,7 +187,10 @@ impl Engine {
     /// not even its header reads.
     pub fn salvage(dir: impl AsRef<Path>, request: SalvageRequest) -> Result<SalvageResponse> {
         let new_dir = absolute(&request.new_dir, request.cwd.as_deref())?;
-        let report = crate::store::salvage(dir.as_ref(), &new_dir)?;
+        let dir = dir.as_ref();
+        let settings = crate::index::Settings::load(dir).unwrap_or_default();
+        let rebuild = |path: &str| rebuild_file(path, settings.max_content_bytes);
+        let report = crate::store::salvage(dir, &new_dir, &rebuild)?;
         Ok(SalvageResponse {
             dir: new_dir.display().to_string(),
             padded: report.padded,

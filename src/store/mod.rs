@@ -45,7 +45,7 @@ pub use answers::{
 };
 pub use log::{LoggedOp, Origin, TxRecord};
 pub use ops::{EncodedBlob, Op, Put, TxReceipt, TxRequest, ValidFrom};
-pub use rescue::{BackupReport, SalvageReport};
+pub use rescue::{BackupReport, Rebuild, SalvageReport};
 pub use stat::{FileStat, StatEntry, StatUpdate};
 pub use time::{Timestamp, TxId};
 
@@ -323,14 +323,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 }
 
 /// Copies what still verifies of the redb store in `dir` (one the storage engine may be unable
-/// to open) into a new store in `new_dir`, and says exactly what was lost.
+/// to open) into a new store in `new_dir`, and says exactly what was lost; a lost document of
+/// a file is made again with `rebuild` when the file still makes the same object.
 ///
 /// # Errors
 /// [`crate::Error::InvalidInput`] when `new_dir` holds a store or is `dir`;
 /// [`crate::Error::StoreLocked`] when a process holds the damaged store;
 /// [`crate::Error::Corrupt`] when not even its header reads.
-pub fn salvage(dir: &Path, new_dir: &Path) -> Result<SalvageReport> {
-    redb::RedbStore::salvage(dir, new_dir)
+pub fn salvage(dir: &Path, new_dir: &Path, rebuild: Rebuild<'_>) -> Result<SalvageReport> {
+    redb::RedbStore::salvage(dir, new_dir, rebuild)
 }
 
 /// Opens a redb store with `open` under the storage guard: a damaged file that makes redb panic

@@ -3,6 +3,7 @@
 
 use super::answers::Finding;
 use super::time::TxId;
+use crate::object::Object;
 
 /// One thing a salvage could not carry into the new store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,7 +35,7 @@ pub struct SalvageReport {
     pub entities: u64,
     /// Contents carried over.
     pub contents: u64,
-    /// Contents read again from the files that held them (hashes, hex).
+    /// Contents and documents made again from the files that hold them (hashes, hex).
     pub restored: Vec<String>,
     /// Transactions whose record was lost (kept as empty records).
     pub txs_lost: Vec<u64>,
@@ -62,3 +63,8 @@ pub struct BackupReport {
     /// What fsck finds in the copy (nothing when the store was sound).
     pub findings: Vec<Finding>,
 }
+
+/// What salvage asks when a document is lost: the object (and the raw bytes kept beside it) that
+/// the file at a path makes now, if the file is still there. Salvage keeps it only when its
+/// object hash is the lost document's: content addressing makes that safe.
+pub type Rebuild<'a> = &'a dyn Fn(&str) -> Option<(Object, Option<Vec<u8>>)>;

@@ -24,7 +24,7 @@ use super::tables::*;
 use super::{RedbStore, WriteTables, blobs};
 use crate::error::{Error, Result};
 use crate::hash::sha256;
-use crate::store::rescue::{Loss, SalvageReport};
+use crate::store::rescue::{Loss, Rebuild, SalvageReport};
 
 /// Runs one read of the damaged store under the guard: `None` (and the error in `failed`) when
 /// it met damage.
@@ -71,6 +71,8 @@ where
     (rows, Some(problem))
 }
 
+/// The magic number every redb file starts with.
+const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
 /// Where redb's header keeps its flags (after its 9-byte magic number).
 const GOD_BYTE: u64 = 9;
 /// The flag that makes a reader serve the older of the two commit slots.
@@ -127,6 +129,8 @@ fn open_damaged(path: &Path, previous: bool) -> Result<(Damaged, Option<(u64, u6
     while let Some(len) = tries.pop() {
         let overlay = || -> Result<overlay::Overlay> {
             let overlay = overlay::Overlay::new(file.try_clone().map_err(io)?, len).map_err(io)?;
+            // Every redb file starts with the same magic number: a damaged one is put back.
+            overlay.write(0, &REDB_MAGIC).map_err(io)?;
             if previous {
                 let mut god = [0u8; 1];
                 overlay.read(GOD_BYTE, &mut god).map_err(io)?;
@@ -303,6 +307,8 @@ struct DocCopy {
 /// The salvage in progress: the damaged store, and what the new one received.
 struct Salvage<'a> {
     db: &'a dyn ReadableDatabase,
+    /// Makes a file's object again from disk.
+    rebuild: Rebuild<'a>,
     report: SalvageReport,
     /// Documents already in the new store.
     docs_done: HashSet<[u8; 32]>,
@@ -409,7 +415,7 @@ impl RedbStore {
     /// [`Error::InvalidInput`] when `new_dir` holds a store or is `dir`;
     /// [`Error::StoreLocked`] when a process holds the damaged store; [`Error::Corrupt`] when
     /// not even its header reads; storage errors of the new store.
-    pub fn salvage(dir: &Path, new_dir: &Path) -> Result<SalvageReport> {
+    pub fn salvage(dir: &Path, new_dir: &Path, rebuild: Rebuild<'_>) -> Result<SalvageReport> {
         guard::quiet_panics();
         let path = dir.join(DB_FILE);
         if !path.exists() {
@@ -441,6 +447,7 @@ impl RedbStore {
         let target = RedbStore::create(new_dir)?;
         let mut salvage = Salvage {
             db: &*db,
+            rebuild,
             report: SalvageReport {
                 padded,
                 ..SalvageReport::default()
@@ -670,8 +677,34 @@ impl RedbStore {
                         *stored += write_doc(w, &hash, &copy)?;
                         salvage.docs_done.insert(hash);
                     }
+                    Err(("document", why)) => {
+                        // The file may still make the same object: then its document is back.
+                        let rebuilt = salvage
+                            .paths
+                            .get(&*write.entity)
+                            .and_then(|path| (salvage.rebuild)(path))
+                            .filter(|(object, _)| {
+                                object.object_hash().0 == hash && object.id() == &*write.entity
+                            });
+                        let Some((object, bytes)) = rebuilt else {
+                            salvage.lose("document", Some(tx), Some(&write.entity), why);
+                            return Ok(Some("its document is lost".into()));
+                        };
+                        let made = docs::ensure_doc(
+                            &mut w.docs,
+                            &mut w.blobs,
+                            &object,
+                            bytes.as_deref(),
+                            None,
+                            None,
+                            None,
+                        )?;
+                        *stored += made.stored;
+                        salvage.docs_done.insert(hash);
+                        salvage.restored.insert(hex::encode(hash));
+                    }
                     Err((kind, why)) => {
-                        salvage.lose(kind, Some(tx), Some(&write.entity), why.clone());
+                        salvage.lose(kind, Some(tx), Some(&write.entity), why);
                         return Ok(Some(format!("its {kind} is lost")));
                     }
                 }
