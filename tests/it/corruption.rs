@@ -910,12 +910,18 @@ fn salvage_case(fixture: &Fixture, dir: &Path, out: &Path) -> TestResult<Salvage
     let engine = Engine::open(out, Access::ReadOnly)?;
     let fsck = engine.call(FsckRequest::default())?;
     assert!(fsck.findings.is_empty(), "{:?}", fsck.findings);
-    // A log that could not be read at all: nothing names the files, and none is kept.
-    let no_log = report.txs == 0
-        && report
+    // A log that could not be read at all (nothing is kept), or no table that names files
+    // (entities, paths, the stat cache) read: the files lost cannot be named.
+    let unreadable = |table: &str| {
+        report
             .losses
             .iter()
-            .any(|l| l.kind == "table" && l.detail.starts_with("tx_log"));
+            .any(|l| l.kind == "table" && l.detail.starts_with(&format!("{table} ")))
+    };
+    let no_log = (report.txs == 0 && unreadable("tx_log"))
+        || ["entities", "paths", "stat_cache"]
+            .iter()
+            .all(|t| unreadable(t));
     let mut named: std::collections::HashSet<String> = std::collections::HashSet::new();
     for loss in &report.losses {
         named.extend(loss.entity.iter().cloned());

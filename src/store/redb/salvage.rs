@@ -188,6 +188,9 @@ struct Source {
     evictions_since: u64,
     /// Entities the store listed: id → path.
     entities: BTreeMap<String, Option<String>>,
+    /// The entity each op wrote, as the store's version and match rows say: names the entity
+    /// of an op whose body is lost.
+    op_entities: HashMap<(u64, u32), String>,
     /// Tables that could not be read through, with why.
     unreadable: Vec<(&'static str, String)>,
 }
@@ -248,13 +251,59 @@ impl Source {
         }) {
             source.evictions_since = since;
         }
-        let (entities, _) = read_rows(db, ENTITIES, |k, v| (k.to_vec(), v.to_vec()));
+        // The names of what was lost: the entities, and the files that `paths` and the stat
+        // cache list (a file's id is its source's identity hash).
+        let (entities, problem) = read_rows(db, ENTITIES, |k, v| (k.to_vec(), v.to_vec()));
+        if let Some(problem) = problem {
+            source.unreadable.push(("entities", problem));
+        }
         for (key, value) in entities {
             if let (Ok(id), Ok(rec)) = (
                 codec::id_of_key(&key, "entity key"),
                 codec::decode::<codec::EntityRec>(&value, "entity"),
             ) {
                 source.entities.insert(id, rec.source.map(|(_, p)| p));
+            }
+        }
+        let (ids, _) = read_rows(db, ENTITY_IDS, |k, v: &[u8]| (k, v.to_vec()));
+        let id_of = |eid: u64| {
+            ids.get(&eid)
+                .and_then(|key| codec::id_of_key(key, "entity id").ok())
+        };
+        let (versions, _) = read_rows(db, VERSIONS, |k, v: &[u8]| (k, v.to_vec()));
+        for ((eid, _, tx), value) in versions {
+            if let (Ok(rec), Some(id)) = (
+                codec::decode::<codec::VersionRec>(&value, "version"),
+                id_of(eid),
+            ) {
+                source.op_entities.insert((tx, rec.op), id);
+            }
+        }
+        let (matches, _) = read_rows(db, MATCH_OPS, |k, _: ()| (k, ()));
+        for (eid, tx, n) in matches.into_keys() {
+            if let Some(id) = id_of(eid) {
+                source.op_entities.insert((tx, n), id);
+            }
+        }
+        let own = |k: (&[u8], &str), _| (k.0.to_vec(), k.1.to_string());
+        let (paths, problem) = read_rows(db, PATHS, |k, _: u64| own(k, ()));
+        if let Some(problem) = problem {
+            source.unreadable.push(("paths", problem));
+        }
+        let (cached, problem) = read_rows(db, STAT_CACHE, |k, _: &[u8]| own(k, ()));
+        if let Some(problem) = problem {
+            source.unreadable.push(("stat_cache", problem));
+        }
+        for (fs, path) in paths.into_iter().chain(cached) {
+            let Ok(filesystem_id) = codec::id_of_key(&fs, "filesystem id") else {
+                continue;
+            };
+            let file = crate::object::Source::Filesystem(FilesystemSource {
+                filesystem_id,
+                path: path.clone(),
+            });
+            if let Ok(id) = crate::object::sourced_identity(ObjectType::File, &file) {
+                source.entities.entry(id.to_hex()).or_insert(Some(path));
             }
         }
         source
@@ -554,6 +603,22 @@ impl RedbStore {
                             format!("its log record is lost ({why}); kept as an empty record"),
                         );
                         salvage.report.txs_lost.push(tx);
+                        // What the store's rows say it wrote.
+                        let mut wrote: Vec<(u32, &String)> = source
+                            .op_entities
+                            .iter()
+                            .filter(|((t, _), _)| *t == tx)
+                            .map(|((_, n), id)| (*n, id))
+                            .collect();
+                        wrote.sort();
+                        for (n, id) in wrote {
+                            salvage.lose(
+                                "op",
+                                Some(tx),
+                                Some(id),
+                                format!("op {n} of tx {tx}: lost with its log record"),
+                            );
+                        }
                         // Between its neighbours' times.
                         let next = source
                             .headers
@@ -596,7 +661,8 @@ impl RedbStore {
                             salvage.report.ops += 1;
                         }
                         Some(Err(e)) => {
-                            salvage.lose("op", Some(tx), None, e);
+                            let entity = source.op_entities.get(&(tx, n)).map(String::as_str);
+                            salvage.lose("op", Some(tx), entity, e);
                             salvage.report.ops_lost += 1;
                         }
                         None => {
@@ -609,10 +675,11 @@ impl RedbStore {
                                 // Before evictions were recorded: evicted, unrecorded.
                                 digests.push(digest);
                             } else {
+                                let entity = source.op_entities.get(&(tx, n)).map(String::as_str);
                                 salvage.lose(
                                     "op",
                                     Some(tx),
-                                    None,
+                                    entity,
                                     format!("op {n} of tx {tx}: its body is lost"),
                                 );
                                 salvage.report.ops_lost += 1;
