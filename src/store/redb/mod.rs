@@ -218,12 +218,34 @@ impl Drop for RedbStore {
 impl RedbStore {
     /// Runs `f` (doing `what`) under the storage guard; damage it meets (a panic inside redb, a
     /// record that fails its check) marks the store damaged.
+    ///
+    /// On a store marked damaged, "not found" may be what the damage lost (a row of `entities`
+    /// gone): it is then an [`Error::Corrupt`] saying so, never an answer that something is
+    /// absent.
     fn guarded<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         let result = guard::guarded(&self.damaged, what, f);
-        if let Err(e @ Error::Corrupt { .. }) = &result {
-            self.note_damage(&e.to_string());
+        match result {
+            Err(e @ Error::Corrupt { .. }) => {
+                self.note_damage(&e.to_string());
+                Err(e)
+            }
+            Err(Error::NotFound { what })
+                if self.damaged.load(std::sync::atomic::Ordering::SeqCst) =>
+            {
+                let reason = self
+                    .damage_reason
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone()
+                    .unwrap_or_else(|| "an earlier read found damage".into());
+                Err(Error::corrupt(format!(
+                    "not found: {what}; but the store is marked damaged ({reason}), so it may be \
+                     what the damage lost; run `strata fsck` to see what is affected and `strata \
+                     fsck --repair` to repair it"
+                )))
+            }
+            result => result,
         }
-        result
     }
 
     /// Runs the write `f` (doing `what`) under the storage guard, refused on a damaged store.
