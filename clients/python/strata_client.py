@@ -350,8 +350,10 @@ class LsRow(TypedDict):
     last_change: str
     # The transaction that wrote the version.
     tx_id: int
-    # `text`, `binary`, `too_large`, `denied`, `stub` or `deleted`.
+    # `text`, `binary`, `too_large`, `denied`, `stub`, `deleted`, or `damaged` (its rows or content fail their checks: see `damage`).
     state: str
+    # What is damaged, for a `damaged` row (its other fields are then empty).
+    damage: NotRequired[str | None]
 
 
 LsResult = list[LsRow]
@@ -593,6 +595,26 @@ class FsckResult(TypedDict):
     head: ChainHead | None
     # The contents a repair re-read from disk (their hashes, hex), in order.
     restored: NotRequired[list[str]]
+
+
+class BackupParams(TypedDict):
+    """`backup`: copy the store, as one read transaction sees it, into a new store in `dir`, and verify the copy."""
+    # The directory of the copy: new, or empty.
+    dir: str
+    # The directory a relative `dir` is taken from.
+    cwd: NotRequired[str | None]
+
+
+class BackupResult(TypedDict):
+    """What `backup` answers."""
+    # The copy's directory.
+    dir: str
+    # The copy's chain head: the store as of this transaction (`None`: empty).
+    head: ChainHead | None
+    # The size of the copy's store file in bytes.
+    bytes: int
+    # What fsck found in the copy (none: the copy verifies).
+    findings: list[FsckFinding]
 
 
 class GcParams(TypedDict):
@@ -1314,6 +1336,7 @@ METHODS: dict[str, tuple[Any, Any]] = {
     "log": (LogParams, LogResult),
     "log.run": (LogRunParams, LogRunResult),
     "fsck": (FsckParams, FsckResult),
+    "backup": (BackupParams, BackupResult),
     "gc": (GcParams, GcResult),
     "evict": (EvictParams, EvictResult),
     "stats": (StatsParams, StatsResult),
@@ -1516,6 +1539,24 @@ class _EngineMethods:
         Returns schema/rpc/fsck.result.json (optional params left at None are not sent).
         """
         return cast(FsckResult, self._request("fsck", {}, {"rebuild": rebuild, "repair": repair}))
+
+    def backup(self, dir: str, *, cwd: str | None = None) -> BackupResult:
+        """`backup`: copy the store, as one read transaction sees it, into a new store in `dir`, and verify the copy.
+
+        dir: The directory of the copy: new, or empty.
+        cwd: The directory a relative `dir` is taken from. Default: this process's working directory.
+        Returns schema/rpc/backup.result.json (optional params left at None are not sent).
+        """
+        result = self._request(
+            "backup",
+            {
+                "dir": dir,
+            },
+            {
+                "cwd": cwd if cwd is not None else os.getcwd(),
+            },
+        )
+        return cast(BackupResult, result)
 
     def gc(self) -> GcResult:
         """`gc`: drop contents and documents that no version references.

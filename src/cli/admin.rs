@@ -4,12 +4,14 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use strata::engine::{
-    AgentAuditRequest, Engine, EvictRequest, FsckRequest, GcRequest, LogRequest, MountAddRequest,
-    MountLsRequest, MountRmRequest, StatsRequest,
+    AgentAuditRequest, BackupRequest, Engine, EvictRequest, FsckRequest, GcRequest, LogRequest,
+    MountAddRequest, MountLsRequest, MountRmRequest, SalvageRequest, StatsRequest,
 };
 use strata::resolve::MountMapping;
 
-use super::args::{AuditArgs, EvictArgs, FsckArgs, InitArgs, JsonArgs, LogArgs, MountCommand};
+use super::args::{
+    AuditArgs, BackupArgs, EvictArgs, FsckArgs, InitArgs, JsonArgs, LogArgs, MountCommand,
+};
 use super::locate::{self, Located};
 use super::{Invocation, output};
 
@@ -171,6 +173,9 @@ impl Invocation<'_> {
     }
 
     pub(super) fn fsck(&mut self, args: FsckArgs) -> Result<ExitCode> {
+        if let Some(new_dir) = &args.salvage {
+            return self.salvage(new_dir, args.json.json);
+        }
         let report = self.call(FsckRequest {
             rebuild: args.rebuild,
             repair: args.repair,
@@ -237,6 +242,137 @@ impl Invocation<'_> {
             repairs.join("` or `")
         )?;
         Ok(())
+    }
+
+    /// `fsck --salvage NEW_DIR`: in this process (the damaged store may not open, so no
+    /// daemon can hold it); exit 1 when anything was lost.
+    fn salvage(&mut self, new_dir: &std::path::Path, json: bool) -> Result<ExitCode> {
+        self.check_exists()?;
+        let dir = self.dir().to_path_buf();
+        let report = Engine::salvage(
+            &dir,
+            SalvageRequest {
+                new_dir: new_dir.display().to_string(),
+                cwd: self.cwd(),
+            },
+        )
+        .with_context(|| format!("salvaging store {}", dir.display()))?;
+        let code = if report.lost_anything() || !report.findings.is_empty() {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        };
+        let printed = if json {
+            self.print_json(&report)
+        } else {
+            self.print_salvage(&report)
+        };
+        match printed {
+            Err(e) if is_broken_pipe(&e) => Ok(code),
+            Err(e) => Err(e),
+            Ok(()) => Ok(code),
+        }
+    }
+
+    fn print_salvage(&mut self, report: &strata::engine::SalvageResponse) -> Result<()> {
+        if let Some((len, read)) = report.padded {
+            writeln!(
+                self.out,
+                "the store file was truncated ({len} bytes): read it padded to the {read} bytes                  its header records"
+            )?;
+        }
+        for hash in &report.restored {
+            writeln!(
+                self.out,
+                "restored content {hash} from the file that holds it"
+            )?;
+        }
+        for loss in &report.losses {
+            let mut line = format!("lost {}: {}", loss.kind, loss.detail);
+            match (&loss.path, &loss.entity) {
+                (Some(path), _) => line.push_str(&format!("; affects {}", output::path(path))),
+                (None, Some(entity)) => line.push_str(&format!("; affects {entity}")),
+                (None, None) => {}
+            }
+            writeln!(self.out, "{line}")?;
+        }
+        for lost in &report.entities_lost {
+            match &lost.path {
+                Some(path) => writeln!(
+                    self.out,
+                    "lost entity {} ({})",
+                    lost.entity,
+                    output::path(path)
+                )?,
+                None => writeln!(self.out, "lost entity {}", lost.entity)?,
+            }
+        }
+        let head = report.head.as_ref().map_or_else(
+            || "empty".to_string(),
+            |h| format!("head after tx {}: {}", h.tx_id, h.chain),
+        );
+        writeln!(
+            self.out,
+            "salvaged into {}: {} transactions, {} ops, {} entities, {} contents ({head})",
+            report.dir, report.txs, report.ops, report.entities, report.contents
+        )?;
+        if report.lost_anything() {
+            writeln!(
+                self.out,
+                "lost: {} transactions, {} ops, {} entities, {} contents",
+                report.txs_lost.len(),
+                report.ops_lost,
+                report.entities_lost.len(),
+                report.contents_lost.len()
+            )?;
+        } else {
+            writeln!(self.out, "nothing was lost")?;
+        }
+        for finding in &report.findings {
+            writeln!(
+                self.out,
+                "the new store fails a check: {}: {}: {}",
+                finding.kind, finding.subject, finding.detail
+            )?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn backup(&mut self, args: BackupArgs) -> Result<ExitCode> {
+        let report = self.call(BackupRequest {
+            dir: args.dir.display().to_string(),
+            cwd: self.cwd(),
+        })?;
+        if args.json.json {
+            self.print_json(&report)?;
+        } else {
+            match &report.head {
+                Some(head) => writeln!(
+                    self.out,
+                    "backed up the store as of tx {} (chain {}) into {} ({})",
+                    head.tx_id,
+                    head.chain,
+                    report.dir,
+                    output::bytes(report.bytes)
+                )?,
+                None => writeln!(self.out, "backed up the empty store into {}", report.dir)?,
+            }
+            for finding in &report.findings {
+                writeln!(
+                    self.out,
+                    "the copy fails a check: {}: {}: {}",
+                    finding.kind, finding.subject, finding.detail
+                )?;
+            }
+            if report.findings.is_empty() {
+                writeln!(self.out, "the copy verifies")?;
+            }
+        }
+        Ok(if report.findings.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
     }
 
     pub(super) fn evict(&mut self, args: EvictArgs) -> Result<ExitCode> {

@@ -53,6 +53,9 @@ pub enum Command {
     Diff(DiffArgs),
     /// Verify the store; exit 1 with one line per problem.
     Fsck(FsckArgs),
+    /// Copy the store, as one consistent snapshot, into a new store in DIR while others keep
+    /// using it, and verify the copy (through the daemon when one runs).
+    Backup(BackupArgs),
     /// Erase an entity and its whole history.
     Evict(EvictArgs),
     /// Drop contents and documents that no version references.
@@ -347,6 +350,20 @@ pub struct FsckArgs {
     /// rebuild the query tables, and report what could not be recovered.
     #[arg(long, conflicts_with = "rebuild")]
     pub repair: bool,
+    /// Copy everything that still verifies into a new store in NEW_DIR (for a store the storage
+    /// engine cannot open, or one repair cannot fix) and say exactly what was lost; the damaged
+    /// store is only read. Stop its daemon first (`strata stop`).
+    #[arg(long, value_name = "NEW_DIR", conflicts_with_all = ["rebuild", "repair"])]
+    pub salvage: Option<PathBuf>,
+    #[command(flatten)]
+    pub json: JsonArgs,
+}
+
+/// `strata backup`.
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The directory of the copy (new, or empty).
+    pub dir: PathBuf,
     #[command(flatten)]
     pub json: JsonArgs,
 }

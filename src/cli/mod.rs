@@ -8,7 +8,8 @@
 //!
 //! # Layout
 //! - `args`: the clap definitions. `locate`: finding the store as git finds `.git`.
-//! - `objects`: ls, show, cat, history, diff. `admin`: init, mount, log, fsck, evict, gc, stats.
+//! - `objects`: ls, show, cat, history, diff. `admin`: init, mount, log, fsck (salvage too), backup, evict, gc,
+//!   stats.
 //! - `index`: index with its progress bar. `session`: the session commands.
 //! - `watch`: watch, unwatch. `daemon`: serve, stop, status, and how a command reaches the engine: through the store's
 //!   daemon (started when none runs), or in this process with `--no-daemon`.
@@ -92,6 +93,7 @@ impl Invocation<'_> {
             Command::Diff(args) => self.diff(args),
             Command::Log(args) => self.log(args),
             Command::Fsck(args) => self.fsck(args),
+            Command::Backup(args) => self.backup(args),
             Command::Evict(args) => self.evict(args),
             Command::Gc(args) => self.gc(args),
             Command::Stats(args) => self.stats(args),

@@ -1,5 +1,6 @@
 //! The reading commands: `ls`, `show`, `cat`, `history`, `diff`.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -41,9 +42,33 @@ impl Invocation<'_> {
             all: args.all,
             as_of: args.as_of.into(),
         })?;
+        // Damaged files are listed as such, and named on stderr: the exit says not all is well.
+        let damaged: Vec<&strata::engine::LsRow> =
+            rows.iter().filter(|r| r.damage.is_some()).collect();
+        let code = if damaged.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            let mut err = std::io::stderr();
+            for row in &damaged {
+                writeln!(
+                    err,
+                    "strata: {} is damaged: {}",
+                    output::path(&row.path),
+                    row.damage.as_deref().unwrap_or_default()
+                )?;
+            }
+            writeln!(
+                err,
+                "strata: {} of {} files are damaged; `strata fsck` says what is affected and \
+                 `strata fsck --repair` repairs what can be repaired",
+                damaged.len(),
+                rows.len()
+            )?;
+            ExitCode::from(2)
+        };
         if args.json.json {
             self.print_json(&rows)?;
-            return Ok(ExitCode::SUCCESS);
+            return Ok(code);
         }
         // Paths under the current directory are shown relative to it, as git shows them; the
         // path comes last, so that no column is padded to the longest path.
@@ -64,7 +89,7 @@ impl Invocation<'_> {
             &["SIZE", "VERSIONS", "LAST CHANGE", "STATE", "PATH"],
             &table,
         )?;
-        Ok(ExitCode::SUCCESS)
+        Ok(code)
     }
 
     pub(super) fn show(&mut self, args: ShowArgs) -> Result<ExitCode> {

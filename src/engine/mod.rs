@@ -7,7 +7,7 @@
 //! shape of a JSON-RPC 2.0 call) answered by a [`Response`]; a Rust caller may also call one
 //! request type directly with [`Engine::call`] and get its own response type. Each group of
 //! requests lives in its own file with its `apply`: `objects` (ls, show, cat, history, diff),
-//! `admin` (log, fsck, gc, evict, stats, mounts), `index` (tree scans), `sessions` (the session
+//! `admin` (log, fsck, gc, evict, stats, mounts), `rescue` (backup, salvage), `index` (tree scans), `sessions` (the session
 //! API), `agent` (the agent tools over a session). The CLI, the daemon and the MCP server only translate: none touches the store or builds
 //! a response itself.
 //!
@@ -22,6 +22,7 @@ mod agent;
 mod index;
 mod objects;
 mod request;
+mod rescue;
 mod schema;
 mod sessions;
 mod watch;
@@ -49,6 +50,9 @@ pub use objects::{
     HistoryResponse, HistoryRow, LsRequest, LsRow, MIN_PREFIX, ShowRequest, ShowResponse,
 };
 pub use request::{Apply, Request, Response, Writes};
+pub use rescue::{
+    BackupRequest, BackupResponse, LostEntity, SalvageLoss, SalvageRequest, SalvageResponse,
+};
 pub use schema::{RPC_SCHEMA_DIR, rpc_schemas};
 pub use sessions::{
     Committed, Forked, SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest,

@@ -261,8 +261,12 @@ pub struct LsRow {
     pub last_change: String,
     /// The transaction that wrote the version.
     pub tx_id: u64,
-    /// `text`, `binary`, `too_large`, `denied`, `stub` or `deleted`.
+    /// `text`, `binary`, `too_large`, `denied`, `stub`, `deleted`, or `damaged` (its rows or
+    /// content fail their checks: see `damage`).
     pub state: String,
+    /// What is damaged, for a `damaged` row (its other fields are then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
 }
 
 impl Apply for LsRequest {
@@ -286,42 +290,70 @@ impl Apply for LsRequest {
         let mut rows = Vec::new();
         // Version rows and content lengths only: no object is rebuilt, no content read.
         for (path, id) in store.paths_under(&machine_filesystem_id(), &prefix)? {
-            let Some(info) = store.version_info(&id, valid, tx)? else {
-                continue;
-            };
-            if info.is_tombstone() && !self.all {
-                continue;
+            // A file whose rows are damaged is listed as such; the others still are.
+            match ls_row(store, &self, path.clone(), id.clone(), valid, tx) {
+                Ok(Some(row)) => rows.push(row),
+                Ok(None) => {}
+                Err(e @ Error::Corrupt { .. }) => rows.push(LsRow {
+                    path,
+                    id,
+                    size: None,
+                    versions: 0,
+                    last_change: String::new(),
+                    tx_id: 0,
+                    state: "damaged".to_string(),
+                    damage: Some(e.to_string()),
+                }),
+                Err(e) => return Err(e),
             }
-            let query = HistoryQuery {
-                as_of_tx: tx,
-                // Under --valid-at, the versions that had begun by then.
-                valid_to: valid.map(Timestamp::next),
-                ..HistoryQuery::default()
-            };
-            let versions = store.history(&id, query)?.len() as u64;
-            let size = store
-                .version_sizes(&id, std::slice::from_ref(&info))?
-                .pop()
-                .flatten();
-            let state = match info.content_omitted {
-                _ if info.is_tombstone() => "deleted",
-                Some(reason) => reason.as_str(),
-                // A live version with no content and no reason is a stub (never read).
-                None if size.is_none() => "stub",
-                None => "text",
-            };
-            rows.push(LsRow {
-                state: state.to_string(),
-                path,
-                id,
-                size,
-                versions,
-                last_change: info.valid_from.to_rfc3339(),
-                tx_id: info.tx_id.0,
-            });
         }
         Ok(rows)
     }
+}
+
+/// The `ls` row of entity `id` at `path` (`None`: no version there, or deleted without `all`).
+fn ls_row(
+    store: &crate::store::Store,
+    request: &LsRequest,
+    path: String,
+    id: String,
+    valid: Option<Timestamp>,
+    tx: Option<TxId>,
+) -> Result<Option<LsRow>> {
+    let Some(info) = store.version_info(&id, valid, tx)? else {
+        return Ok(None);
+    };
+    if info.is_tombstone() && !request.all {
+        return Ok(None);
+    }
+    let query = HistoryQuery {
+        as_of_tx: tx,
+        // Under --valid-at, the versions that had begun by then.
+        valid_to: valid.map(Timestamp::next),
+        ..HistoryQuery::default()
+    };
+    let versions = store.history(&id, query)?.len() as u64;
+    let size = store
+        .version_sizes(&id, std::slice::from_ref(&info))?
+        .pop()
+        .flatten();
+    let state = match info.content_omitted {
+        _ if info.is_tombstone() => "deleted",
+        Some(reason) => reason.as_str(),
+        // A live version with no content and no reason is a stub (never read).
+        None if size.is_none() => "stub",
+        None => "text",
+    };
+    Ok(Some(LsRow {
+        state: state.to_string(),
+        path,
+        id,
+        size,
+        versions,
+        last_change: info.valid_from.to_rfc3339(),
+        tx_id: info.tx_id.0,
+        damage: None,
+    }))
 }
 
 /// `show`: one object's envelope and version.

@@ -9,6 +9,7 @@ use super::admin::*;
 use super::agent::*;
 use super::index::*;
 use super::objects::*;
+use super::rescue::*;
 use super::sessions::*;
 use super::watch::*;
 use crate::error::Result;
@@ -107,6 +108,7 @@ methods! {
     "log" => Log(LogRequest) -> LogResponse;
     "log.run" => LogRun(LogRunRequest) -> LogRun;
     "fsck" => Fsck(FsckRequest) -> FsckResponse;
+    "backup" => Backup(BackupRequest) -> BackupResponse;
     "gc" => Gc(GcRequest) -> GcResponse;
     "evict" => Evict(EvictRequest) -> EvictResponse;
     "stats" => Stats(StatsRequest) -> StatsResponse;
@@ -162,6 +164,7 @@ macro_rules! may_write {
 }
 
 reads_only!(
+    BackupRequest,
     LsRequest,
     ShowRequest,
     CatRequest,

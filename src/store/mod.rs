@@ -18,6 +18,7 @@
 //!   bincode (record encodings).
 //! - `damage`: the damage marker beside the store file (`store.damaged`): writes refused until
 //!   repaired.
+//! - `rescue`: what salvage and backup answer.
 //! - `private`: the store directory's modes (0700, files 0600, whatever the umask); every file
 //!   strata makes in a store directory is made there.
 //! - `redb/`: the redb implementation (tables, blobs and documents, deltas, the bitemporal write
@@ -31,6 +32,7 @@ mod log;
 mod ops;
 pub(crate) mod private;
 mod redb;
+mod rescue;
 mod stat;
 mod time;
 
@@ -43,6 +45,7 @@ pub use answers::{
 };
 pub use log::{LoggedOp, Origin, TxRecord};
 pub use ops::{EncodedBlob, Op, Put, TxReceipt, TxRequest, ValidFrom};
+pub use rescue::{BackupReport, Rebuild, SalvageReport};
 pub use stat::{FileStat, StatEntry, StatUpdate};
 pub use time::{Timestamp, TxId};
 
@@ -318,6 +321,31 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Storage errors.
     fn gc(&self) -> Result<GcReport>;
+
+    /// Copies the store as one consistent snapshot into a new store in `dir` while writers go
+    /// on, and verifies the copy. The default refuses: a backend that cannot copy itself says so.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] when `dir` holds a store (or the backend cannot copy);
+    /// storage and I/O errors.
+    fn backup(&self, dir: &Path) -> Result<BackupReport> {
+        Err(crate::Error::invalid_input(format!(
+            "this storage engine cannot make a backup into {}; use its own backup tool",
+            dir.display()
+        )))
+    }
+}
+
+/// Copies what still verifies of the redb store in `dir` (one the storage engine may be unable
+/// to open) into a new store in `new_dir`, and says exactly what was lost; a lost document of
+/// a file is made again with `rebuild` when the file still makes the same object.
+///
+/// # Errors
+/// [`crate::Error::InvalidInput`] when `new_dir` holds a store or is `dir`;
+/// [`crate::Error::StoreLocked`] when a process holds the damaged store;
+/// [`crate::Error::Corrupt`] when not even its header reads.
+pub fn salvage(dir: &Path, new_dir: &Path, rebuild: Rebuild<'_>) -> Result<SalvageReport> {
+    redb::RedbStore::salvage(dir, new_dir, rebuild)
 }
 
 /// Opens a redb store with `open` under the storage guard: a damaged file that makes redb panic
@@ -325,7 +353,19 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 fn guarded_open(what: &str, open: impl FnOnce() -> Result<redb::RedbStore>) -> Result<Store> {
     redb::guard::quiet_panics();
     let damaged = std::sync::atomic::AtomicBool::new(false);
-    redb::guard::guarded(&damaged, what, open).map(Store::from_backend)
+    redb::guard::guarded(&damaged, what, open)
+        .map_err(|e| match e {
+            // redb failed inside its open (a damaged allocator page): only salvage reads it.
+            crate::Error::Corrupt { what } if !what.contains("--salvage") => {
+                crate::Error::corrupt(format!(
+                    "{what}; if it keeps failing, `{}` copies what still verifies into a new \
+                     store",
+                    damage::SALVAGE
+                ))
+            }
+            e => e,
+        })
+        .map(Store::from_backend)
 }
 
 /// A handle on one store: cheap to clone, shared by the engine, its sessions and the indexer.

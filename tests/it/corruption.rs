@@ -15,8 +15,12 @@
 //!   (a store the storage engine cannot open at all is flagged by fsck's corrupt error);
 //! - `fsck_missed`: some command's answer changed (an error or another answer) but fsck found
 //!   nothing;
-//! - `repair_failed`: after `fsck --repair`, a command still did not give its healthy answer
-//!   (every file of the fixture is still on disk, so every content can be recovered).
+//! - `repair_failed`: a flagged case given to `fsck --repair` (one in
+//!   `STRATA_CORRUPTION_REPAIR_EVERY`, default 4) that repair called clean but where a command
+//!   still did not give its healthy answer, or whose repair failed otherwise. A repair that
+//!   leaves findings (damage in the log, in documents only the store held) must end in a clear
+//!   "salvage" verdict: `fsck --salvage` then makes a store that verifies (`salvage`); the
+//!   others are `repaired`.
 //!
 //! `errors` (a command refused with an error) is not a failure: a damaged store may refuse.
 //!
@@ -31,9 +35,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use strata::engine::{
-    Access, CatRequest, Engine, EvictRequest, FsckRequest, HistoryRequest, IndexRequest,
-    LogRequest, LsRequest, SessionNewRequest, SessionReadRequest, SessionRenderRequest,
-    SessionTurnRequest, ShowRequest,
+    Access, Body, CatRequest, Engine, EvictRequest, FsckRequest, HistoryRequest, IndexRequest,
+    LogRequest, LsRequest, LsRow, SalvageRequest, SessionNewRequest, SessionReadRequest,
+    SessionRenderRequest, SessionTurnRequest, ShowRequest,
 };
 use strata::resolve::MountMapping;
 
@@ -280,11 +284,21 @@ impl Fixture {
     fn command(&self, engine: &Engine, name: &str) -> strata::Result<String> {
         let file = |name: &str| p(&self.tree.join(name));
         Ok(match name {
-            "ls" => json(&engine.call(LsRequest {
-                prefix: Some(p(&self.tree)),
-                all: true,
-                ..LsRequest::default()
-            })?)?,
+            "ls" => {
+                let rows = engine.call(LsRequest {
+                    prefix: Some(p(&self.tree)),
+                    all: true,
+                    ..LsRequest::default()
+                })?;
+                // Damaged rows: listed, and the CLI exits non-zero.
+                if let Some(row) = rows.iter().find(|r| r.damage.is_some()) {
+                    return Err(strata::Error::corrupt(format!(
+                        "ls: {} is damaged: {:?}",
+                        row.path, row.damage
+                    )));
+                }
+                json(&rows)?
+            }
             "show" => json(&engine.call(ShowRequest {
                 reference: file("sub/f6.txt"),
                 ..ShowRequest::default()
@@ -440,6 +454,7 @@ struct Outcome {
     errors: usize,
     fsck_error: bool,
     fsck_missed: bool,
+    repair_failed: bool,
     /// fsck reported findings, or refused the store as corrupt.
     flagged: bool,
     changed: bool,
@@ -460,6 +475,16 @@ struct Counts {
     flagged: usize,
     /// Cases fsck passed and in which every answer stayed the healthy one.
     clean: usize,
+    /// Flagged cases given to `fsck --repair` (a sample).
+    repair_tried: usize,
+    /// ... after which fsck found nothing and every answer was the healthy one.
+    repaired: usize,
+    /// ... which repair could not fix (findings remained, or the store would not open), and
+    /// which salvage then copied into a store that verifies: a clear "salvage" verdict.
+    salvage: usize,
+    /// ... in which repair claimed success but an answer was not the healthy one, or repair or
+    /// the salvage after it failed.
+    repair_failed: usize,
 }
 
 fn run_case(fixture: &Fixture, dir: &Path, damage: Damage, binary: bool) -> TestResult<Outcome> {
@@ -541,6 +566,73 @@ fn binary_case(fixture: &Fixture, dir: &Path, damage: Damage, outcome: &mut Outc
     Ok(())
 }
 
+/// What `fsck --repair` made of a damaged case.
+enum Repaired {
+    /// fsck finds nothing after it and every answer is the healthy one.
+    Healthy,
+    /// Repair left findings (their kinds, or the error), and salvage made a store that
+    /// verifies.
+    Salvage(String),
+    /// What went wrong.
+    Failed(String),
+}
+
+/// Runs `fsck --repair` on a fresh damaged copy in `dir` and classes the outcome.
+fn repair_case(fixture: &Fixture, dir: &Path, damage: Damage) -> TestResult<Repaired> {
+    damaged_copy(fixture, dir, damage)?;
+    let repaired = answer(|| {
+        let engine = Engine::open(dir, Access::ReadWrite)?;
+        let report = engine.call(FsckRequest {
+            repair: true,
+            ..FsckRequest::default()
+        })?;
+        let kinds: std::collections::BTreeSet<&str> =
+            report.findings.iter().map(|f| f.kind.as_str()).collect();
+        Ok(kinds.into_iter().collect::<Vec<_>>().join(","))
+    });
+    match repaired {
+        Answer::Ok(kinds) if kinds.is_empty() => {
+            let (fsck, answers) = fixture.run_commands(dir);
+            if fsck != Answer::Ok("0".into()) {
+                return Ok(Repaired::Failed(format!(
+                    "repair said clean, then fsck: {fsck:?}"
+                )));
+            }
+            for (name, got) in &answers {
+                if *got != fixture.healthy[name] {
+                    return Ok(Repaired::Failed(format!(
+                        "after a clean repair {name} answered {got:?}"
+                    )));
+                }
+            }
+            Ok(Repaired::Healthy)
+        }
+        Answer::Ok(_) | Answer::Err(_) => {
+            if let Answer::Err(text) = &repaired
+                && !text.starts_with("corrupt:")
+            {
+                return Ok(Repaired::Failed(format!("repair failed: {text}")));
+            }
+            let out = dir.with_extension("salvaged");
+            let salvaged = catch_unwind(AssertUnwindSafe(|| salvage_case(fixture, dir, &out)));
+            let _ = std::fs::remove_dir_all(&out);
+            match salvaged {
+                Ok(Ok(_)) => Ok(Repaired::Salvage(match &repaired {
+                    Answer::Ok(kinds) => kinds.clone(),
+                    Answer::Err(text) => text.chars().take(400).collect(),
+                    Answer::Panic(_) => String::new(),
+                })),
+                Ok(Err(e)) => Ok(Repaired::Failed(format!("salvage after repair: {e:?}"))),
+                Err(payload) => Ok(Repaired::Failed(format!(
+                    "salvage after repair: {}",
+                    panic_text(payload.as_ref())
+                ))),
+            }
+        }
+        Answer::Panic(text) => Ok(Repaired::Failed(format!("repair panicked: {text}"))),
+    }
+}
+
 fn damaged_copy(fixture: &Fixture, dir: &Path, damage: Damage) -> TestResult {
     copy_dir(&fixture.store, dir)?;
     let path = dir.join("store.redb");
@@ -558,10 +650,13 @@ fn damaged_pages_never_panic_hang_or_answer_wrongly() -> TestResult {
         Err(_) => 0x0c0f_fee5,
     };
     let report = std::env::var_os("STRATA_CORRUPTION_REPORT").is_some();
+    // Every how many cases a flagged one is given to `fsck --repair`.
+    let repair_every = env_count("STRATA_CORRUPTION_REPAIR_EVERY", 4)? as usize;
     let fixture = std::sync::Arc::new(Fixture::build()?);
     let pristine = std::fs::read(fixture.store.join("store.redb"))?;
     let mut rng = Rng(seed | 1);
     let mut counts = Counts::default();
+    let mut left_by_repair: BTreeMap<String, usize> = BTreeMap::new();
     let mut failures = Vec::new();
     let work = tempfile::tempdir()?;
     for case in 0..cases {
@@ -569,21 +664,45 @@ fn damaged_pages_never_panic_hang_or_answer_wrongly() -> TestResult {
         let dir = work.path().join(format!("case{case}"));
         damaged_copy(&fixture, &dir, damage)?;
         let binary = case % 24 == 0;
+        let repair = case % repair_every == 0;
         let (send, receive) = mpsc::channel();
         let shared = std::sync::Arc::clone(&fixture);
         let case_dir = dir.clone();
         std::thread::spawn(move || {
-            let outcome =
-                run_case(&shared, &case_dir, damage, binary).map_err(|e| format!("{e:?}"));
-            let _ = send.send(outcome);
+            let outcome = run_case(&shared, &case_dir, damage, binary).and_then(|outcome| {
+                let repaired = match repair && outcome.flagged {
+                    true => Some(repair_case(&shared, &case_dir, damage)?),
+                    false => None,
+                };
+                Ok((outcome, repaired))
+            });
+            let _ = send.send(outcome.map_err(|e| format!("{e:?}")));
         });
-        let outcome = match receive.recv_timeout(Duration::from_secs(60)) {
+        let (mut outcome, repaired) = match receive.recv_timeout(Duration::from_secs(90)) {
             Ok(outcome) => outcome?,
-            Err(_) => Outcome {
-                hang: true,
-                ..Outcome::default()
-            },
+            Err(_) => (
+                Outcome {
+                    hang: true,
+                    ..Outcome::default()
+                },
+                None,
+            ),
         };
+        if let Some(repaired) = repaired {
+            counts.repair_tried += 1;
+            match repaired {
+                Repaired::Healthy => counts.repaired += 1,
+                Repaired::Salvage(left) => {
+                    counts.salvage += 1;
+                    *left_by_repair.entry(left).or_default() += 1;
+                }
+                Repaired::Failed(why) => {
+                    counts.repair_failed += 1;
+                    outcome.repair_failed = true;
+                    outcome.detail.push(why);
+                }
+            }
+        }
         counts.cases += 1;
         counts.changed += usize::from(outcome.changed);
         counts.panic += usize::from(outcome.panic);
@@ -598,7 +717,8 @@ fn damaged_pages_never_panic_hang_or_answer_wrongly() -> TestResult {
             || outcome.hang
             || !outcome.wrong.is_empty()
             || outcome.fsck_error
-            || outcome.fsck_missed;
+            || outcome.fsck_missed
+            || outcome.repair_failed;
         if failed {
             let detail: Vec<String> = outcome
                 .detail
@@ -616,6 +736,7 @@ fn damaged_pages_never_panic_hang_or_answer_wrongly() -> TestResult {
     }
     if report {
         eprintln!("corruption suite: {counts:?}");
+        eprintln!("left by repair (salvage verdicts): {left_by_repair:?}");
         for failure in &failures {
             eprintln!("  {failure}");
         }
@@ -745,5 +866,204 @@ fn a_damaged_content_is_named_refuses_writes_and_is_repaired_from_disk() -> Test
     assert_eq!(code, 0, "{out}{err}");
     let (code, out, err) = strata(&store, &tree, &["fsck"])?;
     assert_eq!(code, 0, "{out}{err}");
+    Ok(())
+}
+
+/// What one salvage kept and lost.
+#[derive(Debug, Default)]
+struct Salvaged {
+    /// The salvage refused the file (not even its header reads).
+    refused: bool,
+    /// Files of the healthy store the new store holds, and those it lacks.
+    kept: usize,
+    lost: usize,
+    /// The log could not be read at all.
+    no_log: bool,
+}
+
+/// Salvages the damaged store in `dir` into `out` and checks the outcome against the healthy
+/// store: no panic; the new store verifies (fsck finds nothing); every file it holds answers
+/// `ls` as the healthy store does and `cat` with the bytes on disk, unless the report names it
+/// as losing something; every file it lacks is named by the report.
+fn salvage_case(fixture: &Fixture, dir: &Path, out: &Path) -> TestResult<Salvaged> {
+    let salvaged = catch_unwind(AssertUnwindSafe(|| {
+        Engine::salvage(
+            dir,
+            SalvageRequest {
+                new_dir: p(out),
+                cwd: None,
+            },
+        )
+    }))
+    .map_err(|payload| format!("salvage panicked: {}", panic_text(payload.as_ref())))?;
+    let report = match salvaged {
+        Ok(report) => report,
+        Err(e) if e.kind() == "corrupt" && e.to_string().contains("nothing can be salvaged") => {
+            return Ok(Salvaged {
+                refused: true,
+                ..Salvaged::default()
+            });
+        }
+        Err(e) => return Err(format!("salvage failed: {e}").into()),
+    };
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+    let engine = Engine::open(out, Access::ReadOnly)?;
+    let fsck = engine.call(FsckRequest::default())?;
+    assert!(fsck.findings.is_empty(), "{:?}", fsck.findings);
+    // A log that could not be read at all (nothing is kept), or no table that names files
+    // (entities, paths, the stat cache) read: the files lost cannot be named.
+    let unreadable = |table: &str| {
+        report
+            .losses
+            .iter()
+            .any(|l| l.kind == "table" && l.detail.starts_with(&format!("{table} ")))
+    };
+    let no_log = (report.txs == 0 && unreadable("tx_log"))
+        || ["entities", "paths", "stat_cache"]
+            .iter()
+            .all(|t| unreadable(t));
+    let mut named: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for loss in &report.losses {
+        named.extend(loss.entity.iter().cloned());
+        named.extend(loss.path.iter().cloned());
+    }
+    for lost in &report.entities_lost {
+        named.insert(lost.entity.clone());
+        named.extend(lost.path.iter().cloned());
+    }
+    let Answer::Ok(healthy) = &fixture.healthy["ls"] else {
+        return Err("no healthy ls".into());
+    };
+    let healthy: Vec<LsRow> = serde_json::from_str(healthy)?;
+    let rows = engine.call(LsRequest {
+        prefix: Some(p(&fixture.tree)),
+        all: true,
+        ..LsRequest::default()
+    })?;
+    let mut outcome = Salvaged {
+        no_log,
+        ..Salvaged::default()
+    };
+    for want in &healthy {
+        let is_named = no_log || named.contains(&want.path) || named.contains(&want.id);
+        let Some(got) = rows.iter().find(|r| r.path == want.path) else {
+            assert!(
+                is_named,
+                "{} is missing and the report does not say so: {report:?}",
+                want.path
+            );
+            outcome.lost += 1;
+            continue;
+        };
+        outcome.kept += 1;
+        if is_named {
+            continue;
+        }
+        assert_eq!(
+            got, want,
+            "{} differs and the report does not say so",
+            want.path
+        );
+        if matches!(want.state.as_str(), "text" | "binary") {
+            let cat = engine.call(CatRequest {
+                reference: want.path.clone(),
+                ..CatRequest::default()
+            })?;
+            assert_eq!(
+                cat.body,
+                Body::of(std::fs::read(&want.path)?),
+                "{} serves other bytes",
+                want.path
+            );
+        }
+    }
+    assert!(
+        rows.iter()
+            .all(|r| healthy.iter().any(|h| h.path == r.path)),
+        "the new store lists a file the healthy one did not"
+    );
+    Ok(outcome)
+}
+
+/// `fsck --salvage` of a healthy store loses nothing and keeps the chain; of stores truncated at
+/// random lengths, and of stores with a zeroed page or a flipped byte, it makes a store that
+/// verifies, holding the healthy answers of every file it keeps, and names every file it lost.
+/// `STRATA_SALVAGE_CASES` sets the number of damaged cases of each kind (default 6).
+#[test]
+fn salvage_keeps_what_verifies_and_names_what_was_lost() -> TestResult {
+    let cases = env_count("STRATA_SALVAGE_CASES", 6)? as usize;
+    let report = std::env::var_os("STRATA_CORRUPTION_REPORT").is_some();
+    let fixture = Fixture::build()?;
+    let work = tempfile::tempdir()?;
+    let pristine = std::fs::read(fixture.store.join("store.redb"))?;
+
+    let whole = salvage_case(&fixture, &fixture.store, &work.path().join("whole"))?;
+    assert_eq!(whole.lost, 0, "a healthy store lost files: {whole:?}");
+    let healthy_head = Engine::open(&fixture.store, Access::ReadOnly)?
+        .call(LogRequest::default())?
+        .head;
+    let salvaged_head = Engine::open(work.path().join("whole"), Access::ReadOnly)?
+        .call(LogRequest::default())?
+        .head;
+    assert_eq!(salvaged_head, healthy_head, "nothing lost: the same chain");
+    // Through the binary: exit 0, "nothing was lost".
+    let (code, out, err) = strata(
+        &fixture.store,
+        &fixture.tree,
+        &["fsck", "--salvage", &p(&work.path().join("binary"))],
+    )?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("nothing was lost"), "{out}");
+    let (code, out, err) = strata(
+        &fixture.store,
+        &fixture.tree,
+        &["fsck", "--salvage", &p(&work.path().join("binary"))],
+    )?;
+    assert_eq!(
+        code, 2,
+        "a salvage into an existing store is refused: {out}{err}"
+    );
+
+    let mut rng = Rng(0x5a1_7a9e);
+    let mut totals: BTreeMap<&str, (usize, usize, usize, usize, usize)> = BTreeMap::new();
+    for case in 0..cases * 3 {
+        let dir = work.path().join(format!("damaged{case}"));
+        let out = work.path().join(format!("salvaged{case}"));
+        copy_dir(&fixture.store, &dir)?;
+        let kind = match case % 3 {
+            0 => {
+                let len = PAGE + rng.below(pristine.len() - PAGE);
+                std::fs::write(dir.join("store.redb"), &pristine[..len])?;
+                "truncated"
+            }
+            _ => {
+                let damage = Damage::pick(&mut rng, &pristine);
+                damaged_copy(&fixture, &dir, damage)?;
+                if damage.flip.is_some() {
+                    "flipped"
+                } else {
+                    "zeroed"
+                }
+            }
+        };
+        let outcome = salvage_case(&fixture, &dir, &out)
+            .map_err(|e| format!("case {case} ({kind}): {e:?}"))?;
+        let total = totals.entry(kind).or_default();
+        total.0 += 1;
+        total.1 += usize::from(outcome.refused);
+        total.2 += outcome.kept;
+        total.3 += outcome.lost;
+        total.4 += usize::from(outcome.no_log);
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    if report {
+        for (kind, (n, refused, kept, lost, no_log)) in &totals {
+            eprintln!(
+                "salvage {kind}: {n} cases, {refused} refused (no header), {no_log} without a \
+                 readable log, files kept {kept}, lost {lost}"
+            );
+        }
+    }
     Ok(())
 }

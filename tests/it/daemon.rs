@@ -1264,3 +1264,183 @@ fn sigkill_under_load_loses_no_acknowledged_commit() -> TestResult {
     f.ok(&["stop"])?;
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// Backup.
+
+/// `strata backup DIR` through the daemon while a client keeps committing session turns: the
+/// writes go on during the copy (some are acknowledged between its start and its end), the copy
+/// verifies, holds a prefix of the live log (its head's chain value is the live store's at that
+/// transaction) and opens as a store of its own (restorable); a second backup into it is refused.
+#[test]
+fn a_backup_through_the_daemon_is_consistent_while_writes_go_on() -> TestResult {
+    let f = Fixture::new()?;
+    f.write_files("big", 3_000)?;
+    let _daemon = Daemon::start(&f, &[])?;
+    f.ok(&["index", "big", "--quiet"])?;
+    f.ok(&["session", "new", "--id", "s1"])?;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (acks_to, acks) = mpsc::channel::<Instant>();
+    let writer = {
+        let stop = Arc::clone(&stop);
+        let socket = f.socket();
+        std::thread::spawn(move || -> Result<u64, String> {
+            let mut raw = Raw::connect(&socket).map_err(|e| e.to_string())?;
+            let mut n = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                raw.result(
+                    "session.turn",
+                    json!({"id": "s1", "role": "user", "content": format!("turn {n}")}),
+                )
+                .map_err(|e| e.to_string())?;
+                acks_to.send(Instant::now()).map_err(|e| e.to_string())?;
+                n += 1;
+            }
+            Ok(n)
+        })
+    };
+    // Some turns first, then the backup while they go on.
+    let mut early = 0;
+    while early < 5 {
+        acks.recv_timeout(Duration::from_secs(20))?;
+        early += 1;
+    }
+    let copy = f.root.join("copy");
+    let started = Instant::now();
+    let report = f.json(&["backup", copy.to_str().ok_or("path")?, "--json"])?;
+    let ended = Instant::now();
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::SeqCst);
+    let turns = writer.join().map_err(|_| "the writer panicked")??;
+    let during = acks
+        .try_iter()
+        .filter(|at| *at > started && *at < ended)
+        .count();
+    assert!(
+        during > 0,
+        "no write was acknowledged during the backup ({:?}, {turns} turns): writers waited",
+        ended - started
+    );
+    assert_eq!(report["findings"], json!([]), "{report}");
+    let tx = report["head"]["tx_id"].as_u64().ok_or("no head")?;
+    let chain = report["head"]["chain"].clone();
+    // The copy verifies on its own, and is a prefix of the live log.
+    let fsck = Command::new(STRATA)
+        .args(["--no-daemon", "--store"])
+        .arg(&copy)
+        .arg("fsck")
+        .output()?;
+    assert!(fsck.status.success(), "{fsck:?}");
+    let live = f.json(&["log", "--json"])?;
+    let live_head = live["head"]["tx_id"].as_u64().ok_or("no live head")?;
+    assert!(live_head > tx, "the writes after the backup are not in it");
+    let record = live["records"]
+        .as_array()
+        .and_then(|records| records.iter().find(|r| r["tx_id"] == json!(tx)))
+        .ok_or("the backup's head is not in the live log")?;
+    assert_eq!(
+        record["chain"], chain,
+        "the copy is not a prefix of the live log"
+    );
+    // Restorable: the copy answers as a store.
+    let render = Command::new(STRATA)
+        .args(["--no-daemon", "--store"])
+        .arg(&copy)
+        .args(["session", "render", "s1"])
+        .output()?;
+    assert!(render.status.success(), "{render:?}");
+    assert!(String::from_utf8_lossy(&render.stdout).contains("turn 0"));
+    let again = f.run(&["backup", copy.to_str().ok_or("path")?])?;
+    assert_eq!(again.status.code(), Some(2), "{again:?}");
+    Ok(())
+}
+
+/// fsck through the daemon while a client commits: fsck reads one snapshot (and holds writers
+/// only while it reads the file's page checksums), so it finds nothing and every write is
+/// acknowledged. Then the store is damaged (a byte of a content flipped while no daemon ran): the
+/// daemon opens it, its fsck names the damage and marks the store, writes are refused while reads
+/// still answer and the daemon keeps serving, and `fsck --repair` through the daemon re-reads
+/// the content from its file, after which writes work again.
+#[test]
+fn fsck_through_the_daemon_beside_writers_and_on_a_damaged_store() -> TestResult {
+    let f = Fixture::new()?;
+    f.write_files("big", 2_000)?;
+    let mut bytes: Vec<u8> = (0..8192u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    bytes[0] = 0xff;
+    fs::write(f.tree.join("data.bin"), &bytes)?;
+    f.write("notes.txt", "healthy notes\n")?;
+    let daemon = Daemon::start(&f, &[])?;
+    f.ok(&["index", "."])?;
+    f.ok(&["session", "new", "--id", "s1"])?;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = Arc::clone(&stop);
+        let socket = f.socket();
+        std::thread::spawn(move || -> Result<u64, String> {
+            let mut raw = Raw::connect(&socket).map_err(|e| e.to_string())?;
+            let mut n = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                raw.result(
+                    "session.turn",
+                    json!({"id": "s1", "role": "user", "content": format!("turn {n}")}),
+                )
+                .map_err(|e| e.to_string())?;
+                n += 1;
+            }
+            Ok(n)
+        })
+    };
+    for _ in 0..3 {
+        let out = f.run(&["fsck"])?;
+        assert!(out.status.success(), "fsck beside a writer: {out:?}");
+    }
+    stop.store(true, Ordering::SeqCst);
+    let turns = writer.join().map_err(|_| "the writer panicked")??;
+    assert!(turns > 0, "the writer never committed");
+    f.ok(&["stop"])?;
+    drop(daemon);
+
+    let path = f.store.join("store.redb");
+    let mut raw = fs::read(&path)?;
+    let at = raw
+        .windows(32)
+        .position(|w| w == &bytes[100..132])
+        .ok_or("the content is not in the store file")?;
+    raw[at + 16] ^= 0x40;
+    fs::write(&path, raw)?;
+    let daemon = Daemon::start(&f, &[])?;
+    let out = f.run(&["fsck"])?;
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("data.bin"),
+        "{out:?}"
+    );
+    let refused = f.run(&["session", "turn", "s1", "--role", "user", "--content", "x"])?;
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("strata fsck --repair"),
+        "{refused:?}"
+    );
+    assert_eq!(f.ok(&["cat", "notes.txt"])?, "healthy notes\n");
+    let status = f.json(&["status", "--json"])?;
+    assert_eq!(
+        status["pid"],
+        json!(daemon.pid),
+        "the same daemon serves: {status}"
+    );
+    let repaired = f.run(&["fsck", "--repair"])?;
+    assert!(repaired.status.success(), "{repaired:?}");
+    f.ok(&[
+        "session",
+        "turn",
+        "s1",
+        "--role",
+        "user",
+        "--content",
+        "after the repair",
+    ])?;
+    f.ok(&["fsck"])?;
+    Ok(())
+}

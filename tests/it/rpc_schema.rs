@@ -17,8 +17,8 @@ use jsonschema::Validator;
 use serde_json::{Map, Value, json};
 use strata::engine::{
     Access, AgentApproveRequest, AgentCallRequest, AgentEntrypointsRequest, AgentToolsRequest,
-    Apply, AsOf, CatRequest, DiffRequest, Engine, EvictRequest, FsckRequest, GcRequest,
-    HistoryRequest, IndexRequest, LogRequest, LogRunRequest, LsRequest, MountAddRequest,
+    Apply, AsOf, BackupRequest, CatRequest, DiffRequest, Engine, EvictRequest, FsckRequest,
+    GcRequest, HistoryRequest, IndexRequest, LogRequest, LogRunRequest, LsRequest, MountAddRequest,
     MountLsRequest, MountRmRequest, RPC_SCHEMA_DIR, Request, SessionDiscoverRequest,
     SessionForkRequest, SessionHistoryRequest, SessionLsRequest, SessionNewRequest,
     SessionReadRequest, SessionRenderRequest, SessionResumeRequest, SessionSetRequest,
@@ -412,6 +412,11 @@ fn a_real_engine_run_is_valid_for_the_schemas() -> TestResult {
         cwd: t.cwd(),
         ..LsRequest::default()
     })?;
+    let backup = e.call(BackupRequest {
+        dir: "backup".into(),
+        cwd: Some(t.store.with_extension("copies").display().to_string()),
+    })?;
+    assert!(backup.findings.is_empty(), "{backup:?}");
     for reference in ["src/lib.rs", "img.bin", ".env"] {
         e.call(ShowRequest {
             reference: reference.into(),

@@ -25,7 +25,8 @@ impl RedbStore {
     }
 
     /// Regenerates `entities`, `versions`, `versions_by_tx`, `match_ops` and `paths` from the
-    /// log and the content tables, honouring evictions, and recounts document references.
+    /// log and the content tables, honouring evictions, recounts document references, and
+    /// empties the stat cache.
     ///
     /// # Errors
     /// [`Error::Corrupt`] when a log record does not decode or points at a missing document.
@@ -37,6 +38,10 @@ impl RedbStore {
         wtx.delete_table(VERSIONS_BY_TX).db()?;
         wtx.delete_table(MATCH_OPS).db()?;
         wtx.delete_table(PATHS).db()?;
+        // The stat cache is only a cache, and may vouch for bytes the store no longer holds:
+        // emptied, so the next scan reads every file again (unchanged ones stay unchanged).
+        wtx.delete_table(STAT_CACHE).db()?;
+        wtx.open_table(STAT_CACHE).db()?;
         {
             let mut w = WriteTables::open(&wtx)?;
             let mut docs = Vec::new();

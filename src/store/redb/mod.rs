@@ -5,7 +5,8 @@
 //! # Layout
 //! - `open`: create, open, open read-only, in memory; the format check and the lock file.
 //!   `overlay`: a backend that reads a store file and keeps writes in memory (fsck's integrity
-//!   check, salvage).
+//!   check, salvage). `salvage`: a new store from what a damaged one still verifies. `backup`:
+//!   a verified copy of one read transaction.
 //! - `tables`: every table and its key layout.
 //! - `write`: the write tables of a transaction and `transact`. `evict`: erasing an entity.
 //! - `read`: the read tables of a query and the queries. `metadata`: metadata-only reads.
@@ -17,6 +18,7 @@
 //!   and the content tables). `maintain`: evict, rebuild, gc. `verify`: what every read
 //!   checks before serving (documents, contents, version rows against the log).
 
+mod backup;
 mod blobs;
 mod doc_delta;
 mod docs;
@@ -29,6 +31,7 @@ mod metadata;
 mod open;
 mod overlay;
 mod read;
+mod salvage;
 mod stat;
 mod tables;
 mod temporal;
@@ -215,12 +218,34 @@ impl Drop for RedbStore {
 impl RedbStore {
     /// Runs `f` (doing `what`) under the storage guard; damage it meets (a panic inside redb, a
     /// record that fails its check) marks the store damaged.
+    ///
+    /// On a store marked damaged, "not found" may be what the damage lost (a row of `entities`
+    /// gone): it is then an [`Error::Corrupt`] saying so, never an answer that something is
+    /// absent.
     fn guarded<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         let result = guard::guarded(&self.damaged, what, f);
-        if let Err(e @ Error::Corrupt { .. }) = &result {
-            self.note_damage(&e.to_string());
+        match result {
+            Err(e @ Error::Corrupt { .. }) => {
+                self.note_damage(&e.to_string());
+                Err(e)
+            }
+            Err(Error::NotFound { what })
+                if self.damaged.load(std::sync::atomic::Ordering::SeqCst) =>
+            {
+                let reason = self
+                    .damage_reason
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone()
+                    .unwrap_or_else(|| "an earlier read found damage".into());
+                Err(Error::corrupt(format!(
+                    "not found: {what}; but the store is marked damaged ({reason}), so it may be \
+                     what the damage lost; run `strata fsck` to see what is affected and `strata \
+                     fsck --repair` to repair it"
+                )))
+            }
+            result => result,
         }
-        result
     }
 
     /// Runs the write `f` (doing `what`) under the storage guard, refused on a damaged store.
@@ -497,6 +522,10 @@ impl Backend for RedbStore {
 
     fn gc(&self) -> Result<GcReport> {
         self.guarded_write("collecting garbage", || RedbStore::gc(self))
+    }
+
+    fn backup(&self, dir: &Path) -> Result<super::rescue::BackupReport> {
+        self.guarded("copying the store", || RedbStore::backup(self, dir))
     }
 
     fn restore_contents(&self, contents: Vec<([u8; 32], Vec<u8>)>) -> Result<()> {

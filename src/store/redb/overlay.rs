@@ -12,7 +12,9 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
 
-use redb::StorageBackend;
+use std::ops::Bound;
+
+use redb::{BackendError, StorageBackend};
 
 /// The granularity of the in-memory layer.
 const PAGE: u64 = 4096;
@@ -148,6 +150,33 @@ impl StorageBackend for Overlay {
 
     fn sync_data(&self) -> Result<(), io::Error> {
         Ok(())
+    }
+
+    // Byte-range locks: the overlay is private to one handle in one process (salvage opens it
+    // read-only in a multi-process mode, which loads no allocator state, so that a file whose
+    // allocator pages were lost still opens): every lock is granted, none conflicts.
+    fn try_lock_range(&self, _: Bound<u64>, _: Bound<u64>) -> Result<bool, BackendError> {
+        Ok(true)
+    }
+
+    fn try_lock_shared_range(&self, _: Bound<u64>, _: Bound<u64>) -> Result<bool, BackendError> {
+        Ok(true)
+    }
+
+    fn lock_range(&self, _: Bound<u64>, _: Bound<u64>) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    fn lock_shared_range(&self, _: Bound<u64>, _: Bound<u64>) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    fn unlock_range(&self, _: Bound<u64>, _: Bound<u64>) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    fn query_lock_range(&self, _: Bound<u64>, _: Bound<u64>) -> Result<bool, BackendError> {
+        Ok(false)
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {

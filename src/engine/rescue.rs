@@ -1,0 +1,225 @@
+//! Getting a store's data out: `backup` (a verified copy of the live store, one consistent
+//! snapshot while writers go on) and salvage (a new store from what a damaged one still
+//! verifies, with an exact account of what was lost; it needs no open store, so it is
+//! [`Engine::salvage`], not a request).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::admin::{ChainHead, FsckFinding};
+use super::request::Apply;
+use super::{Engine, Error, Result};
+use crate::object::{FilesystemSource, Object};
+use crate::resolve::machine_filesystem_id;
+
+/// `dir` made absolute against `cwd` (a front end's current directory); a relative `dir`
+/// without one is refused (the daemon's own directory means nothing to the caller).
+fn absolute(dir: &str, cwd: Option<&str>) -> Result<PathBuf> {
+    let path = Path::new(dir);
+    if path.is_absolute() {
+        return Ok(path.to_path_buf());
+    }
+    match cwd {
+        Some(cwd) => Ok(Path::new(cwd).join(path)),
+        None => Err(Error::invalid_input(format!(
+            "{dir:?} is relative and no current directory came with it; give an absolute path"
+        ))),
+    }
+}
+
+fn head(head: Option<(crate::store::TxId, [u8; 32])>) -> Option<ChainHead> {
+    head.map(|(tx, chain)| ChainHead {
+        tx_id: tx.0,
+        chain: hex::encode(chain),
+    })
+}
+
+/// `backup`: copy the store, as one read transaction sees it, into a new store in `dir`, and
+/// verify the copy.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackupRequest {
+    /// The directory of the copy: new, or empty.
+    pub dir: String,
+    /// The directory a relative `dir` is taken from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+/// What `backup` answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct BackupResponse {
+    /// The copy's directory.
+    pub dir: String,
+    /// The copy's chain head: the store as of this transaction (`None`: empty).
+    pub head: Option<ChainHead>,
+    /// The size of the copy's store file in bytes.
+    pub bytes: u64,
+    /// What fsck found in the copy (none: the copy verifies).
+    pub findings: Vec<FsckFinding>,
+}
+
+impl Apply for BackupRequest {
+    type Response = BackupResponse;
+
+    /// # Errors
+    /// [`Error::InvalidInput`] when `dir` holds a store, is the store's own directory or is
+    /// relative without `cwd`; storage and I/O errors.
+    fn apply(self, engine: &Engine) -> Result<BackupResponse> {
+        let dir = absolute(&self.dir, self.cwd.as_deref())?;
+        let report = engine.store.backup(&dir)?;
+        Ok(BackupResponse {
+            dir: dir.display().to_string(),
+            head: head(report.head),
+            bytes: report.bytes,
+            findings: report.findings.into_iter().map(FsckFinding::from).collect(),
+        })
+    }
+}
+
+/// Salvage: copy what still verifies of a damaged store into a new store in `new_dir`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SalvageRequest {
+    /// The directory of the new store: new, or empty.
+    pub new_dir: String,
+    /// The directory a relative `new_dir` is taken from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+/// One thing salvage could not carry into the new store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SalvageLoss {
+    /// What was lost: `tx` (a whole log record), `op` (one op of a transaction), `document`,
+    /// `content`, `table` (a table read only in part).
+    pub kind: String,
+    /// The transaction, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx: Option<u64>,
+    /// The entity it affects, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity: Option<String>,
+    /// The path of that entity, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// What was wrong.
+    pub detail: String,
+}
+
+/// An entity the damaged store held that the new store lacks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LostEntity {
+    /// Its id.
+    pub entity: String,
+    /// Its path (files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// What salvage answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SalvageResponse {
+    /// The new store's directory.
+    pub dir: String,
+    /// When the damaged file was truncated: its length, and the length it was read at (padded
+    /// with zeros to what its header records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub padded: Option<(u64, u64)>,
+    /// Transactions in the new store (the old ids; lost ones are empty records).
+    pub txs: u64,
+    /// Ops carried over.
+    pub ops: u64,
+    /// Entities in the new store.
+    pub entities: u64,
+    /// Contents in the new store.
+    pub contents: u64,
+    /// Contents and documents made again from the files that still hold them (hashes, hex).
+    pub restored: Vec<String>,
+    /// Transactions whose log record was lost.
+    pub txs_lost: Vec<u64>,
+    /// Ops lost from transactions whose record survived.
+    pub ops_lost: u64,
+    /// Entities the damaged store held that the new one lacks.
+    pub entities_lost: Vec<LostEntity>,
+    /// Contents lost (hashes, hex).
+    pub contents_lost: Vec<String>,
+    /// Every loss, in log order.
+    pub losses: Vec<SalvageLoss>,
+    /// The new store's chain head.
+    pub head: Option<ChainHead>,
+    /// What fsck finds in the new store (none: it verifies).
+    pub findings: Vec<FsckFinding>,
+}
+
+impl SalvageResponse {
+    /// Whether anything was lost.
+    pub fn lost_anything(&self) -> bool {
+        !self.losses.is_empty() || !self.entities_lost.is_empty()
+    }
+}
+
+/// The object the file at `path` makes now, as `index` would make it (and its kept bytes), or
+/// its denied stub; `None` when it is not a regular file (never through a symlink) or unreadable.
+fn rebuild_file(path: &str, max_content_bytes: u64) -> Option<(Object, Option<Vec<u8>>)> {
+    let source = FilesystemSource {
+        filesystem_id: machine_filesystem_id(),
+        path: path.to_string(),
+    };
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file()) {
+        return None;
+    }
+    let file = std::fs::File::open(path).ok()?;
+    let reading = crate::index::read_stream(file, max_content_bytes).ok()?;
+    let prepared = crate::index::Prepared::new(source, reading).ok()?;
+    Some((prepared.object, prepared.kept_bytes))
+}
+
+impl Engine {
+    /// Salvages the store in `dir`, which the storage engine may be unable to open, into a new
+    /// store: every transaction, op, document and content that still verifies (contents the
+    /// store lost are read again from files that still hash to them), and what was lost.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the new directory holds a store or is `dir`;
+    /// [`Error::StoreLocked`] when a process holds the damaged store; [`Error::Corrupt`] when
+    /// not even its header reads.
+    pub fn salvage(dir: impl AsRef<Path>, request: SalvageRequest) -> Result<SalvageResponse> {
+        let new_dir = absolute(&request.new_dir, request.cwd.as_deref())?;
+        let dir = dir.as_ref();
+        let settings = crate::index::Settings::load(dir).unwrap_or_default();
+        let rebuild = |path: &str| rebuild_file(path, settings.max_content_bytes);
+        let report = crate::store::salvage(dir, &new_dir, &rebuild)?;
+        Ok(SalvageResponse {
+            dir: new_dir.display().to_string(),
+            padded: report.padded,
+            txs: report.txs,
+            ops: report.ops,
+            entities: report.entities,
+            contents: report.contents,
+            restored: report.restored,
+            txs_lost: report.txs_lost,
+            ops_lost: report.ops_lost,
+            entities_lost: report
+                .entities_lost
+                .into_iter()
+                .map(|(entity, path)| LostEntity { entity, path })
+                .collect(),
+            contents_lost: report.contents_lost,
+            losses: report
+                .losses
+                .into_iter()
+                .map(|l| SalvageLoss {
+                    kind: l.kind.to_string(),
+                    tx: l.tx,
+                    entity: l.entity,
+                    path: l.path,
+                    detail: l.detail,
+                })
+                .collect(),
+            head: head(report.head),
+            findings: report.findings.into_iter().map(FsckFinding::from).collect(),
+        })
+    }
+}

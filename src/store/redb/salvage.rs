@@ -1,0 +1,822 @@
+//! Salvage (`strata fsck --salvage NEW_DIR`): a new store made of everything a damaged store
+//! still holds that verifies, and an exact account of what was lost.
+//!
+//! The damaged file is opened through an [`overlay::Overlay`] (never written; a truncated file
+//! is padded with zeros back to the length its header records) and read under the storage
+//! guard, table by table: an iteration that meets a damaged page is taken up again from the
+//! other end and by lookups of the keys the log names, so one damaged page loses only what it
+//! holds. The log is then replayed into a fresh store, transaction by transaction with the same
+//! ids, times and origins: an op is kept when its body hashes to its digest and its document
+//! and contents read back and hash right (a content lost from the store is read again from the
+//! file that held it when that file still hashes to it). A transaction whose record is lost
+//! stays as an empty record, so that ids keep their meaning; a lost op leaves its transaction's
+//! record without it. Every record is chained anew, so the new store verifies; where nothing
+//! was lost its chain equals the old one.
+
+use super::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
+
+use redb::{Database, ReadableDatabase, ReadableTable, StorageBackend, TableHandle};
+
+use super::codec::{DocRec, OpRec, TxHeaderRec};
+use super::tables::*;
+use super::{RedbStore, WriteTables, blobs};
+use crate::error::{Error, Result};
+use crate::hash::sha256;
+use crate::store::rescue::{Loss, Rebuild, SalvageReport};
+
+/// Runs one read of the damaged store under the guard: `None` (and the error in `failed`) when
+/// it met damage.
+fn try_read<T>(what: &str, f: impl FnOnce() -> Result<T>) -> std::result::Result<T, String> {
+    let flag = AtomicBool::new(false);
+    guard::guarded(&flag, what, f).map_err(|e| e.full_message())
+}
+
+/// The rows of a table read as far as they can be: forward, and on damage backward from the
+/// end; `Err` with what stopped a pass that did not finish.
+fn read_rows<K, V, KO: Ord, VO>(
+    db: &dyn ReadableDatabase,
+    def: redb::TableDefinition<K, V>,
+    own: impl Fn(K::SelfType<'_>, V::SelfType<'_>) -> (KO, VO) + Copy,
+) -> (BTreeMap<KO, VO>, Option<String>)
+where
+    K: redb::Key + 'static,
+    V: redb::Value + 'static,
+{
+    let mut rows = BTreeMap::new();
+    let forward = try_read(&format!("reading {}", def.name()), || {
+        let rtx = db.begin_read().db()?;
+        let table = rtx.open_table(def).db()?;
+        for entry in table.iter().db()? {
+            let (k, v) = entry.db()?;
+            let (k, v) = own(k.value(), v.value());
+            rows.insert(k, v);
+        }
+        Ok(())
+    });
+    let Err(problem) = forward else {
+        return (rows, None);
+    };
+    let _ = try_read(&format!("reading {} backward", def.name()), || {
+        let rtx = db.begin_read().db()?;
+        let table = rtx.open_table(def).db()?;
+        for entry in table.iter().db()?.rev() {
+            let (k, v) = entry.db()?;
+            let (k, v) = own(k.value(), v.value());
+            rows.insert(k, v);
+        }
+        Ok(())
+    });
+    (rows, Some(problem))
+}
+
+/// The magic number every redb file starts with.
+const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+/// Where redb's header keeps its flags (after its 9-byte magic number).
+const GOD_BYTE: u64 = 9;
+/// The flag that makes a reader serve the older of the two commit slots.
+const PRIMARY_UNFLUSHED: u8 = 8;
+
+/// The damaged store, opened for reading.
+type Damaged = Box<dyn ReadableDatabase>;
+
+/// Opens the store file at `path` through an overlay, padded back to its recorded length when
+/// it was truncated: (the database, (file length, length read) when padded).
+///
+/// `previous`: read the commit before the latest one (redb keeps two commit slots; a reader in
+/// the multi-process modes serves the older one when the header says the newer one may not be
+/// flushed, which the overlay's copy of the header is made to say).
+fn open_damaged(path: &Path, previous: bool) -> Result<(Damaged, Option<(u64, u64)>)> {
+    let io = |e: std::io::Error| Error::io(format!("reading {}", path.display()), e);
+    let file = std::fs::File::open(path).map_err(io)?;
+    // A process that holds the store (a daemon) would be writing under the read: refused.
+    if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared).is_err() {
+        return Err(Error::StoreLocked {
+            path: path.to_path_buf(),
+            holder: path
+                .parent()
+                .map_or_else(|| "unknown holder".into(), open::lock_holder),
+        });
+    }
+    let file_len = file.metadata().map_err(io)?.len();
+    // The length the header records (a truncated file is shorter): a read-write open (its
+    // writes stay in memory) names it when it refuses the file.
+    let recorded = try_read("reading the header", || {
+        let overlay = overlay::Overlay::new(file.try_clone().map_err(io)?, file_len).map_err(io)?;
+        Database::builder()
+            .create_with_backend(overlay)
+            .db()
+            .map(drop)
+    })
+    .err()
+    .and_then(|e| {
+        let at = e.find("layout_len=")? + 11;
+        e[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse::<u64>()
+            .ok()
+    });
+    let len = recorded.unwrap_or(file_len).max(file_len);
+    let mut last = String::new();
+    // Reads past the end would poison the handle: an unknown length reads generously.
+    let mut tries = vec![len];
+    if recorded.is_none() {
+        tries.insert(0, file_len.next_power_of_two().max(file_len));
+    }
+    while let Some(len) = tries.pop() {
+        let overlay = || -> Result<overlay::Overlay> {
+            let overlay = overlay::Overlay::new(file.try_clone().map_err(io)?, len).map_err(io)?;
+            // Every redb file starts with the same magic number: a damaged one is put back.
+            overlay.write(0, &REDB_MAGIC).map_err(io)?;
+            if previous {
+                let mut god = [0u8; 1];
+                overlay.read(GOD_BYTE, &mut god).map_err(io)?;
+                overlay
+                    .write(GOD_BYTE, &[god[0] | PRIMARY_UNFLUSHED])
+                    .map_err(io)?;
+            }
+            Ok(overlay)
+        };
+        // Read-only as a reader beside another process's writer first: it loads no allocator
+        // state (a truncated file lost it, and a damaged one makes redb panic). A file not closed
+        // cleanly needs redb's repair, which a read-write open makes (in memory).
+        let opened = try_read("opening the damaged store", || {
+            let mut builder = Database::builder();
+            builder.set_cache_size(CACHE_BYTES);
+            builder.set_concurrency_mode(redb::ConcurrencyMode::SingleWriter);
+            builder
+                .open_read_only_with_backend(overlay()?)
+                .db()
+                .map(|db| Box::new(db) as Damaged)
+        })
+        .or_else(|_| {
+            try_read("opening the damaged store", || {
+                let mut builder = Database::builder();
+                builder.set_cache_size(CACHE_BYTES);
+                builder
+                    .create_with_backend(overlay()?)
+                    .db()
+                    .map(|db| Box::new(db) as Damaged)
+            })
+        });
+        match opened {
+            Ok(db) => return Ok((db, (len > file_len).then_some((file_len, len)))),
+            Err(e) => {
+                last = e;
+            }
+        }
+    }
+    Err(Error::corrupt(format!(
+        "nothing can be salvaged from {}: the storage engine cannot read even its header ({last})",
+        path.display()
+    )))
+}
+
+/// What the damaged store still holds of its log.
+#[derive(Default)]
+struct Source {
+    /// Log records by tx (`Err`: lost, with why).
+    headers: BTreeMap<u64, std::result::Result<TxHeaderRec, String>>,
+    /// Op bodies as stored, by (tx, op index).
+    bodies: BTreeMap<(u64, u32), Vec<u8>>,
+    /// Recorded evictions: (tx, op index) → evicting tx.
+    evicted: HashMap<(u64, u32), u64>,
+    /// The first transaction whose evictions are recorded.
+    evictions_since: u64,
+    /// Entities the store listed: id → path.
+    entities: BTreeMap<String, Option<String>>,
+    /// The entity each op wrote, as the store's version and match rows say: names the entity
+    /// of an op whose body is lost.
+    op_entities: HashMap<(u64, u32), String>,
+    /// Tables that could not be read through, with why.
+    unreadable: Vec<(&'static str, String)>,
+}
+
+impl Source {
+    fn read(db: &dyn ReadableDatabase) -> Self {
+        let mut source = Source {
+            evictions_since: 1,
+            ..Source::default()
+        };
+        let (raw, problem) = read_rows(db, TX_LOG, |k, v| (k, v.to_vec()));
+        if let Some(problem) = problem {
+            source.unreadable.push(("tx_log", problem));
+        }
+        for (tx, bytes) in raw {
+            source.headers.insert(
+                tx,
+                codec::decode_header(&bytes, &format!("header of tx {tx}"))
+                    .map_err(|e| e.to_string()),
+            );
+        }
+        let (bodies, problem) = read_rows(db, TX_OPS, |k, v| (k, v.to_vec()));
+        source.bodies = bodies;
+        if let Some(problem) = problem {
+            source.unreadable.push(("tx_ops", problem));
+        }
+        // Bodies an iteration missed, and the records of the ones that are gone, by lookup.
+        let wanted: Vec<(u64, u32)> = source
+            .headers
+            .iter()
+            .filter_map(|(tx, h)| h.as_ref().ok().map(|h| (*tx, h.digests.len() as u32)))
+            .flat_map(|(tx, count)| (0..count).map(move |n| (tx, n)))
+            .filter(|key| !source.bodies.contains_key(key))
+            .collect();
+        for (tx, n) in wanted {
+            if let Ok(Some(bytes)) = try_read("reading an op body", || {
+                let rtx = db.begin_read().db()?;
+                let table = rtx.open_table(TX_OPS).db()?;
+                Ok(table.get((tx, n)).db()?.map(|v| v.value().to_vec()))
+            }) {
+                source.bodies.insert((tx, n), bytes);
+                continue;
+            }
+            if let Ok(Some(by)) = try_read("reading the record of evictions", || {
+                let rtx = db.begin_read().db()?;
+                let table = rtx.open_table(EVICTED_OPS).db()?;
+                Ok(table.get((tx, n)).db()?.map(|v| v.value()))
+            }) {
+                source.evicted.insert((tx, n), by);
+            }
+        }
+        if let Ok(Some(since)) = try_read("reading the meta table", || {
+            let rtx = db.begin_read().db()?;
+            let meta = rtx.open_table(META).db()?;
+            match meta.get(EVICTIONS_SINCE).db()? {
+                Some(_) => Ok(Some(read_counter(&meta, EVICTIONS_SINCE)?)),
+                None => Ok(None),
+            }
+        }) {
+            source.evictions_since = since;
+        }
+        // The names of what was lost: the entities, and the files that `paths` and the stat
+        // cache list (a file's id is its source's identity hash).
+        let (entities, problem) = read_rows(db, ENTITIES, |k, v| (k.to_vec(), v.to_vec()));
+        if let Some(problem) = problem {
+            source.unreadable.push(("entities", problem));
+        }
+        for (key, value) in entities {
+            if let (Ok(id), Ok(rec)) = (
+                codec::id_of_key(&key, "entity key"),
+                codec::decode::<codec::EntityRec>(&value, "entity"),
+            ) {
+                source.entities.insert(id, rec.source.map(|(_, p)| p));
+            }
+        }
+        let (ids, _) = read_rows(db, ENTITY_IDS, |k, v: &[u8]| (k, v.to_vec()));
+        let id_of = |eid: u64| {
+            ids.get(&eid)
+                .and_then(|key| codec::id_of_key(key, "entity id").ok())
+        };
+        let (versions, _) = read_rows(db, VERSIONS, |k, v: &[u8]| (k, v.to_vec()));
+        for ((eid, _, tx), value) in versions {
+            if let (Ok(rec), Some(id)) = (
+                codec::decode::<codec::VersionRec>(&value, "version"),
+                id_of(eid),
+            ) {
+                source.op_entities.insert((tx, rec.op), id);
+            }
+        }
+        let (matches, _) = read_rows(db, MATCH_OPS, |k, _: ()| (k, ()));
+        for (eid, tx, n) in matches.into_keys() {
+            if let Some(id) = id_of(eid) {
+                source.op_entities.insert((tx, n), id);
+            }
+        }
+        let own = |k: (&[u8], &str), _| (k.0.to_vec(), k.1.to_string());
+        let (paths, problem) = read_rows(db, PATHS, |k, _: u64| own(k, ()));
+        if let Some(problem) = problem {
+            source.unreadable.push(("paths", problem));
+        }
+        let (cached, problem) = read_rows(db, STAT_CACHE, |k, _: &[u8]| own(k, ()));
+        if let Some(problem) = problem {
+            source.unreadable.push(("stat_cache", problem));
+        }
+        for (fs, path) in paths.into_iter().chain(cached) {
+            let Ok(filesystem_id) = codec::id_of_key(&fs, "filesystem id") else {
+                continue;
+            };
+            let file = crate::object::Source::Filesystem(FilesystemSource {
+                filesystem_id,
+                path: path.clone(),
+            });
+            if let Ok(id) = crate::object::sourced_identity(ObjectType::File, &file) {
+                source.entities.entry(id.to_hex()).or_insert(Some(path));
+            }
+        }
+        source
+    }
+
+    /// How much of the log reads: log records, plus op bodies.
+    fn score(&self) -> usize {
+        self.headers.values().filter(|h| h.is_ok()).count() + self.bodies.len()
+    }
+
+    /// The body of op `n` of `tx` under `header`, verified against its digest.
+    fn body(
+        &self,
+        tx: u64,
+        n: u32,
+        header: &TxHeaderRec,
+    ) -> Option<std::result::Result<OpRec, String>> {
+        let bytes = self.bodies.get(&(tx, n))?;
+        let checked = codec::decode_op(bytes, header.tx_time, &format!("op {n} of tx {tx}"))
+            .and_then(|op| {
+                let digest = log::op_digest(&op)?;
+                if header.digests.get(n as usize) == Some(&digest) {
+                    Ok(op)
+                } else {
+                    Err(Error::corrupt(format!(
+                        "op {n} of tx {tx} does not hash to the digest its log record holds"
+                    )))
+                }
+            });
+        Some(checked.map_err(|e| e.to_string()))
+    }
+
+    /// Whether transaction `by` holds an eviction whose body verifies.
+    fn evicts(&self, by: u64) -> bool {
+        match self.headers.get(&by) {
+            Some(Ok(header)) => (0..header.digests.len() as u32)
+                .any(|m| matches!(self.body(by, m, header), Some(Ok(OpRec::Evict { .. })))),
+            _ => false,
+        }
+    }
+}
+
+/// A document and the contents it uses, read from the damaged store and verified.
+struct DocCopy {
+    rec: DocRec,
+    file_blob: bool,
+    contents: Vec<([u8; 32], Vec<u8>)>,
+}
+
+/// The salvage in progress: the damaged store, and what the new one received.
+struct Salvage<'a> {
+    db: &'a dyn ReadableDatabase,
+    /// Makes a file's object again from disk.
+    rebuild: Rebuild<'a>,
+    report: SalvageReport,
+    /// Documents already in the new store.
+    docs_done: HashSet<[u8; 32]>,
+    /// Entity id → path, as the log (and the old store) name them.
+    paths: HashMap<String, String>,
+    contents_lost: BTreeSet<String>,
+    restored: BTreeSet<String>,
+}
+
+impl Salvage<'_> {
+    fn lose(&mut self, kind: &'static str, tx: Option<u64>, entity: Option<&str>, detail: String) {
+        let path = entity.and_then(|e| self.paths.get(e).cloned());
+        self.report.losses.push(Loss {
+            kind,
+            tx,
+            entity: entity.map(str::to_string),
+            path,
+            detail,
+        });
+    }
+
+    /// The document `hash` of entity `entity` with its contents, verified; contents the store
+    /// lost are read from the entity's file when it still hashes to them.
+    fn read_doc(
+        &mut self,
+        hash: &[u8; 32],
+        entity: &str,
+    ) -> std::result::Result<DocCopy, (&'static str, String)> {
+        let db = self.db;
+        let (rec, file_blob) = try_read("reading a document", || {
+            let rtx = db.begin_read().db()?;
+            let index = rtx.open_table(DOC_INDEX).db()?;
+            let data = rtx.open_table(DOC_DATA).db()?;
+            let (rec, file_blob) = docs::read_doc(&index, &data, hash)?.ok_or_else(|| {
+                Error::corrupt(format!("document {} is missing", hex::encode(hash)))
+            })?;
+            verify::check_doc(hash, &rec)?;
+            Ok((rec, file_blob))
+        })
+        .map_err(|e| ("document", e))?;
+        let mut contents = Vec::new();
+        for blob in docs::doc_blobs(&rec, file_blob) {
+            let read = try_read("reading a content", || {
+                let rtx = db.begin_read().db()?;
+                let index = rtx.open_table(BLOB_INDEX).db()?;
+                let data = rtx.open_table(BLOB_DATA).db()?;
+                let bytes = blobs::read_blob(&index, &data, &blob)?.ok_or_else(|| {
+                    Error::corrupt(format!("content {} is missing", hex::encode(blob)))
+                })?;
+                verify::check_content(&blob, &bytes)?;
+                Ok(bytes)
+            });
+            let bytes = match read {
+                Ok(bytes) => bytes,
+                Err(e) => match self.read_from_disk(entity, &blob) {
+                    Some(bytes) => {
+                        self.restored.insert(hex::encode(blob));
+                        bytes
+                    }
+                    None => {
+                        self.contents_lost.insert(hex::encode(blob));
+                        return Err(("content", e));
+                    }
+                },
+            };
+            contents.push((blob, bytes));
+        }
+        Ok(DocCopy {
+            rec,
+            file_blob,
+            contents,
+        })
+    }
+
+    /// The bytes of the file entity `entity` names, when it is a regular file (not a link)
+    /// that hashes to `hash`.
+    fn read_from_disk(&self, entity: &str, hash: &[u8; 32]) -> Option<Vec<u8>> {
+        let path = Path::new(self.paths.get(entity)?);
+        let is_file = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file());
+        let bytes = is_file.then(|| std::fs::read(path).ok()).flatten()?;
+        (sha256(&bytes).0 == *hash).then_some(bytes)
+    }
+}
+
+/// Writes document `hash` (whole, with its contents) into the new store's tables.
+fn write_doc(w: &mut WriteTables<'_>, hash: &[u8; 32], copy: &DocCopy) -> Result<u64> {
+    let mut stored = 0;
+    for (blob, bytes) in &copy.contents {
+        stored += blobs::acquire_blob(&mut w.blobs, blob, bytes, None)?.unwrap_or(0);
+    }
+    let record = codec::encode(&copy.rec)?;
+    let seq = blobs::next_seq(&w.docs.data)?;
+    w.docs.data.insert(seq, record.as_slice()).db()?;
+    w.docs.index.insert(hash, (seq, 0, copy.file_blob)).db()?;
+    Ok(stored + record.len() as u64)
+}
+
+impl RedbStore {
+    /// Salvages the store in `dir` (one the storage engine may not open) into a new store in
+    /// `new_dir`: every transaction, op, document and content that still verifies, and the
+    /// settings file; returns what was kept and what was lost, and the new store's fsck.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `new_dir` holds a store or is `dir`;
+    /// [`Error::StoreLocked`] when a process holds the damaged store; [`Error::Corrupt`] when
+    /// not even its header reads; storage errors of the new store.
+    pub fn salvage(dir: &Path, new_dir: &Path, rebuild: Rebuild<'_>) -> Result<SalvageReport> {
+        guard::quiet_panics();
+        let path = dir.join(DB_FILE);
+        if !path.exists() {
+            return Err(Error::not_found(format!(
+                "store in {} (no {DB_FILE}); give the directory of the damaged store",
+                dir.display()
+            )));
+        }
+        let same = match (std::fs::canonicalize(dir), std::fs::canonicalize(new_dir)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if same {
+            return Err(Error::invalid_input(
+                "the salvaged store must go to a new directory, not over the damaged one",
+            ));
+        }
+        let (mut db, padded) = open_damaged(&path, false)?;
+        let mut source = Source::read(&*db);
+        let mut previous = false;
+        if !source.unreadable.is_empty()
+            && let Ok((older, _)) = open_damaged(&path, true)
+        {
+            let other = Source::read(&*older);
+            if other.score() > source.score() {
+                (db, source, previous) = (older, other, true);
+            }
+        }
+        let target = RedbStore::create(new_dir)?;
+        let mut salvage = Salvage {
+            db: &*db,
+            rebuild,
+            report: SalvageReport {
+                padded,
+                ..SalvageReport::default()
+            },
+            docs_done: HashSet::new(),
+            paths: HashMap::new(),
+            contents_lost: BTreeSet::new(),
+            restored: BTreeSet::new(),
+        };
+        if previous {
+            let last = source.headers.keys().next_back().copied().unwrap_or(0);
+            salvage.lose(
+                "commit",
+                None,
+                None,
+                format!(
+                    "the latest commit does not read; salvaged the one before it (up to tx \
+                     {last}): what the latest commit wrote is lost"
+                ),
+            );
+        }
+        for (table, problem) in &source.unreadable {
+            salvage.lose(
+                "table",
+                None,
+                None,
+                format!("{table} could not be read through (what it held past the damage was looked up key by key): {problem}"),
+            );
+        }
+        for (id, path) in &source.entities {
+            if let Some(path) = path {
+                salvage.paths.insert(id.clone(), path.clone());
+            }
+        }
+        target.replay_salvaged(&source, &mut salvage)?;
+        let mut report = salvage.report;
+        report.contents_lost = salvage.contents_lost.into_iter().collect();
+        report.restored = salvage.restored.into_iter().collect();
+        let kept = target.entity_ids()?;
+        report.entities = kept.len() as u64;
+        // Entities the old store listed, or that lost ops wrote, which the new one lacks.
+        let mut lost: BTreeMap<String, Option<String>> = source.entities.clone();
+        for loss in &report.losses {
+            if let (Some(entity), "op") = (&loss.entity, loss.kind) {
+                lost.entry(entity.clone())
+                    .or_insert_with(|| loss.path.clone());
+            }
+        }
+        let evicted = finally_evicted(&source);
+        report.entities_lost = lost
+            .into_iter()
+            .filter(|(id, _)| !kept.contains(id) && !evicted.contains(id))
+            .collect();
+        report.head = target.chain_head()?;
+        let settings = dir.join("settings.toml");
+        if settings.exists() {
+            let text = std::fs::read(&settings)
+                .map_err(|e| Error::io(format!("reading {}", settings.display()), e))?;
+            crate::store::private::write_file(&new_dir.join("settings.toml"), &text)?;
+        }
+        report.findings = target.fsck();
+        target.settle_damage(&report.findings)?;
+        Ok(report)
+    }
+
+    /// Every entity id the store holds (deleted ones too).
+    fn entity_ids(&self) -> Result<HashSet<String>> {
+        let rtx = self.read()?;
+        let entities = rtx.open_table(ENTITIES).db()?;
+        let mut out = HashSet::new();
+        for entry in entities.iter().db()? {
+            out.insert(codec::id_of_key(entry.db()?.0.value(), "entity key")?);
+        }
+        Ok(out)
+    }
+
+    /// Replays what `source` holds of the log into this (new, empty) store.
+    fn replay_salvaged(&self, source: &Source, salvage: &mut Salvage<'_>) -> Result<()> {
+        let last = source.headers.keys().next_back().copied().unwrap_or(0);
+        let wtx = self.begin_write()?;
+        {
+            let mut w = WriteTables::open(&wtx)?;
+            w.meta
+                .insert(
+                    EVICTIONS_SINCE,
+                    source.evictions_since.to_le_bytes().as_slice(),
+                )
+                .db()?;
+            let mut chain = [0u8; 32];
+            let mut previous_time: Option<i64> = None;
+            let mut stored = 0u64;
+            for tx in 1..=last {
+                let header = match source.headers.get(&tx) {
+                    Some(Ok(header)) => header.clone(),
+                    lost => {
+                        let why = match lost {
+                            Some(Err(e)) => e.clone(),
+                            _ => "the log has no record of it".to_string(),
+                        };
+                        salvage.lose(
+                            "tx",
+                            Some(tx),
+                            None,
+                            format!("its log record is lost ({why}); kept as an empty record"),
+                        );
+                        salvage.report.txs_lost.push(tx);
+                        // What the store's rows say it wrote.
+                        let mut wrote: Vec<(u32, &String)> = source
+                            .op_entities
+                            .iter()
+                            .filter(|((t, _), _)| *t == tx)
+                            .map(|((_, n), id)| (*n, id))
+                            .collect();
+                        wrote.sort();
+                        for (n, id) in wrote {
+                            salvage.lose(
+                                "op",
+                                Some(tx),
+                                Some(id),
+                                format!("op {n} of tx {tx}: lost with its log record"),
+                            );
+                        }
+                        // Between its neighbours' times.
+                        let next = source
+                            .headers
+                            .range(tx + 1..)
+                            .find_map(|(_, h)| h.as_ref().ok().map(|h| h.tx_time));
+                        let time = match (previous_time, next) {
+                            (Some(p), Some(n)) => (p + 1).min(n),
+                            (Some(p), None) => p + 1,
+                            (None, Some(n)) => n,
+                            (None, None) => Timestamp::now().as_micros(),
+                        };
+                        TxHeaderRec {
+                            tx_time: time,
+                            origin: "salvage".to_string(),
+                            digests: Vec::new(),
+                            run: None,
+                            chain: [0u8; 32],
+                        }
+                    }
+                };
+                let mut digests = Vec::new();
+                for n in 0..header.digests.len() as u32 {
+                    let new_n = digests.len() as u32;
+                    let digest = header.digests[n as usize];
+                    match source.body(tx, n, &header) {
+                        Some(Ok(op)) => {
+                            if let Some(why) =
+                                self.place(&mut w, salvage, tx, &header, new_n, &op, &mut stored)?
+                            {
+                                let entity = op_entity(&op);
+                                salvage.lose(
+                                    "op",
+                                    Some(tx),
+                                    Some(entity),
+                                    format!("op {n} of tx {tx}: {why}"),
+                                );
+                                salvage.report.ops_lost += 1;
+                                continue;
+                            }
+                            digests.push(digest);
+                            salvage.report.ops += 1;
+                        }
+                        Some(Err(e)) => {
+                            let entity = source.op_entities.get(&(tx, n)).map(String::as_str);
+                            salvage.lose("op", Some(tx), entity, e);
+                            salvage.report.ops_lost += 1;
+                        }
+                        None => {
+                            let by = source.evicted.get(&(tx, n)).copied();
+                            if let Some(by) = by.filter(|by| *by >= tx && source.evicts(*by)) {
+                                // Evicted on purpose: the digest stays, and the record of it.
+                                w.evicted_ops.insert((tx, new_n), by).db()?;
+                                digests.push(digest);
+                            } else if tx < source.evictions_since {
+                                // Before evictions were recorded: evicted, unrecorded.
+                                digests.push(digest);
+                            } else {
+                                let entity = source.op_entities.get(&(tx, n)).map(String::as_str);
+                                salvage.lose(
+                                    "op",
+                                    Some(tx),
+                                    entity,
+                                    format!("op {n} of tx {tx}: its body is lost"),
+                                );
+                                salvage.report.ops_lost += 1;
+                            }
+                        }
+                    }
+                }
+                w.end_tx()?;
+                w.finish()?;
+                // The same header (its index run kept), chained from the salvaged record before.
+                let mut record = TxHeaderRec {
+                    tx_time: header.tx_time,
+                    origin: header.origin.clone(),
+                    digests,
+                    run: header.run,
+                    chain: [0u8; 32],
+                };
+                record.chain = log::next_chain(&chain, tx, &record)?;
+                chain = record.chain;
+                w.tx_log
+                    .insert(tx, codec::encode_header(&record)?.as_slice())
+                    .db()?;
+                previous_time = Some(header.tx_time);
+                salvage.report.txs += 1;
+            }
+            w.add_counter(STORED_BYTES, stored as i64)?;
+        }
+        wtx.commit().db()?;
+        salvage.report.contents = {
+            let rtx = self.read()?;
+            rtx.open_table(BLOB_INDEX).db()?.len().db()?
+        };
+        Ok(())
+    }
+
+    /// Applies verified op `op` (index `n` in the new record of `tx`), copying the document it
+    /// puts; `Some(why)` when it cannot be kept.
+    #[allow(clippy::too_many_arguments)]
+    fn place(
+        &self,
+        w: &mut WriteTables<'_>,
+        salvage: &mut Salvage<'_>,
+        tx: u64,
+        header: &TxHeaderRec,
+        n: u32,
+        op: &OpRec,
+        stored: &mut u64,
+    ) -> Result<Option<String>> {
+        if let OpRec::Write(write) = op {
+            if let Some(first) = &write.first
+                && let Some((_, path)) = &first.source
+            {
+                salvage.paths.insert(write.entity.0.clone(), path.clone());
+            }
+            if write.first.is_none() && entity_rec(&w.entities, &write.entity)?.is_none() {
+                return Ok(Some(
+                    "the op that created its entity was lost, so this version has no entity".into(),
+                ));
+            }
+            if let Some(hash) = write.object_hash
+                && !salvage.docs_done.contains(&hash)
+            {
+                match salvage.read_doc(&hash, &write.entity) {
+                    Ok(copy) => {
+                        *stored += write_doc(w, &hash, &copy)?;
+                        salvage.docs_done.insert(hash);
+                    }
+                    Err(("document", why)) => {
+                        // The file may still make the same object: then its document is back.
+                        let rebuilt = salvage
+                            .paths
+                            .get(&*write.entity)
+                            .and_then(|path| (salvage.rebuild)(path))
+                            .filter(|(object, _)| {
+                                object.object_hash().0 == hash && object.id() == &*write.entity
+                            });
+                        let Some((object, bytes)) = rebuilt else {
+                            salvage.lose("document", Some(tx), Some(&write.entity), why);
+                            return Ok(Some("its document is lost".into()));
+                        };
+                        let made = docs::ensure_doc(
+                            &mut w.docs,
+                            &mut w.blobs,
+                            &object,
+                            bytes.as_deref(),
+                            None,
+                            None,
+                            None,
+                        )?;
+                        *stored += made.stored;
+                        salvage.docs_done.insert(hash);
+                        salvage.restored.insert(hex::encode(hash));
+                    }
+                    Err((kind, why)) => {
+                        salvage.lose(kind, Some(tx), Some(&write.entity), why);
+                        return Ok(Some(format!("its {kind} is lost")));
+                    }
+                }
+            }
+        }
+        w.apply(tx, header.tx_time, n, op)?;
+        w.tx_ops
+            .insert((tx, n), codec::encode_op(op, header.tx_time)?.as_slice())
+            .db()?;
+        Ok(None)
+    }
+}
+
+/// The entity an op concerns.
+fn op_entity(op: &OpRec) -> &str {
+    match op {
+        OpRec::Write(w) => &w.entity,
+        OpRec::Evict { entity } | OpRec::Match { entity, .. } => entity,
+    }
+}
+
+/// The entities whose last op in the log (as far as it reads) evicts them.
+fn finally_evicted(source: &Source) -> HashSet<String> {
+    let mut last: HashMap<String, bool> = HashMap::new();
+    for (tx, header) in &source.headers {
+        let Ok(header) = header else { continue };
+        for n in 0..header.digests.len() as u32 {
+            match source.body(*tx, n, header) {
+                Some(Ok(OpRec::Evict { entity })) => {
+                    last.insert(entity.0.clone(), true);
+                }
+                Some(Ok(OpRec::Write(w))) => {
+                    last.insert(w.entity.0.clone(), false);
+                }
+                _ => {}
+            }
+        }
+    }
+    last.into_iter()
+        .filter(|(_, e)| *e)
+        .map(|(id, _)| id)
+        .collect()
+}
