@@ -128,7 +128,7 @@ mod tests {
     /// hold (quotes, control characters, non-ASCII, empty ref lists), and after a reset.
     #[test]
     fn kept_chat_equals_the_chat_built_whole() -> Result<()> {
-        let turns = vec![
+        let turns = [
             turn(Role::User, "begin \"quoted\" \\ \u{1}\tü 😀", None),
             turn(Role::Assistant, "", Some(&["toolcall:a", "toolcall:\"b\""])),
             turn(Role::Tool, "line\nline", Some(&[])),

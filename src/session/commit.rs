@@ -166,15 +166,19 @@ impl Session {
 
     fn commit_as(&mut self, durable: bool) -> Result<Option<TxReceipt>> {
         self.writable()?;
-        // Lazy only for tool call records: a commit that numbers files, changes the
-        // configuration (descriptors, callers) or the prompt, or writes a file version is
-        // durable, since what the agent was told (file ids, fd numbers) must survive a crash.
+        // Lazy only for what records reads: tool calls, and the file versions a read indexed
+        // from disk (an observation the next read makes again). A commit that numbers files or
+        // changes the configuration (descriptors, callers) or the prompt is durable, since what
+        // the agent was told (file ids, fd numbers) must survive a crash.
         let durable = durable
             || self.file_ids.is_dirty()
             || self.config_dirty
             || self.prompt_dirty
             || self.pending.iter().any(|op| match op {
-                Op::Put(put) => put.object.object_type() != ObjectType::Toolcall,
+                Op::Put(put) => !matches!(
+                    put.object.object_type(),
+                    ObjectType::Toolcall | ObjectType::File
+                ),
                 _ => true,
             });
         let store = self.store.clone();
