@@ -72,6 +72,12 @@ pub const READING_TOOLS: [&str; 8] = [
     GET_FILE_DIFF,
 ];
 
+/// Whether `tool` only reads (one of [`READING_TOOLS`]): its record may be answered before its
+/// commit is durable. `read_fd` is not among them (extracting makes a new descriptor).
+pub fn is_read_only(tool: &str) -> bool {
+    READING_TOOLS.contains(&tool)
+}
+
 /// What one tool produced before it is recorded: the text and the entity ids of the files it
 /// read.
 #[derive(Clone, Debug, Default)]

@@ -55,7 +55,10 @@ impl Apply for AgentCallRequest {
     /// tool the session does not offer. A tool's own failure (bad arguments, a missing file) is
     /// an answer with `is_error`, recorded and committed.
     fn apply(self, engine: &Engine) -> Result<AgentCalled> {
-        let (answer, tx_id) = engine.with_session(&self.session, |session| {
+        // A read-only tool's record is answered before its commit is durable; every write is
+        // durable before it is answered.
+        let durable = !tools::is_read_only(&self.tool);
+        let (answer, tx_id) = engine.with_session_as(&self.session, durable, |session| {
             tools::call(session, &self.tool, self.args, self.caller.as_deref())
         })?;
         Ok(AgentCalled {

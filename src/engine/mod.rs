@@ -399,10 +399,25 @@ impl Engine {
         sid: &str,
         change: impl FnOnce(&mut Session) -> Result<T>,
     ) -> Result<(T, Option<u64>)> {
+        self.with_session_as(sid, true, change)
+    }
+
+    /// [`Engine::with_session`], committing lazily ([`Session::commit_lazily`]) unless
+    /// `durable`.
+    fn with_session_as<T>(
+        &self,
+        sid: &str,
+        durable: bool,
+        change: impl FnOnce(&mut Session) -> Result<T>,
+    ) -> Result<(T, Option<u64>)> {
         let slot = self.live_session(sid)?;
         let mut session = lock(&slot);
         let result = change(&mut session).and_then(|value| {
-            let receipt = session.commit()?;
+            let receipt = if durable {
+                session.commit()?
+            } else {
+                session.commit_lazily()?
+            };
             Ok((value, receipt.map(|r| r.tx_id.0)))
         });
         drop(session);
@@ -422,6 +437,13 @@ impl Engine {
             )));
         }
         Ok(TxId(tx))
+    }
+}
+
+impl Drop for Engine {
+    /// Makes lazy commits durable before the store closes (closing would too; this says so).
+    fn drop(&mut self) {
+        self.store.sync().ok();
     }
 }
 
@@ -457,6 +479,62 @@ mod tests {
             "{second:?}"
         );
         assert!(events.try_recv().is_err(), "one event per commit");
+        Ok(())
+    }
+
+    /// A read-only agent tool's record is answered before it is durable; a call that numbers
+    /// files or writes is durable, and makes the earlier records durable with it.
+    #[test]
+    fn read_only_tool_records_are_lazy_and_writes_are_durable() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let store_dir = tmp.path().join("store");
+        let tree = tmp.path().join("tree");
+        std::fs::create_dir_all(&tree).map_err(|e| Error::io("mkdir", e))?;
+        std::fs::write(tree.join("a.txt"), "one\ntwo\n").map_err(|e| Error::io("write", e))?;
+        let engine = Engine::open(&store_dir, Access::Create)?;
+        engine.call(SessionNewRequest {
+            id: Some("s1".into()),
+            mounts: vec![crate::resolve::MountMapping::new(
+                "/work",
+                tree.to_str().unwrap_or_default(),
+            )],
+            ..SessionNewRequest::default()
+        })?;
+        let call = |tool: &str, args: serde_json::Value| -> Result<AgentCalled> {
+            engine.call(AgentCallRequest {
+                session: "s1".into(),
+                tool: tool.into(),
+                args: match args {
+                    serde_json::Value::Object(map) => map,
+                    _ => serde_json::Map::new(),
+                },
+                caller: None,
+            })
+        };
+        // The first listing numbers the files: durable.
+        let listed = call("list_files", serde_json::json!({"pattern": "**"}))?;
+        assert!(!listed.answer.is_error, "{}", listed.answer.text);
+        assert!(!engine.store().has_lazy_commits());
+        let read = call(
+            "read_lines",
+            serde_json::json!({"filepath": "/work/a.txt", "start": 1, "end": 2}),
+        )?;
+        assert!(!read.answer.is_error, "{}", read.answer.text);
+        assert!(read.tx_id.is_some());
+        assert!(
+            engine.store().has_lazy_commits(),
+            "a read's record is not synced before its answer"
+        );
+        let written = call(
+            "write_file",
+            serde_json::json!({"filepath": "/work/b.txt", "content": "new\n"}),
+        )?;
+        assert!(!written.answer.is_error, "{}", written.answer.text);
+        assert!(
+            !engine.store().has_lazy_commits(),
+            "a write is durable, and the read before it with it"
+        );
+        assert!(written.tx_id > read.tx_id);
         Ok(())
     }
 

@@ -69,6 +69,28 @@ pub fn transcript(turns: &[Turn]) -> String {
     blocks.join("\n\n")
 }
 
+/// Whether `text` is the [`transcript`] of `turns`, compared in place (no copy of the chat).
+pub(super) fn is_transcript(turns: &[Turn], text: &str) -> bool {
+    let mut rest = text;
+    for (i, turn) in turns.iter().enumerate() {
+        if i > 0 {
+            let Some(after) = rest.strip_prefix("\n\n") else {
+                return false;
+            };
+            rest = after;
+        }
+        let Some(after) = rest
+            .strip_prefix(turn.role.as_str())
+            .and_then(|r| r.strip_prefix(": "))
+            .and_then(|r| r.strip_prefix(turn.content.as_str()))
+        else {
+            return false;
+        };
+        rest = after;
+    }
+    rest.is_empty()
+}
+
 /// Checks that an assigned id is usable: not empty, no control characters, at most 1024 bytes.
 pub(super) fn check_assigned_id(id: &str) -> Result<()> {
     if id.is_empty() {

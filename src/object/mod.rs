@@ -27,10 +27,10 @@ mod types;
 
 pub use fields::{ChatFields, Fields, FileFields, SessionFields, ToolcallFields};
 pub(crate) use fields::{SessionJsonParts, session_json_of_parts};
-use identity::check_assigned_id;
 pub use identity::{
     assigned_identity, composite_hash, file_type_of, sourced_identity, transcript, utf16_len,
 };
+use identity::{check_assigned_id, is_transcript};
 pub use types::{ContentOmitted, FilesystemSource, ObjectType, Role, Source, ToolStatus, Turn};
 
 use crate::error::{Error, Result};
@@ -254,7 +254,7 @@ impl Object {
                         "a chat's toolcall_refs must be its turns' toolcall_refs in order",
                     ));
                 }
-                if content != Some(transcript(&f.turns).as_str()) {
+                if !content.is_some_and(|c| is_transcript(&f.turns, c)) {
                     return Err(Error::invalid_input(
                         "a chat's content must be the transcript of its turns",
                     ));
@@ -437,6 +437,40 @@ impl Object {
             Some(content),
             Fields::Chat(fields),
             None,
+        )
+    }
+
+    /// [`Object::chat`] with the fields' canonical JSON and the transcript already known (a
+    /// session keeps them between commits): `json` must be what [`Fields::canonical_json`] gives
+    /// for these turns (debug builds check it) and `transcript` their transcript (checked).
+    ///
+    /// # Errors
+    /// See [`Object::from_parts`].
+    pub(crate) fn chat_with_json(
+        session_id: &str,
+        turns: Vec<Turn>,
+        json: String,
+        transcript: String,
+    ) -> Result<Self> {
+        let toolcall_refs = turns
+            .iter()
+            .flat_map(|t| t.toolcall_refs.iter().flatten().cloned())
+            .collect();
+        let fields = ChatFields {
+            session_ref: format!("session:{session_id}"),
+            turn_count: turns.len() as u64,
+            turns,
+            toolcall_refs,
+        };
+        Object::assemble(
+            Some(&format!("chat:{session_id}")),
+            None,
+            None,
+            Some(transcript),
+            None,
+            Fields::Chat(fields),
+            None,
+            Some(json),
         )
     }
 

@@ -109,11 +109,14 @@ impl Session {
         toolcall_refs: Vec<String>,
     ) -> Result<usize> {
         self.writable()?;
-        let referenced: HashSet<&String> = self
-            .turns
-            .iter()
-            .flat_map(|t| t.toolcall_refs.iter().flatten())
-            .collect();
+        let referenced: HashSet<&String> = if toolcall_refs.is_empty() {
+            HashSet::new()
+        } else {
+            self.turns
+                .iter()
+                .flat_map(|t| t.toolcall_refs.iter().flatten())
+                .collect()
+        };
         for (i, r) in toolcall_refs.iter().enumerate() {
             if !matches!(self.cache.get(r), Some(Meta::Toolcall { .. })) {
                 return Err(Error::invalid_input(format!(
@@ -154,22 +157,33 @@ impl Session {
     /// Tool calls no turn names yet (made after the last turn, or before any) count as the
     /// current turn's, after its own.
     pub(super) fn collapse(&mut self) {
-        let referenced: HashSet<&str> = self
-            .turns
-            .iter()
-            .flat_map(|t| t.toolcall_refs.iter().flatten().map(String::as_str))
-            .collect();
-        let unreferenced: Vec<&str> = self
-            .sets
-            .index()
-            .ids()
-            .iter()
-            .map(String::as_str)
-            .filter(|id| {
-                matches!(self.cache.get(*id), Some(Meta::Toolcall { .. }))
-                    && !referenced.contains(id)
-            })
-            .collect();
+        // The index only grows and a turn's refs are never taken back, so the tool calls no
+        // turn references are kept between calls: only new index entries are looked at, and
+        // the turns are read whole only while one of them is still unreferenced.
+        let (mut unreferenced, scanned) = std::mem::take(&mut self.unreferenced);
+        let ids = self.sets.index().ids();
+        let scanned = scanned.min(ids.len());
+        unreferenced.extend(
+            ids[scanned..]
+                .iter()
+                .filter(|id| matches!(self.cache.get(*id), Some(Meta::Toolcall { .. })))
+                .cloned(),
+        );
+        let scanned = ids.len();
+        if let Some(last) = self.turns.last() {
+            let last_refs: Vec<&String> = last.toolcall_refs.iter().flatten().collect();
+            unreferenced.retain(|id| !last_refs.contains(&id));
+        }
+        if !unreferenced.is_empty() {
+            let referenced: HashSet<&str> = self
+                .turns
+                .iter()
+                .flat_map(|t| t.toolcall_refs.iter().flatten().map(String::as_str))
+                .collect();
+            unreferenced.retain(|id| !referenced.contains(id.as_str()));
+        }
+        self.unreferenced = (unreferenced, scanned);
+        let unreferenced: Vec<&str> = self.unreferenced.0.iter().map(String::as_str).collect();
         let mut keep: HashSet<&str> = HashSet::new();
         let mut current: Vec<&str> = Vec::new();
         if let Some((last, earlier)) = self.turns.split_last() {

@@ -151,7 +151,44 @@ impl Session {
     /// # Errors
     /// Store errors; on error nothing is written and the session keeps its uncommitted changes.
     pub fn commit(&mut self) -> Result<Option<TxReceipt>> {
+        self.commit_as(true)
+    }
+
+    /// [`Session::commit`] answered before the commit is durable
+    /// ([`Store::transact_with_stat_lazily`]): for what only records reads (a read-only agent
+    /// tool call), which a crash may lose until the next durable commit.
+    ///
+    /// # Errors
+    /// As [`Session::commit`].
+    pub fn commit_lazily(&mut self) -> Result<Option<TxReceipt>> {
+        self.commit_as(false)
+    }
+
+    fn commit_as(&mut self, durable: bool) -> Result<Option<TxReceipt>> {
         self.writable()?;
+        // Lazy only for what records reads: tool calls, and the file versions a read indexed
+        // from disk (an observation the next read makes again). A commit that numbers files or
+        // changes the configuration (descriptors, callers) or the prompt is durable, since what
+        // the agent was told (file ids, fd numbers) must survive a crash.
+        let durable = durable
+            || self.file_ids.is_dirty()
+            || self.config_dirty
+            || self.prompt_dirty
+            || self.pending.iter().any(|op| match op {
+                Op::Put(put) => !matches!(
+                    put.object.object_type(),
+                    ObjectType::Toolcall | ObjectType::File
+                ),
+                _ => true,
+            });
+        let store = self.store.clone();
+        let transact = |ops, stat| {
+            if durable {
+                store.transact_with_stat(ops, Origin::Session, stat)
+            } else {
+                store.transact_with_stat_lazily(ops, Origin::Session, stat)
+            }
+        };
         // The session document is built (and hashed) once: only when the sets moved since the
         // last commit, and then it is both the change test and the document written.
         let sets_moved =
@@ -171,8 +208,7 @@ impl Session {
                 .is_some_and(|d| self.committed != Some(*d.object_hash()));
         if !changed {
             if !self.stat.is_empty() {
-                self.store
-                    .transact_with_stat(Vec::new(), Origin::Session, self.stat.clone())?;
+                transact(Vec::new(), self.stat.clone())?;
                 self.stat.puts.clear();
                 self.stat.removes.clear();
             }
@@ -185,7 +221,7 @@ impl Session {
         let mut ops = self.pending.clone();
         let mut chat_hash = self.committed_chat;
         if self.chat_dirty {
-            let chat = Object::chat(&self.session_id, self.turns.clone())?;
+            let chat = self.chat_text.object(&self.session_id, &self.turns)?;
             chat_hash = Some(*chat.object_hash());
             // Optimistic concurrency on the chat too: two writers appending turns conflict.
             ops.push(Op::Match {
@@ -238,10 +274,7 @@ impl Session {
             puts: std::mem::take(&mut self.stat.puts),
             removes: std::mem::take(&mut self.stat.removes),
         };
-        let receipt = match self
-            .store
-            .transact_with_stat(ops, Origin::Session, stat.clone())
-        {
+        let receipt = match transact(ops, stat.clone()) {
             Ok(Some(receipt)) => receipt,
             Ok(None) => {
                 self.stat = stat;

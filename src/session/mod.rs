@@ -17,12 +17,14 @@
 //! - `commit`: the session document, the queue of ops, the commit. `render`: the context block.
 //! - `resume`: reconciliation against disk. `ulid`: ids. `write`: the agent's writes, all or
 //!   nothing per batch, recorded through the one disk path.
+//! - `chat_text`: the chat's JSON and transcript kept between commits.
 //! - `ids`: the file id table ([`FileIds`]). `descriptors`: the persisted descriptors
 //!   ([`Descriptors`]) and the agent layer's cache.
 
 mod activate;
 mod cache;
 mod chat;
+mod chat_text;
 mod commit;
 mod descriptors;
 mod files;
@@ -197,6 +199,11 @@ pub struct Session {
     session_id: String,
     sets: Sets,
     turns: Vec<Turn>,
+    /// The chat's JSON and transcript up to its last turn, kept between commits.
+    chat_text: chat_text::ChatText,
+    /// Tool calls of the index no turn referenced when auto-collapse last looked, in index
+    /// order, and how much of the index (which only grows) it has looked at.
+    unreferenced: (Vec<String>, usize),
     system_prompt: String,
     cache: FxHashMap<String, Meta>,
     /// The on-disk spelling of files whose identity path differs from it (case-insensitive
@@ -313,6 +320,8 @@ impl Session {
             session_id,
             sets: Sets::default(),
             turns: Vec::new(),
+            chat_text: chat_text::ChatText::default(),
+            unreferenced: (Vec::new(), 0),
             system_prompt: String::new(),
             cache: FxHashMap::default(),
             spellings: HashMap::new(),

@@ -6,28 +6,53 @@
 //! the others. A writer that arrives meanwhile queues its request and waits; the next leader
 //! is one of them. With one writer this is one commit per request, as before; with many, a
 //! commit's fsync is shared by everything that queued behind it.
+//!
+//! Writers woken by one commit come back at nearly the same time, and the first of them would
+//! otherwise commit alone while the rest queue behind it (every other commit of one writer).
+//! So a leader whose queue is shorter than the last commit's batch waits a little for the
+//! others to arrive: at most half the last commit's duration and [`MAX_GATHER`]. The target
+//! follows the batches actually committed, so a writer left alone stops waiting after one
+//! commit.
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::{Backend, TxReceipt, TxRequest};
 use crate::error::{Error, Result};
+
+/// How long lazy commits ([`super::Store::transact_with_stat_lazily`]) may stay not durable:
+/// the first commit after that is durable, whatever it holds.
+pub const LAZY_FOR: Duration = Duration::from_millis(500);
+
+/// The longest a leader waits for the writers of the last batch to queue again.
+const MAX_GATHER: Duration = Duration::from_millis(2);
 
 /// The queue and results of one store's group commits.
 #[derive(Debug, Default)]
 pub(super) struct GroupCommit {
     state: Mutex<State>,
     finished: Condvar,
+    /// Signalled when a request queues while a leader gathers its batch.
+    arrived: Condvar,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    /// Requests waiting for the next commit, by ticket.
-    queue: Vec<(u64, TxRequest)>,
+    /// Requests waiting for the next commit, by ticket, each with whether it must be durable.
+    queue: Vec<(u64, TxRequest, bool)>,
     /// Results of committed requests whose writers have not picked them up yet.
     results: HashMap<u64, Result<Option<TxReceipt>>>,
     /// Whether a leader is committing now.
     committing: bool,
+    /// Whether a leader is waiting for more requests before it commits.
+    gathering: bool,
+    /// How many requests the last commit held, and how long it took.
+    last_batch: usize,
+    last_took: Duration,
+    /// Since when lazy commits wait for a durable one, and how many lazy commits were made.
+    unsynced: Option<Instant>,
+    lazy_commits: u64,
     next_ticket: u64,
 }
 
@@ -67,16 +92,43 @@ impl GroupCommit {
         self.lock().queue.len()
     }
 
-    /// Commits `request` through `backend`, sharing the commit with whatever else is queued.
+    /// Whether lazy commits wait for a durable one.
+    pub(super) fn has_lazy_commits(&self) -> bool {
+        self.lock().unsynced.is_some()
+    }
+
+    /// Makes the lazy commits so far durable through `backend`; nothing when there are none.
+    pub(super) fn sync(&self, backend: &dyn Backend) -> Result<()> {
+        let made = {
+            let state = self.lock();
+            if state.unsynced.is_none() {
+                return Ok(());
+            }
+            state.lazy_commits
+        };
+        backend.sync()?;
+        let mut state = self.lock();
+        if state.lazy_commits == made {
+            state.unsynced = None;
+        }
+        Ok(())
+    }
+
+    /// Commits `request` through `backend`, sharing the commit with whatever else is queued;
+    /// without `durable` the commit may be answered before it is durable (see [`LAZY_FOR`]).
     pub(super) fn submit(
         &self,
         backend: &dyn Backend,
         request: TxRequest,
+        durable: bool,
     ) -> Result<Option<TxReceipt>> {
         let mut state = self.lock();
         let ticket = state.next_ticket;
         state.next_ticket += 1;
-        state.queue.push((ticket, request));
+        state.queue.push((ticket, request, durable));
+        if state.gathering {
+            self.arrived.notify_one();
+        }
         loop {
             if let Some(result) = state.results.remove(&ticket) {
                 return result;
@@ -89,17 +141,54 @@ impl GroupCommit {
                 continue;
             }
             state.committing = true;
+            if state.queue.len() < state.last_batch {
+                let deadline = Instant::now() + (state.last_took / 2).min(MAX_GATHER);
+                state.gathering = true;
+                while state.queue.len() < state.last_batch {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    state = self
+                        .arrived
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                state.gathering = false;
+            }
             let batch = std::mem::take(&mut state.queue);
+            state.last_batch = batch.len();
+            // Durable when one of its requests must be, or lazy commits have waited long enough.
+            let durable = batch.iter().any(|(_, _, durable)| *durable)
+                || state
+                    .unsynced
+                    .is_some_and(|since| since.elapsed() >= LAZY_FOR);
             drop(state);
-            let (tickets, requests): (Vec<u64>, Vec<TxRequest>) = batch.into_iter().unzip();
+            let began = Instant::now();
+            let (tickets, requests): (Vec<u64>, Vec<TxRequest>) =
+                batch.into_iter().map(|(t, r, _)| (t, r)).unzip();
             let mut leader = Leader {
                 group: self,
                 tickets: tickets.clone(),
                 done: false,
             };
-            let mut results = backend.transact_group(requests).into_iter();
+            let results = if durable {
+                backend.transact_group(requests)
+            } else {
+                backend.transact_group_lazily(requests)
+            };
+            let committed = results.iter().any(Result::is_ok);
+            let mut results = results.into_iter();
             {
                 let mut state = self.lock();
+                state.last_took = began.elapsed();
+                if committed && durable {
+                    state.unsynced = None;
+                } else if committed {
+                    state.lazy_commits += 1;
+                    state.unsynced.get_or_insert_with(Instant::now);
+                }
                 for ticket in tickets {
                     let result = results.next().unwrap_or_else(|| {
                         Err(Error::invariant("a group commit left a request unanswered"))
@@ -157,6 +246,56 @@ mod tests {
         let log = store.log(None, usize::MAX)?;
         let ids: Vec<u64> = log.iter().map(|r| r.tx_id.0).collect();
         assert_eq!(ids, (1..=160).collect::<Vec<_>>());
+        assert!(store.fsck()?.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn lazy_commits_keep_their_order_and_a_durable_commit_or_a_close_makes_them_durable()
+    -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let stat = || super::super::StatUpdate {
+            filesystem_id: "fs".into(),
+            puts: Vec::new(),
+            removes: Vec::new(),
+        };
+        let unsynced = |store: &Store| store.has_lazy_commits();
+        {
+            let store = Store::create(tmp.path())?;
+            let lazy = store.transact_with_stat_lazily(
+                vec![Op::put(file("/a", "a")?)],
+                Origin::Cli,
+                stat(),
+            )?;
+            assert_eq!(lazy.map(|r| r.tx_id.0), Some(1));
+            assert!(unsynced(&store), "a lazy commit waits for a durable one");
+            let durable = store.transact(vec![Op::put(file("/b", "b")?)], Origin::Cli)?;
+            assert_eq!(durable.tx_id.0, 2);
+            assert!(!unsynced(&store), "the durable commit made it durable");
+            store.transact_with_stat_lazily(
+                vec![Op::put(file("/c", "c")?)],
+                Origin::Cli,
+                stat(),
+            )?;
+            assert!(unsynced(&store));
+            store.sync()?;
+            assert!(!unsynced(&store), "sync made it durable");
+            // The last one is left lazy: closing the store keeps it.
+            store.transact_with_stat_lazily(
+                vec![Op::put(file("/d", "d")?)],
+                Origin::Cli,
+                stat(),
+            )?;
+            assert!(unsynced(&store));
+        }
+        let store = Store::open(tmp.path())?;
+        let ids: Vec<u64> = store
+            .log(None, usize::MAX)?
+            .iter()
+            .map(|r| r.tx_id.0)
+            .collect();
+        assert_eq!(ids, vec![1, 2, 3, 4]);
+        assert!(store.entity_exists(file("/d", "d")?.id())?);
         assert!(store.fsck()?.is_empty());
         Ok(())
     }

@@ -114,6 +114,22 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
             .collect()
     }
 
+    /// [`Backend::transact_group`] for writes that may be answered before they are durable (the
+    /// records of read-only agent tool calls): the backend may skip the commit's fsync, and a
+    /// crash before the next durable commit or [`Backend::sync`] may lose them, whole
+    /// transactions from the last ones back, never a durable one. The default is durable.
+    fn transact_group_lazily(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
+        self.transact_group(group)
+    }
+
+    /// Makes every commit written so far durable (a no-op for a backend whose commits always are).
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the storage engine fails.
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// What `id` was at `valid_time` as known at transaction `tx` (defaults: now, latest);
     /// `None` when no version is visible there, a tombstone is a version with no object.
     ///
@@ -406,7 +422,7 @@ impl Store {
             stat: None,
         };
         self.group
-            .submit(&*self.backend, request)?
+            .submit(&*self.backend, request, true)?
             .ok_or_else(|| crate::Error::invariant("a transaction wrote no log record"))
     }
 
@@ -429,7 +445,43 @@ impl Store {
             origin,
             stat: Some(stat),
         };
-        self.group.submit(&*self.backend, request)
+        self.group.submit(&*self.backend, request, true)
+    }
+
+    /// [`Store::transact_with_stat`] answered before its commit is durable (the record of a
+    /// read-only agent tool call): a crash may lose it until the next durable commit, which
+    /// comes at the latest with the first write half a second after it, or [`Store::sync`].
+    ///
+    /// # Errors
+    /// As [`Backend::transact_with_stat`].
+    pub fn transact_with_stat_lazily(
+        &self,
+        ops: Vec<Op>,
+        origin: Origin,
+        stat: StatUpdate,
+    ) -> Result<Option<TxReceipt>> {
+        if ops.is_empty() && stat.is_empty() {
+            return Ok(None);
+        }
+        let request = TxRequest {
+            ops,
+            origin,
+            stat: Some(stat),
+        };
+        self.group.submit(&*self.backend, request, false)
+    }
+
+    /// Makes the lazy commits so far durable ([`Backend::sync`]); nothing when there are none.
+    ///
+    /// # Errors
+    /// As [`Backend::sync`].
+    pub fn sync(&self) -> Result<()> {
+        self.group.sync(&*self.backend)
+    }
+
+    /// Whether lazy commits wait for a durable one (they would be lost by a crash now).
+    pub fn has_lazy_commits(&self) -> bool {
+        self.group.has_lazy_commits()
     }
 
     /// How many writes wait for a commit now (the daemon's queue depth).

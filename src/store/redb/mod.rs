@@ -216,6 +216,33 @@ impl Drop for RedbStore {
 }
 
 impl RedbStore {
+    /// [`Backend::transact_group`], with the commit's fsync when `durable`.
+    fn transact_group_durably(
+        &self,
+        group: Vec<TxRequest>,
+        durable: bool,
+    ) -> Vec<Result<Option<TxReceipt>>> {
+        if let Err(e) = self.check_writable() {
+            let message = e.to_string();
+            return group
+                .iter()
+                .map(|_| Err(Error::corrupt(message.clone())))
+                .collect();
+        }
+        let count = group.len();
+        match self.guarded("writing a group of transactions", || {
+            Ok(RedbStore::transact_group(self, group, durable))
+        }) {
+            Ok(results) => results,
+            Err(e) => {
+                let message = e.to_string();
+                (0..count)
+                    .map(|_| Err(Error::corrupt(message.clone())))
+                    .collect()
+            }
+        }
+    }
+
     /// Runs `f` (doing `what`) under the storage guard; damage it meets (a panic inside redb, a
     /// record that fails its check) marks the store damaged.
     ///
@@ -355,25 +382,18 @@ impl Backend for RedbStore {
     }
 
     fn transact_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
-        if let Err(e) = self.check_writable() {
-            let message = e.to_string();
-            return group
-                .iter()
-                .map(|_| Err(Error::corrupt(message.clone())))
-                .collect();
-        }
-        let count = group.len();
-        match self.guarded("writing a group of transactions", || {
-            Ok(RedbStore::transact_group(self, group))
-        }) {
-            Ok(results) => results,
-            Err(e) => {
-                let message = e.to_string();
-                (0..count)
-                    .map(|_| Err(Error::corrupt(message.clone())))
-                    .collect()
-            }
-        }
+        self.transact_group_durably(group, true)
+    }
+
+    fn transact_group_lazily(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
+        self.transact_group_durably(group, false)
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.check_writable()?;
+        self.guarded("making lazy commits durable", || {
+            self.begin_write()?.commit().db()
+        })
     }
 
     fn as_of(

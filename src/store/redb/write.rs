@@ -493,8 +493,14 @@ impl RedbStore {
     /// Writes a group of transactions in one redb commit (one fsync), each with its own tx id,
     /// log record and chain value, as if they had been written one after another: a request
     /// that fails is answered with its error and the group is written again without it, so
-    /// nothing of it stays and the others do not see it.
-    pub fn transact_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
+    /// nothing of it stays and the others do not see it. Without `durable` the commit is not
+    /// synced: the next durable commit (or closing the store) makes it durable, and a crash
+    /// before then loses it.
+    pub fn transact_group(
+        &self,
+        group: Vec<TxRequest>,
+        durable: bool,
+    ) -> Vec<Result<Option<TxReceipt>>> {
         let mut results: Vec<Option<Result<Option<TxReceipt>>>> =
             group.iter().map(|_| None).collect();
         for (i, request) in group.iter().enumerate() {
@@ -511,7 +517,13 @@ impl RedbStore {
                 break;
             }
             let wtx = match self.begin_write() {
-                Ok(wtx) => wtx,
+                Ok(mut wtx) => {
+                    if !durable {
+                        // Refused only after a persistent savepoint changed: then it is durable.
+                        wtx.set_durability(redb::Durability::None).ok();
+                    }
+                    wtx
+                }
                 Err(e) => {
                     let message = e.full_message();
                     for i in pending {
