@@ -20,6 +20,8 @@
 //!   repaired.
 //! - `private`: the store directory's modes (0700, files 0600, whatever the umask); every file
 //!   strata makes in a store directory is made there.
+//! - `postgres/`: the PostgreSQL implementation (a schema of a database shared by a team's
+//!   machines; the same log, chain and codec).
 //! - `redb/`: the redb implementation (tables, blobs and documents, deltas, the bitemporal write
 //!   rule, evict, fsck).
 
@@ -29,6 +31,7 @@ pub mod damage;
 mod group;
 mod log;
 mod ops;
+mod postgres;
 pub(crate) mod private;
 mod redb;
 mod stat;
@@ -43,6 +46,7 @@ pub use answers::{
 };
 pub use log::{LoggedOp, Origin, TxRecord};
 pub use ops::{EncodedBlob, Op, Put, TxReceipt, TxRequest, ValidFrom};
+pub use postgres::{PgLocation, PgOpen};
 pub use stat::{FileStat, StatEntry, StatUpdate};
 pub use time::{Timestamp, TxId};
 
@@ -418,6 +422,21 @@ impl Store {
     /// As [`Store::open`].
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Self> {
         guarded_open("opening the store", || redb::RedbStore::open_read_only(dir))
+    }
+
+    /// Opens the PostgreSQL store at `location` (created as `mode` says); `dir` is the store
+    /// directory that points at it, when there is one.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the database cannot be reached; [`crate::Error::NotFound`]
+    /// or [`crate::Error::InvalidInput`] as `mode` says; [`crate::Error::FormatVersion`] for a
+    /// schema layout this build does not know.
+    pub fn postgres(
+        location: PgLocation,
+        dir: Option<std::path::PathBuf>,
+        mode: PgOpen,
+    ) -> Result<Self> {
+        postgres::PgStore::open(location, dir, mode).map(Store::from_backend)
     }
 
     /// A redb store in memory (nothing on disk, no lock file): for tests and models.

@@ -324,4 +324,4 @@ fn store_agrees_with_the_model(backend: &dyn StoreFactory) -> TestResult {
     TestRunner::new(config).run(&histories, |txs| run(&backend.fresh()?, txs))?;
     Ok(())
 }
-backend_tests!(store_agrees_with_the_model: redb_in_memory);
+backend_tests!(store_agrees_with_the_model: redb_in_memory, postgres);
