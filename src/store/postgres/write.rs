@@ -23,16 +23,22 @@ pub(super) struct Head {
 
 /// Reads the head (locking its row when `lock`): the latest tx, its time and chain value.
 pub(super) fn head(t: &mut impl GenericClient, lock: bool) -> Result<Head> {
+    // The lock first, then the header in a statement of its own: under READ COMMITTED a
+    // statement that waited for the lock sees the head row as the other commit left it, but a
+    // join in that statement would still read the log as of before.
     let sql = if lock {
-        "SELECT h.tx_id, l.header FROM strata_head h LEFT JOIN strata_log l ON l.tx_id = h.tx_id \
-         WHERE h.id = 1 FOR UPDATE OF h"
+        "SELECT tx_id FROM strata_head WHERE id = 1 FOR UPDATE"
     } else {
-        "SELECT h.tx_id, l.header FROM strata_head h LEFT JOIN strata_log l ON l.tx_id = h.tx_id \
-         WHERE h.id = 1"
+        "SELECT tx_id FROM strata_head WHERE id = 1"
     };
-    let row = t.query_one(sql, &[]).pg("reading the head of the log")?;
-    let tx: i64 = row.get(0);
-    let header: Option<Vec<u8>> = row.get(1);
+    let tx: i64 = t
+        .query_one(sql, &[])
+        .pg("reading the head of the log")?
+        .get(0);
+    let header: Option<Vec<u8>> = t
+        .query_opt("SELECT header FROM strata_log WHERE tx_id = $1", &[&tx])
+        .pg("reading the head of the log")?
+        .map(|row| row.get(0));
     match (tx, header) {
         (0, _) => Ok(Head {
             tx: 0,
