@@ -58,6 +58,9 @@ use crate::hash::Hash;
 pub const FORMAT_VERSION: u32 = 3;
 /// The store file's name inside the store directory.
 pub const DB_FILE: &str = "store.redb";
+/// The file in a store directory that says the store lives in PostgreSQL: its URL (with
+/// `schema=`), 0600 since a URL may hold a password. A directory holds it or [`DB_FILE`].
+pub const BACKEND_FILE: &str = "store.backend";
 /// The informational lock file's name inside the store directory.
 pub const LOCK_FILE: &str = "store.lock";
 
@@ -310,6 +313,35 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn gc(&self) -> Result<GcReport>;
 }
 
+/// Whether directory `dir` holds a store (a redb file, or a pointer to PostgreSQL).
+pub fn exists(dir: &Path) -> bool {
+    dir.join(DB_FILE).exists() || dir.join(BACKEND_FILE).exists()
+}
+
+/// The PostgreSQL location a store directory points at, when it holds [`BACKEND_FILE`].
+///
+/// # Errors
+/// [`crate::Error::Io`] when the file cannot be read; [`crate::Error::InvalidInput`] when it
+/// does not hold a PostgreSQL URL.
+pub fn backend_of(dir: &Path) -> Result<Option<PgLocation>> {
+    let path = dir.join(BACKEND_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => PgLocation::parse(text.trim()).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(crate::Error::io(format!("reading {}", path.display()), e)),
+    }
+}
+
+/// Opens the PostgreSQL store `dir` points at, if it points at one.
+fn pointed(dir: &Path) -> Result<Option<Store>> {
+    match backend_of(dir)? {
+        Some(location) => {
+            Store::postgres(location, Some(dir.to_path_buf()), PgOpen::Open).map(Some)
+        }
+        None => Ok(None),
+    }
+}
+
 /// Opens a redb store with `open` under the storage guard: a damaged file that makes redb panic
 /// is an [`crate::Error::Corrupt`], not a crash (and the panic prints nothing).
 fn guarded_open(what: &str, open: impl FnOnce() -> Result<redb::RedbStore>) -> Result<Store> {
@@ -397,12 +429,42 @@ impl Store {
         guarded_open("creating the store", || redb::RedbStore::create(dir))
     }
 
-    /// Opens the existing redb store in directory `dir`.
+    /// Makes directory `dir` a store that lives in PostgreSQL at `location`: the store is
+    /// created there unless it exists (a team's second machine joins it), and `dir` records
+    /// where it lives ([`BACKEND_FILE`]).
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] when `dir` holds a store already; as [`Store::postgres`].
+    pub fn create_postgres(dir: impl AsRef<Path>, location: PgLocation) -> Result<Self> {
+        let dir = dir.as_ref();
+        if exists(dir) {
+            return Err(crate::Error::invalid_input(format!(
+                "{} already holds a strata store; give another directory",
+                dir.display()
+            )));
+        }
+        private::create_dir(dir)?;
+        let store = Store::postgres(
+            location.clone(),
+            Some(dir.to_path_buf()),
+            PgOpen::OpenOrCreate,
+        )?;
+        private::write_file(
+            &dir.join(BACKEND_FILE),
+            format!("{}\n", location.url()).as_bytes(),
+        )?;
+        Ok(store)
+    }
+
+    /// Opens the existing store in directory `dir` (redb, or the PostgreSQL store it points at).
     ///
     /// # Errors
     /// [`crate::Error::NotFound`] when there is none; [`crate::Error::StoreLocked`] when another
     /// process holds it; [`crate::Error::FormatVersion`] when another format version wrote it.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        if let Some(store) = pointed(dir.as_ref())? {
+            return Ok(store);
+        }
         guarded_open("opening the store", || redb::RedbStore::open(dir))
     }
 
@@ -411,6 +473,9 @@ impl Store {
     /// # Errors
     /// As [`Store::create`] and [`Store::open`].
     pub fn open_or_create(dir: impl AsRef<Path>) -> Result<Self> {
+        if let Some(store) = pointed(dir.as_ref())? {
+            return Ok(store);
+        }
         guarded_open("opening the store", || redb::RedbStore::open_or_create(dir))
     }
 
@@ -421,6 +486,9 @@ impl Store {
     /// # Errors
     /// As [`Store::open`].
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Self> {
+        if let Some(store) = pointed(dir.as_ref())? {
+            return Ok(store);
+        }
         guarded_open("opening the store", || redb::RedbStore::open_read_only(dir))
     }
 

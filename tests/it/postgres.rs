@@ -298,3 +298,62 @@ fn backends_skip() -> TestResult<bool> {
         None => Ok(false),
     }
 }
+
+/// Runs the strata binary in `cwd`; (exit success, stdout, stderr).
+fn strata(cwd: &Path, args: &[&str]) -> TestResult<(bool, String, String)> {
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("STRATA_NO_DAEMON")
+        .output()?;
+    Ok((
+        out.status.success(),
+        String::from_utf8(out.stdout)?,
+        String::from_utf8(out.stderr)?,
+    ))
+}
+
+/// A team's set-up: two store directories (two machines) `strata init --backend` one
+/// PostgreSQL store; each indexes through its own daemon; both see one log, gapless, with one
+/// chain head; fsck is clean from either.
+#[test]
+fn two_directories_share_one_postgres_store_through_their_daemons() -> TestResult {
+    let Some(backend) = postgres()? else {
+        return Ok(());
+    };
+    let location = backend.location(&format!("d_{}", std::process::id()))?;
+    backend.execute(&format!(
+        "DROP SCHEMA IF EXISTS {} CASCADE",
+        location.schema()
+    ))?;
+    let url = location.url();
+    let (a, b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    for (dir, file) in [(&a, "a.txt"), (&b, "b.txt")] {
+        std::fs::write(dir.path().join(file), format!("{file} text\n"))?;
+        let (ok, out, err) = strata(dir.path(), &["init", "--backend", &url])?;
+        assert!(ok, "{out}{err}");
+        let (ok, out, err) = strata(dir.path(), &["index", "."])?;
+        assert!(ok, "{out}{err}");
+    }
+    let heads: Vec<String> = [&a, &b]
+        .iter()
+        .map(|dir| {
+            let (ok, out, err) = strata(dir.path(), &["log"])?;
+            assert!(ok, "{out}{err}");
+            assert!(out.contains("\n1 ") && out.contains("\n2 "), "{out}");
+            Ok(out.lines().last().unwrap_or_default().to_string())
+        })
+        .collect::<TestResult<_>>()?;
+    assert_eq!(heads[0], heads[1], "one chain head");
+    assert!(heads[0].contains("after tx 2"), "{}", heads[0]);
+    for dir in [&a, &b] {
+        let (ok, out, err) = strata(dir.path(), &["fsck"])?;
+        assert!(ok && out.starts_with("ok"), "{out}{err}");
+        let (ok, out, err) = strata(dir.path(), &["stop"])?;
+        assert!(ok, "{out}{err}");
+        let log = std::fs::read_to_string(dir.path().join(".strata/daemon.log"))?;
+        assert!(!log.contains("panicked"), "{log}");
+    }
+    backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
+    Ok(())
+}

@@ -202,6 +202,23 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
+impl Drop for PgStore {
+    /// Closes the pooled connections on a thread of their own: each sync client owns a small
+    /// runtime, which may not be dropped from inside the daemon's async runtime.
+    fn drop(&mut self) {
+        let clients = std::mem::take(
+            self.pool
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if clients.is_empty() {
+            return;
+        }
+        let closing = std::thread::spawn(move || drop(clients));
+        let _ = closing.join();
+    }
+}
+
 fn ts(micros: i64) -> Timestamp {
     Timestamp::saturating_from_micros(micros)
 }
@@ -245,8 +262,22 @@ impl PgStore {
         Ok(store)
     }
 
-    /// Runs `f` with a pooled connection (a new one when none is idle).
-    fn with_client<T>(&self, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
+    /// Runs `f` with a pooled connection (a new one when none is idle). Inside an async
+    /// runtime (the daemon's), where the sync client may not block, on a thread of its own.
+    fn with_client<T: Send>(&self, f: impl FnOnce(&mut Client) -> Result<T> + Send) -> Result<T> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.with_client_here(f);
+        }
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| self.with_client_here(f))
+                .join()
+                .unwrap_or_else(|_| Err(Error::invariant("a PostgreSQL call panicked")))
+        })
+    }
+
+    /// [`PgStore::with_client`] on this thread.
+    fn with_client_here<T>(&self, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
         let pooled = self
             .pool
             .lock()
@@ -270,7 +301,10 @@ impl PgStore {
     }
 
     /// Runs the read `f` in one read-only, repeatable-read transaction (one snapshot).
-    fn read<T>(&self, f: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<T>) -> Result<T> {
+    fn read<T: Send>(
+        &self,
+        f: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<T> + Send,
+    ) -> Result<T> {
         self.with_client(|client| {
             let mut tx = client
                 .build_transaction()
