@@ -211,6 +211,9 @@ fn replay(log: &Log) -> HashMap<String, Replayed> {
     entities
 }
 
+/// The entities as stored, by id: record and version rows.
+type Stored = HashMap<String, (EntityRec, BTreeMap<(i64, u64), VersionRec>)>;
+
 /// Verifies the whole store; one finding per problem.
 pub(super) fn fsck(client: &mut Client) -> Result<Vec<Finding>> {
     let mut t = client
@@ -223,7 +226,7 @@ pub(super) fn fsck(client: &mut Client) -> Result<Vec<Finding>> {
     let log = check_log(&mut t, &mut out)?;
     let expected = replay(&log);
     // The entities and their version rows against the replay.
-    let mut stored: HashMap<String, (EntityRec, BTreeMap<(i64, u64), VersionRec>)> = HashMap::new();
+    let mut stored: Stored = HashMap::new();
     let mut by_eid = HashMap::new();
     for row in t
         .query("SELECT id, eid, rec FROM strata_entities", &[])
@@ -420,7 +423,7 @@ pub(super) fn fsck(client: &mut Client) -> Result<Vec<Finding>> {
 /// A finding about document `doc`, naming the entity, path and tx of a version using it.
 fn named_by(
     users: &HashMap<[u8; 32], (String, u64)>,
-    stored: &HashMap<String, (EntityRec, BTreeMap<(i64, u64), VersionRec>)>,
+    stored: &Stored,
     kind: &'static str,
     doc: &[u8; 32],
     detail: String,
