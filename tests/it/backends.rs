@@ -6,12 +6,17 @@
 //! The suites: the bitemporal oracle (`temporal::store_agrees_with_the_model`); in `store`,
 //! XTDB's range table (`xtdb_put_delete_range_semantics`), fsck and its rebuild
 //! (`a_flipped_byte_in_a_blob_is_found_by_fsck`, `rebuild_from_the_log_gives_the_same_answers`,
-//! `rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times`) and the crash
-//! test (`sigkill_loses_no_acknowledged_transaction`).
+//! `rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times`), the crash
+//! test (`sigkill_loses_no_acknowledged_transaction`), matches
+//! (`a_failed_match_aborts_the_whole_transaction`), eviction
+//! (`log_records_ops_and_the_chain_survives_eviction`,
+//! `evict_removes_a_match_on_absence_made_before_the_entity_existed`), corrections, bad input
+//! and mtime clamping. Each runs on `postgres` too ([`Postgres`]; skipped without a server).
 //!
-//! To add a backend (PostgreSQL, say): implement [`StoreFactory`] for it here, and
-//! [`DurableFactory`] when its stores survive the process that made them; give it a constructor
-//! function named as its tests will be (`pub fn postgres() -> TestResult<Postgres>`); add it to
+//! To add a backend: implement [`StoreFactory`] for it here, and [`DurableFactory`] when its
+//! stores survive the process that made them; give it a constructor function named as its
+//! tests will be (`pub fn postgres() -> TestResult<Option<Postgres>>`: `None` when it cannot
+//! run here); add it to
 //! [`durable`] so that a child process can open its stores; then add its name to the
 //! `backend_tests!` line of each suite.
 

@@ -93,10 +93,7 @@ fn two_writers_on_two_connections_lose_no_update() -> TestResult {
         ids, gapless,
         "one tx per increment, gapless ({conflicts} conflicts)"
     );
-    assert_eq!(
-        first.chain_head()?,
-        log.last().map(|r| (r.tx_id, r.chain))
-    );
+    assert_eq!(first.chain_head()?, log.last().map(|r| (r.tx_id, r.chain)));
     assert_eq!(first.fsck()?, vec![]);
     drop(first);
     backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;

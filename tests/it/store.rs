@@ -275,9 +275,10 @@ fn xtdb_put_delete_range_semantics(backend: &dyn StoreFactory) -> TestResult {
 }
 backend_tests!(xtdb_put_delete_range_semantics: redb_in_memory, redb_on_disk, postgres);
 
-#[test]
-fn corrections_are_hidden_unless_asked_and_invisible_before_their_tx() -> TestResult {
-    let store = Store::in_memory()?;
+fn corrections_are_hidden_unless_asked_and_invisible_before_their_tx(
+    backend: &dyn StoreFactory,
+) -> TestResult {
+    let store = backend.fresh()?;
     let id = "system_prompt:s";
     let r1 = store.transact(
         vec![Op::put_at(prompt("s", "a")?, day(1)?, None)],
@@ -310,10 +311,10 @@ fn corrections_are_hidden_unless_asked_and_invisible_before_their_tx() -> TestRe
     assert!(before_any.is_none());
     Ok(())
 }
+backend_tests!(corrections_are_hidden_unless_asked_and_invisible_before_their_tx: redb_in_memory, postgres);
 
-#[test]
-fn bad_input_gets_precise_errors() -> TestResult {
-    let store = Store::in_memory()?;
+fn bad_input_gets_precise_errors(backend: &dyn StoreFactory) -> TestResult {
+    let store = backend.fresh()?;
     let unknown = error_of(store.get("toolcall:nope"))?;
     assert!(matches!(unknown, Error::NotFound { .. }), "{unknown}");
     assert!(unknown.to_string().contains("toolcall:nope"));
@@ -371,10 +372,10 @@ fn bad_input_gets_precise_errors() -> TestResult {
     assert_eq!(store.stats()?.blobs, 0);
     Ok(())
 }
+backend_tests!(bad_input_gets_precise_errors: redb_in_memory, postgres);
 
-#[test]
-fn a_failed_match_aborts_the_whole_transaction() -> TestResult {
-    let store = Store::in_memory()?;
+fn a_failed_match_aborts_the_whole_transaction(backend: &dyn StoreFactory) -> TestResult {
+    let store = backend.fresh()?;
     let a = prompt("a", "one")?;
     store.transact(
         vec![
@@ -433,10 +434,12 @@ fn a_failed_match_aborts_the_whole_transaction() -> TestResult {
     store.transact(vec![Op::put(clash)], Origin::Session)?;
     Ok(())
 }
+backend_tests!(a_failed_match_aborts_the_whole_transaction: redb_in_memory, postgres);
 
-#[test]
-fn mtime_clamped_stays_between_the_previous_version_and_tx_time() -> TestResult {
-    let store = Store::in_memory()?;
+fn mtime_clamped_stays_between_the_previous_version_and_tx_time(
+    backend: &dyn StoreFactory,
+) -> TestResult {
+    let store = backend.fresh()?;
     let f1 = file("/m.txt", "1")?;
     let mut put = Put::new(f1.clone());
     put.valid_from = ValidFrom::MtimeClamped(Timestamp::saturating_from_micros(-5_000_000));
@@ -466,11 +469,10 @@ fn mtime_clamped_stays_between_the_previous_version_and_tx_time() -> TestResult 
     assert_eq!(history[2].valid_to, Some(r4.tx_time));
     Ok(())
 }
+backend_tests!(mtime_clamped_stays_between_the_previous_version_and_tx_time: redb_in_memory, postgres);
 
-#[test]
-fn log_records_ops_and_the_chain_survives_eviction() -> TestResult {
-    let dir = tempfile::tempdir()?;
-    let store = Store::create(dir.path())?;
+fn log_records_ops_and_the_chain_survives_eviction(backend: &dyn StoreFactory) -> TestResult {
+    let store = backend.fresh()?;
     let keep = file("/keep.txt", "shared")?;
     let gone = file("/gone.txt", "shared")?;
     let secret = file("/gone2.txt", "secret only here")?;
@@ -542,6 +544,7 @@ fn log_records_ops_and_the_chain_survives_eviction() -> TestResult {
     );
     Ok(())
 }
+backend_tests!(log_records_ops_and_the_chain_survives_eviction: redb_on_disk, postgres);
 
 #[test]
 fn paths_match_whole_segments() -> TestResult {
@@ -1047,10 +1050,10 @@ fn logged_entities(store: &Store) -> TestResult<Vec<String>> {
     Ok(out)
 }
 
-#[test]
-fn evict_removes_a_match_on_absence_made_before_the_entity_existed() -> TestResult {
-    let dir = tempfile::tempdir()?;
-    let store = Store::create(dir.path())?;
+fn evict_removes_a_match_on_absence_made_before_the_entity_existed(
+    backend: &dyn StoreFactory,
+) -> TestResult {
+    let store = backend.fresh()?;
     let absent = |id: &str| Op::Match {
         entity: id.into(),
         expected: None,
@@ -1113,6 +1116,7 @@ fn evict_removes_a_match_on_absence_made_before_the_entity_existed() -> TestResu
     assert_eq!(logged_entities(&store)?, logged);
     Ok(())
 }
+backend_tests!(evict_removes_a_match_on_absence_made_before_the_entity_existed: redb_on_disk, postgres);
 
 /// Every answer the store gives about `ids`: history (with and without corrections, both
 /// orders) and `version_info` at every valid time a row starts or ends (± 1 µs) and at the

@@ -127,21 +127,39 @@ fn put_blobs(put: &Put) -> Result<Vec<([u8; 32], &[u8])>> {
     Ok(out)
 }
 
-/// Uploads the contents of every put of `ops` (before any lock is taken).
-fn upload(client: &mut Client, ops: &[Op]) -> Result<()> {
+/// Uploads the contents of every put of `ops` (before any lock is taken), noting in `new` the
+/// ones it stored (a request that fails takes them out again).
+fn upload(client: &mut Client, ops: &[Op], new: &mut Vec<[u8; 32]>) -> Result<()> {
     for op in ops {
         if let Op::Put(put) = op {
             for (hash, bytes) in put_blobs(put)? {
-                ensure_content(client, &hash, || {
+                let stored = ensure_content(client, &hash, || {
                     put.encoded
                         .as_ref()
                         .and_then(|e| e.record_for(&hash))
                         .map_or_else(|| codec::encode_blob(bytes), <[u8]>::to_vec)
                 })?;
+                if stored > 0 {
+                    new.push(hash);
+                }
             }
         }
     }
     Ok(())
+}
+
+/// Removes the contents failed requests uploaded that no document uses, under the head lock
+/// (no commit is then between its upload and its document).
+fn take_back(client: &mut Client, hashes: &[[u8; 32]]) -> Result<()> {
+    if hashes.is_empty() {
+        return Ok(());
+    }
+    let mut t = client.transaction().pg("beginning a clean-up")?;
+    head(&mut t, true)?;
+    for hash in hashes {
+        release_content(&mut t, hash)?;
+    }
+    t.commit().pg("committing a clean-up")
 }
 
 /// The entity row of `id`: (eid, record).
@@ -617,11 +635,12 @@ impl PgStore {
     pub(super) fn commit_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
         let mut results: Vec<Option<Result<Option<TxReceipt>>>> =
             group.iter().map(|_| None).collect();
+        let mut uploaded: Vec<Vec<[u8; 32]>> = group.iter().map(|_| Vec::new()).collect();
         let outcome = self.with_client(|client| {
             for (i, request) in group.iter().enumerate() {
                 if !request.ops.is_empty() || request.stat.is_none() {
                     let checked = super::super::redb::check_ops(&request.ops)
-                        .and_then(|()| upload(client, &request.ops));
+                        .and_then(|()| upload(client, &request.ops, &mut uploaded[i]));
                     if let Err(e) = checked {
                         results[i] = Some(Err(e));
                     }
@@ -693,6 +712,17 @@ impl PgStore {
                     *result = Some(Err(Error::storage("committing a group", message.clone())));
                 }
             }
+        }
+        // Contents uploaded for requests that failed go again (nothing of a failed request
+        // stays); best effort, gc takes what is left.
+        let orphans: Vec<[u8; 32]> = results
+            .iter()
+            .zip(&uploaded)
+            .filter(|(r, _)| !matches!(r, Some(Ok(_))))
+            .flat_map(|(_, hashes)| hashes.iter().copied())
+            .collect();
+        if !orphans.is_empty() {
+            let _ = self.with_client(|client| take_back(client, &orphans));
         }
         results
             .into_iter()
