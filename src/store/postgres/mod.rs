@@ -175,7 +175,7 @@ impl PgLocation {
     }
 }
 
-/// How [`PgStore::open`] treats a schema with no store in it.
+/// How [`crate::Store::postgres`] treats a schema with no store in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PgOpen {
     /// Make the store; an existing one is an error.
