@@ -56,10 +56,10 @@ pub use session::{
     Touched,
 };
 pub use store::{
-    Backend, DB_FILE, DocumentMeta, EncodedBlob, EntityInfo, FORMAT_VERSION, FileStat, Finding,
-    GcReport, HistoryQuery, LOCK_FILE, LoggedOp, ObjectMeta, Op, Order, Origin, Put, StatEntry,
-    StatUpdate, Stats, Store, Timestamp, TxId, TxReceipt, TxRecord, TxRequest, ValidFrom, Version,
-    VersionInfo,
+    BACKEND_FILE, Backend, DB_FILE, DocumentMeta, EncodedBlob, EntityInfo, FORMAT_VERSION,
+    FileStat, Finding, GcReport, HistoryQuery, LOCK_FILE, LoggedOp, ObjectMeta, Op, Order, Origin,
+    PgLocation, PgOpen, Put, StatEntry, StatUpdate, Stats, Store, Timestamp, TxId, TxReceipt,
+    TxRecord, TxRequest, ValidFrom, Version, VersionInfo,
 };
 
 /// The README's Rust examples, compiled and run as doctests so that they stay true.

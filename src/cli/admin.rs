@@ -35,7 +35,10 @@ impl Invocation<'_> {
         };
         self.check_given()?;
         let mounts = parse_mounts(&args.mounts)?;
-        let created = Engine::init(&dir, mounts)?;
+        let created = match &args.backend {
+            Some(url) => Engine::init_backend(&dir, mounts, url)?,
+            None => Engine::init(&dir, mounts)?,
+        };
         if created.existed {
             // As `git init` in a repository: nothing changes, and that is not an error.
             writeln!(

@@ -153,6 +153,10 @@ pub struct McpArgs {
 /// `strata init`.
 #[derive(Debug, Args)]
 pub struct InitArgs {
+    /// Keep the store in PostgreSQL (`postgres://user@host:port/db?schema=NAME`) instead of a
+    /// redb file; the directory records where it lives. A store already there is joined.
+    #[arg(long, value_name = "URL")]
+    pub backend: Option<String>,
     /// A default mount, `AGENT_PREFIX=CANONICAL_PREFIX[:ro][:ci]`; repeatable.
     #[arg(long = "mount", value_name = "SPEC")]
     pub mounts: Vec<String>,

@@ -9,7 +9,7 @@ use super::request::Apply;
 use super::{Engine, Error, Result, SettingsStamp};
 use crate::index::Settings;
 use crate::resolve::{FilesystemResolver, MountMapping, machine_filesystem_id};
-use crate::store::{DB_FILE, Origin, Store, TxId, TxRecord};
+use crate::store::{Origin, Store, TxId, TxRecord};
 
 /// Refuses a mount set that cannot make a resolver (duplicate prefixes, relative paths).
 fn check_mounts(mounts: &[MountMapping]) -> Result<()> {
@@ -28,9 +28,21 @@ pub struct InitResponse {
 
 /// Creates an empty store in `dir` with default `mounts`. A store that exists already is left
 /// as it is, when the mounts given are among its default mounts.
-pub(super) fn init(dir: &Path, mounts: Vec<MountMapping>) -> Result<InitResponse> {
+pub(super) fn init(
+    dir: &Path,
+    mounts: Vec<MountMapping>,
+    backend: Option<&str>,
+) -> Result<InitResponse> {
     check_mounts(&mounts)?;
-    if dir.join(DB_FILE).exists() {
+    let location = backend.map(crate::store::PgLocation::parse).transpose()?;
+    if crate::store::exists(dir) {
+        let pointed = crate::store::backend_of(dir)?;
+        if location.is_some() && pointed != location {
+            return Err(Error::invalid_input(format!(
+                "{} already holds a strata store that lives elsewhere; give another directory",
+                dir.display()
+            )));
+        }
         let existing = Settings::load(dir)?.mounts;
         if let Some(new) = mounts.iter().find(|m| !existing.contains(m)) {
             return Err(Error::invalid_input(format!(
@@ -44,7 +56,10 @@ pub(super) fn init(dir: &Path, mounts: Vec<MountMapping>) -> Result<InitResponse
             existed: true,
         });
     }
-    drop(Store::create(dir)?);
+    match location {
+        Some(location) => drop(Store::create_postgres(dir, location)?),
+        None => drop(Store::create(dir)?),
+    }
     let settings = Settings {
         mounts,
         ..Settings::default()

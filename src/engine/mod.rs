@@ -66,11 +66,11 @@ pub use watch::{WatchAddRequest, WatchIndex, WatchLsRequest, WatchRmRequest, Wat
 use crate::error::{Error, Result};
 use crate::index::Settings;
 use crate::session::Session;
-use crate::store::{DB_FILE, Store, TxId};
+use crate::store::{Store, TxId};
 
 /// Whether directory `dir` holds a store.
 pub fn store_exists(dir: &Path) -> bool {
-    dir.join(DB_FILE).exists()
+    crate::store::exists(dir)
 }
 
 /// How a store is opened for an engine.
@@ -172,7 +172,7 @@ impl Engine {
     /// [`Error::InvalidInput`] when the settings do not parse.
     pub fn open(dir: impl AsRef<Path>, access: Access) -> Result<Self> {
         let dir = dir.as_ref();
-        let exists = dir.join(DB_FILE).exists();
+        let exists = store_exists(dir);
         let settings = Settings::load(dir)?;
         let store = match access {
             Access::ReadOnly => Store::open_read_only(dir)?,
@@ -220,7 +220,21 @@ impl Engine {
         dir: impl AsRef<Path>,
         mounts: Vec<crate::resolve::MountMapping>,
     ) -> Result<InitResponse> {
-        admin::init(dir.as_ref(), mounts)
+        admin::init(dir.as_ref(), mounts, None)
+    }
+
+    /// [`Engine::init`] with the store in PostgreSQL at `backend` (`postgres://…?schema=NAME`):
+    /// the directory records where it lives; a store already there is joined, not replaced.
+    ///
+    /// # Errors
+    /// As [`Engine::init`]; [`Error::InvalidInput`] for a URL that is not PostgreSQL's;
+    /// [`Error::Storage`] when the database cannot be reached.
+    pub fn init_backend(
+        dir: impl AsRef<Path>,
+        mounts: Vec<crate::resolve::MountMapping>,
+        backend: &str,
+    ) -> Result<InitResponse> {
+        admin::init(dir.as_ref(), mounts, Some(backend))
     }
 
     /// Whether opening this engine created its store.

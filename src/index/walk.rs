@@ -142,8 +142,7 @@ impl SkipKind {
 
 /// Whether `dir` is a strata store's directory (`.strata` holding the store file).
 fn is_store_dir(dir: &Path) -> bool {
-    dir.file_name() == Some(std::ffi::OsStr::new(".strata"))
-        && dir.join(crate::store::DB_FILE).exists()
+    dir.file_name() == Some(std::ffi::OsStr::new(".strata")) && crate::store::exists(dir)
 }
 
 /// The path a walk error is about, if it names one.

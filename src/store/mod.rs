@@ -21,6 +21,8 @@
 //! - `rescue`: what salvage and backup answer.
 //! - `private`: the store directory's modes (0700, files 0600, whatever the umask); every file
 //!   strata makes in a store directory is made there.
+//! - `postgres/`: the PostgreSQL implementation (a schema of a database shared by a team's
+//!   machines; the same log, chain and codec).
 //! - `redb/`: the redb implementation (tables, blobs and documents, deltas, the bitemporal write
 //!   rule, evict, fsck).
 
@@ -30,6 +32,7 @@ pub mod damage;
 mod group;
 mod log;
 mod ops;
+mod postgres;
 pub(crate) mod private;
 mod redb;
 mod rescue;
@@ -45,6 +48,7 @@ pub use answers::{
 };
 pub use log::{LoggedOp, Origin, TxRecord};
 pub use ops::{EncodedBlob, Op, Put, TxReceipt, TxRequest, ValidFrom};
+pub use postgres::{PgLocation, PgOpen};
 pub use rescue::{BackupReport, Rebuild, SalvageReport};
 pub use stat::{FileStat, StatEntry, StatUpdate};
 pub use time::{Timestamp, TxId};
@@ -58,6 +62,9 @@ use crate::hash::Hash;
 pub const FORMAT_VERSION: u32 = 4;
 /// The store file's name inside the store directory.
 pub const DB_FILE: &str = "store.redb";
+/// The file in a store directory that says the store lives in PostgreSQL: its URL (with
+/// `schema=`), 0600 since a URL may hold a password. A directory holds it or [`DB_FILE`].
+pub const BACKEND_FILE: &str = "store.backend";
 /// The informational lock file's name inside the store directory.
 pub const LOCK_FILE: &str = "store.lock";
 
@@ -364,6 +371,35 @@ pub fn salvage(dir: &Path, new_dir: &Path, rebuild: Rebuild<'_>) -> Result<Salva
     redb::RedbStore::salvage(dir, new_dir, rebuild)
 }
 
+/// Whether directory `dir` holds a store (a redb file, or a pointer to PostgreSQL).
+pub fn exists(dir: &Path) -> bool {
+    dir.join(DB_FILE).exists() || dir.join(BACKEND_FILE).exists()
+}
+
+/// The PostgreSQL location a store directory points at, when it holds [`BACKEND_FILE`].
+///
+/// # Errors
+/// [`crate::Error::Io`] when the file cannot be read; [`crate::Error::InvalidInput`] when it
+/// does not hold a PostgreSQL URL.
+pub fn backend_of(dir: &Path) -> Result<Option<PgLocation>> {
+    let path = dir.join(BACKEND_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => PgLocation::parse(text.trim()).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(crate::Error::io(format!("reading {}", path.display()), e)),
+    }
+}
+
+/// Opens the PostgreSQL store `dir` points at, if it points at one.
+fn pointed(dir: &Path) -> Result<Option<Store>> {
+    match backend_of(dir)? {
+        Some(location) => {
+            Store::postgres(location, Some(dir.to_path_buf()), PgOpen::Open).map(Some)
+        }
+        None => Ok(None),
+    }
+}
+
 /// Opens a redb store with `open` under the storage guard: a damaged file that makes redb panic
 /// is an [`crate::Error::Corrupt`], not a crash (and the panic prints nothing).
 fn guarded_open(what: &str, open: impl FnOnce() -> Result<redb::RedbStore>) -> Result<Store> {
@@ -499,12 +535,42 @@ impl Store {
         guarded_open("creating the store", || redb::RedbStore::create(dir))
     }
 
-    /// Opens the existing redb store in directory `dir`.
+    /// Makes directory `dir` a store that lives in PostgreSQL at `location`: the store is
+    /// created there unless it exists (a team's second machine joins it), and `dir` records
+    /// where it lives ([`BACKEND_FILE`]).
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] when `dir` holds a store already; as [`Store::postgres`].
+    pub fn create_postgres(dir: impl AsRef<Path>, location: PgLocation) -> Result<Self> {
+        let dir = dir.as_ref();
+        if exists(dir) {
+            return Err(crate::Error::invalid_input(format!(
+                "{} already holds a strata store; give another directory",
+                dir.display()
+            )));
+        }
+        private::create_dir(dir)?;
+        let store = Store::postgres(
+            location.clone(),
+            Some(dir.to_path_buf()),
+            PgOpen::OpenOrCreate,
+        )?;
+        private::write_file(
+            &dir.join(BACKEND_FILE),
+            format!("{}\n", location.url()).as_bytes(),
+        )?;
+        Ok(store)
+    }
+
+    /// Opens the existing store in directory `dir` (redb, or the PostgreSQL store it points at).
     ///
     /// # Errors
     /// [`crate::Error::NotFound`] when there is none; [`crate::Error::StoreLocked`] when another
     /// process holds it; [`crate::Error::FormatVersion`] when another format version wrote it.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        if let Some(store) = pointed(dir.as_ref())? {
+            return Ok(store);
+        }
         guarded_open("opening the store", || redb::RedbStore::open(dir))
     }
 
@@ -513,6 +579,9 @@ impl Store {
     /// # Errors
     /// As [`Store::create`] and [`Store::open`].
     pub fn open_or_create(dir: impl AsRef<Path>) -> Result<Self> {
+        if let Some(store) = pointed(dir.as_ref())? {
+            return Ok(store);
+        }
         guarded_open("opening the store", || redb::RedbStore::open_or_create(dir))
     }
 
@@ -523,7 +592,25 @@ impl Store {
     /// # Errors
     /// As [`Store::open`].
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Self> {
+        if let Some(store) = pointed(dir.as_ref())? {
+            return Ok(store);
+        }
         guarded_open("opening the store", || redb::RedbStore::open_read_only(dir))
+    }
+
+    /// Opens the PostgreSQL store at `location` (created as `mode` says); `dir` is the store
+    /// directory that points at it, when there is one.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the database cannot be reached; [`crate::Error::NotFound`]
+    /// or [`crate::Error::InvalidInput`] as `mode` says; [`crate::Error::FormatVersion`] for a
+    /// schema layout this build does not know.
+    pub fn postgres(
+        location: PgLocation,
+        dir: Option<std::path::PathBuf>,
+        mode: PgOpen,
+    ) -> Result<Self> {
+        postgres::PgStore::open(location, dir, mode).map(Store::from_backend)
     }
 
     /// A redb store in memory (nothing on disk, no lock file): for tests and models.

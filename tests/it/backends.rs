@@ -6,12 +6,17 @@
 //! The suites: the bitemporal oracle (`temporal::store_agrees_with_the_model`); in `store`,
 //! XTDB's range table (`xtdb_put_delete_range_semantics`), fsck and its rebuild
 //! (`a_flipped_byte_in_a_blob_is_found_by_fsck`, `rebuild_from_the_log_gives_the_same_answers`,
-//! `rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times`) and the crash
-//! test (`sigkill_loses_no_acknowledged_transaction`).
+//! `rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times`), the crash
+//! test (`sigkill_loses_no_acknowledged_transaction`), matches
+//! (`a_failed_match_aborts_the_whole_transaction`), eviction
+//! (`log_records_ops_and_the_chain_survives_eviction`,
+//! `evict_removes_a_match_on_absence_made_before_the_entity_existed`), corrections, bad input
+//! and mtime clamping. Each runs on `postgres` too ([`Postgres`]; skipped without a server).
 //!
-//! To add a backend (PostgreSQL, say): implement [`StoreFactory`] for it here, and
-//! [`DurableFactory`] when its stores survive the process that made them; give it a constructor
-//! function named as its tests will be (`pub fn postgres() -> TestResult<Postgres>`); add it to
+//! To add a backend: implement [`StoreFactory`] for it here, and [`DurableFactory`] when its
+//! stores survive the process that made them; give it a constructor function named as its
+//! tests will be (`pub fn postgres() -> TestResult<Option<Postgres>>`: `None` when it cannot
+//! run here); add it to
 //! [`durable`] so that a child process can open its stores; then add its name to the
 //! `backend_tests!` line of each suite.
 
@@ -55,6 +60,10 @@ pub trait DurableFactory: StoreFactory {
     /// # Errors
     /// When `stored` is not found at `place`.
     fn corrupt(&self, place: &Path, stored: &[u8]) -> TestResult;
+
+    /// The kinds of finding fsck reports after [`DurableFactory::corrupt`]: the damaged content,
+    /// then whatever the engine's own checks add.
+    fn damage_findings(&self) -> &'static [&'static str];
 }
 
 /// redb in memory: no file, no fsync, no lock.
@@ -116,6 +125,150 @@ impl DurableFactory for RedbOnDisk {
         std::fs::write(&path, raw)?;
         Ok(())
     }
+
+    fn damage_findings(&self) -> &'static [&'static str] {
+        // The content, and redb's own page checksum.
+        &["blob_hash", "checksum"]
+    }
+}
+
+/// The environment variable naming the PostgreSQL server the `postgres` backend's tests use
+/// (`tools/pg-cluster start DIR` makes a private one and prints its URL).
+pub const POSTGRES_URL: &str = "STRATA_TEST_POSTGRES_URL";
+
+/// PostgreSQL: each fresh store a schema of its own in the database of `STRATA_TEST_POSTGRES_URL`,
+/// dropped with the factory.
+pub struct Postgres {
+    url: String,
+    made: std::sync::Mutex<Vec<String>>,
+}
+
+/// Why the PostgreSQL tests cannot run here (`None` when they can). Under CI (`CI` set) a
+/// missing URL is an error, not a skip.
+///
+/// # Errors
+/// When `CI` is set and the URL is not.
+pub fn postgres_skip() -> TestResult<Option<String>> {
+    if std::env::var_os(POSTGRES_URL).is_some() {
+        return Ok(None);
+    }
+    let why = format!(
+        "{POSTGRES_URL} is unset: the PostgreSQL tests need a server (tools/pg-cluster start DIR \
+         prints a URL)"
+    );
+    if std::env::var_os("CI").is_some() {
+        return Err(format!("under CI {why}").into());
+    }
+    Ok(Some(why))
+}
+
+/// The `postgres` backend (`None`, said on stderr, when there is no server to test against).
+pub fn postgres() -> TestResult<Option<Postgres>> {
+    if let Some(why) = postgres_skip()? {
+        skipped(&why);
+        return Ok(None);
+    }
+    Ok(Some(Postgres {
+        url: std::env::var(POSTGRES_URL)?,
+        made: std::sync::Mutex::default(),
+    }))
+}
+
+/// Says on stderr that a test was skipped and why.
+#[allow(clippy::print_stderr)]
+pub fn skipped(why: &str) {
+    eprintln!("skipped: {why}");
+}
+
+impl Postgres {
+    /// The location of the store named `schema` on the test server.
+    pub fn location(&self, schema: &str) -> Result<strata::PgLocation> {
+        let sep = if self.url.contains('?') { '&' } else { '?' };
+        strata::PgLocation::parse(&format!("{}{sep}schema={schema}", self.url))
+    }
+
+    /// A schema name no other test (of this or another process) uses.
+    fn unique(&self, stem: &str) -> String {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let name = format!("t_{stem}_{}_{n}_{nanos}", std::process::id());
+        if let Ok(mut made) = self.made.lock() {
+            made.push(name.clone());
+        }
+        name
+    }
+
+    /// The schema a test directory `place` names (the same in every process).
+    fn schema_of(place: &Path) -> String {
+        let digest = strata::hash::sha256(place.to_string_lossy().as_bytes()).to_hex();
+        format!("p_{}", &digest[..24])
+    }
+
+    /// Runs `sql` on the test server.
+    pub fn execute(&self, sql: &str) -> TestResult {
+        let mut client = self.location("public")?.connect()?;
+        client.batch_execute(sql)?;
+        Ok(())
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let made = self.made.lock().map(|m| m.clone()).unwrap_or_default();
+        if !made.is_empty() {
+            let sql: String = made
+                .iter()
+                .map(|s| format!("DROP SCHEMA IF EXISTS {s} CASCADE;"))
+                .collect();
+            let _ = self.execute(&sql);
+        }
+    }
+}
+
+impl StoreFactory for Postgres {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn fresh(&self) -> Result<Store> {
+        let schema = self.unique("s");
+        Store::postgres(self.location(&schema)?, None, strata::PgOpen::Create)
+    }
+}
+
+impl DurableFactory for Postgres {
+    fn open(&self, place: &Path) -> Result<Store> {
+        let schema = Self::schema_of(place);
+        Store::postgres(self.location(&schema)?, None, strata::PgOpen::OpenOrCreate)
+    }
+
+    fn corrupt(&self, place: &Path, stored: &[u8]) -> TestResult {
+        let schema = Self::schema_of(place);
+        let mut client = self.location(&schema)?.connect()?;
+        let mut flipped = 0;
+        for row in client.query("SELECT hash, n, data FROM strata_chunks", &[])? {
+            let (hash, n, mut data): (Vec<u8>, i32, Vec<u8>) = (row.get(0), row.get(1), row.get(2));
+            if let Some(at) = data.windows(stored.len()).position(|w| w == stored) {
+                data[at + stored.len() / 2] ^= 0x40;
+                client.execute(
+                    "UPDATE strata_chunks SET data = $3 WHERE hash = $1 AND n = $2",
+                    &[&hash, &n, &data],
+                )?;
+                flipped += 1;
+            }
+        }
+        if flipped == 0 {
+            return Err("the stored bytes are in no content chunk".into());
+        }
+        Ok(())
+    }
+
+    fn damage_findings(&self) -> &'static [&'static str] {
+        &["blob_hash"]
+    }
 }
 
 /// The durable backend named `name`, as a child process rebuilds it.
@@ -125,20 +278,47 @@ impl DurableFactory for RedbOnDisk {
 pub fn durable(name: &str) -> TestResult<Box<dyn DurableFactory>> {
     match name {
         "redb_on_disk" => Ok(Box::new(redb_on_disk()?)),
+        "postgres" => match postgres()? {
+            Some(backend) => Ok(Box::new(backend)),
+            None => Err("the postgres backend has no server here".into()),
+        },
         other => Err(format!("no durable backend is named {other:?}").into()),
     }
 }
 
+/// A factory that may be missing here: redb's always exist; PostgreSQL's needs a server.
+pub trait Available<T> {
+    /// The factory, or `None` (said why already) when the backend cannot run here.
+    fn available(self) -> Option<T>;
+}
+
+impl<T: StoreFactory> Available<T> for T {
+    fn available(self) -> Option<T> {
+        Some(self)
+    }
+}
+
+impl<T: StoreFactory> Available<T> for Option<T> {
+    fn available(self) -> Option<T> {
+        self
+    }
+}
+
 /// Instantiates contract suites: `backend_tests!(suite: a, b)` makes the tests `suite::a` and
-/// `suite::b`, each calling `suite(&backends::a()?)`. The suite function is in scope where the
-/// macro is used; a module and a function may share a name.
+/// `suite::b`, each calling `suite(&backends::a()?)` (a backend that cannot run here, as
+/// PostgreSQL without a server, passes after saying so). The suite function is in scope where
+/// the macro is used; a module and a function may share a name.
 macro_rules! backend_tests {
     ($suite:ident: $($backend:ident),+ $(,)?) => {
         mod $suite {
             $(
                 #[test]
                 fn $backend() -> $crate::support::TestResult {
-                    super::$suite(&$crate::backends::$backend()?)
+                    use $crate::backends::Available as _;
+                    match $crate::backends::$backend()?.available() {
+                        Some(backend) => super::$suite(&backend),
+                        None => Ok(()),
+                    }
                 }
             )+
         }

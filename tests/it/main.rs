@@ -9,6 +9,10 @@
 //! - `STRATA_CORRUPTION_CASES=10000`: damaged copies of a real store (`corruption`; default
 //!   200); `STRATA_CORRUPTION_REPORT=1` prints the class counts and the failing cases.
 //! - `STRATA_WATCH_STORM=10000`: changes of the watcher's storm tests (`watch`; default 600).
+//! - `STRATA_TEST_POSTGRES_URL=postgres://…`: the PostgreSQL server the `postgres` backend's
+//!   suites and `postgres` use (`tools/pg-cluster start DIR` makes a private one and prints it);
+//!   without it they skip and say why, under CI (`CI` set) they fail. `STRATA_PG_WRITES`: commits
+//!   per writer of the two-writer test (default 40); the oracle's default on PostgreSQL is 16.
 //! - `PROPTEST_CASES` (proptest's own) sets the cases of the one property test that does not fix
 //!   its count (`resolve`).
 //!
@@ -30,6 +34,8 @@ mod corruption;
 mod daemon;
 // Store privacy: modes under any umask, the lock file, deny rules in every case, another uid.
 mod privacy;
+// PostgreSQL only: two writers, LISTEN, SIGKILL of the postmaster, bad URLs.
+mod postgres;
 // The mount resolver: mappings, path checks, symlinks, properties.
 mod resolve;
 // `strata mcp` over stdio: docs mode's tools, errors, configuration, many servers, Python SDK.

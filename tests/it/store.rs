@@ -273,11 +273,12 @@ fn xtdb_put_delete_range_semantics(backend: &dyn StoreFactory) -> TestResult {
     }
     Ok(())
 }
-backend_tests!(xtdb_put_delete_range_semantics: redb_in_memory, redb_on_disk);
+backend_tests!(xtdb_put_delete_range_semantics: redb_in_memory, redb_on_disk, postgres);
 
-#[test]
-fn corrections_are_hidden_unless_asked_and_invisible_before_their_tx() -> TestResult {
-    let store = Store::in_memory()?;
+fn corrections_are_hidden_unless_asked_and_invisible_before_their_tx(
+    backend: &dyn StoreFactory,
+) -> TestResult {
+    let store = backend.fresh()?;
     let id = "system_prompt:s";
     let r1 = store.transact(
         vec![Op::put_at(prompt("s", "a")?, day(1)?, None)],
@@ -310,10 +311,10 @@ fn corrections_are_hidden_unless_asked_and_invisible_before_their_tx() -> TestRe
     assert!(before_any.is_none());
     Ok(())
 }
+backend_tests!(corrections_are_hidden_unless_asked_and_invisible_before_their_tx: redb_in_memory, postgres);
 
-#[test]
-fn bad_input_gets_precise_errors() -> TestResult {
-    let store = Store::in_memory()?;
+fn bad_input_gets_precise_errors(backend: &dyn StoreFactory) -> TestResult {
+    let store = backend.fresh()?;
     let unknown = error_of(store.get("toolcall:nope"))?;
     assert!(matches!(unknown, Error::NotFound { .. }), "{unknown}");
     assert!(unknown.to_string().contains("toolcall:nope"));
@@ -371,10 +372,10 @@ fn bad_input_gets_precise_errors() -> TestResult {
     assert_eq!(store.stats()?.blobs, 0);
     Ok(())
 }
+backend_tests!(bad_input_gets_precise_errors: redb_in_memory, postgres);
 
-#[test]
-fn a_failed_match_aborts_the_whole_transaction() -> TestResult {
-    let store = Store::in_memory()?;
+fn a_failed_match_aborts_the_whole_transaction(backend: &dyn StoreFactory) -> TestResult {
+    let store = backend.fresh()?;
     let a = prompt("a", "one")?;
     store.transact(
         vec![
@@ -433,10 +434,12 @@ fn a_failed_match_aborts_the_whole_transaction() -> TestResult {
     store.transact(vec![Op::put(clash)], Origin::Session)?;
     Ok(())
 }
+backend_tests!(a_failed_match_aborts_the_whole_transaction: redb_in_memory, postgres);
 
-#[test]
-fn mtime_clamped_stays_between_the_previous_version_and_tx_time() -> TestResult {
-    let store = Store::in_memory()?;
+fn mtime_clamped_stays_between_the_previous_version_and_tx_time(
+    backend: &dyn StoreFactory,
+) -> TestResult {
+    let store = backend.fresh()?;
     let f1 = file("/m.txt", "1")?;
     let mut put = Put::new(f1.clone());
     put.valid_from = ValidFrom::MtimeClamped(Timestamp::saturating_from_micros(-5_000_000));
@@ -466,11 +469,10 @@ fn mtime_clamped_stays_between_the_previous_version_and_tx_time() -> TestResult 
     assert_eq!(history[2].valid_to, Some(r4.tx_time));
     Ok(())
 }
+backend_tests!(mtime_clamped_stays_between_the_previous_version_and_tx_time: redb_in_memory, postgres);
 
-#[test]
-fn log_records_ops_and_the_chain_survives_eviction() -> TestResult {
-    let dir = tempfile::tempdir()?;
-    let store = Store::create(dir.path())?;
+fn log_records_ops_and_the_chain_survives_eviction(backend: &dyn StoreFactory) -> TestResult {
+    let store = backend.fresh()?;
     let keep = file("/keep.txt", "shared")?;
     let gone = file("/gone.txt", "shared")?;
     let secret = file("/gone2.txt", "secret only here")?;
@@ -542,6 +544,7 @@ fn log_records_ops_and_the_chain_survives_eviction() -> TestResult {
     );
     Ok(())
 }
+backend_tests!(log_records_ops_and_the_chain_survives_eviction: redb_on_disk, postgres);
 
 #[test]
 fn paths_match_whole_segments() -> TestResult {
@@ -617,7 +620,7 @@ fn rebuild_from_the_log_gives_the_same_answers(backend: &dyn StoreFactory) -> Te
     assert_eq!(store.fsck()?, vec![]);
     Ok(())
 }
-backend_tests!(rebuild_from_the_log_gives_the_same_answers: redb_in_memory, redb_on_disk);
+backend_tests!(rebuild_from_the_log_gives_the_same_answers: redb_in_memory, redb_on_disk, postgres);
 
 #[test]
 fn gc_sweeps_what_no_version_references() -> TestResult {
@@ -658,7 +661,7 @@ fn a_flipped_byte_in_a_blob_is_found_by_fsck(backend: &dyn DurableFactory) -> Te
     let findings = store.fsck()?;
     // The blob, named with the file it holds, and the storage engine's own page checksum.
     let kinds: Vec<&str> = findings.iter().map(|f| f.kind).collect();
-    assert_eq!(kinds, ["blob_hash", "checksum"], "{findings:?}");
+    assert_eq!(kinds, backend.damage_findings(), "{findings:?}");
     assert_eq!(
         findings[0].subject,
         bin.file_hash().ok_or("no file_hash")?.to_hex()
@@ -669,7 +672,7 @@ fn a_flipped_byte_in_a_blob_is_found_by_fsck(backend: &dyn DurableFactory) -> Te
     assert_eq!(findings[0].repair, "strata fsck --repair");
     Ok(())
 }
-backend_tests!(a_flipped_byte_in_a_blob_is_found_by_fsck: redb_on_disk);
+backend_tests!(a_flipped_byte_in_a_blob_is_found_by_fsck: redb_on_disk, postgres);
 
 const META: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta");
 
@@ -830,7 +833,7 @@ fn sigkill_loses_no_acknowledged_transaction(backend: &dyn DurableFactory) -> Te
     assert!(acked_max > 0, "the children acknowledged something");
     Ok(())
 }
-backend_tests!(sigkill_loses_no_acknowledged_transaction: redb_on_disk);
+backend_tests!(sigkill_loses_no_acknowledged_transaction: redb_on_disk, postgres);
 
 #[test]
 fn hash_of_bytes_is_the_blob_key() -> TestResult {
@@ -1087,10 +1090,10 @@ fn logged_entities(store: &Store) -> TestResult<Vec<String>> {
     Ok(out)
 }
 
-#[test]
-fn evict_removes_a_match_on_absence_made_before_the_entity_existed() -> TestResult {
-    let dir = tempfile::tempdir()?;
-    let store = Store::create(dir.path())?;
+fn evict_removes_a_match_on_absence_made_before_the_entity_existed(
+    backend: &dyn StoreFactory,
+) -> TestResult {
+    let store = backend.fresh()?;
     let absent = |id: &str| Op::Match {
         entity: id.into(),
         expected: None,
@@ -1153,6 +1156,7 @@ fn evict_removes_a_match_on_absence_made_before_the_entity_existed() -> TestResu
     assert_eq!(logged_entities(&store)?, logged);
     Ok(())
 }
+backend_tests!(evict_removes_a_match_on_absence_made_before_the_entity_existed: redb_on_disk, postgres);
 
 /// Every answer the store gives about `ids`: history (with and without corrections, both
 /// orders) and `version_info` at every valid time a row starts or ends (± 1 µs) and at the
@@ -1323,7 +1327,7 @@ fn rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times(
     assert_eq!(store.gc()?, Default::default());
     Ok(())
 }
-backend_tests!(rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times: redb_in_memory, redb_on_disk);
+backend_tests!(rebuild_gives_the_same_answers_at_extreme_clamped_and_ranged_valid_times: redb_in_memory, redb_on_disk, postgres);
 
 /// Chats that share records (a fork from the end of a parent, one from the middle of its
 /// rebased chain) and a file whose content is one of the parent's transcripts, evicted in

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::hash::Hash;
 use crate::object::{Fields, FilesystemSource, ObjectType, Source};
 
-fn parse_fields(object_type: ObjectType, json: &str) -> Result<Fields> {
+pub(in crate::store) fn parse_fields(object_type: ObjectType, json: &str) -> Result<Fields> {
     fn typed<T: serde::de::DeserializeOwned>(json: &str) -> serde_json::Result<T> {
         serde_json::from_str(json)
     }

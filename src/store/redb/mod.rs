@@ -38,6 +38,13 @@ mod temporal;
 mod verify;
 mod write;
 
+// What the PostgreSQL backend shares with this one: op checks, entity and field decoding, the
+// document and content checks.
+pub(in crate::store) use metadata::parse_fields;
+pub(in crate::store) use read::entity_info;
+pub(in crate::store) use verify::{check_content, check_doc};
+pub(in crate::store) use write::{check_ops, check_range};
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -133,7 +140,7 @@ fn entity_rec(
     }
 }
 
-fn unknown_entity(id: &str) -> Error {
+pub(in crate::store) fn unknown_entity(id: &str) -> Error {
     Error::not_found(format!(
         "entity {id} (it was never stored, or was evicted); check the id"
     ))

@@ -326,7 +326,7 @@ impl RedbStore {
     }
 }
 
-fn entity_info(id: &str, rec: &EntityRec) -> Result<EntityInfo> {
+pub(in crate::store) fn entity_info(id: &str, rec: &EntityRec) -> Result<EntityInfo> {
     Ok(EntityInfo {
         id: id.to_string(),
         object_type: rec.object_type.parse()?,

@@ -351,7 +351,7 @@ impl WriteTables<'_> {
     }
 }
 
-fn check_range(id: &str, from: i64, to: Option<Timestamp>) -> Result<()> {
+pub(in crate::store) fn check_range(id: &str, from: i64, to: Option<Timestamp>) -> Result<()> {
     if let Some(to) = to
         && to.as_micros() <= from
     {
@@ -592,7 +592,7 @@ impl RedbStore {
 }
 
 /// Refuses an op list that cannot make a transaction (empty, an entity written twice, too long).
-fn check_ops(ops: &[Op]) -> Result<()> {
+pub(in crate::store) fn check_ops(ops: &[Op]) -> Result<()> {
     if ops.is_empty() {
         return Err(Error::invalid_input(
             "a transaction needs at least one op; nothing was written",

@@ -1,0 +1,512 @@
+//! `PgStore`: the [`Backend`] on a PostgreSQL database, for a team whose agents share one
+//! history (several machines, one database; replicas, backups and failover by PostgreSQL's own
+//! tools).
+//!
+//! Uses `object` and `hash` (and `error`), and the engine-neutral parts of `store` (the log's
+//! digests and chain, the storage codec, the redb backend's op and document checks).
+//!
+//! A store is one PostgreSQL schema (namespace) of a database: `postgres://…/db?schema=NAME`
+//! (default `strata`), its layout in `schema`. The log (headers and op bodies in the storage
+//! codec) is the source of truth; versions, entities, paths and matches are derived from it
+//! (`fsck --rebuild` replays it). A commit uploads its contents first (idempotent by hash), then
+//! takes the head row `FOR UPDATE`, checks its matches inside the lock (a conflict changes
+//! nothing), extends the chain, writes, `NOTIFY`s `strata_<schema>` with the tx id, and commits:
+//! commits from any number of processes and machines are serialized by the database, ids
+//! gapless. A group of transactions shares one database transaction, a savepoint each.
+//!
+//! The sync `postgres` client runs its own small runtime: it is called from plain threads (the
+//! daemon calls the engine through `spawn_blocking`), never from inside an async task.
+//!
+//! # Layout
+//! - `schema`: the tables, created and migrated here. `rule`: the write rule and history over
+//!   rows in memory. `write`: commits. `read`: queries. `maintain`: evict, gc, fsck, rebuild.
+
+mod maintain;
+mod read;
+mod rule;
+mod schema;
+mod write;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use postgres::{Client, NoTls};
+
+use super::codec::{self, EntityRec};
+use super::log::{Origin, TxRecord};
+use super::{
+    Backend, EntityInfo, Finding, GcReport, HistoryQuery, ObjectMeta, Op, StatEntry, StatUpdate,
+    Stats, Timestamp, TxId, TxReceipt, TxRequest, Version, VersionInfo,
+};
+use crate::error::{Error, Result};
+use crate::hash::Hash;
+
+/// How many idle connections a handle keeps.
+const POOL: usize = 8;
+/// The schema a URL without `schema=` names.
+pub const DEFAULT_SCHEMA: &str = "strata";
+
+/// Maps a PostgreSQL client error into [`Error::Storage`].
+pub(crate) trait PgResult<T> {
+    /// The result with its error turned into [`Error::Storage`], saying what was being done.
+    fn pg(self, what: &str) -> Result<T>;
+}
+
+impl<T> PgResult<T> for std::result::Result<T, postgres::Error> {
+    fn pg(self, what: &str) -> Result<T> {
+        self.map_err(|e| {
+            let detail = match e.as_db_error() {
+                Some(db) => format!("{}: {}", db.code().code(), db.message()),
+                None => e.to_string(),
+            };
+            Error::storage(format!("PostgreSQL, {what}"), detail)
+        })
+    }
+}
+
+/// Where a PostgreSQL store lives: the connection URL (without `schema=`) and the schema.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PgLocation {
+    url: String,
+    schema: String,
+}
+
+impl std::fmt::Debug for PgLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl PgLocation {
+    /// Parses `postgres://user@host:port/db?schema=NAME` (or `postgresql://`); other query
+    /// parameters go to the client as given.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a URL that is not PostgreSQL's or a schema name that is not
+    /// lowercase letters, digits and `_`.
+    pub fn parse(url: &str) -> Result<Self> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(Error::invalid_input(format!(
+                "{url:?} is not a PostgreSQL URL; give postgres://user@host:port/database"
+            )));
+        }
+        let (base, query) = match url.split_once('?') {
+            Some((base, query)) => (base, query),
+            None => (url, ""),
+        };
+        let mut schema = DEFAULT_SCHEMA.to_string();
+        let mut rest = Vec::new();
+        for param in query.split('&').filter(|p| !p.is_empty()) {
+            match param.strip_prefix("schema=") {
+                Some(name) => schema = name.to_string(),
+                None => rest.push(param),
+            }
+        }
+        let valid = !schema.is_empty()
+            && schema.len() <= 48
+            && schema.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && schema
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !valid {
+            return Err(Error::invalid_input(format!(
+                "schema {schema:?} in the PostgreSQL URL: give up to 48 lowercase letters, digits \
+                 and _, starting with a letter"
+            )));
+        }
+        let url = if rest.is_empty() {
+            base.to_string()
+        } else {
+            format!("{base}?{}", rest.join("&"))
+        };
+        url.parse::<postgres::Config>().map_err(|e| {
+            Error::invalid_input(format!("PostgreSQL URL {base:?}: {e}; check its form"))
+        })?;
+        Ok(PgLocation { url, schema })
+    }
+
+    /// The URL with `schema=` as given to [`PgLocation::parse`].
+    pub fn url(&self) -> String {
+        let sep = if self.url.contains('?') { '&' } else { '?' };
+        format!("{}{sep}schema={}", self.url, self.schema)
+    }
+
+    /// The URL without its password, for messages.
+    pub fn redacted(&self) -> String {
+        let url = self.url();
+        match (url.find("://"), url.find('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                let userinfo = &url[scheme + 3..at];
+                match userinfo.split_once(':') {
+                    Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                    None => url,
+                }
+            }
+            _ => url,
+        }
+    }
+
+    /// The store's schema (namespace) in the database.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// The `LISTEN`/`NOTIFY` channel of the store's commits (the payload is the tx id).
+    pub fn channel(&self) -> String {
+        format!("strata_{}", self.schema)
+    }
+
+    /// A new connection with the store's schema on its search path.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the database cannot be reached.
+    pub fn connect(&self) -> Result<Client> {
+        let config: postgres::Config = self
+            .url
+            .parse()
+            .map_err(|e| Error::invalid_input(format!("PostgreSQL URL: {e}")))?;
+        let mut client = config
+            .connect(NoTls)
+            .pg(&format!("connecting to {}", self.redacted()))?;
+        client
+            .batch_execute(&format!("SET search_path TO {}", self.schema))
+            .pg("setting the search path")?;
+        Ok(client)
+    }
+}
+
+/// How [`crate::Store::postgres`] treats a schema with no store in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PgOpen {
+    /// Make the store; an existing one is an error.
+    Create,
+    /// Open an existing store; none is [`Error::NotFound`].
+    Open,
+    /// Open it, making it when there is none.
+    OpenOrCreate,
+}
+
+/// A bitemporal object store in one schema of a PostgreSQL database; any number of handles in
+/// any number of processes share it.
+pub(crate) struct PgStore {
+    location: PgLocation,
+    dir: Option<PathBuf>,
+    pool: Mutex<Vec<Client>>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("location", &self.location)
+            .finish()
+    }
+}
+
+impl Drop for PgStore {
+    /// Closes the pooled connections on a thread of their own: each sync client owns a small
+    /// runtime, which may not be dropped from inside the daemon's async runtime.
+    fn drop(&mut self) {
+        let clients = std::mem::take(
+            self.pool
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if clients.is_empty() {
+            return;
+        }
+        let closing = std::thread::spawn(move || drop(clients));
+        let _ = closing.join();
+    }
+}
+
+fn ts(micros: i64) -> Timestamp {
+    Timestamp::saturating_from_micros(micros)
+}
+
+/// A hash column's value as 32 bytes.
+fn hash32(bytes: &[u8], what: &str) -> Result<[u8; 32]> {
+    bytes
+        .try_into()
+        .map_err(|_| Error::corrupt(format!("{what} is {} bytes, not 32", bytes.len())))
+}
+
+/// u64 ids and µs are stored as `bigint`: tx ids and entity numbers never reach 2^63.
+fn big(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn unbig(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn entity_of(id: &str, eid: i64, rec: &[u8]) -> Result<(u64, EntityRec)> {
+    let rec: EntityRec = codec::decode(rec, &format!("entity {id}"))?;
+    Ok((unbig(eid), rec))
+}
+
+impl PgStore {
+    /// Opens the store at `location` as `mode` says; `dir` is the store directory that points
+    /// at it, when there is one.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the database cannot be reached; [`Error::NotFound`] or
+    /// [`Error::InvalidInput`] as `mode` says; [`Error::FormatVersion`] for a layout this build
+    /// does not know.
+    pub fn open(location: PgLocation, dir: Option<PathBuf>, mode: PgOpen) -> Result<Self> {
+        let store = PgStore {
+            location,
+            dir,
+            pool: Mutex::new(Vec::new()),
+        };
+        store.with_client(|client| schema::prepare(client, &store.location, mode))?;
+        Ok(store)
+    }
+
+    /// Runs `f` with a pooled connection (a new one when none is idle). Inside an async
+    /// runtime (the daemon's), where the sync client may not block, on a thread of its own.
+    fn with_client<T: Send>(&self, f: impl FnOnce(&mut Client) -> Result<T> + Send) -> Result<T> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.with_client_here(f);
+        }
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| self.with_client_here(f))
+                .join()
+                .unwrap_or_else(|_| Err(Error::invariant("a PostgreSQL call panicked")))
+        })
+    }
+
+    /// [`PgStore::with_client`] on this thread.
+    fn with_client_here<T>(&self, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
+        let pooled = self
+            .pool
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        let mut client = match pooled {
+            Some(client) if !client.is_closed() => client,
+            _ => self.location.connect()?,
+        };
+        let result = f(&mut client);
+        if !client.is_closed() {
+            let mut pool = self
+                .pool
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if pool.len() < POOL {
+                pool.push(client);
+            }
+        }
+        result
+    }
+
+    /// Runs the read `f` in one read-only, repeatable-read transaction (one snapshot).
+    fn read<T: Send>(
+        &self,
+        f: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<T> + Send,
+    ) -> Result<T> {
+        self.with_client(|client| {
+            let mut tx = client
+                .build_transaction()
+                .read_only(true)
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .start()
+                .pg("beginning a read")?;
+            let out = f(&mut tx)?;
+            tx.commit().pg("ending a read")?;
+            Ok(out)
+        })
+    }
+}
+
+impl Backend for PgStore {
+    fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    fn transact(&self, ops: Vec<Op>, origin: Origin) -> Result<TxReceipt> {
+        let request = TxRequest {
+            ops,
+            origin,
+            stat: None,
+        };
+        self.commit_group(vec![request])
+            .pop()
+            .unwrap_or_else(|| Err(Error::invariant("a commit answered nothing")))?
+            .ok_or_else(|| Error::invariant("a transaction wrote no log record"))
+    }
+
+    fn transact_with_stat(
+        &self,
+        ops: Vec<Op>,
+        origin: Origin,
+        stat: StatUpdate,
+    ) -> Result<Option<TxReceipt>> {
+        let request = TxRequest {
+            ops,
+            origin,
+            stat: Some(stat),
+        };
+        self.commit_group(vec![request])
+            .pop()
+            .unwrap_or_else(|| Err(Error::invariant("a commit answered nothing")))
+    }
+
+    fn transact_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
+        self.commit_group(group)
+    }
+
+    fn as_of(
+        &self,
+        id: &str,
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+    ) -> Result<Option<Version>> {
+        self.read(|t| read::version_at(t, id, valid_time, tx))
+    }
+
+    fn version_info(
+        &self,
+        id: &str,
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+    ) -> Result<Option<VersionInfo>> {
+        self.read(|t| {
+            let (eid, _) = read::entity(t, id)?.ok_or_else(|| super::redb::unknown_entity(id))?;
+            read::info_at(t, id, eid, valid_time, tx).map(|found| found.map(|(info, _)| info))
+        })
+    }
+
+    fn get_if_known(&self, id: &str) -> Result<Option<Version>> {
+        match self.as_of(id, None, None) {
+            Err(Error::NotFound { .. }) => Ok(None),
+            other => other,
+        }
+    }
+
+    fn history(&self, id: &str, query: HistoryQuery) -> Result<Vec<VersionInfo>> {
+        self.read(|t| read::history(t, id, query))
+    }
+
+    fn version_sizes(&self, id: &str, versions: &[VersionInfo]) -> Result<Vec<Option<u64>>> {
+        self.read(|t| read::version_sizes(t, id, versions))
+    }
+
+    fn log(&self, since: Option<TxId>, limit: usize) -> Result<Vec<TxRecord>> {
+        self.read(|t| read::log(t, since, limit))
+    }
+
+    fn chain_head(&self) -> Result<Option<(TxId, [u8; 32])>> {
+        self.read(read::chain_head)
+    }
+
+    fn tx_at_time(&self, time: Timestamp) -> Result<Option<TxId>> {
+        self.read(|t| read::tx_at_time(t, time))
+    }
+
+    fn entity(&self, id: &str) -> Result<EntityInfo> {
+        self.read(|t| {
+            let (_, rec) = read::entity(t, id)?.ok_or_else(|| super::redb::unknown_entity(id))?;
+            super::redb::entity_info(id, &rec)
+        })
+    }
+
+    fn entity_exists(&self, id: &str) -> Result<bool> {
+        self.read(|t| Ok(read::entity(t, id)?.is_some()))
+    }
+
+    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        self.read(|t| read::ids_with_prefix(t, prefix, limit))
+    }
+
+    fn entity_at_path(&self, filesystem_id: &str, path: &str) -> Result<Option<String>> {
+        self.read(|t| read::entity_at_path(t, filesystem_id, path))
+    }
+
+    fn paths_under(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<(String, String)>> {
+        self.read(|t| read::paths_under(t, filesystem_id, prefix))
+    }
+
+    fn indexed_paths_under(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<String>> {
+        self.read(|t| {
+            Ok(read::paths_under(t, filesystem_id, prefix)?
+                .into_iter()
+                .map(|(path, _)| path)
+                .collect())
+        })
+    }
+
+    fn content(&self, hash: &Hash) -> Result<Option<Vec<u8>>> {
+        self.read(|t| read::content(t, &hash.0))
+    }
+
+    fn live_entities(&self) -> Result<Vec<EntityInfo>> {
+        self.read(read::live_entities)
+    }
+
+    fn metadata(&self, id: &str, tx: Option<TxId>) -> Result<Option<ObjectMeta>> {
+        Ok(self.metadata_many(&[id], tx)?.pop().flatten())
+    }
+
+    fn metadata_many(&self, ids: &[&str], tx: Option<TxId>) -> Result<Vec<Option<ObjectMeta>>> {
+        self.read(|t| {
+            let now = read::now(t)?;
+            ids.iter()
+                .map(|id| Ok(read::meta_at(t, id, now, tx)?.map(|(meta, _)| meta)))
+                .collect()
+        })
+    }
+
+    fn metadata_with_json(
+        &self,
+        id: &str,
+        tx: Option<TxId>,
+    ) -> Result<Option<(ObjectMeta, Option<String>)>> {
+        self.read(|t| {
+            let now = read::now(t)?;
+            read::meta_at(t, id, now, tx)
+        })
+    }
+
+    fn stat_cache(
+        &self,
+        filesystem_id: &str,
+        prefix: &str,
+    ) -> Result<rustc_hash::FxHashMap<String, StatEntry>> {
+        self.read(|t| read::stat_cache(t, filesystem_id, prefix))
+    }
+
+    fn stats(&self) -> Result<Stats> {
+        let schema = self.location.schema.clone();
+        self.read(|t| read::stats(t, &schema))
+    }
+
+    fn evict(&self, id: &str, origin: Origin) -> Result<TxReceipt> {
+        self.transact(
+            vec![Op::Evict {
+                entity: id.to_string(),
+            }],
+            origin,
+        )
+    }
+
+    fn fsck(&self) -> Result<Vec<Finding>> {
+        self.with_client(maintain::fsck)
+    }
+
+    fn fsck_rebuild(&self) -> Result<()> {
+        self.with_client(maintain::rebuild)
+    }
+
+    fn restore_contents(&self, contents: Vec<([u8; 32], Vec<u8>)>) -> Result<()> {
+        self.with_client(|client| maintain::restore_contents(client, contents))
+    }
+
+    fn gc(&self) -> Result<GcReport> {
+        self.with_client(maintain::gc)
+    }
+}

@@ -1,0 +1,729 @@
+//! Commits: contents uploaded first (idempotent by hash), then one database transaction that
+//! locks the head row, writes each request of the group under its own savepoint (a request that
+//! fails is rolled back alone), extends the chain, and `NOTIFY`s.
+
+use std::collections::HashSet;
+
+use postgres::{GenericClient, Transaction};
+
+use super::rule::{self, Row};
+use super::schema::CHUNK;
+use super::*;
+use crate::store::codec::{FirstRec, OpRec, StatRec, VersionRec, WriteRec};
+use crate::store::log;
+use crate::store::{Put, ValidFrom};
+
+/// The head of the log as a commit extends it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Head {
+    pub tx: u64,
+    pub tx_time: i64,
+    pub chain: [u8; 32],
+}
+
+/// Reads the head (locking its row when `lock`): the latest tx, its time and chain value.
+pub(super) fn head(t: &mut impl GenericClient, lock: bool) -> Result<Head> {
+    // The lock first, then the header in a statement of its own: under READ COMMITTED a
+    // statement that waited for the lock sees the head row as the other commit left it, but a
+    // join in that statement would still read the log as of before.
+    let sql = if lock {
+        "SELECT tx_id FROM strata_head WHERE id = 1 FOR UPDATE"
+    } else {
+        "SELECT tx_id FROM strata_head WHERE id = 1"
+    };
+    let tx: i64 = t
+        .query_one(sql, &[])
+        .pg("reading the head of the log")?
+        .get(0);
+    let header: Option<Vec<u8>> = t
+        .query_opt("SELECT header FROM strata_log WHERE tx_id = $1", &[&tx])
+        .pg("reading the head of the log")?
+        .map(|row| row.get(0));
+    match (tx, header) {
+        (0, _) => Ok(Head {
+            tx: 0,
+            tx_time: 0,
+            chain: [0; 32],
+        }),
+        (tx, Some(bytes)) => {
+            let header = codec::decode_header(&bytes, &format!("header of tx {tx}"))?;
+            Ok(Head {
+                tx: unbig(tx),
+                tx_time: header.tx_time,
+                chain: header.chain,
+            })
+        }
+        (tx, None) => Err(Error::corrupt(format!(
+            "the head names tx {tx}, which the log does not hold; run `strata fsck`"
+        ))),
+    }
+}
+
+/// Stores content `hash` (the blob record `record` makes) unless it is there; the bytes stored.
+pub(super) fn ensure_content(
+    client: &mut impl GenericClient,
+    hash: &[u8; 32],
+    record: impl FnOnce() -> Vec<u8>,
+) -> Result<u64> {
+    let there = client
+        .query_opt(
+            "SELECT 1 FROM strata_contents WHERE hash = $1",
+            &[&hash.as_slice()],
+        )
+        .pg("looking up a content")?
+        .is_some();
+    if there {
+        return Ok(0);
+    }
+    let record = record();
+    let mut tx = client.transaction().pg("beginning a content upload")?;
+    let chunks: Vec<&[u8]> = record.chunks(CHUNK).collect();
+    for (n, chunk) in chunks.iter().enumerate() {
+        tx.execute(
+            "INSERT INTO strata_chunks VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            &[&hash.as_slice(), &(n as i32), chunk],
+        )
+        .pg("uploading a content chunk")?;
+    }
+    let inserted = tx
+        .execute(
+            "INSERT INTO strata_contents VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            &[
+                &hash.as_slice(),
+                &(record.len() as i64),
+                &(chunks.len() as i32),
+            ],
+        )
+        .pg("recording a content")?;
+    tx.commit().pg("committing a content upload")?;
+    Ok(if inserted == 1 {
+        record.len() as u64
+    } else {
+        0
+    })
+}
+
+/// The contents a put stores: (hash, bytes), the content or the kept raw bytes.
+fn put_blobs(put: &Put) -> Result<Vec<([u8; 32], &[u8])>> {
+    let object = &put.object;
+    let mut out = Vec::new();
+    if let (Some(content), Some(hash)) = (object.content(), object.content_hash()) {
+        out.push((hash.0, content.as_bytes()));
+    }
+    if let Some(bytes) = &put.bytes {
+        let actual = crate::hash::sha256(bytes);
+        if object.file_hash() != Some(&actual) {
+            return Err(Error::invalid_input(format!(
+                "the bytes given for {} hash to {actual}, not to its file_hash {}; give the \
+                 file's own bytes",
+                object.id(),
+                object.file_hash().map_or("null".to_string(), Hash::to_hex),
+            )));
+        }
+        if object.content().is_none() {
+            out.push((actual.0, bytes.as_slice()));
+        }
+    }
+    Ok(out)
+}
+
+/// Uploads the contents of every put of `ops` (before any lock is taken), noting in `new` the
+/// ones it stored (a request that fails takes them out again).
+fn upload(client: &mut Client, ops: &[Op], new: &mut Vec<[u8; 32]>) -> Result<()> {
+    for op in ops {
+        if let Op::Put(put) = op {
+            for (hash, bytes) in put_blobs(put)? {
+                let stored = ensure_content(client, &hash, || {
+                    put.encoded
+                        .as_ref()
+                        .and_then(|e| e.record_for(&hash))
+                        .map_or_else(|| codec::encode_blob(bytes), <[u8]>::to_vec)
+                })?;
+                if stored > 0 {
+                    new.push(hash);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes the contents failed requests uploaded that no document uses, under the head lock
+/// (no commit is then between its upload and its document).
+fn take_back(client: &mut Client, hashes: &[[u8; 32]]) -> Result<()> {
+    if hashes.is_empty() {
+        return Ok(());
+    }
+    let mut t = client.transaction().pg("beginning a clean-up")?;
+    head(&mut t, true)?;
+    for hash in hashes {
+        release_content(&mut t, hash)?;
+    }
+    t.commit().pg("committing a clean-up")
+}
+
+/// The entity row of `id`: (eid, record).
+pub(super) fn entity_row(t: &mut impl GenericClient, id: &str) -> Result<Option<(u64, EntityRec)>> {
+    t.query_opt(
+        "SELECT eid, rec FROM strata_entities WHERE id = $1",
+        &[&id.as_bytes()],
+    )
+    .pg("reading an entity")?
+    .map(|row| entity_of(id, row.get(0), row.get(1)))
+    .transpose()
+}
+
+/// What the writes of one transaction carry from op to op.
+#[derive(Default)]
+pub(super) struct TxState {
+    /// Entities this transaction evicted (a later match on one loses its body too).
+    pub evicted: HashSet<String>,
+    /// Replaying the log (rebuild): evictions drop rows, not documents or contents.
+    pub replay: bool,
+}
+
+/// Applies one resolved op body (op `n` of transaction `tx`, whose body is already stored).
+pub(super) fn apply(
+    t: &mut impl GenericClient,
+    tx: u64,
+    tx_time: i64,
+    n: u32,
+    op: &OpRec,
+    state: &mut TxState,
+) -> Result<()> {
+    match op {
+        OpRec::Write(w) => {
+            let eid = match (entity_row(t, &w.entity)?, &w.first) {
+                (Some((eid, _)), _) => eid,
+                (None, Some(first)) => create_entity(t, &w.entity, first)?,
+                (None, None) => return Err(super::super::redb::unknown_entity(&w.entity)),
+            };
+            let new = VersionRec {
+                object_hash: w.object_hash,
+                tx_after: 0,
+                op: n,
+                restored: false,
+                size: w.size,
+                spelling: w.spelling.clone(),
+                content_omitted: w.content_omitted,
+            };
+            let window = window(t, eid, w.valid_from)?;
+            for (vt, rec) in rule::plan_write(&window, w.valid_from, w.valid_to, &new, tx_time) {
+                t.execute(
+                    "INSERT INTO strata_versions VALUES ($1, $2, $3, $4, $5)",
+                    &[
+                        &big(eid),
+                        &vt,
+                        &big(tx),
+                        &rec.object_hash.as_ref().map(<[u8; 32]>::as_slice),
+                        &codec::encode(&rec)?,
+                    ],
+                )
+                .pg("writing a version")?;
+            }
+        }
+        OpRec::Evict { entity } => {
+            if let Some((eid, rec)) = entity_row(t, entity)? {
+                evict_entity(t, entity, eid, &rec, tx, state.replay)?;
+            }
+            state.evicted.insert(entity.0.clone());
+        }
+        OpRec::Match { entity, .. } => {
+            if state.evicted.contains(&entity.0) {
+                drop_bodies(t, &[(tx, n)], tx)?;
+            } else {
+                t.execute(
+                    "INSERT INTO strata_matches VALUES ($1, $2, $3)",
+                    &[&entity.as_bytes(), &big(tx), &(n as i32)],
+                )
+                .pg("recording a match")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The rows of `eid` a write starting at `start` can touch: from the greatest valid_from at
+/// or before `start` on (all rows when there is none).
+fn window(t: &mut impl GenericClient, eid: u64, start: i64) -> Result<Vec<Row>> {
+    t.query(
+        "SELECT valid_from, tx_id, rec FROM strata_versions WHERE eid = $1 AND valid_from >= \
+         coalesce((SELECT max(valid_from) FROM strata_versions WHERE eid = $1 AND valid_from <= \
+         $2), -9223372036854775808) ORDER BY valid_from, tx_id",
+        &[&big(eid), &start],
+    )
+    .pg("reading version rows")?
+    .iter()
+    .map(|row| read::row_of(row.get(0), row.get(1), row.get(2)))
+    .collect()
+}
+
+fn create_entity(t: &mut impl GenericClient, id: &str, first: &FirstRec) -> Result<u64> {
+    let next: i64 = t
+        .query_one("SELECT coalesce(max(eid), 0) + 1 FROM strata_entities", &[])
+        .pg("numbering an entity")?
+        .get(0);
+    let rec = EntityRec {
+        eid: unbig(next),
+        object_type: first.object_type.clone(),
+        source: first.source.clone(),
+    };
+    t.execute(
+        "INSERT INTO strata_entities VALUES ($1, $2, $3)",
+        &[&id.as_bytes(), &next, &codec::encode(&rec)?],
+    )
+    .pg("creating an entity")?;
+    if let Some((filesystem_id, path)) = &first.source {
+        t.execute(
+            "INSERT INTO strata_paths VALUES ($1, $2, $3)",
+            &[&filesystem_id.as_bytes(), &path.as_bytes(), &next],
+        )
+        .pg("recording a path")?;
+    }
+    Ok(unbig(next))
+}
+
+/// Removes op bodies (tx, n) and records that transaction `by` evicted them.
+fn drop_bodies(t: &mut impl GenericClient, ops: &[(u64, u32)], by: u64) -> Result<()> {
+    for &(tx, n) in ops {
+        t.execute(
+            "DELETE FROM strata_ops WHERE tx_id = $1 AND n = $2",
+            &[&big(tx), &(n as i32)],
+        )
+        .pg("removing an evicted op body")?;
+        t.execute(
+            "INSERT INTO strata_evicted_ops VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            &[&big(tx), &(n as i32), &big(by)],
+        )
+        .pg("recording an eviction")?;
+    }
+    Ok(())
+}
+
+/// Erases entity `id`: its versions, op bodies, matches, path, stat entry, and (unless
+/// replaying) every document and content nothing else uses.
+fn evict_entity(
+    t: &mut impl GenericClient,
+    id: &str,
+    eid: u64,
+    rec: &EntityRec,
+    tx: u64,
+    replay: bool,
+) -> Result<()> {
+    let mut ops = std::collections::BTreeSet::new();
+    let mut hashes = std::collections::BTreeSet::new();
+    for row in t
+        .query(
+            "DELETE FROM strata_versions WHERE eid = $1 RETURNING tx_id, object_hash, rec",
+            &[&big(eid)],
+        )
+        .pg("removing versions")?
+    {
+        let rec: VersionRec = codec::decode(row.get(2), "version record")?;
+        ops.insert((unbig(row.get(0)), rec.op));
+        let hash: Option<Vec<u8>> = row.get(1);
+        if let Some(hash) = hash {
+            hashes.insert(hash);
+        }
+    }
+    for row in t
+        .query(
+            "DELETE FROM strata_matches WHERE id = $1 RETURNING tx_id, n",
+            &[&id.as_bytes()],
+        )
+        .pg("removing matches")?
+    {
+        let n: i32 = row.get(1);
+        ops.insert((unbig(row.get(0)), n as u32));
+    }
+    let ops: Vec<(u64, u32)> = ops.into_iter().collect();
+    if !replay {
+        drop_bodies(t, &ops, tx)?;
+    }
+    t.execute(
+        "DELETE FROM strata_entities WHERE id = $1",
+        &[&id.as_bytes()],
+    )
+    .pg("removing an entity")?;
+    if let Some((filesystem_id, path)) = &rec.source {
+        for table in ["strata_paths", "strata_stat"] {
+            t.execute(
+                &format!("DELETE FROM {table} WHERE fs = $1 AND path = $2"),
+                &[&filesystem_id.as_bytes(), &path.as_bytes()],
+            )
+            .pg("removing a path")?;
+        }
+    }
+    if !replay {
+        for hash in hashes {
+            release_doc(t, &hash)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes document `hash` when no version uses it, and then its contents no document uses.
+pub(super) fn release_doc(t: &mut impl GenericClient, hash: &[u8]) -> Result<(u64, u64, u64)> {
+    let (mut docs, mut contents, mut bytes) = (0, 0, 0);
+    let removed = t
+        .query(
+            "DELETE FROM strata_docs d WHERE d.hash = $1 AND NOT EXISTS (SELECT 1 FROM \
+             strata_versions v WHERE v.object_hash = $1) RETURNING content_hash, kept_hash, \
+             length(rec)",
+            &[&hash],
+        )
+        .pg("removing a document")?;
+    for row in removed {
+        docs += 1;
+        bytes += unbig(i64::from(row.get::<_, i32>(2)));
+        for i in 0..2 {
+            let Some(content) = row.get::<_, Option<Vec<u8>>>(i) else {
+                continue;
+            };
+            let (n, b) = release_content(t, &content)?;
+            contents += n;
+            bytes += b;
+        }
+    }
+    Ok((docs, contents, bytes))
+}
+
+/// Removes content `hash` when no document uses it: (1, its bytes) when it went.
+pub(super) fn release_content(t: &mut impl GenericClient, hash: &[u8]) -> Result<(u64, u64)> {
+    let gone = t
+        .query_opt(
+            "DELETE FROM strata_contents c WHERE c.hash = $1 AND NOT EXISTS (SELECT 1 FROM \
+             strata_docs d WHERE d.content_hash = $1 OR d.kept_hash = $1) RETURNING len",
+            &[&hash],
+        )
+        .pg("removing a content")?;
+    let Some(row) = gone else {
+        return Ok((0, 0));
+    };
+    t.execute("DELETE FROM strata_chunks WHERE hash = $1", &[&hash])
+        .pg("removing a content's chunks")?;
+    Ok((1, unbig(row.get(0))))
+}
+
+/// The current object hash of `id` (visible at `now` as of the latest tx); `None` when absent.
+fn current_hash(t: &mut impl GenericClient, id: &str, now: i64) -> Result<Option<[u8; 32]>> {
+    let Some((eid, _)) = entity_row(t, id)? else {
+        return Ok(None);
+    };
+    Ok(read::as_of_row(t, eid, now, u64::MAX)?.and_then(|(row, _)| row.rec.object_hash))
+}
+
+/// Resolves a put into its op body, storing its document (its contents were uploaded).
+fn resolve_put(t: &mut impl GenericClient, put: &Put, tx_time: i64) -> Result<OpRec> {
+    let object = &put.object;
+    let id = object.id();
+    let existing = entity_row(t, id)?;
+    let first = match &existing {
+        Some((_, rec)) => {
+            if *rec.object_type != *object.object_type().as_str() {
+                return Err(Error::Conflict {
+                    entity: id.to_string(),
+                    expected: format!("a {}", object.object_type()),
+                    actual: format!("a {} with this id", &*rec.object_type),
+                });
+            }
+            None
+        }
+        None => {
+            if let Some(source) = object.source() {
+                let fs = source.as_filesystem();
+                let listed = t
+                    .query_opt(
+                        "SELECT 1 FROM strata_paths WHERE fs = $1 AND path = $2",
+                        &[&fs.filesystem_id.as_bytes(), &fs.path.as_bytes()],
+                    )
+                    .pg("looking up a path")?
+                    .is_some();
+                if listed {
+                    return Err(Error::corrupt(format!(
+                        "the store lists {:?} but has no entity {id} for it; run `strata fsck`",
+                        fs.path
+                    )));
+                }
+            }
+            Some(FirstRec {
+                object_type: object.object_type().into(),
+                source: object.source().map(|s| {
+                    let fs = s.as_filesystem();
+                    (fs.filesystem_id.as_str().into(), fs.path.clone())
+                }),
+            })
+        }
+    };
+    let valid_from = match put.valid_from {
+        ValidFrom::TxTime => tx_time,
+        ValidFrom::At(at) => at.as_micros(),
+        ValidFrom::MtimeClamped(mtime) => {
+            let previous: Option<i64> = match &existing {
+                Some((eid, _)) => t
+                    .query_one(
+                        "SELECT max(valid_from) FROM strata_versions WHERE eid = $1",
+                        &[&big(*eid)],
+                    )
+                    .pg("reading the latest valid time")?
+                    .get(0),
+                None => None,
+            };
+            let floor = previous.map_or(Timestamp::MIN.as_micros(), |p| p + 1);
+            mtime.as_micros().max(floor).min(tx_time)
+        }
+    };
+    super::super::redb::check_range(id, valid_from, put.valid_to)?;
+    // The contents were uploaded before the lock; one removed since (an eviction or gc in
+    // between) is uploaded again here.
+    let blobs = put_blobs(put)?;
+    for (hash, bytes) in &blobs {
+        ensure_content(t, hash, || codec::encode_blob(bytes))?;
+    }
+    let kept = put
+        .bytes
+        .as_ref()
+        .filter(|_| object.content().is_none())
+        .and(object.file_hash());
+    let doc = codec::DocRec {
+        file_hash: object.file_hash().map(|h| h.0),
+        content_hash: object.content_hash().map(|h| h.0),
+        fields: object.metadata_json().to_string(),
+    };
+    t.execute(
+        "INSERT INTO strata_docs VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO UPDATE SET \
+         kept_hash = coalesce(strata_docs.kept_hash, EXCLUDED.kept_hash)",
+        &[
+            &object.object_hash().0.as_slice(),
+            &object.content_hash().map(|h| h.0.as_slice()),
+            &kept.map(|h| h.0.as_slice()),
+            &codec::encode(&doc)?,
+        ],
+    )
+    .pg("storing a document")?;
+    let given = object.content().map_or(0, str::len) as i64
+        + kept.and(put.bytes.as_ref()).map_or(0, |b| b.len() as i64);
+    t.execute(
+        "UPDATE strata_meta SET value = value + $1 WHERE name = 'put_bytes'",
+        &[&given],
+    )
+    .pg("counting put bytes")?;
+    Ok(OpRec::Write(WriteRec {
+        entity: id.into(),
+        valid_from,
+        valid_to: put.valid_to.map(Timestamp::as_micros),
+        object_hash: Some(object.object_hash().0),
+        first,
+        size: put.size,
+        spelling: put.spelling.clone(),
+        content_omitted: object.content_omitted().map(codec::Omitted::from),
+    }))
+}
+
+/// Writes `ops` as the transaction after `head` inside `t`; the new head.
+fn write_tx(t: &mut Transaction<'_>, ops: &[Op], origin: &Origin, head: Head) -> Result<Head> {
+    let tx = head.tx + 1;
+    let now = Timestamp::now().as_micros();
+    let tx_time = if head.tx == 0 {
+        now
+    } else {
+        now.max(head.tx_time + 1)
+    };
+    for op in ops {
+        if let Op::Match { entity, expected } = op {
+            let actual = current_hash(t, entity, tx_time)?;
+            if actual != expected.map(|h| h.0) {
+                let show = |h: Option<[u8; 32]>| h.map_or("absent".to_string(), hex::encode);
+                return Err(Error::Conflict {
+                    entity: entity.clone(),
+                    expected: show(expected.map(|h| h.0)),
+                    actual: show(actual),
+                });
+            }
+        }
+    }
+    let mut state = TxState::default();
+    let mut digests = Vec::with_capacity(ops.len());
+    for (n, op) in ops.iter().enumerate() {
+        let body = match op {
+            Op::Put(put) => resolve_put(t, put, tx_time)?,
+            Op::Delete {
+                entity,
+                valid_from,
+                valid_to,
+            } => {
+                if entity_row(t, entity)?.is_none() {
+                    return Err(super::super::redb::unknown_entity(entity));
+                }
+                let from = valid_from.map_or(tx_time, Timestamp::as_micros);
+                super::super::redb::check_range(entity, from, *valid_to)?;
+                OpRec::Write(WriteRec::delete(
+                    entity.as_str().into(),
+                    from,
+                    valid_to.map(Timestamp::as_micros),
+                ))
+            }
+            Op::Evict { entity } => {
+                if entity_row(t, entity)?.is_none() {
+                    return Err(super::super::redb::unknown_entity(entity));
+                }
+                OpRec::Evict {
+                    entity: entity.as_str().into(),
+                }
+            }
+            Op::Match { entity, expected } => OpRec::Match {
+                entity: entity.as_str().into(),
+                expected: expected.map(|h| h.0),
+            },
+        };
+        let n = n as u32;
+        t.execute(
+            "INSERT INTO strata_ops VALUES ($1, $2, $3)",
+            &[&big(tx), &(n as i32), &codec::encode_op(&body, tx_time)?],
+        )
+        .pg("writing an op body")?;
+        apply(t, tx, tx_time, n, &body, &mut state)?;
+        digests.push(log::op_digest(&body)?);
+    }
+    let header = log::seal_header(&head.chain, tx, tx_time, origin, digests)?;
+    let chain = header.chain;
+    t.execute(
+        "INSERT INTO strata_log VALUES ($1, $2)",
+        &[&big(tx), &codec::encode_header(&header)?],
+    )
+    .pg("writing a log record")?;
+    Ok(Head { tx, tx_time, chain })
+}
+
+/// Applies stat cache changes.
+fn apply_stat(t: &mut impl GenericClient, update: &StatUpdate) -> Result<()> {
+    let fs = update.filesystem_id.as_bytes();
+    for (path, entry) in &update.puts {
+        let rec = StatRec {
+            size: entry.stat.size,
+            mtime_ns: entry.stat.mtime_ns,
+            ctime_ns: entry.stat.ctime_ns,
+            inode: entry.stat.inode,
+            file_hash: entry.file_hash.0,
+            scan_start_ns: entry.scan_start_ns,
+        };
+        t.execute(
+            "INSERT INTO strata_stat VALUES ($1, $2, $3) ON CONFLICT (fs, path) DO UPDATE SET \
+             rec = EXCLUDED.rec",
+            &[&fs, &path.as_bytes(), &codec::encode(&rec)?],
+        )
+        .pg("writing the stat cache")?;
+    }
+    for path in &update.removes {
+        t.execute(
+            "DELETE FROM strata_stat WHERE fs = $1 AND path = $2",
+            &[&fs, &path.as_bytes()],
+        )
+        .pg("writing the stat cache")?;
+    }
+    Ok(())
+}
+
+impl PgStore {
+    /// Writes a group of requests in one database transaction, each under its own savepoint
+    /// and with its own tx id, as if one after another; a request that fails changes nothing.
+    pub(super) fn commit_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
+        let mut results: Vec<Option<Result<Option<TxReceipt>>>> =
+            group.iter().map(|_| None).collect();
+        let mut uploaded: Vec<Vec<[u8; 32]>> = group.iter().map(|_| Vec::new()).collect();
+        let outcome = self.with_client(|client| {
+            for (i, request) in group.iter().enumerate() {
+                if !request.ops.is_empty() || request.stat.is_none() {
+                    let checked = super::super::redb::check_ops(&request.ops)
+                        .and_then(|()| upload(client, &request.ops, &mut uploaded[i]));
+                    if let Err(e) = checked {
+                        results[i] = Some(Err(e));
+                    }
+                }
+            }
+            let mut t = client.transaction().pg("beginning a commit")?;
+            let mut head = head(&mut t, true)?;
+            let mut receipts = Vec::new();
+            for (i, request) in group.iter().enumerate() {
+                if results[i].is_some() {
+                    continue;
+                }
+                let mut sp = t.savepoint("request").pg("beginning a request")?;
+                let written = if request.ops.is_empty() {
+                    Ok(None)
+                } else {
+                    write_tx(&mut sp, &request.ops, &request.origin, head).map(Some)
+                };
+                let written = written.and_then(|new| {
+                    if let Some(stat) = &request.stat {
+                        apply_stat(&mut sp, stat)?;
+                    }
+                    Ok(new)
+                });
+                match written {
+                    Ok(new) => {
+                        sp.commit().pg("ending a request")?;
+                        if let Some(new) = new {
+                            head = new;
+                            receipts.push((
+                                i,
+                                Some(TxReceipt {
+                                    tx_id: TxId(new.tx),
+                                    tx_time: ts(new.tx_time),
+                                }),
+                            ));
+                        } else {
+                            receipts.push((i, None));
+                        }
+                    }
+                    Err(e) => {
+                        sp.rollback().pg("rolling back a request")?;
+                        results[i] = Some(Err(e));
+                    }
+                }
+            }
+            t.execute(
+                "UPDATE strata_head SET tx_id = $1 WHERE id = 1",
+                &[&big(head.tx)],
+            )
+            .pg("moving the head")?;
+            t.execute(
+                "SELECT pg_notify($1, $2)",
+                &[&self.location.channel(), &head.tx.to_string()],
+            )
+            .pg("notifying the commit")?;
+            t.commit().pg("committing")?;
+            Ok(receipts)
+        });
+        match outcome {
+            Ok(receipts) => {
+                for (i, receipt) in receipts {
+                    results[i] = Some(Ok(receipt));
+                }
+            }
+            Err(e) => {
+                let message = e.full_message();
+                for result in results.iter_mut().filter(|r| r.is_none()) {
+                    *result = Some(Err(Error::storage("committing a group", message.clone())));
+                }
+            }
+        }
+        // Contents uploaded for requests that failed go again (nothing of a failed request
+        // stays); best effort, gc takes what is left.
+        let orphans: Vec<[u8; 32]> = results
+            .iter()
+            .zip(&uploaded)
+            .filter(|(r, _)| !matches!(r, Some(Ok(_))))
+            .flat_map(|(_, hashes)| hashes.iter().copied())
+            .collect();
+        if !orphans.is_empty() {
+            let _ = self.with_client(|client| take_back(client, &orphans));
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| Err(Error::invariant("a commit left a request unanswered")))
+            })
+            .collect()
+    }
+}
