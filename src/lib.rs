@@ -44,7 +44,7 @@ pub use engine::{Access, Engine};
 pub use error::{Error, RemoteCause, Result};
 pub use hash::Hash;
 pub use index::{
-    Action, DenyRules, Indexer, Planned, ScanOptions, ScanProgress, ScanSummary, Settings,
+    Action, DenyRules, Indexer, Planned, ScanOptions, ScanProgress, ScanSummary, ScanThreads, Settings,
     SkipKind, Skipped, scan,
 };
 pub use object::{FilesystemSource, Object, ObjectType, Source};

@@ -9,6 +9,8 @@
 //! - `STRATA_CORRUPTION_CASES=10000`: damaged copies of a real store (`corruption`; default
 //!   200); `STRATA_CORRUPTION_REPORT=1` prints the class counts and the failing cases.
 //! - `STRATA_WATCH_STORM=10000`: changes of the watcher's storm tests (`watch`; default 600).
+//! - `STRATA_SCAN_CASES=100`: thread counts, batch sizes and budgets of the scan property
+//!   (`scan`; default 6).
 //! - `PROPTEST_CASES` (proptest's own) sets the cases of the one property test that does not fix
 //!   its count (`resolve`).
 //!
@@ -44,6 +46,8 @@ mod rpc_schema;
 mod session;
 // Review: session reads through links out of a mount, kept JSON after loads and forks.
 mod session_review;
+// Tree scans: any thread count, batch size and byte budget give the same store answers.
+mod scan;
 // The bitemporal store: transactions, queries, log, evict, fsck, crashes.
 mod store;
 // The session tools through `strata mcp` in session mode: every tool and error, hashes,
