@@ -487,7 +487,9 @@ fn plan_found(
             }
         }
     }
-    hand_over(to_writer, batch)
+    // The last batch stays with the scan: the deletions found after the walk join it, so that a
+    // scan that ends with few changes writes them in one transaction.
+    Ok(())
 }
 
 /// Gives the batch to the writer thread and starts a new one.
