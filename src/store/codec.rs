@@ -680,12 +680,11 @@ pub fn encode_blob(bytes: &[u8]) -> Vec<u8> {
     } else {
         zstd_compress(bytes).unwrap_or_default()
     };
-    let (method, payload) =
-        if shrinks(&compressed, bytes.len()) {
-            (METHOD_ZSTD, compressed.as_slice())
-        } else {
-            (METHOD_RAW, bytes)
-        };
+    let (method, payload) = if shrinks(&compressed, bytes.len()) {
+        (METHOD_ZSTD, compressed.as_slice())
+    } else {
+        (METHOD_RAW, bytes)
+    };
     let mut out = Vec::with_capacity(payload.len() + 2);
     out.push(RECORD_FORMAT);
     out.push(method);

@@ -18,7 +18,9 @@ fn make_tree(root: &Path, seed: u64) -> TestResult<Vec<PathBuf>> {
     let mut files = Vec::new();
     let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
     let mut next = || {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (state >> 33) as usize
     };
     for i in 0..40 {
