@@ -40,7 +40,13 @@ impl Budget {
             before_wait();
             state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             state.waiting += 1;
-            while state.in_flight > 0 && state.in_flight.saturating_add(bytes) > self.limit {
+            // Bounded: bytes may sit in another walker's unsent batch while that walker waits for
+            // work, so past the deadline the reservation goes through (the budget is then soft).
+            let deadline = std::time::Instant::now() + Duration::from_millis(500);
+            while state.in_flight > 0
+                && state.in_flight.saturating_add(bytes) > self.limit
+                && std::time::Instant::now() < deadline
+            {
                 // Timed, so that a release missed by a race costs a tick, never a hang.
                 state = self
                     .freed
