@@ -87,3 +87,53 @@ fn unchanged_reindex_1000_files(bencher: Bencher) {
     index_once(&store_dir, &root);
     bencher.bench_local(|| index_once(&store_dir, &root));
 }
+
+/// The commit path alone: `FILES` files already read, hashed, compressed and planned (in the
+/// setup) are committed in one transaction into a fresh store; the throughput is files and
+/// content bytes committed per second.
+#[divan::bench(sample_count = 10)]
+fn commit_path_1000_planned_files(bencher: Bencher) {
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let root = tree(tmp.path());
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for dir in fs::read_dir(&root).expect("list the bench tree") {
+        for file in fs::read_dir(dir.expect("a directory").path()).expect("list a directory") {
+            paths.push(file.expect("a file").path());
+        }
+    }
+    let bytes: u64 = paths
+        .iter()
+        .map(|p| fs::metadata(p).map_or(0, |m| m.len()))
+        .sum();
+    let settings = Settings::default();
+    let filesystem_id = strata::resolve::machine_filesystem_id();
+    let mut round = 0;
+    bencher
+        .counter(ItemsCount::new(paths.len()))
+        .counter(divan::counter::BytesCount::new(bytes))
+        .with_inputs(|| {
+            round += 1;
+            let store = Store::open_or_create(tmp.path().join(format!("commit{round}")))
+                .expect("open the bench store");
+            let indexer = Indexer::new(&store, &settings).expect("make an indexer");
+            let mut ops = Vec::new();
+            for path in &paths {
+                let source = strata::FilesystemSource {
+                    filesystem_id: filesystem_id.clone(),
+                    path: path.to_string_lossy().into_owned(),
+                };
+                let file = fs::File::open(path).expect("open a bench file");
+                let planned = indexer
+                    .index_file(source, file, None)
+                    .expect("plan a bench file");
+                ops.extend(planned.ops);
+            }
+            (store, ops)
+        })
+        .bench_local_values(|(store, ops)| {
+            store
+                .transact(ops, strata::Origin::Indexer)
+                .expect("commit the planned files");
+            store
+        });
+}

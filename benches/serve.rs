@@ -317,6 +317,7 @@ fn main() {
                 .call(IndexRequest {
                     paths: vec![corpus_text],
                     cwd: None,
+                    threads: None,
                 })
                 .unwrap();
             (started.elapsed(), summary)

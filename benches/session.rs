@@ -1,5 +1,9 @@
 //! Session benchmarks: resume of a session of 10 000 files whose stat is unchanged, a commit that
-//! adds 100 objects to such a session, and the store bytes one commit costs.
+//! adds 100 objects to such a session, and the store bytes one commit costs; beside them the two
+//! baselines they are judged against on the same machine in the same run: one durable redb
+//! commit of 4 KiB (the floor of any commit) and `git status --porcelain` of the same 10 000-file
+//! tree (what a resume competes with). Issue 15's targets: commit ≤ 2 × the first, resume ≤ 1 ×
+//! the second.
 //!
 //! Run: `cargo bench --bench session`. The bytes figures (per tool-call commit, per turn commit)
 //! are printed once before the timings.
@@ -273,4 +277,55 @@ fn commit_adding_100_objects_to_10000_file_session(bencher: divan::Bencher) {
             session.commit().unwrap();
             session
         });
+}
+
+/// Baseline of a commit: one durable redb transaction writing 4 KiB into a table of a fresh
+/// file (what any commit costs at least: two fsyncs).
+#[divan::bench(sample_count = 30, sample_size = 1)]
+fn baseline_durable_redb_commit_of_4_kib(bencher: divan::Bencher) {
+    const TABLE: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("baseline");
+    let tmp = tempfile::tempdir().unwrap();
+    let db = redb::Database::create(tmp.path().join("baseline.redb")).unwrap();
+    let value = vec![7u8; 4096];
+    let mut key = 0u64;
+    bencher.bench_local(|| {
+        key += 1;
+        let tx = db.begin_write().unwrap();
+        {
+            let mut table = tx.open_table(TABLE).unwrap();
+            table.insert(key, value.as_slice()).unwrap();
+        }
+        tx.commit().unwrap();
+    });
+}
+
+/// Baseline of a resume: `git status --porcelain` (a process, as a user runs it) of the
+/// fixture's 10 000-file tree, committed to a repository beside it.
+#[divan::bench(sample_count = 30, sample_size = 1)]
+fn baseline_git_status_of_the_10000_file_tree(bencher: divan::Bencher) {
+    let f = fixture(FILES);
+    let root = std::fs::canonicalize(f._tmp.path()).unwrap().join("tree");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&root)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "bench")
+            .env("GIT_AUTHOR_EMAIL", "bench@example.invalid")
+            .env("GIT_COMMITTER_NAME", "bench")
+            .env("GIT_COMMITTER_EMAIL", "bench@example.invalid")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?} failed");
+        out.stdout
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "base"]);
+    git(&["status", "--porcelain"]);
+    bencher.bench_local(|| {
+        let out = git(&["status", "--porcelain"]);
+        assert!(out.is_empty());
+    });
 }

@@ -44,8 +44,8 @@ pub use engine::{Access, Engine};
 pub use error::{Error, RemoteCause, Result};
 pub use hash::Hash;
 pub use index::{
-    Action, DenyRules, Indexer, Planned, ScanOptions, ScanProgress, ScanSummary, Settings,
-    SkipKind, Skipped, scan,
+    Action, DenyRules, Indexer, Planned, ScanOptions, ScanProgress, ScanSummary, ScanThreads,
+    Settings, SkipKind, Skipped, scan,
 };
 pub use object::{FilesystemSource, Object, ObjectType, Source};
 pub use resolve::{FilesystemResolver, MountMapping};

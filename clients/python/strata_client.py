@@ -733,6 +733,8 @@ class IndexParams(TypedDict):
     paths: list[str]
     # The caller's working directory, for relative paths.
     cwd: NotRequired[str | None]
+    # Worker threads that read, hash and compress (default: one per core).
+    threads: NotRequired[int | None]
 
 
 SkipKind = Literal["symlink", "fifo", "socket", "device", "special", "unreadable", "unreadable_dir", "not_utf8", "store", "gone"]
@@ -747,6 +749,18 @@ class Skipped(TypedDict):
     kind: SkipKind
     # Why it was skipped, in words.
     reason: str
+
+
+class ScanThreads(TypedDict):
+    """CPU seconds of a scan's threads: the walkers (stat, read, hash, compress), the planner (which compares with the store) and the writer (which commits), to show which stage bounds a scan."""
+    # Walker threads that ran.
+    workers: int
+    # CPU seconds of each walker thread.
+    worker_seconds: list[float]
+    # CPU seconds of the planning thread (the caller's).
+    planner_seconds: float
+    # CPU seconds of the writing thread.
+    writer_seconds: float
 
 
 class IndexResult(TypedDict):
@@ -777,6 +791,8 @@ class IndexResult(TypedDict):
     skipped_files: list[Skipped]
     # The paths given to the scan that were not indexed themselves (a FIFO, a device, an unreadable file or directory), with reasons.
     not_indexed: list[Skipped]
+    # CPU seconds by thread (where `/proc/thread-self/schedstat` exists).
+    threads: NotRequired[ScanThreads | None]
 
 
 class DescriptorSettings(TypedDict):
@@ -1621,11 +1637,18 @@ class _EngineMethods:
         """
         return cast(MountRmResult, self._request("mount.rm", {"agent_prefix": agent_prefix}, {}))
 
-    def index(self, paths: list[str], *, cwd: str | None = None) -> IndexResult:
+    def index(
+        self,
+        paths: list[str],
+        *,
+        cwd: str | None = None,
+        threads: int | None = None,
+    ) -> IndexResult:
         """`index`: record every new, changed and deleted file under the given trees or files. Under a root a daemon's watcher watches (and has reconciled), it is answered from the watcher's state: only the paths seen changing are looked at, and `files` counts those.
 
         paths: The trees or files to index: host paths, relative ones taken from `cwd`.
         cwd: The caller's working directory, for relative paths. Default: this process's working directory.
+        threads: Worker threads that read, hash and compress (default: one per core).
         Returns schema/rpc/index.result.json (optional params left at None are not sent).
         """
         result = self._request(
@@ -1635,6 +1658,7 @@ class _EngineMethods:
             },
             {
                 "cwd": cwd if cwd is not None else os.getcwd(),
+                "threads": threads,
             },
         )
         return cast(IndexResult, result)

@@ -193,6 +193,10 @@ pub struct IndexArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Worker threads that read, hash and compress (default: one per core; the planner and the
+    /// writer are two more).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
 }
 
 /// A transaction id as typed: a whole number from 1 (`strata log` lists them).

@@ -34,6 +34,7 @@ impl Invocation<'_> {
                 .map(|r| strata::resolve::utf8_path(r).map(str::to_string))
                 .collect::<strata::Result<_>>()?,
             cwd: self.cwd(),
+            threads: args.threads.map(usize::from),
         };
         let bar = (!args.quiet && !args.json && std::io::stderr().is_terminal()).then(|| {
             let bar = indicatif::ProgressBar::new_spinner();

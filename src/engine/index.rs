@@ -17,6 +17,9 @@ pub struct IndexRequest {
     /// The caller's working directory, for relative paths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// Worker threads that read, hash and compress (default: one per core).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
 }
 
 /// What `index` answers: the scan's counts, its transactions and the first skipped files.
@@ -56,6 +59,7 @@ impl IndexRequest {
         let options = ScanOptions {
             skip_dirs,
             ignore: settings.ignore.clone(),
+            threads: self.threads.unwrap_or(0),
             ..ScanOptions::default()
         };
         let summary = scan(&indexer, &roots, &options, progress)?;

@@ -7,6 +7,7 @@
 //! them into its own commit. Deny rules apply inside them, for every caller: a denied file becomes
 //! a stub with `content_omitted: "denied"` and nothing of its bytes is read or stored.
 
+mod budget;
 mod dirstat;
 mod disk;
 mod read;
@@ -21,7 +22,7 @@ pub use dirstat::DirStat;
 pub use disk::{Look, LookRules, Presence, StatChange, look, presence, record};
 pub use read::{Body, Reading, read_stream};
 pub use rules::DenyRules;
-pub use scan::{ScanOptions, ScanProgress, ScanSummary, Skipped, extra_ignore, scan};
+pub use scan::{ScanOptions, ScanProgress, ScanSummary, ScanThreads, Skipped, extra_ignore, scan};
 pub use settings::{ApprovalMode, SETTINGS_FILE, Settings, WritePolicy};
 pub use walk::SkipKind;
 pub use walk::{walk_builder, write_temp_pid};

@@ -3,12 +3,13 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::sync_channel;
-use std::time::Instant;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::time::{Duration, Instant};
 
 use ignore::gitignore::GitignoreBuilder;
 use serde::{Deserialize, Serialize};
 
+use super::budget::{Budget, thread_cpu_seconds};
 use super::dirstat::DirStat;
 use super::disk::{Look, StatChange, presence, record};
 use super::walk::{Found, SkipKind, WalkPlan, walk};
@@ -21,12 +22,16 @@ use crate::store::{EncodedBlob, Op, Origin, StatUpdate, Timestamp, TxId};
 /// How a scan runs.
 #[derive(Clone, Debug)]
 pub struct ScanOptions {
-    /// Worker threads that stat, read and hash (0: one per core).
+    /// Worker threads that stat, read, hash and compress (0: one per core); the planner and the
+    /// writer are two more threads.
     pub threads: usize,
     /// Commit after this many planned files.
     pub batch_files: usize,
     /// Commit after this many bytes of planned content.
     pub batch_bytes: u64,
+    /// File bytes read and not yet committed, at most (a single larger file goes through
+    /// alone): what bounds a scan's memory whatever its thread count.
+    pub budget_bytes: u64,
     /// Directories never entered, besides the store's own directory (always skipped).
     pub skip_dirs: Vec<PathBuf>,
     /// Extra ignore globs (gitignore syntax), as in the settings.
@@ -38,7 +43,8 @@ impl Default for ScanOptions {
         ScanOptions {
             threads: 0,
             batch_files: 4096,
-            batch_bytes: 32 * 1024 * 1024,
+            batch_bytes: 16 * 1024 * 1024,
+            budget_bytes: 64 * 1024 * 1024,
             skip_dirs: Vec::new(),
             ignore: Vec::new(),
         }
@@ -96,6 +102,23 @@ pub struct ScanSummary {
     /// The paths given to the scan that were not indexed themselves (a FIFO, a device, an
     /// unreadable file or directory), with reasons.
     pub not_indexed: Vec<Skipped>,
+    /// CPU seconds by thread (where `/proc/thread-self/schedstat` exists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<ScanThreads>,
+}
+
+/// CPU seconds of a scan's threads: the walkers (stat, read, hash, compress), the planner (which
+/// compares with the store) and the writer (which commits), to show which stage bounds a scan.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ScanThreads {
+    /// Walker threads that ran.
+    pub workers: usize,
+    /// CPU seconds of each walker thread.
+    pub worker_seconds: Vec<f64>,
+    /// CPU seconds of the planning thread (the caller's).
+    pub planner_seconds: f64,
+    /// CPU seconds of the writing thread.
+    pub writer_seconds: f64,
 }
 
 impl ScanSummary {
@@ -126,6 +149,8 @@ struct Batch {
     stat: StatUpdate,
     files: usize,
     bytes: u64,
+    /// Budget bytes of its files, released once it is committed.
+    reserved: u64,
 }
 
 impl Batch {
@@ -139,6 +164,7 @@ impl Batch {
             },
             files: 0,
             bytes: 0,
+            reserved: 0,
         }
     }
 
@@ -205,7 +231,10 @@ pub fn scan(
         ignore,
         threads: options.threads,
         scan_start,
+        budget: Arc::new(Budget::new(options.budget_bytes)),
+        thread_cpu: std::sync::Mutex::new(Vec::new()),
     };
+    let planner_cpu_start = thread_cpu_seconds();
 
     let mut summary = ScanSummary::default();
     // Paths found by the walk, to find deletions among the stored paths.
@@ -216,86 +245,42 @@ pub fn scan(
     // rename, dated by its ctime).
     let tree_known = !plan.cache.is_empty();
     let mut batch = Batch::new(&filesystem_id);
-    let (sender, receiver) = sync_channel(4);
-    std::thread::scope(|scope| -> Result<()> {
+    let (sender, receiver) = sync_channel::<Vec<Found>>(4);
+    // The writer commits one batch while the planner fills the next: at most one waits.
+    let (to_writer, writer_inbox) = sync_channel::<Batch>(1);
+    let budget = Arc::clone(&plan.budget);
+    let written = std::thread::scope(|scope| -> Result<Written> {
         let plan = &plan;
         scope.spawn(move || walk(plan, sender));
-        for found in receiver.into_iter().flatten() {
-            match found {
-                Found::Unchanged { path, .. } => {
-                    // Overlapping roots may meet a file twice: it counts once.
-                    if seen.insert(path) {
-                        summary.files += 1;
-                        summary.unchanged += 1;
-                    }
-                }
-                Found::Read {
-                    path,
-                    stat,
-                    change,
-                    prepared,
-                } => {
-                    if seen.contains(&path) {
-                        continue;
-                    }
-                    summary.files += 1;
-                    summary.bytes_read += prepared.bytes_read;
-                    // A path new to a tree indexed before was created or renamed there: a rename
-                    // keeps the mtime but sets the ctime, so the later of the two dates it (a
-                    // renamed file's new name does not exist in the past beside its old one).
-                    let new_path = tree_known && !plan.cache.contains_key(&path);
-                    let changed_ns = if new_path {
-                        stat.mtime_ns.max(stat.ctime_ns)
-                    } else {
-                        stat.mtime_ns
-                    };
-                    let mtime = Timestamp::saturating_from_micros(changed_ns / 1000);
-                    // Content and its compressed record both wait in memory until the commit.
-                    let encoded_len = prepared.encoded.as_ref().map_or(0, EncodedBlob::len);
-                    let planned = indexer.plan_prepared(*prepared, Some(mtime))?;
-                    batch.bytes += planned.bytes_read + encoded_len;
-                    add(&mut summary, &mut batch, planned);
-                    // A file still changing after several reads is stored as read, but the next
-                    // scan reads it again.
-                    record(&mut batch.stat, &path, change);
-                    seen.insert(path);
-                }
-                Found::Denied { path, .. } => {
-                    if seen.contains(&path) {
-                        continue;
-                    }
-                    summary.files += 1;
-                    summary.denied += 1;
-                    let source = FilesystemSource {
-                        filesystem_id: filesystem_id.clone(),
-                        path: path.clone(),
-                    };
-                    let planned = indexer.plan_look(source, Look::Denied)?;
-                    add(&mut summary, &mut batch, planned);
-                    seen.insert(path);
-                }
-                Found::Skipped { path, kind, reason } => {
-                    // Not marked seen: a regular file skipped for a read error is still there
-                    // (`is_gone` keeps it); a symlink that replaced an indexed file is not.
-                    let named = plan.roots.contains(&path);
-                    let path = path.display().to_string();
-                    if !skipped_seen.insert(path.clone()) {
-                        continue;
-                    }
-                    summary.files += 1;
-                    summary.skip(Skipped { path, kind, reason }, named);
-                }
-            }
-            progress(ScanProgress {
-                files: summary.files,
-                bytes_read: summary.bytes_read,
-            });
-            if batch.files >= options.batch_files || batch.bytes >= options.batch_bytes {
-                commit(indexer, &mut batch, &mut summary)?;
-            }
+        let writer = scope.spawn(|| write_batches(indexer, &budget, writer_inbox));
+        let planned = plan_found(
+            indexer,
+            plan,
+            options,
+            &receiver,
+            &to_writer,
+            PlanState {
+                summary: &mut summary,
+                seen: &mut seen,
+                skipped_seen: &mut skipped_seen,
+                batch: &mut batch,
+                tree_known,
+                progress,
+            },
+        );
+        // The walk stops once its receiver is gone; the writer once its inbox is.
+        drop(receiver);
+        drop(to_writer);
+        let written = writer
+            .join()
+            .map_err(|_| Error::invariant("the scan's writer thread panicked"))?;
+        match (planned, written) {
+            // A writer error is the cause of a planner that could not hand over its batch.
+            (_, Err(err)) | (Err(err), _) => Err(err),
+            (Ok(()), Ok(written)) => Ok(written),
         }
-        Ok(())
     })?;
+    summary.tx_ids.extend(written.tx_ids);
 
     let mut dirs = DirStat::new(false);
     for root in &roots {
@@ -329,8 +314,196 @@ pub fn scan(
         }
     }
     commit(indexer, &mut batch, &mut summary)?;
+    let workers = plan
+        .thread_cpu
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    summary.threads = match (planner_cpu_start, thread_cpu_seconds()) {
+        (Some(start), Some(end)) => Some(ScanThreads {
+            workers: workers.len(),
+            worker_seconds: workers,
+            planner_seconds: end - start,
+            writer_seconds: written.cpu_seconds,
+        }),
+        _ => None,
+    };
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// What the writer thread did: its transactions in order and its CPU seconds.
+struct Written {
+    tx_ids: Vec<u64>,
+    cpu_seconds: f64,
+}
+
+/// The writer thread: commits each batch it is given (ops and stat cache in one transaction)
+/// and releases the batch's budget bytes; stops at the first error (its inbox then closes, and
+/// the planner's next hand-over fails).
+fn write_batches(indexer: &Indexer, budget: &Budget, inbox: Receiver<Batch>) -> Result<Written> {
+    let start = thread_cpu_seconds();
+    let mut tx_ids = Vec::new();
+    for batch in inbox {
+        let reserved = batch.reserved;
+        let receipt = if batch.is_empty() {
+            Ok(None)
+        } else {
+            indexer
+                .store()
+                .transact_with_stat(batch.ops, Origin::Indexer, batch.stat)
+        };
+        budget.release(reserved);
+        if let Some(receipt) = receipt? {
+            let TxId(tx) = receipt.tx_id;
+            tx_ids.push(tx);
+        }
+    }
+    Ok(Written {
+        tx_ids,
+        cpu_seconds: match (start, thread_cpu_seconds()) {
+            (Some(start), Some(end)) => end - start,
+            _ => 0.0,
+        },
+    })
+}
+
+/// The planner's running state, borrowed from [`scan`].
+struct PlanState<'a> {
+    summary: &'a mut ScanSummary,
+    seen: &'a mut rustc_hash::FxHashSet<String>,
+    skipped_seen: &'a mut rustc_hash::FxHashSet<String>,
+    batch: &'a mut Batch,
+    tree_known: bool,
+    progress: &'a mut dyn FnMut(ScanProgress),
+}
+
+/// How long the planner waits for the walk before it checks whether walkers wait for budget.
+const WAIT_TICK: Duration = Duration::from_millis(20);
+
+/// Plans what the walk finds (on the caller's thread) and hands full batches to the writer;
+/// a batch also goes early when a walker waits for budget bytes it holds.
+fn plan_found(
+    indexer: &Indexer,
+    plan: &WalkPlan,
+    options: &ScanOptions,
+    receiver: &Receiver<Vec<Found>>,
+    to_writer: &SyncSender<Batch>,
+    state: PlanState<'_>,
+) -> Result<()> {
+    let PlanState {
+        summary,
+        seen,
+        skipped_seen,
+        batch,
+        tree_known,
+        progress,
+    } = state;
+    let filesystem_id = &plan.filesystem_id;
+    loop {
+        let found = match receiver.recv_timeout(WAIT_TICK) {
+            Ok(found) => found,
+            Err(RecvTimeoutError::Timeout) => {
+                if plan.budget.has_waiters() && batch.reserved > 0 {
+                    hand_over(to_writer, batch)?;
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        for found in found {
+            match found {
+                Found::Unchanged { path, .. } => {
+                    // Overlapping roots may meet a file twice: it counts once.
+                    if seen.insert(path) {
+                        summary.files += 1;
+                        summary.unchanged += 1;
+                    }
+                }
+                Found::Read {
+                    path,
+                    stat,
+                    change,
+                    prepared,
+                    reserved,
+                } => {
+                    batch.reserved += reserved;
+                    if seen.contains(&path) {
+                        continue;
+                    }
+                    summary.files += 1;
+                    summary.bytes_read += prepared.bytes_read;
+                    // A path new to a tree indexed before was created or renamed there: a rename
+                    // keeps the mtime but sets the ctime, so the later of the two dates it (a
+                    // renamed file's new name does not exist in the past beside its old one).
+                    let new_path = tree_known && !plan.cache.contains_key(&path);
+                    let changed_ns = if new_path {
+                        stat.mtime_ns.max(stat.ctime_ns)
+                    } else {
+                        stat.mtime_ns
+                    };
+                    let mtime = Timestamp::saturating_from_micros(changed_ns / 1000);
+                    // Content and its compressed record both wait in memory until the commit.
+                    let encoded_len = prepared.encoded.as_ref().map_or(0, EncodedBlob::len);
+                    let planned = indexer.plan_prepared(*prepared, Some(mtime))?;
+                    batch.bytes += planned.bytes_read + encoded_len;
+                    add(summary, batch, planned);
+                    // A file still changing after several reads is stored as read, but the next
+                    // scan reads it again.
+                    record(&mut batch.stat, &path, change);
+                    seen.insert(path);
+                }
+                Found::Denied { path, .. } => {
+                    if seen.contains(&path) {
+                        continue;
+                    }
+                    summary.files += 1;
+                    summary.denied += 1;
+                    let source = FilesystemSource {
+                        filesystem_id: filesystem_id.clone(),
+                        path: path.clone(),
+                    };
+                    let planned = indexer.plan_look(source, Look::Denied)?;
+                    add(summary, batch, planned);
+                    seen.insert(path);
+                }
+                Found::Skipped { path, kind, reason } => {
+                    // Not marked seen: a regular file skipped for a read error is still there
+                    // (`is_gone` keeps it); a symlink that replaced an indexed file is not.
+                    let named = plan.roots.contains(&path);
+                    let path = path.display().to_string();
+                    if !skipped_seen.insert(path.clone()) {
+                        continue;
+                    }
+                    summary.files += 1;
+                    summary.skip(Skipped { path, kind, reason }, named);
+                }
+            }
+            progress(ScanProgress {
+                files: summary.files,
+                bytes_read: summary.bytes_read,
+            });
+            if batch.files >= options.batch_files || batch.bytes >= options.batch_bytes {
+                hand_over(to_writer, batch)?;
+            }
+        }
+    }
+    // The last batch stays with the scan: the deletions found after the walk join it, so that a
+    // scan that ends with few changes writes them in one transaction.
+    Ok(())
+}
+
+/// Gives the batch to the writer thread and starts a new one.
+///
+/// # Errors
+/// [`Error::Invariant`] when the writer stopped (its own error is the one the scan reports).
+fn hand_over(to_writer: &SyncSender<Batch>, batch: &mut Batch) -> Result<()> {
+    if batch.is_empty() && batch.reserved == 0 {
+        return Ok(());
+    }
+    let full = std::mem::replace(batch, Batch::new(&batch.stat.filesystem_id));
+    to_writer
+        .send(full)
+        .map_err(|_| Error::invariant("the scan's writer thread stopped"))
 }
 
 /// Checks that a path the store listed among its files has an entity: one that does not is

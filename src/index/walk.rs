@@ -9,6 +9,7 @@ use ignore::gitignore::Gitignore;
 use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 
 use super::Prepared;
+use super::budget::{Budget, thread_cpu_seconds};
 use super::dirstat::DirStat;
 use super::disk::{Look, LookRules, Presence, StatChange, look};
 use super::rules::DenyRules;
@@ -34,6 +35,8 @@ pub enum Found {
         change: StatChange,
         /// What was read, as its object.
         prepared: Box<Prepared>,
+        /// Bytes reserved in the scan's budget for it, released once it is committed.
+        reserved: u64,
     },
     /// A deny rule matches: not read at all.
     Denied {
@@ -190,6 +193,10 @@ pub struct WalkPlan {
     pub threads: usize,
     /// When the scan began: the reference of the stat cache's racy-clean rule.
     pub scan_start: Timestamp,
+    /// Bytes read and not yet committed: a walker reserves a file's bytes before reading it.
+    pub budget: Arc<Budget>,
+    /// CPU seconds of each walker thread, added when the thread ends.
+    pub thread_cpu: std::sync::Mutex<Vec<f64>>,
 }
 
 /// Walks the plan's roots, sending what it finds to `sink` in batches; returns when every worker is done
@@ -275,6 +282,10 @@ const BATCH_FILES: usize = 256;
 /// Content bytes per message, so that a batch of large files does not hold much memory.
 const BATCH_BYTES: u64 = 4 * 1024 * 1024;
 
+/// Bytes a read file holds besides its content (its object, paths, the op): counted in the
+/// budget so that many small files weigh what they cost.
+const RECORD_OVERHEAD: u64 = 1024;
+
 /// Makes one [`Visitor`] per walker thread.
 struct Visitors<'p> {
     plan: &'p WalkPlan,
@@ -289,6 +300,7 @@ impl<'s, 'p: 's> ParallelVisitorBuilder<'s> for Visitors<'p> {
             batch: Vec::new(),
             batch_bytes: 0,
             dirstat: DirStat::new(false),
+            visited: false,
         })
     }
 }
@@ -302,6 +314,8 @@ struct Visitor<'p> {
     /// Stats each file through a handle on its directory (the walk visits a directory's files
     /// one after another).
     dirstat: DirStat,
+    /// Whether this visitor saw an entry (the walker also makes one that never runs).
+    visited: bool,
 }
 
 impl Visitor<'_> {
@@ -317,6 +331,7 @@ impl Visitor<'_> {
 
 impl ParallelVisitor for Visitor<'_> {
     fn visit(&mut self, entry: Result<ignore::DirEntry, ignore::Error>) -> WalkState {
+        self.visited = true;
         let mut state = WalkState::Continue;
         let found = match entry {
             Ok(entry) => match entry.file_type() {
@@ -332,7 +347,26 @@ impl ParallelVisitor for Visitor<'_> {
                         reason: "another strata store's directory".into(),
                     }
                 }
-                Some(t) if t.is_file() => visit_file(self.plan, &mut self.dirstat, entry.path()),
+                Some(t) if t.is_file() => {
+                    let Visitor {
+                        plan,
+                        sink,
+                        batch,
+                        batch_bytes,
+                        dirstat,
+                        ..
+                    } = self;
+                    // Before waiting for the budget, send what this thread holds: the writer
+                    // can only release what it has been given.
+                    let mut flush = || {
+                        if !batch.is_empty() {
+                            *batch_bytes = 0;
+                            // A hung-up receiver shows at the next send.
+                            let _ = sink.send(std::mem::take(batch));
+                        }
+                    };
+                    visit_file(plan, dirstat, entry.path(), &mut flush)
+                }
                 other => {
                     let kind = other.map_or(SkipKind::Special, SkipKind::of_type);
                     Found::Skipped {
@@ -366,13 +400,28 @@ impl Drop for Visitor<'_> {
     fn drop(&mut self) {
         // The walker drops each thread's visitor when the thread is done: send what is left.
         self.flush();
+        if !self.visited {
+            return;
+        }
+        if let Some(seconds) = thread_cpu_seconds() {
+            self.plan
+                .thread_cpu
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(seconds);
+        }
     }
 }
 
 /// Stats one regular file and looks at it through the one disk path: unless the cache vouches
 /// for it or a rule denies it, it is read, hashed and turned into its object here, on the
 /// walker's thread.
-fn visit_file(plan: &WalkPlan, dirstat: &mut DirStat, path: &Path) -> Found {
+fn visit_file(
+    plan: &WalkPlan,
+    dirstat: &mut DirStat,
+    path: &Path,
+    before_wait: &mut dyn FnMut(),
+) -> Found {
     let Some(canonical) = path.to_str().map(str::to_string) else {
         return Found::Skipped {
             path: path.to_path_buf(),
@@ -404,7 +453,29 @@ fn visit_file(plan: &WalkPlan, dirstat: &mut DirStat, path: &Path) -> Found {
         max_content_bytes: plan.max_content_bytes,
         cached: plan.cache.get(&canonical),
     };
+    // The bytes a read holds until the commit: the file's, kept up to the content limit (a larger
+    // file streams through the hash), once more for the compressed record beside them, at most.
+    let reserved = match &presence {
+        Presence::File(stat)
+            if !rules.cached.is_some_and(|entry| entry.vouches_for(stat))
+                && !plan.deny.is_denied(&canonical) =>
+        {
+            let kept = if stat.size > plan.max_content_bytes {
+                0
+            } else {
+                stat.size
+            };
+            kept.saturating_mul(2).saturating_add(RECORD_OVERHEAD)
+        }
+        _ => 0,
+    };
+    if reserved > 0 {
+        plan.budget.reserve(reserved, before_wait);
+    }
     let look = look(&canonical, path, presence, rules);
+    if !matches!(look, Look::Read { .. }) {
+        plan.budget.release(reserved);
+    }
     let change = StatChange::of(&look, plan.scan_start);
     match look {
         Look::Denied => Found::Denied { path: canonical },
@@ -420,12 +491,16 @@ fn visit_file(plan: &WalkPlan, dirstat: &mut DirStat, path: &Path) -> Found {
                     stat,
                     change,
                     prepared: Box::new(prepared),
+                    reserved,
                 },
-                Err(err) => Found::Skipped {
-                    path: path.to_path_buf(),
-                    kind: SkipKind::Unreadable,
-                    reason: err.to_string(),
-                },
+                Err(err) => {
+                    plan.budget.release(reserved);
+                    Found::Skipped {
+                        path: path.to_path_buf(),
+                        kind: SkipKind::Unreadable,
+                        reason: err.to_string(),
+                    }
+                }
             }
         }
         Look::Unreadable(err) => Found::Skipped {

@@ -12,7 +12,35 @@ use crate::hash::{Hash, sha256_json};
 /// # Errors
 /// Never in practice; the signature keeps canonicalisation errors visible.
 pub fn sourced_identity(object_type: ObjectType, source: &Source) -> Result<Hash> {
+    if let Some(hash) = sourced_identity_fast(object_type, source) {
+        return Ok(hash);
+    }
     sha256_json(&json!({ "type": object_type, "source": source }))
+}
+
+/// [`sourced_identity`] without building a JSON value: the canonical text written directly
+/// (keys in JCS order), for the common case of names that need no escaping (no `"`, `\` or
+/// control character); `None` otherwise, and the general path canonicalises. Every scanned file
+/// computes its identity, and the general path was a tenth of a full index's CPU.
+fn sourced_identity_fast(object_type: ObjectType, source: &Source) -> Option<Hash> {
+    let Source::Filesystem(fs) = source;
+    let plain = |s: &str| !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\');
+    if !plain(&fs.filesystem_id) || !plain(&fs.path) {
+        return None;
+    }
+    let type_name = object_type.as_str();
+    if !plain(type_name) {
+        return None;
+    }
+    let mut text = String::with_capacity(fs.filesystem_id.len() + fs.path.len() + 80);
+    text.push_str("{\"source\":{\"filesystemId\":\"");
+    text.push_str(&fs.filesystem_id);
+    text.push_str("\",\"path\":\"");
+    text.push_str(&fs.path);
+    text.push_str("\",\"type\":\"filesystem\"},\"type\":\"");
+    text.push_str(type_name);
+    text.push_str("\"}");
+    Some(crate::hash::sha256(text.as_bytes()))
 }
 
 /// `identity_hash` of an object without a source: H(JCS({type, "xt/id": id})).
@@ -110,4 +138,41 @@ pub(super) fn check_assigned_id(id: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod fast_identity_tests {
+    use super::*;
+
+    /// The directly written canonical text gives the hash the general canonicalisation gives,
+    /// for plain, non-ASCII and escaped names alike (the last take the general path).
+    #[test]
+    fn the_fast_identity_is_the_canonical_one() -> Result<()> {
+        for path in [
+            "/a/b.rs",
+            "/",
+            "/ünïcødé/日本語 ファイル.txt",
+            "/with space/and\u{7f}del",
+            "/emoji/😀\u{2028}.md",
+            "/quote\"d",
+            "/back\\slash",
+            "/tab\tnew\nline",
+        ] {
+            for object_type in [ObjectType::File, ObjectType::SessionConfig] {
+                let source = Source::Filesystem(FilesystemSource {
+                    filesystem_id: "f00d".into(),
+                    path: path.into(),
+                });
+                let general = sha256_json(&json!({ "type": object_type, "source": &source }))?;
+                assert_eq!(sourced_identity(object_type, &source)?, general, "{path:?}");
+                let plain = !path.contains(['"', '\\', '\t', '\n']);
+                assert_eq!(
+                    sourced_identity_fast(object_type, &source).is_some(),
+                    plain,
+                    "{path:?}"
+                );
+            }
+        }
+        Ok(())
+    }
 }

@@ -561,8 +561,15 @@ const METHOD_LZ4: u8 = 1;
 /// Blob payload compressed as one zstd frame (its header holds the uncompressed size).
 const METHOD_ZSTD: u8 = 2;
 /// zstd's level for blobs. Measured on 20 000 slices of 1–8 KiB of Rust sources: LZ4 0.386 of
-/// the bytes, zstd 1 0.275, zstd 3 0.269, zstd 6 0.254 at twice the time of 3.
-const ZSTD_LEVEL: i32 = 3;
+/// the bytes, zstd 1 0.275, zstd 3 0.269, zstd 6 0.254 at twice the time of 3. Level 1: level 3
+/// was a quarter of a full index's CPU (issue 15's profile) for 2 % fewer bytes.
+const ZSTD_LEVEL: i32 = 1;
+/// Blobs at least this long are probed first: when their first [`PROBE`] bytes do not shrink by
+/// an eighth, the blob is stored raw without compressing the rest (random or already
+/// compressed bytes cost a full zstd pass for nothing).
+const PROBE_AT: usize = 256 * 1024;
+/// The length of the probe of a long blob.
+const PROBE: usize = 64 * 1024;
 /// The largest blob a zstd record may claim to decode to (a corrupt header must not make us
 /// allocate without bound).
 const MAX_BLOB: u64 = 1 << 40;
@@ -730,13 +737,21 @@ pub fn decode_blob_record(record: &[u8], what: &str) -> Result<BlobRecord> {
 /// at least an eighth of the bytes (source text: about 0.27 of its size), else stored raw
 /// (binary and already-compressed files cost two bytes more than their size).
 pub fn encode_blob(bytes: &[u8]) -> Vec<u8> {
-    let compressed = zstd_compress(bytes).unwrap_or_default();
-    let (method, payload) =
-        if !compressed.is_empty() && compressed.len() + compressed.len() / 7 <= bytes.len() {
-            (METHOD_ZSTD, compressed.as_slice())
-        } else {
-            (METHOD_RAW, bytes)
-        };
+    let shrinks = |compressed: &[u8], len: usize| {
+        !compressed.is_empty() && compressed.len() + compressed.len() / 7 <= len
+    };
+    let probe_fails = bytes.len() >= PROBE_AT
+        && !zstd_compress(&bytes[..PROBE]).is_some_and(|probe| shrinks(&probe, PROBE));
+    let compressed = if probe_fails {
+        Vec::new()
+    } else {
+        zstd_compress(bytes).unwrap_or_default()
+    };
+    let (method, payload) = if shrinks(&compressed, bytes.len()) {
+        (METHOD_ZSTD, compressed.as_slice())
+    } else {
+        (METHOD_RAW, bytes)
+    };
     let mut out = Vec::with_capacity(payload.len() + 2);
     out.push(RECORD_FORMAT);
     out.push(method);

@@ -244,6 +244,7 @@ impl Worker {
             let scanned = self.engine.call(IndexRequest {
                 paths: vec![root.display().to_string()],
                 cwd: None,
+                threads: None,
             });
             match scanned {
                 Ok(summary) => {

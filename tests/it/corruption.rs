@@ -144,6 +144,7 @@ impl Fixture {
             engine.call(IndexRequest {
                 paths: vec![p(&tree)],
                 cwd: None,
+                threads: None,
             })?;
             for n in [1, 7, 8, 20] {
                 write(&tree.join(format!("f{n}.txt")), text_of(&mut rng, 5))?;
@@ -153,6 +154,7 @@ impl Fixture {
             engine.call(IndexRequest {
                 paths: vec![p(&tree)],
                 cwd: None,
+                threads: None,
             })?;
             engine.call(EvictRequest {
                 reference: p(&tree.join("evicted.txt")),
@@ -263,6 +265,7 @@ impl Fixture {
             let summary = engine.call(IndexRequest {
                 paths: vec![p(&self.tree)],
                 cwd: None,
+                threads: None,
             })?;
             Ok(format!(
                 "files {} created {} updated {} unchanged {} deleted {} skipped {} denied {} \

@@ -13,6 +13,8 @@
 //!   suites and `postgres` use (`tools/pg-cluster start DIR` makes a private one and prints it);
 //!   without it they skip and say why, under CI (`CI` set) they fail. `STRATA_PG_WRITES`: commits
 //!   per writer of the two-writer test (default 40); the oracle's default on PostgreSQL is 16.
+//! - `STRATA_SCAN_CASES=100`: thread counts, batch sizes and budgets of the scan property
+//!   (`scan`; default 6).
 //! - `PROPTEST_CASES` (proptest's own) sets the cases of the one property test that does not fix
 //!   its count (`resolve`).
 //!
@@ -50,6 +52,8 @@ mod rpc_schema;
 mod session;
 // Review: session reads through links out of a mount, kept JSON after loads and forks.
 mod session_review;
+// Tree scans: any thread count, batch size and byte budget give the same store answers.
+mod scan;
 // The bitemporal store: transactions, queries, log, evict, fsck, crashes.
 mod store;
 // The session tools through `strata mcp` in session mode: every tool and error, hashes,

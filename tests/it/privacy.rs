@@ -403,11 +403,13 @@ fn a_named_symlink_out_of_its_directory_is_refused_everywhere() -> crate::suppor
     let err = crate::support::error_of(engine.call(IndexRequest {
         paths: vec![path("out-link")],
         cwd: None,
+        threads: None,
     }))?;
     assert!(err.to_string().contains("symlink"), "{err}");
     let indexed = engine.call(IndexRequest {
         paths: vec![path("in-link")],
         cwd: None,
+        threads: None,
     })?;
     assert_eq!(
         indexed.created, 1,

@@ -383,17 +383,20 @@ fn a_real_engine_run_is_valid_for_the_schemas() -> TestResult {
     let first = e.call(IndexRequest {
         paths: vec![tree.clone()],
         cwd: None,
+        threads: None,
     })?;
     assert!(first.denied >= 1, "{first:?}");
     write(&t.path("src/lib.rs"), b"pub fn one() -> u32 { 2 }\n")?;
     e.call(IndexRequest {
         paths: vec!["src".into()],
         cwd: t.cwd(),
+        threads: None,
     })?;
     fs::remove_file(t.path("a.txt"))?;
     e.call(IndexRequest {
         paths: vec![tree.clone()],
         cwd: None,
+        threads: None,
     })?;
 
     // The objects and their history.

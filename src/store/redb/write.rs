@@ -38,6 +38,10 @@ pub(crate) struct WriteTables<'t> {
     /// The entity numbers a replay gives the entities it creates (the numbers the store gave
     /// them, which evictions before them made), when that number is free.
     pub(super) eid_hints: HashMap<String, u64>,
+    /// Bytes put and stored by this transaction's puts, added to the `meta` counters once by
+    /// [`WriteTables::finish`] rather than read and written back per put (four B-tree
+    /// operations of each file of a scan).
+    pub(super) pending_bytes: (i64, i64),
 }
 
 impl<'t> WriteTables<'t> {
@@ -76,6 +80,7 @@ impl<'t> WriteTables<'t> {
             derived_only: false,
             absent_match_ids: HashMap::new(),
             eid_hints: HashMap::new(),
+            pending_bytes: (0, 0),
         })
     }
 
@@ -101,8 +106,16 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    /// Writes what the transaction's ops deferred (new `paths` rows, in key order).
+    /// Writes what the transaction's ops deferred (new `paths` rows, in key order; the byte
+    /// counters).
     pub(super) fn finish(&mut self) -> Result<()> {
+        let (put, stored) = std::mem::take(&mut self.pending_bytes);
+        if put != 0 {
+            self.add_counter(PUT_BYTES, put)?;
+        }
+        if stored != 0 {
+            self.add_counter(STORED_BYTES, stored)?;
+        }
         let mut rows = std::mem::take(&mut self.new_paths);
         rows.sort();
         for (fs, path, eid) in &rows {
@@ -336,8 +349,8 @@ impl WriteTables<'_> {
                 .as_ref()
                 .filter(|_| object.content().is_none())
                 .map_or(0, |b| b.len() as u64);
-        self.add_counter(PUT_BYTES, given as i64)?;
-        self.add_counter(STORED_BYTES, stored.stored as i64)?;
+        self.pending_bytes.0 += given as i64;
+        self.pending_bytes.1 += stored.stored as i64;
         Ok(OpRec::Write(codec::WriteRec {
             entity: id.into(),
             valid_from,

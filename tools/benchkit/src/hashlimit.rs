@@ -7,11 +7,16 @@
 //! where `digest` is the XOR of all file digests (so the work cannot be optimised away and two runs
 //! over the same tree can be compared).
 //!
-//! Usage: `hashlimit DIR [--threads N]`
+//! With `--io OUT_DIR` each thread also compresses every file's bytes (zstd level 1, the store's
+//! level, kept only when it shrinks them by an eighth), appends the result to its own file in
+//! OUT_DIR and fsyncs that file at the end: the floor of what a full index must do with the same
+//! bytes (read + hash + compress + write + fsync), `"io":true` in the JSON.
+//!
+//! Usage: `hashlimit DIR [--threads N] [--io OUT_DIR]`
 
 use sha2::{Digest, Sha256};
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,8 +44,17 @@ struct Tally {
     digest: [u8; 32],
 }
 
-fn hash_files(files: &[PathBuf], next: &AtomicUsize) -> Result<Tally, String> {
+fn hash_files(
+    files: &[PathBuf],
+    next: &AtomicUsize,
+    mut out: Option<File>,
+) -> Result<Tally, String> {
     let mut buf = vec![0u8; 256 * 1024];
+    let mut whole = Vec::new();
+    let mut compressor = match out {
+        Some(_) => Some(zstd::bulk::Compressor::new(1).map_err(|e| format!("zstd: {e}"))?),
+        None => None,
+    };
     let mut tally = Tally {
         bytes: 0,
         digest: [0; 32],
@@ -48,6 +62,9 @@ fn hash_files(files: &[PathBuf], next: &AtomicUsize) -> Result<Tally, String> {
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(path) = files.get(i) else {
+            if let Some(out) = out.as_mut() {
+                out.sync_all().map_err(|e| format!("fsync: {e}"))?;
+            }
             return Ok(tally);
         };
         let mut file =
@@ -62,6 +79,19 @@ fn hash_files(files: &[PathBuf], next: &AtomicUsize) -> Result<Tally, String> {
             }
             tally.bytes += n as u64;
             hasher.update(&buf[..n]);
+            if out.is_some() {
+                whole.extend_from_slice(&buf[..n]);
+            }
+        }
+        if let (Some(out), Some(zstd)) = (out.as_mut(), compressor.as_mut()) {
+            let packed = zstd.compress(&whole).map_err(|e| format!("zstd: {e}"))?;
+            let record = if packed.len() + packed.len() / 7 <= whole.len() {
+                &packed
+            } else {
+                &whole
+            };
+            out.write_all(record).map_err(|e| format!("write: {e}"))?;
+            whole.clear();
         }
         let digest: [u8; 32] = hasher.finalize().into();
         for (acc, b) in tally.digest.iter_mut().zip(digest) {
@@ -74,7 +104,12 @@ fn run() -> Result<String, String> {
     let mut args = std::env::args().skip(1);
     let mut dir = None;
     let mut threads = 2usize;
+    let mut io_dir: Option<PathBuf> = None;
     while let Some(arg) = args.next() {
+        if arg == "--io" {
+            io_dir = Some(PathBuf::from(args.next().ok_or("--io needs a directory")?));
+            continue;
+        }
         if arg == "--threads" {
             let value = args.next().ok_or("--threads needs a number")?;
             threads = value
@@ -87,19 +122,33 @@ fn run() -> Result<String, String> {
             dir = Some(PathBuf::from(arg));
         } else {
             return Err(format!(
-                "unexpected argument {arg}; usage: hashlimit DIR [--threads N]"
+                "unexpected argument {arg}; usage: hashlimit DIR [--threads N] [--io OUT_DIR]"
             ));
         }
     }
-    let dir = dir.ok_or("usage: hashlimit DIR [--threads N]")?;
+    let dir = dir.ok_or("usage: hashlimit DIR [--threads N] [--io OUT_DIR]")?;
     let start = Instant::now();
     let mut files = Vec::new();
     walk(&dir, &mut files).map_err(|e| format!("cannot walk {}: {e}", dir.display()))?;
     let walked = start.elapsed();
     let next = AtomicUsize::new(0);
+    let mut outs = Vec::new();
+    for t in 0..threads {
+        outs.push(match &io_dir {
+            Some(dir) => {
+                let path = dir.join(format!("hashlimit-{t}.out"));
+                Some(File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?)
+            }
+            None => None,
+        });
+    }
     let results: Vec<Result<Tally, String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| scope.spawn(|| hash_files(&files, &next)))
+        let handles: Vec<_> = outs
+            .into_iter()
+            .map(|out| {
+                let (files, next) = (&files, &next);
+                scope.spawn(move || hash_files(files, next, out))
+            })
             .collect();
         handles
             .into_iter()
@@ -123,10 +172,11 @@ fn run() -> Result<String, String> {
     let elapsed = start.elapsed();
     let hex: String = total.digest.iter().map(|b| format!("{b:02x}")).collect();
     Ok(format!(
-        "{{\"files\":{},\"bytes\":{},\"threads\":{},\"walk_seconds\":{:.6},\"hash_seconds\":{:.6},\"seconds\":{:.6},\"digest\":\"{}\"}}",
+        "{{\"files\":{},\"bytes\":{},\"threads\":{},\"io\":{},\"walk_seconds\":{:.6},\"hash_seconds\":{:.6},\"seconds\":{:.6},\"digest\":\"{}\"}}",
         files.len(),
         total.bytes,
         threads,
+        io_dir.is_some(),
         walked.as_secs_f64(),
         (elapsed - walked).as_secs_f64(),
         elapsed.as_secs_f64(),
