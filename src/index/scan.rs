@@ -348,9 +348,11 @@ fn write_batches(indexer: &Indexer, budget: &Budget, inbox: Receiver<Batch>) -> 
         let receipt = if batch.is_empty() {
             Ok(None)
         } else {
+            // The run's transactions name its first one in their log records.
+            let origin = Origin::IndexRun(tx_ids.first().map(|&first| TxId(first)));
             indexer
                 .store()
-                .transact_with_stat(batch.ops, Origin::Indexer, batch.stat)
+                .transact_with_stat(batch.ops, origin, batch.stat)
         };
         budget.release(reserved);
         if let Some(receipt) = receipt? {

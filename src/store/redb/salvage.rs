@@ -303,8 +303,10 @@ impl Source {
                 filesystem_id,
                 path: path.clone(),
             });
+            // A path whose identity hash is the id names its file for sure: it wins over the
+            // entities table's, whose bytes may be the damaged ones.
             if let Ok(id) = crate::object::sourced_identity(ObjectType::File, &file) {
-                source.entities.entry(id.to_hex()).or_insert(Some(path));
+                source.entities.insert(id.to_hex(), Some(path));
             }
         }
         source
