@@ -283,7 +283,11 @@ impl Apply for LogRunRequest {
         let count = |to: u64| -> Result<u64> {
             Ok(engine
                 .store
-                .tx_runs(Some(TxId(run.0 - 1)), (to + 1 - run.0) as usize)?
+                // A run id comes from a stored header: damage must not make it underflow.
+                .tx_runs(
+                    Some(TxId(run.0.saturating_sub(1))),
+                    (to + 1).saturating_sub(run.0) as usize,
+                )?
                 .iter()
                 .filter(|(_, r)| *r == Some(run))
                 .count() as u64)

@@ -295,6 +295,19 @@ pub struct FirstRec {
     pub source: Option<(IdStr, String)>,
 }
 
+impl FirstRec {
+    /// What the first write of `object` records: its type and, for a file, its source.
+    pub fn of(object: &crate::object::Object) -> Self {
+        FirstRec {
+            object_type: object.object_type().into(),
+            source: object.source().map(|s| {
+                let fs = s.as_filesystem();
+                (fs.filesystem_id.as_str().into(), fs.path.clone())
+            }),
+        }
+    }
+}
+
 /// A put of a document (or, with `object_hash: None`, a delete), its valid times resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriteRec {

@@ -174,42 +174,7 @@ fn object(
     omitted: Option<ContentOmitted>,
 ) -> Result<Object> {
     let doc = doc(t, id, hash)?;
-    let content =
-        match &doc.content_hash {
-            Some(c) => {
-                let bytes = content(t, c)?.ok_or_else(|| {
-                    Error::corrupt(format!(
-                        "document {} points at missing content {}",
-                        hex::encode(hash),
-                        hex::encode(c)
-                    ))
-                })?;
-                Some(String::from_utf8(bytes).map_err(|_| {
-                    Error::corrupt(format!("content {} is not UTF-8", hex::encode(c)))
-                })?)
-            }
-            None => None,
-        };
-    let object_type: ObjectType = entity.object_type.parse()?;
-    let fields = super::super::redb::parse_fields(object_type, &doc.fields)?;
-    let source = super::super::redb::entity_info(id, entity)?.source;
-    let object = Object::from_parts(
-        Some(id),
-        source,
-        doc.file_hash.map(Hash),
-        content,
-        fields,
-        omitted,
-    )
-    .map_err(|e| Error::corrupt(format!("object {id} cannot be rebuilt: {e}")))?;
-    if object.object_hash().0 != *hash {
-        return Err(Error::corrupt(format!(
-            "object {id} rebuilds to object hash {}, not the stored {}",
-            object.object_hash(),
-            hex::encode(hash)
-        )));
-    }
-    Ok(object)
+    super::super::redb::assemble(id, entity, hash, &doc, omitted, |c| content(t, c))
 }
 
 /// The versions of `id` as `query` selects them.

@@ -446,13 +446,7 @@ fn resolve_put(t: &mut impl GenericClient, put: &Put, tx_time: i64) -> Result<Op
                     )));
                 }
             }
-            Some(FirstRec {
-                object_type: object.object_type().into(),
-                source: object.source().map(|s| {
-                    let fs = s.as_filesystem();
-                    (fs.filesystem_id.as_str().into(), fs.path.clone())
-                }),
-            })
+            Some(FirstRec::of(object))
         }
     };
     let valid_from = match put.valid_from {

@@ -41,7 +41,7 @@ mod write;
 // What the PostgreSQL backend shares with this one: op checks, entity and field decoding, the
 // document and content checks.
 pub(in crate::store) use metadata::parse_fields;
-pub(in crate::store) use read::entity_info;
+pub(in crate::store) use read::{assemble, entity_info};
 pub(in crate::store) use verify::{check_content, check_doc};
 pub(in crate::store) use write::{check_ops, check_range};
 

@@ -487,45 +487,64 @@ impl ReadTables {
         omitted: Option<ContentOmitted>,
     ) -> Result<Object> {
         let doc = self.version_doc(id, hash)?;
-        let content = match &doc.content_hash {
+        assemble(id, entity, hash, &doc, omitted, |c| {
+            blobs::read_blob(&self.blob_index, &self.blob_data, c)
+        })
+    }
+}
+
+/// Rebuilds the envelope of `id` from its entity row and its verified document `doc` (of object
+/// hash `hash`), with the content `read_content` reads by its hash, and checks that it hashes to
+/// `hash`: what every backend serves.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the content is missing or not UTF-8, the fields do not parse, or the
+/// object does not rebuild to `hash`.
+pub(in crate::store) fn assemble(
+    id: &str,
+    entity: &EntityRec,
+    hash: &[u8; 32],
+    doc: &codec::DocRec,
+    omitted: Option<ContentOmitted>,
+    read_content: impl FnOnce(&[u8; 32]) -> Result<Option<Vec<u8>>>,
+) -> Result<Object> {
+    let content =
+        match &doc.content_hash {
             Some(c) => {
-                let bytes =
-                    blobs::read_blob(&self.blob_index, &self.blob_data, c)?.ok_or_else(|| {
-                        Error::corrupt(format!(
-                            "document {} points at missing content {}",
-                            hex::encode(hash),
-                            hex::encode(c)
-                        ))
-                    })?;
+                let bytes = read_content(c)?.ok_or_else(|| {
+                    Error::corrupt(format!(
+                        "document {} points at missing content {}",
+                        hex::encode(hash),
+                        hex::encode(c)
+                    ))
+                })?;
                 Some(String::from_utf8(bytes).map_err(|_| {
                     Error::corrupt(format!("content {} is not UTF-8", hex::encode(c)))
                 })?)
             }
             None => None,
         };
-        let object_type: ObjectType = entity.object_type.parse()?;
-        let fields_json: serde_json::Value = serde_json::from_str(&doc.fields).map_err(|e| {
-            Error::corrupt(format!("fields of document {}: {e}", hex::encode(hash)))
-        })?;
-        let fields = Fields::from_json(object_type, fields_json)
-            .map_err(|e| Error::corrupt(format!("document {}: {e}", hex::encode(hash))))?;
-        let source = entity_info(id, entity)?.source;
-        let object = Object::from_parts(
-            Some(id),
-            source,
-            doc.file_hash.map(Hash),
-            content,
-            fields,
-            omitted,
-        )
-        .map_err(|e| Error::corrupt(format!("object {id} cannot be rebuilt: {e}")))?;
-        if object.object_hash().0 != *hash {
-            return Err(Error::corrupt(format!(
-                "object {id} rebuilds to object hash {}, not the stored {}",
-                object.object_hash(),
-                hex::encode(hash)
-            )));
-        }
-        Ok(object)
+    let object_type: ObjectType = entity.object_type.parse()?;
+    let fields_json: serde_json::Value = serde_json::from_str(&doc.fields)
+        .map_err(|e| Error::corrupt(format!("fields of document {}: {e}", hex::encode(hash))))?;
+    let fields = Fields::from_json(object_type, fields_json)
+        .map_err(|e| Error::corrupt(format!("document {}: {e}", hex::encode(hash))))?;
+    let source = entity_info(id, entity)?.source;
+    let object = Object::from_parts(
+        Some(id),
+        source,
+        doc.file_hash.map(Hash),
+        content,
+        fields,
+        omitted,
+    )
+    .map_err(|e| Error::corrupt(format!("object {id} cannot be rebuilt: {e}")))?;
+    if object.object_hash().0 != *hash {
+        return Err(Error::corrupt(format!(
+            "object {id} rebuilds to object hash {}, not the stored {}",
+            object.object_hash(),
+            hex::encode(hash)
+        )));
     }
+    Ok(object)
 }

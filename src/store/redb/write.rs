@@ -292,13 +292,7 @@ impl WriteTables<'_> {
                         )));
                     }
                 }
-                Some(FirstRec {
-                    object_type: object.object_type().into(),
-                    source: object.source().map(|s| {
-                        let fs = s.as_filesystem();
-                        (fs.filesystem_id.as_str().into(), fs.path.clone())
-                    }),
-                })
+                Some(FirstRec::of(object))
             }
         };
         let valid_from = match put.valid_from {
