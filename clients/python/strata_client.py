@@ -352,7 +352,7 @@ class LsRow(TypedDict):
     tx_id: int
     # `text`, `binary`, `too_large`, `denied`, `stub`, `deleted`, or `damaged` (its rows or content fail their checks: see `damage`).
     state: str
-    # What is damaged, for a `damaged` row (its other fields are then empty).
+    # What is damaged, for a `damaged` row (its other fields are then empty). A damaged row with an empty id is the listing itself: the store is marked damaged, so files may be missing.
     damage: NotRequired[str | None]
 
 

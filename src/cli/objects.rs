@@ -43,27 +43,34 @@ impl Invocation<'_> {
             as_of: args.as_of.into(),
         })?;
         // Damaged files are listed as such, and named on stderr: the exit says not all is well.
+        // A damaged row without an id is the listing itself (the store is marked damaged).
         let damaged: Vec<&strata::engine::LsRow> =
             rows.iter().filter(|r| r.damage.is_some()).collect();
         let code = if damaged.is_empty() {
             ExitCode::SUCCESS
         } else {
             let mut err = std::io::stderr();
+            let files = damaged.iter().filter(|r| !r.id.is_empty()).count();
             for row in &damaged {
+                let damage = row.damage.as_deref().unwrap_or_default();
+                if row.id.is_empty() {
+                    writeln!(err, "strata: {damage}")?;
+                } else {
+                    writeln!(
+                        err,
+                        "strata: {} is damaged: {damage}",
+                        output::path(&row.path)
+                    )?;
+                }
+            }
+            if files > 0 {
                 writeln!(
                     err,
-                    "strata: {} is damaged: {}",
-                    output::path(&row.path),
-                    row.damage.as_deref().unwrap_or_default()
+                    "strata: {files} of {} files are damaged; `strata fsck` says what is affected \
+                     and `strata fsck --repair` repairs what can be repaired",
+                    rows.iter().filter(|r| !r.id.is_empty()).count()
                 )?;
             }
-            writeln!(
-                err,
-                "strata: {} of {} files are damaged; `strata fsck` says what is affected and \
-                 `strata fsck --repair` repairs what can be repaired",
-                damaged.len(),
-                rows.len()
-            )?;
             ExitCode::from(2)
         };
         if args.json.json {

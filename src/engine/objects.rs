@@ -264,7 +264,8 @@ pub struct LsRow {
     /// `text`, `binary`, `too_large`, `denied`, `stub`, `deleted`, or `damaged` (its rows or
     /// content fail their checks: see `damage`).
     pub state: String,
-    /// What is damaged, for a `damaged` row (its other fields are then empty).
+    /// What is damaged, for a `damaged` row (its other fields are then empty). A damaged row with
+    /// an empty id is the listing itself: the store is marked damaged, so files may be missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub damage: Option<String>,
 }
@@ -306,6 +307,24 @@ impl Apply for LsRequest {
                 }),
                 Err(e) => return Err(e),
             }
+        }
+        // On a store marked damaged, a file the damage took from the tables is not listed and
+        // nothing above can tell: the listing says it may be incomplete.
+        if let Some(reason) = store.damage() {
+            rows.push(LsRow {
+                path: prefix,
+                id: String::new(),
+                size: None,
+                versions: 0,
+                last_change: String::new(),
+                tx_id: 0,
+                state: "damaged".to_string(),
+                damage: Some(format!(
+                    "the store is marked damaged ({reason}), so this listing may miss files the \
+                     damage lost; run `strata fsck` to see what is affected and `strata fsck \
+                     --repair` to repair it"
+                )),
+            });
         }
         Ok(rows)
     }

@@ -86,6 +86,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Whether this handle only reads (a write is refused).
     fn is_read_only(&self) -> bool;
 
+    /// Why the store is marked damaged (by fsck, or by a read that met damage), when it is: a
+    /// listing on it may miss what the damage lost.
+    fn damage(&self) -> Option<String> {
+        None
+    }
+
     /// Writes `ops` as one transaction: all or nothing, durable when this returns. Matches are
     /// checked first, against the state before the transaction.
     ///

@@ -865,6 +865,15 @@ fn a_damaged_content_is_named_refuses_writes_and_is_repaired_from_disk() -> Test
     assert_eq!((code, notes.as_str()), (0, "healthy notes\n"), "{err}");
     let (code, _, err) = strata(&store, &tree, &["cat", "data.bin"])?;
     assert_eq!(code, 2, "the damaged content is not served: {err}");
+    // A listing on a store marked damaged may miss what the damage lost: it lists what it can
+    // and says so, never a plain success.
+    let (code, listed, err) = ls_after(&store)?;
+    assert_eq!(code, 2, "ls on a store marked damaged: {listed}{err}");
+    assert!(listed.contains("notes.txt"), "{listed}");
+    assert!(
+        err.contains("this listing may miss files") && err.contains("strata fsck --repair"),
+        "{err}"
+    );
 
     let (code, out, err) = strata(&store, &tree, &["fsck", "--repair"])?;
     assert_eq!(code, 0, "{out}{err}");

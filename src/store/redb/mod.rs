@@ -371,6 +371,19 @@ impl Backend for RedbStore {
         self.handle.is_read_only()
     }
 
+    fn damage(&self) -> Option<String> {
+        if !self.damaged.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        Some(
+            self.damage_reason
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+                .unwrap_or_else(|| "an earlier read found damage".into()),
+        )
+    }
+
     fn transact(&self, ops: Vec<Op>, origin: Origin) -> Result<TxReceipt> {
         self.guarded_write("writing a transaction", || {
             RedbStore::transact(self, ops, origin)
