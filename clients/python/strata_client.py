@@ -561,9 +561,9 @@ class LogRunResult(TypedDict):
 
 class FsckParams(TypedDict):
     """`fsck`: verify the store, optionally rebuilding its query tables first."""
-    # Rebuild the query tables from the transaction log and the content tables first.
+    # Rebuild the query tables from the transaction log and the content tables first (not when the log itself is damaged: the response's `rebuilt` says so).
     rebuild: NotRequired[bool]
-    # Repair: re-read damaged contents from the files that still hold them (when a file's bytes hash to the recorded hash), then rebuild the query tables; what still fails is reported as findings.
+    # Repair: re-read damaged contents from the files that still hold them (when a file's bytes hash to the recorded hash), then rebuild the query tables (unless the log itself is damaged); what still fails is reported as findings.
     repair: NotRequired[bool]
 
 
@@ -587,7 +587,7 @@ class FsckFinding(TypedDict):
 
 class FsckResult(TypedDict):
     """What `fsck` answers."""
-    # Whether the query tables were rebuilt first.
+    # Whether the query tables were rebuilt first (never from a damaged log: its findings then name salvage).
     rebuilt: bool
     # Every problem found (none: the store verifies).
     findings: list[FsckFinding]
@@ -1550,8 +1550,8 @@ class _EngineMethods:
     def fsck(self, *, rebuild: bool = False, repair: bool = False) -> FsckResult:
         """`fsck`: verify the store, optionally rebuilding its query tables first.
 
-        rebuild: Rebuild the query tables from the transaction log and the content tables first.
-        repair: Repair: re-read damaged contents from the files that still hold them (when a file's bytes hash to the recorded hash), then rebuild the query tables; what still fails is reported as findings.
+        rebuild: Rebuild the query tables from the transaction log and the content tables first (not when the log itself is damaged: the response's `rebuilt` says so).
+        repair: Repair: re-read damaged contents from the files that still hold them (when a file's bytes hash to the recorded hash), then rebuild the query tables (unless the log itself is damaged); what still fails is reported as findings.
         Returns schema/rpc/fsck.result.json (optional params left at None are not sent).
         """
         return cast(FsckResult, self._request("fsck", {}, {"rebuild": rebuild, "repair": repair}))

@@ -189,14 +189,20 @@ impl Invocation<'_> {
             ExitCode::from(1)
         };
         // A reader that stops early (`fsck | head`) must not turn findings into success.
-        match self.print_fsck(&report, args.json.json) {
+        let asked_rebuild = args.rebuild || args.repair;
+        match self.print_fsck(&report, asked_rebuild, args.json.json) {
             Err(e) if is_broken_pipe(&e) => Ok(code),
             Err(e) => Err(e),
             Ok(()) => Ok(code),
         }
     }
 
-    fn print_fsck(&mut self, report: &strata::engine::FsckResponse, json: bool) -> Result<()> {
+    fn print_fsck(
+        &mut self,
+        report: &strata::engine::FsckResponse,
+        asked_rebuild: bool,
+        json: bool,
+    ) -> Result<()> {
         if json {
             return self.print_json(&report.findings);
         }
@@ -204,6 +210,13 @@ impl Invocation<'_> {
             writeln!(
                 self.out,
                 "rebuilt entities, versions and paths from the log"
+            )?;
+        } else if asked_rebuild {
+            writeln!(
+                self.out,
+                "not rebuilt: the log itself is damaged, and tables rebuilt from it would lose \
+                 what they still hold; `strata fsck --salvage NEW_DIR` copies what verifies into \
+                 a new store"
             )?;
         }
         for hash in &report.restored {

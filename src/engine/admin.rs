@@ -315,12 +315,13 @@ impl Apply for LogRunRequest {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FsckRequest {
-    /// Rebuild the query tables from the transaction log and the content tables first.
+    /// Rebuild the query tables from the transaction log and the content tables first (not
+    /// when the log itself is damaged: the response's `rebuilt` says so).
     #[serde(default)]
     pub rebuild: bool,
     /// Repair: re-read damaged contents from the files that still hold them (when a file's
-    /// bytes hash to the recorded hash), then rebuild the query tables; what still fails is
-    /// reported as findings.
+    /// bytes hash to the recorded hash), then rebuild the query tables (unless the log itself
+    /// is damaged); what still fails is reported as findings.
     #[serde(default)]
     pub repair: bool,
 }
@@ -364,7 +365,8 @@ impl From<crate::store::Finding> for FsckFinding {
 /// What `fsck` answers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FsckResponse {
-    /// Whether the query tables were rebuilt first.
+    /// Whether the query tables were rebuilt first (never from a damaged log: its findings
+    /// then name salvage).
     pub rebuilt: bool,
     /// The contents a repair re-read from disk (their hashes, hex), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -382,15 +384,25 @@ impl Apply for FsckRequest {
     /// Storage errors (problems in the data are findings, not errors).
     fn apply(self, engine: &Engine) -> Result<FsckResponse> {
         let mut restored = Vec::new();
-        if self.repair {
-            let contents = recoverable_contents(&engine.store.fsck()?);
-            restored = contents.iter().map(|(hash, _)| hex::encode(hash)).collect();
-            if !contents.is_empty() {
-                engine.store.restore_contents(contents)?;
-            }
-        }
+        let mut rebuilt = false;
         if self.rebuild || self.repair {
-            engine.store.fsck_rebuild()?;
+            let before = engine.store.fsck()?;
+            if self.repair {
+                let contents = recoverable_contents(&before);
+                restored = contents.iter().map(|(hash, _)| hex::encode(hash)).collect();
+                if !contents.is_empty() {
+                    engine.store.restore_contents(contents)?;
+                }
+            }
+            // The log is the source of truth: rebuilt from a damaged log, the query tables would
+            // lose what they still hold. Its findings then point at salvage instead.
+            let log_damaged = before
+                .iter()
+                .any(|f| crate::store::damage::LOG_DAMAGE.contains(&f.kind));
+            if !log_damaged {
+                engine.store.fsck_rebuild()?;
+                rebuilt = true;
+            }
         }
         let mut findings: Vec<FsckFinding> = engine
             .store
@@ -418,7 +430,7 @@ impl Apply for FsckRequest {
             Err(e) => return Err(e),
         };
         Ok(FsckResponse {
-            rebuilt: self.rebuild || self.repair,
+            rebuilt,
             restored,
             findings,
             head,

@@ -179,6 +179,24 @@ pub struct Finding {
     pub repair: &'static str,
 }
 
+/// A finding of `kind` about `subject` with no known entity yet, naming the command that
+/// repairs it.
+pub(crate) fn finding(
+    kind: &'static str,
+    subject: impl Into<String>,
+    detail: impl Into<String>,
+) -> Finding {
+    Finding {
+        kind,
+        subject: subject.into(),
+        detail: detail.into(),
+        entity: None,
+        path: None,
+        tx: None,
+        repair: super::damage::repair_for(kind),
+    }
+}
+
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}: {}", self.kind, self.subject, self.detail)?;

@@ -15,6 +15,29 @@ pub const REPAIR: &str = "strata fsck --repair";
 /// The command that copies what verifies out of a store the storage engine cannot open.
 pub const SALVAGE: &str = "strata fsck --salvage NEW_DIR";
 
+/// Finding kinds that are damage to the log itself. The log is the source of truth: a repair
+/// that rebuilt the query tables from it would drop what they still hold, so these findings
+/// point at salvage.
+pub const LOG_DAMAGE: &[&str] = &[
+    "log",
+    "log_gap",
+    "chain",
+    "header_unreadable",
+    "op_unreadable",
+    "op_digest",
+    "op_orphan",
+    "op_missing",
+];
+
+/// The command that repairs a finding of `kind`: salvage for damage to the log, else repair.
+pub fn repair_for(kind: &str) -> &'static str {
+    if LOG_DAMAGE.contains(&kind) {
+        SALVAGE
+    } else {
+        REPAIR
+    }
+}
+
 /// The marker's file name inside the store directory.
 pub const DAMAGE_FILE: &str = "store.damaged";
 

@@ -10,21 +10,9 @@ use postgres::GenericClient;
 use super::rule::{self, Row};
 use super::write::{self, TxState};
 use super::*;
+use crate::store::answers::finding;
 use crate::store::codec::{DocRec, FirstRec, OpRec, TxHeaderRec, VersionRec};
-use crate::store::damage::REPAIR;
 use crate::store::log;
-
-fn finding(kind: &'static str, subject: impl Into<String>, detail: impl Into<String>) -> Finding {
-    Finding {
-        kind,
-        subject: subject.into(),
-        detail: detail.into(),
-        entity: None,
-        path: None,
-        tx: None,
-        repair: REPAIR,
-    }
-}
 
 /// The log read whole: headers by tx and the bodies that hash to their digests.
 #[derive(Default)]

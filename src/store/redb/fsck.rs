@@ -26,24 +26,7 @@ use crate::error::{Error, Result};
 use crate::hash::sha256;
 use crate::object::sourced_identity;
 
-pub(crate) use crate::store::damage::REPAIR;
-
-/// A finding about `subject` with no known entity yet.
-pub(crate) fn finding(
-    kind: &'static str,
-    subject: impl Into<String>,
-    detail: impl Into<String>,
-) -> Finding {
-    Finding {
-        kind,
-        subject: subject.into(),
-        detail: detail.into(),
-        entity: None,
-        path: None,
-        tx: None,
-        repair: REPAIR,
-    }
-}
+pub(crate) use crate::store::answers::finding;
 
 /// What a row of a derived table concerns, for its findings.
 struct Named {
@@ -1014,7 +997,7 @@ mod tests {
         assert!(
             findings
                 .iter()
-                .any(|f| f.kind == "paths" && f.repair == REPAIR),
+                .any(|f| f.kind == "paths" && f.repair == crate::store::damage::REPAIR),
             "{findings:?}"
         );
         // A missing op body that no eviction removed is damage, not an eviction.

@@ -26,10 +26,12 @@ impl RedbStore {
 
     /// Regenerates `entities`, `versions`, `versions_by_tx`, `match_ops` and `paths` from the
     /// log and the content tables, honouring evictions, recounts document references, and
-    /// empties the stat cache.
+    /// empties the stat cache. Op bodies that fail their digest are left out (fsck still names
+    /// them).
     ///
     /// # Errors
-    /// [`Error::Corrupt`] when a log record does not decode or points at a missing document.
+    /// [`Error::Corrupt`] when a log header does not decode or an op points at a missing
+    /// document.
     pub fn fsck_rebuild(&self) -> Result<()> {
         let wtx = self.begin_write()?;
         wtx.delete_table(ENTITIES).db()?;
@@ -57,15 +59,23 @@ impl RedbStore {
                 let (k, v) = entry.db()?;
                 let header =
                     codec::decode_header(v.value(), &format!("header of tx {}", k.value()))?;
-                headers.push((k.value(), header.tx_time, header.digests.len()));
+                headers.push((k.value(), header.tx_time, header.digests));
             }
-            for (tx, tx_time, count) in headers {
-                for n in 0..count as u32 {
+            for (tx, tx_time, digests) in headers {
+                for (n, digest) in (0u32..).zip(&digests) {
                     let body = w.tx_ops.get((tx, n)).db()?.map(|v| v.value().to_vec());
-                    if let Some(body) = body {
-                        let op = codec::decode_op(&body, tx_time, &format!("op {n} of tx {tx}"))?;
-                        w.apply(tx, tx_time, n, &op)?;
+                    let Some(body) = body else { continue };
+                    // A body that does not decode or hash to its digest is damage: replaying it
+                    // would write what the damage made of it (another path, another time). It
+                    // is left out; fsck goes on naming it, and salvage keeps what verifies.
+                    let Ok(op) = codec::decode_op(&body, tx_time, &format!("op {n} of tx {tx}"))
+                    else {
+                        continue;
+                    };
+                    if crate::store::log::op_digest(&op)? != *digest {
+                        continue;
                     }
+                    w.apply(tx, tx_time, n, &op)?;
                 }
                 w.end_tx()?;
             }
