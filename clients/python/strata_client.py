@@ -796,14 +796,14 @@ class IndexResult(TypedDict):
 
 
 class DescriptorSettings(TypedDict):
-    """The descriptor settings of a session (llmproc's `[file_descriptor]` section without `enabled`: a session has descriptors when its configuration has a [`Descriptors`])."""
+    """The descriptor settings of a session (seed 004; llmproc's `[file_descriptor]` section without `enabled`: a session has descriptors unless it was made without). In `settings.toml` a field left out takes its default; a request gives all four."""
     # Tool output longer than this many characters becomes a descriptor (default 8000).
     max_direct_output_chars: int
     # The page size of new descriptors, in characters (default 4000).
     default_page_size: int
     # User input longer than this many characters is paged when `page_user_input` (default 8000).
     max_input_chars: int
-    # Whether large user input becomes a descriptor (default false: a runtime opts in).
+    # Whether a user turn longer than `max_input_chars` becomes a descriptor (default false: a runtime opts in).
     page_user_input: bool
 
 
@@ -811,7 +811,7 @@ class SessionNewParams(TypedDict):
     """`session.new`: create a session (its first commit)."""
     # The filesystem id of paths no mount maps (default: this machine's).
     default_filesystem: NotRequired[str | None]
-    # Descriptor settings other than the defaults (8000, 4000, 8000, user input not paged).
+    # Descriptor settings other than the store's (`settings.toml`'s `[file_descriptor]`, by default 8000, 4000, 8000, user input not paged).
     descriptor_settings: NotRequired[DescriptorSettings | None]
     # File descriptors (seed 004) for the session's tools: on unless `false`.
     descriptors: NotRequired[bool | None]
@@ -1038,6 +1038,14 @@ class SessionTurnParams(TypedDict):
     toolcall_refs: NotRequired[list[str]]
 
 
+class PagedInput(TypedDict):
+    """A user input kept in a descriptor: the turn holds `message`, the model reads the input with `read_fd`."""
+    # The descriptor (`fd:N`, source `user_input`).
+    fd: str
+    # The reference the turn holds and the model is given instead of the input (`<fd:N preview="…" type="user_input" size="…">` and how to read it).
+    message: str
+
+
 class SessionTurnResult(TypedDict):
     """What `session.turn` answers."""
     # The chat's turn count now.
@@ -1046,6 +1054,8 @@ class SessionTurnResult(TypedDict):
     session_id: str
     # The commit.
     tx_id: int | None
+    # When the turn was a user input the session pages (seed 004's `page_user_input`, longer than `max_input_chars`): the descriptor holding it and the message the turn holds instead.
+    paged: NotRequired[PagedInput | None]
 
 
 class SessionRenderParams(TypedDict):
@@ -1676,7 +1686,7 @@ class _EngineMethods:
         """`session.new`: create a session (its first commit).
 
         default_filesystem: The filesystem id of paths no mount maps (default: this machine's).
-        descriptor_settings: Descriptor settings other than the defaults (8000, 4000, 8000, user input not paged).
+        descriptor_settings: Descriptor settings other than the store's (`settings.toml`'s `[file_descriptor]`, by default 8000, 4000, 8000, user input not paged).
         descriptors: File descriptors (seed 004) for the session's tools: on unless `false`.
         id: The session id (default: a new ULID).
         mounts: Mounts added to the store's default mounts.
