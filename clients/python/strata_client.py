@@ -890,6 +890,8 @@ class SessionConfig(TypedDict):
     descriptors: NotRequired[Descriptors | None]
     # The parent, for a fork.
     forked_from: NotRequired[ForkOrigin | None]
+    # The unsaved copies a runtime pushed, by agent path (seed 002's Active File List): while one stands, reads return it and the agent's writes are checked against it.
+    pushed: NotRequired[dict[str, Any]]
 
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -1352,6 +1354,64 @@ class AgentAuditResult(TypedDict):
     entries: list[AuditEntry]
 
 
+class AgentPushParams(TypedDict):
+    """`agent.push`: a runtime pushes its unsaved copy of a file into session `session` (seed 002's client copy precedence). While the copy stands the agent's reads return it, and the agent's writes over it are refused (`overlapping_edits`) unless `caller` is the agent's own caller, whose writes build on it. It goes when the file on disk gets the copy's hash (the user saved it) or with `agent.withdraw`. Give the copy as `text`, or as `base64` for bytes that may not be UTF-8 (they must be: anything else is refused). No MCP tool exposes this request: the agent cannot push."""
+    # The session id.
+    session: str
+    # The file, as the tools name it: an id (`f3`), a path relative to a mount, or an absolute agent path.
+    filepath: str
+    # The copy's bytes in standard base64 (instead of `text`).
+    base64: NotRequired[str | None]
+    # Who pushes (a runtime's name), kept with the copy.
+    caller: NotRequired[str | None]
+    # The copy, as text.
+    text: NotRequired[str | None]
+
+
+class AgentPushResult(TypedDict):
+    """What `agent.push` and `agent.withdraw` answer."""
+    # The session id.
+    session_id: str
+    # The file's id in the session (`fN`).
+    fileId: str
+    # The path below its mount.
+    filename: str
+    # The agent path.
+    path: str
+    # The SHA-256 of the copy: what reads return while it stands.
+    sha256: str
+    # Whether the copy stands now (false when it equals the file on disk, or was withdrawn).
+    standing: bool
+    # The commit (none when nothing changed).
+    tx_id: int | None
+
+
+class AgentWithdrawParams(TypedDict):
+    """`agent.withdraw`: the runtime withdraws its pushed copy of a file (the user discarded the edits): reads and writes see the file on disk again."""
+    # The session id.
+    session: str
+    # The file, as the tools name it.
+    filepath: str
+
+
+class AgentWithdrawResult(TypedDict):
+    """What `agent.push` and `agent.withdraw` answer."""
+    # The session id.
+    session_id: str
+    # The file's id in the session (`fN`).
+    fileId: str
+    # The path below its mount.
+    filename: str
+    # The agent path.
+    path: str
+    # The SHA-256 of the copy: what reads return while it stands.
+    sha256: str
+    # Whether the copy stands now (false when it equals the file on disk, or was withdrawn).
+    standing: bool
+    # The commit (none when nothing changed).
+    tx_id: int | None
+
+
 # Every engine method: its params type and its result type.
 METHODS: dict[str, tuple[Any, Any]] = {
     "ls": (LsParams, LsResult),
@@ -1390,6 +1450,8 @@ METHODS: dict[str, tuple[Any, Any]] = {
     "watch.ls": (WatchLsParams, WatchLsResult),
     "agent.approve": (AgentApproveParams, AgentApproveResult),
     "agent.audit": (AgentAuditParams, AgentAuditResult),
+    "agent.push": (AgentPushParams, AgentPushResult),
+    "agent.withdraw": (AgentWithdrawParams, AgentWithdrawResult),
 }
 
 
@@ -2068,6 +2130,55 @@ class _EngineMethods:
             },
         )
         return cast(AgentAuditResult, result)
+
+    def agent_push(
+        self,
+        session: str,
+        filepath: str,
+        *,
+        base64: str | None = None,
+        caller: str | None = None,
+        text: str | None = None,
+    ) -> AgentPushResult:
+        """`agent.push`: a runtime pushes its unsaved copy of a file into session `session` (seed 002's client copy precedence). While the copy stands the agent's reads return it, and the agent's writes over it are refused (`overlapping_edits`) unless `caller` is the agent's own caller, whose writes build on it. It goes when the file on disk gets the copy's hash (the user saved it) or with `agent.withdraw`. Give the copy as `text`, or as `base64` for bytes that may not be UTF-8 (they must be: anything else is refused). No MCP tool exposes this request: the agent cannot push.
+
+        session: The session id.
+        filepath: The file, as the tools name it: an id (`f3`), a path relative to a mount, or an absolute agent path.
+        base64: The copy's bytes in standard base64 (instead of `text`).
+        caller: Who pushes (a runtime's name), kept with the copy.
+        text: The copy, as text.
+        Returns schema/rpc/agent.push.result.json (optional params left at None are not sent).
+        """
+        result = self._request(
+            "agent.push",
+            {
+                "session": session,
+                "filepath": filepath,
+            },
+            {
+                "base64": base64,
+                "caller": caller,
+                "text": text,
+            },
+        )
+        return cast(AgentPushResult, result)
+
+    def agent_withdraw(self, session: str, filepath: str) -> AgentWithdrawResult:
+        """`agent.withdraw`: the runtime withdraws its pushed copy of a file (the user discarded the edits): reads and writes see the file on disk again.
+
+        session: The session id.
+        filepath: The file, as the tools name it.
+        Returns schema/rpc/agent.withdraw.result.json (optional params left at None are not sent).
+        """
+        result = self._request(
+            "agent.withdraw",
+            {
+                "session": session,
+                "filepath": filepath,
+            },
+            {},
+        )
+        return cast(AgentWithdrawResult, result)
 
 
 # --- END GENERATED ---

@@ -339,6 +339,28 @@ class MethodsTest(DaemonTest):
         off = client.session_new()["session_id"]
         self.assertNotIn("paged", client.session_turn(off, "user", text))
 
+    def test_a_pushed_copy_is_read_and_refuses_the_agents_writes(self) -> None:
+        client = self.connect()
+        sid = client.session_new(mounts=[{"agent_prefix": "/work", "canonical_prefix": str(self.tree)}])[
+            "session_id"
+        ]
+        pushed = self.check("agent.push", client.agent_push(sid, "a.txt", text="alpha, unsaved\n", caller="editor"))
+        self.assertTrue(pushed["standing"], pushed)
+        self.assertEqual(pushed["sha256"], hashlib.sha256(b"alpha, unsaved\n").hexdigest())
+        read = client.agent_call(sid, "read_file", args={"filepath": "a.txt"})
+        self.assertEqual(sc.tool_parts(read["text"])[1], "alpha, unsaved\n")
+        write = client.agent_call(
+            sid, "write_file", args={"filepath": "a.txt", "content": "x\n", "expected_sha256": pushed["sha256"]}
+        )
+        self.assertTrue(write["is_error"])
+        self.assertEqual(json.loads(write["text"])["conflict"]["kind"], "overlapping_edits")
+        self.assertEqual((self.tree / "a.txt").read_text(), "alpha\n")
+        with self.assertRaises(sc.InvalidInput):
+            client.agent_push(sid, "a.txt", base64="//79")
+        self.check("agent.withdraw", client.agent_withdraw(sid, "a.txt"))
+        with self.assertRaises(sc.NotFound):
+            client.agent_withdraw(sid, "a.txt")
+
     def test_agent_tools(self) -> None:
         client = self.connect()
         sid = client.session_new(mounts=[{"agent_prefix": "/work", "canonical_prefix": str(self.tree)}])[

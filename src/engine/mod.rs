@@ -42,7 +42,8 @@ pub use admin::{
 };
 pub use agent::{
     AgentApproveRequest, AgentAudit, AgentAuditRequest, AgentCallRequest, AgentCalled,
-    AgentEntrypoints, AgentEntrypointsRequest, AgentTools, AgentToolsRequest,
+    AgentEntrypoints, AgentEntrypointsRequest, AgentPushRequest, AgentPushed, AgentTools,
+    AgentToolsRequest, AgentWithdrawRequest,
 };
 pub use index::{IndexRequest, IndexResponse};
 pub use objects::{
