@@ -251,18 +251,14 @@ fn text_now(
 /// `write_file(filepath, content, expected_sha256?)`: the whole file; with a hash the file must
 /// still have it, without one it must not exist.
 pub(crate) fn write_file(session: &mut Session, args: &Map<String, Value>) -> Result<WriteAnswer> {
-    let args = Args::new(
-        "write_file",
-        args,
-        &["filepath", "content", "expected_sha256"],
-    )?;
-    let filepath = args.required_string("filepath")?;
-    let content = args.required_string("content")?;
-    let expected = match quoted_hash(&args, "expected_sha256")? {
-        Ok(hash) => hash,
-        Err(message) => return Ok(WriteAnswer::validation(message)),
+    let OneFile {
+        file,
+        body: content,
+        expected,
+    } = match one_file(session, "write_file", args, "content")? {
+        Ok(one) => one,
+        Err(refused) => return Ok(refused),
     };
-    let file = resolve(session, filepath)?;
     let old_text = match &expected {
         Some(_) => seen_now(session, &file)?.and_then(|(d, _)| d.text),
         None => None,
@@ -283,24 +279,51 @@ pub(crate) fn write_file(session: &mut Session, args: &Map<String, Value>) -> Re
     )
 }
 
+/// What a single-file tool (`write_file`, `apply_patch`'s unified form) was given: the file,
+/// its body argument (`content`, `patch`) and the quoted hash.
+struct OneFile<'a> {
+    file: FileRef,
+    body: &'a str,
+    expected: Option<String>,
+}
+
+/// Reads the arguments `filepath`, `body` and `expected_sha256` of `tool` (nothing else is
+/// allowed) and resolves the file; a malformed hash is the validation answer.
+fn one_file<'a>(
+    session: &mut Session,
+    tool: &'a str,
+    args: &'a Map<String, Value>,
+    body: &str,
+) -> Result<std::result::Result<OneFile<'a>, WriteAnswer>> {
+    let args = Args::new(tool, args, &["filepath", body, "expected_sha256"])?;
+    let filepath = args.required_string("filepath")?;
+    let body = args.required_string(body)?;
+    let expected = match quoted_hash(&args, "expected_sha256")? {
+        Ok(hash) => hash,
+        Err(message) => return Ok(Err(WriteAnswer::validation(message))),
+    };
+    let file = resolve(session, filepath)?;
+    Ok(Ok(OneFile {
+        file,
+        body,
+        expected,
+    }))
+}
+
 /// `apply_patch`: a unified diff (`filepath`, `patch`, `expected_sha256?`) or seed 002's line
 /// operations (`files: [{docPath, originalSha256, changes}]`, with `batchLabel`, `batchKey`).
 pub(crate) fn apply_patch(session: &mut Session, args: &Map<String, Value>) -> Result<WriteAnswer> {
     if args.contains_key("files") || !args.contains_key("patch") {
         return apply_line_ops(session, args);
     }
-    let args = Args::new(
-        "apply_patch",
-        args,
-        &["filepath", "patch", "expected_sha256"],
-    )?;
-    let filepath = args.required_string("filepath")?;
-    let patch = args.required_string("patch")?;
-    let expected = match quoted_hash(&args, "expected_sha256")? {
-        Ok(hash) => hash,
-        Err(message) => return Ok(WriteAnswer::validation(message)),
+    let OneFile {
+        file,
+        body: patch,
+        expected,
+    } = match one_file(session, "apply_patch", args, "patch")? {
+        Ok(one) => one,
+        Err(refused) => return Ok(refused),
     };
-    let file = resolve(session, filepath)?;
     let now = match text_now(session, &file, expected.as_deref())? {
         Ok(now) => now,
         Err((failure, conflict)) => return Ok(WriteAnswer::refused(failure, conflict)),
