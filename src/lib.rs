@@ -51,9 +51,9 @@ pub use object::{FilesystemSource, Object, ObjectType, Source};
 pub use resolve::{FilesystemResolver, MountMapping};
 pub use session::{
     ACTIVE_CONTENT, CallerSpan, Commit, DescriptorEntry, DescriptorOrigin, DescriptorSettings,
-    Descriptors, END_CONTENT, FileIds, FileState, ForkOrigin, Meta, OrderedSet, Reconciled,
-    RenderOptions, ResumeReport, Session, SessionConfig, SessionOptions, Sets, ToolcallInput,
-    Touched,
+    Descriptors, END_CONTENT, FileIds, FileState, ForkOrigin, Meta, OrderedSet, PushedCopy,
+    Reconciled, RenderOptions, ResumeReport, Session, SessionConfig, SessionOptions, Sets,
+    ToolcallInput, Touched,
 };
 pub use store::{
     BACKEND_FILE, Backend, DB_FILE, DocumentMeta, EncodedBlob, EntityInfo, FORMAT_VERSION,

@@ -796,14 +796,14 @@ class IndexResult(TypedDict):
 
 
 class DescriptorSettings(TypedDict):
-    """The descriptor settings of a session (llmproc's `[file_descriptor]` section without `enabled`: a session has descriptors when its configuration has a [`Descriptors`])."""
+    """The descriptor settings of a session (seed 004; llmproc's `[file_descriptor]` section without `enabled`: a session has descriptors unless it was made without). In `settings.toml` a field left out takes its default; a request gives all four."""
     # Tool output longer than this many characters becomes a descriptor (default 8000).
     max_direct_output_chars: int
     # The page size of new descriptors, in characters (default 4000).
     default_page_size: int
     # User input longer than this many characters is paged when `page_user_input` (default 8000).
     max_input_chars: int
-    # Whether large user input becomes a descriptor (default false: a runtime opts in).
+    # Whether a user turn longer than `max_input_chars` becomes a descriptor (default false: a runtime opts in).
     page_user_input: bool
 
 
@@ -811,7 +811,7 @@ class SessionNewParams(TypedDict):
     """`session.new`: create a session (its first commit)."""
     # The filesystem id of paths no mount maps (default: this machine's).
     default_filesystem: NotRequired[str | None]
-    # Descriptor settings other than the defaults (8000, 4000, 8000, user input not paged).
+    # Descriptor settings other than the store's (`settings.toml`'s `[file_descriptor]`, by default 8000, 4000, 8000, user input not paged).
     descriptor_settings: NotRequired[DescriptorSettings | None]
     # File descriptors (seed 004) for the session's tools: on unless `false`.
     descriptors: NotRequired[bool | None]
@@ -890,6 +890,8 @@ class SessionConfig(TypedDict):
     descriptors: NotRequired[Descriptors | None]
     # The parent, for a fork.
     forked_from: NotRequired[ForkOrigin | None]
+    # The unsaved copies a runtime pushed, by agent path (seed 002's Active File List): while one stands, reads return it and the agent's writes are checked against it.
+    pushed: NotRequired[dict[str, Any]]
 
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -1038,6 +1040,14 @@ class SessionTurnParams(TypedDict):
     toolcall_refs: NotRequired[list[str]]
 
 
+class PagedInput(TypedDict):
+    """A user input kept in a descriptor: the turn holds `message`, the model reads the input with `read_fd`."""
+    # The descriptor (`fd:N`, source `user_input`).
+    fd: str
+    # The reference the turn holds and the model is given instead of the input (`<fd:N preview="…" type="user_input" size="…">` and how to read it).
+    message: str
+
+
 class SessionTurnResult(TypedDict):
     """What `session.turn` answers."""
     # The chat's turn count now.
@@ -1046,6 +1056,8 @@ class SessionTurnResult(TypedDict):
     session_id: str
     # The commit.
     tx_id: int | None
+    # When the turn was a user input the session pages (seed 004's `page_user_input`, longer than `max_input_chars`): the descriptor holding it and the message the turn holds instead.
+    paged: NotRequired[PagedInput | None]
 
 
 class SessionRenderParams(TypedDict):
@@ -1342,6 +1354,64 @@ class AgentAuditResult(TypedDict):
     entries: list[AuditEntry]
 
 
+class AgentPushParams(TypedDict):
+    """`agent.push`: a runtime pushes its unsaved copy of a file into session `session` (seed 002's client copy precedence). While the copy stands the agent's reads return it, and the agent's writes over it are refused (`overlapping_edits`) unless `caller` is the agent's own caller, whose writes build on it. It goes when the file on disk gets the copy's hash (the user saved it) or with `agent.withdraw`. Give the copy as `text`, or as `base64` for bytes that may not be UTF-8 (they must be: anything else is refused). No MCP tool exposes this request: the agent cannot push."""
+    # The session id.
+    session: str
+    # The file, as the tools name it: an id (`f3`), a path relative to a mount, or an absolute agent path.
+    filepath: str
+    # The copy's bytes in standard base64 (instead of `text`).
+    base64: NotRequired[str | None]
+    # Who pushes (a runtime's name), kept with the copy.
+    caller: NotRequired[str | None]
+    # The copy, as text.
+    text: NotRequired[str | None]
+
+
+class AgentPushResult(TypedDict):
+    """What `agent.push` and `agent.withdraw` answer."""
+    # The session id.
+    session_id: str
+    # The file's id in the session (`fN`).
+    fileId: str
+    # The path below its mount.
+    filename: str
+    # The agent path.
+    path: str
+    # The SHA-256 of the copy: what reads return while it stands.
+    sha256: str
+    # Whether the copy stands now (false when it equals the file on disk, or was withdrawn).
+    standing: bool
+    # The commit (none when nothing changed).
+    tx_id: int | None
+
+
+class AgentWithdrawParams(TypedDict):
+    """`agent.withdraw`: the runtime withdraws its pushed copy of a file (the user discarded the edits): reads and writes see the file on disk again."""
+    # The session id.
+    session: str
+    # The file, as the tools name it.
+    filepath: str
+
+
+class AgentWithdrawResult(TypedDict):
+    """What `agent.push` and `agent.withdraw` answer."""
+    # The session id.
+    session_id: str
+    # The file's id in the session (`fN`).
+    fileId: str
+    # The path below its mount.
+    filename: str
+    # The agent path.
+    path: str
+    # The SHA-256 of the copy: what reads return while it stands.
+    sha256: str
+    # Whether the copy stands now (false when it equals the file on disk, or was withdrawn).
+    standing: bool
+    # The commit (none when nothing changed).
+    tx_id: int | None
+
+
 # Every engine method: its params type and its result type.
 METHODS: dict[str, tuple[Any, Any]] = {
     "ls": (LsParams, LsResult),
@@ -1380,6 +1450,8 @@ METHODS: dict[str, tuple[Any, Any]] = {
     "watch.ls": (WatchLsParams, WatchLsResult),
     "agent.approve": (AgentApproveParams, AgentApproveResult),
     "agent.audit": (AgentAuditParams, AgentAuditResult),
+    "agent.push": (AgentPushParams, AgentPushResult),
+    "agent.withdraw": (AgentWithdrawParams, AgentWithdrawResult),
 }
 
 
@@ -1676,7 +1748,7 @@ class _EngineMethods:
         """`session.new`: create a session (its first commit).
 
         default_filesystem: The filesystem id of paths no mount maps (default: this machine's).
-        descriptor_settings: Descriptor settings other than the defaults (8000, 4000, 8000, user input not paged).
+        descriptor_settings: Descriptor settings other than the store's (`settings.toml`'s `[file_descriptor]`, by default 8000, 4000, 8000, user input not paged).
         descriptors: File descriptors (seed 004) for the session's tools: on unless `false`.
         id: The session id (default: a new ULID).
         mounts: Mounts added to the store's default mounts.
@@ -2058,6 +2130,55 @@ class _EngineMethods:
             },
         )
         return cast(AgentAuditResult, result)
+
+    def agent_push(
+        self,
+        session: str,
+        filepath: str,
+        *,
+        base64: str | None = None,
+        caller: str | None = None,
+        text: str | None = None,
+    ) -> AgentPushResult:
+        """`agent.push`: a runtime pushes its unsaved copy of a file into session `session` (seed 002's client copy precedence). While the copy stands the agent's reads return it, and the agent's writes over it are refused (`overlapping_edits`) unless `caller` is the agent's own caller, whose writes build on it. It goes when the file on disk gets the copy's hash (the user saved it) or with `agent.withdraw`. Give the copy as `text`, or as `base64` for bytes that may not be UTF-8 (they must be: anything else is refused). No MCP tool exposes this request: the agent cannot push.
+
+        session: The session id.
+        filepath: The file, as the tools name it: an id (`f3`), a path relative to a mount, or an absolute agent path.
+        base64: The copy's bytes in standard base64 (instead of `text`).
+        caller: Who pushes (a runtime's name), kept with the copy.
+        text: The copy, as text.
+        Returns schema/rpc/agent.push.result.json (optional params left at None are not sent).
+        """
+        result = self._request(
+            "agent.push",
+            {
+                "session": session,
+                "filepath": filepath,
+            },
+            {
+                "base64": base64,
+                "caller": caller,
+                "text": text,
+            },
+        )
+        return cast(AgentPushResult, result)
+
+    def agent_withdraw(self, session: str, filepath: str) -> AgentWithdrawResult:
+        """`agent.withdraw`: the runtime withdraws its pushed copy of a file (the user discarded the edits): reads and writes see the file on disk again.
+
+        session: The session id.
+        filepath: The file, as the tools name it.
+        Returns schema/rpc/agent.withdraw.result.json (optional params left at None are not sent).
+        """
+        result = self._request(
+            "agent.withdraw",
+            {
+                "session": session,
+                "filepath": filepath,
+            },
+            {},
+        )
+        return cast(AgentWithdrawResult, result)
 
 
 # --- END GENERATED ---

@@ -316,6 +316,51 @@ class MethodsTest(DaemonTest):
         self.assertEqual(fork["forked_from"]["session_id"], sid)
         self.assertEqual(sorted(self.check("session.ls", client.session_ls())), sorted([sid, "forked-one"]))
 
+    def test_large_user_input_is_paged_when_the_session_says_so(self) -> None:
+        client = self.connect()
+        settings = {
+            "max_direct_output_chars": 8000,
+            "default_page_size": 4000,
+            "max_input_chars": 100,
+            "page_user_input": True,
+        }
+        sid = client.session_new(descriptor_settings=settings)["session_id"]
+        text = "  ab " + "y" * 96
+        at_limit = self.check("session.turn", client.session_turn(sid, "user", text[:100]))
+        self.assertNotIn("paged", at_limit)
+        turn = self.check("session.turn", client.session_turn(sid, "user", text))
+        self.assertEqual(turn["paged"]["fd"], "fd:1")
+        self.assertTrue(turn["paged"]["message"].startswith('<fd:1 preview="ab..." type="user_input" size="101">'))
+        read = client.agent_call(sid, "read_fd", args={"fd": "fd:1", "read_all": True})
+        self.assertFalse(read["is_error"], read)
+        self.assertEqual(read["text"].split(">\n", 1)[1].rsplit("\n</fd_content>", 1)[0], text)
+        shown = client.session_show(sid)
+        self.assertEqual(shown["turns"][-1]["content"], turn["paged"]["message"])
+        off = client.session_new()["session_id"]
+        self.assertNotIn("paged", client.session_turn(off, "user", text))
+
+    def test_a_pushed_copy_is_read_and_refuses_the_agents_writes(self) -> None:
+        client = self.connect()
+        sid = client.session_new(mounts=[{"agent_prefix": "/work", "canonical_prefix": str(self.tree)}])[
+            "session_id"
+        ]
+        pushed = self.check("agent.push", client.agent_push(sid, "a.txt", text="alpha, unsaved\n", caller="editor"))
+        self.assertTrue(pushed["standing"], pushed)
+        self.assertEqual(pushed["sha256"], hashlib.sha256(b"alpha, unsaved\n").hexdigest())
+        read = client.agent_call(sid, "read_file", args={"filepath": "a.txt"})
+        self.assertEqual(sc.tool_parts(read["text"])[1], "alpha, unsaved\n")
+        write = client.agent_call(
+            sid, "write_file", args={"filepath": "a.txt", "content": "x\n", "expected_sha256": pushed["sha256"]}
+        )
+        self.assertTrue(write["is_error"])
+        self.assertEqual(json.loads(write["text"])["conflict"]["kind"], "overlapping_edits")
+        self.assertEqual((self.tree / "a.txt").read_text(), "alpha\n")
+        with self.assertRaises(sc.InvalidInput):
+            client.agent_push(sid, "a.txt", base64="//79")
+        self.check("agent.withdraw", client.agent_withdraw(sid, "a.txt"))
+        with self.assertRaises(sc.NotFound):
+            client.agent_withdraw(sid, "a.txt")
+
     def test_agent_tools(self) -> None:
         client = self.connect()
         sid = client.session_new(mounts=[{"agent_prefix": "/work", "canonical_prefix": str(self.tree)}])[

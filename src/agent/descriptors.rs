@@ -144,12 +144,15 @@ pub fn wrap_output(
     Ok(Some(wrapped))
 }
 
-/// Replaces a large user input by a descriptor when the session pages user input: returns the
-/// message to give the model instead, else `None`.
+/// Replaces a large user input by a descriptor when the session pages user input (seed 004's
+/// `page_user_input`, input longer than `max_input_chars`): returns the new descriptor's id and
+/// the message to give the model instead, else `None`. The input is persisted inline with the
+/// session's descriptors.
 ///
 /// # Errors
-/// As the session's descriptors when they must be rebuilt.
-pub fn wrap_user_input(session: &mut Session, input: &str) -> Result<Option<String>> {
+/// As the session's descriptors when they must be rebuilt; [`Error::InvalidInput`] on a
+/// read-only view.
+pub fn page_user_input(session: &mut Session, input: &str) -> Result<Option<(String, String)>> {
     let Some(table) = live(session)? else {
         return Ok(None);
     };
@@ -161,8 +164,8 @@ pub fn wrap_user_input(session: &mut Session, input: &str) -> Result<Option<Stri
     let origin = DescriptorOrigin::Inline {
         content: input.to_string(),
     };
-    persist(session, &[(id, origin, FdSource::UserInput)])?;
-    Ok(Some(message))
+    persist(session, &[(id.clone(), origin, FdSource::UserInput)])?;
+    Ok(Some((id, message)))
 }
 
 /// `read_fd` (RFC007's arguments and answers); a descriptor it extracts is persisted as a

@@ -22,6 +22,8 @@
 //! - [`fd`]: file descriptors (seed 004), the pure core: paging, `read_fd`, the original's XML.
 //!   [`descriptors`]: descriptors over a session (the live table, wrapping, persistence).
 //! - [`approval`]: tokens for the writes that need a person (delete, rename).
+//! - [`pushed`](mod@pushed): a runtime's unsaved copies of files (seed 002's client copy
+//!   precedence): push and withdraw.
 //! - [`patch`]: the writing tools' pure core (seed 002's line operations, seed 001's unified
 //!   diffs, validation, conflicts).
 
@@ -35,6 +37,7 @@ pub mod fd;
 mod files;
 mod history;
 pub mod patch;
+pub mod pushed;
 mod read;
 pub mod redact;
 mod search;
@@ -48,6 +51,7 @@ mod tests;
 pub use audit::{AuditEntry, AuditFile, audit};
 pub use entrypoints::{Entrypoint, entrypoints};
 pub use files::DEFAULT_EXCLUDES;
+pub use pushed::{PushedFile, push, withdraw};
 pub use read::{CHARS_PER_TOKEN, EXCERPT_LINES, tokens};
 pub use summary::{SUMMARY_TOKENS, outline};
 pub use tools::{

@@ -36,7 +36,8 @@ pub(crate) struct ReadText {
     pub text: String,
 }
 
-/// Reads `filepath` through the session as text.
+/// Reads `filepath` through the session as text: a runtime's unsaved copy of it when one
+/// stands (with the copy's hash), else the file as read.
 ///
 /// # Errors
 /// As [`resolve`] and [`Session::read_object`]; [`Error::PermissionDenied`] for a file a deny
@@ -55,7 +56,14 @@ pub(crate) fn read_text(session: &mut Session, filepath: &str) -> Result<ReadTex
         });
     };
     let sha256 = object.file_hash().map(|h| h.to_hex()).unwrap_or_default();
-    let text = text_of(&object, &file.filename, &file.file_id())?;
+    // A runtime's unsaved copy stands for the file until it is saved or withdrawn (seed 002).
+    let (sha256, text) = match session.standing_copy(&file.agent_path, Some(&sha256)) {
+        Some(copy) => (copy.sha256, copy.text),
+        None => {
+            let text = text_of(&object, &file.filename, &file.file_id())?;
+            (sha256, text)
+        }
+    };
     Ok(ReadText {
         file_id: file.file_id(),
         filename: file.filename,

@@ -237,8 +237,10 @@ fn call_as(
         }
         _ => {
             session.set_writing_tool(Some(tool));
+            session.set_writing_caller(caller);
             let ran = run(session, tool, &args);
             session.set_writing_tool(None);
+            session.set_writing_caller(None);
             ran
         }
     };

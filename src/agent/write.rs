@@ -64,16 +64,20 @@ struct Planned {
 /// A stale file as the conflict the agent gets: the current hash and a diff from what it saw
 /// (the stored version with the quoted hash; nothing for a file it meant to create).
 fn stale_conflict(session: &Session, stale: &Stale, expected: Option<&str>) -> Result<Conflict> {
+    let now = stale.current.as_ref();
     let seen = match expected {
+        // The agent saw what is there (a pushed copy it read): nothing to show between them.
+        Some(hash) if now.is_some_and(|c| c.sha256.eq_ignore_ascii_case(hash)) => {
+            now.and_then(|c| c.text.clone())
+        }
         Some(hash) => text_with_hash(session, &stale.agent_path, hash)?,
         None => Some(String::new()),
     };
-    let current = stale
-        .current
-        .as_ref()
-        .and_then(|c| c.text.clone())
-        .unwrap_or_default();
-    let mut conflict = Conflict::stale_buffer(seen.as_deref(), &current, &stale.agent_path);
+    let current = now.and_then(|c| c.text.clone()).unwrap_or_default();
+    let mut conflict = match stale.pushed_by {
+        Some(_) => Conflict::overlapping_edits(seen.as_deref(), &current, &stale.agent_path),
+        None => Conflict::stale_buffer(seen.as_deref(), &current, &stale.agent_path),
+    };
     conflict.current_sha256 = stale
         .current
         .as_ref()
@@ -83,6 +87,14 @@ fn stale_conflict(session: &Session, stale: &Stale, expected: Option<&str>) -> R
 }
 
 fn stale_message(stale: &Stale, expected: Option<&str>) -> String {
+    if let Some(by) = &stale.pushed_by {
+        let who = if by.is_empty() { "a runtime" } else { by };
+        return format!(
+            "File '{}' has unsaved changes pushed by {who} (SHA-256 {}); the agent may not write it until they are saved or withdrawn. Reading it shows them.",
+            stale.agent_path,
+            stale.current.as_ref().map_or("", |c| c.sha256.as_str())
+        );
+    }
     match (&stale.current, expected) {
         (Some(now), Some(quoted)) => format!(
             "File '{}' has changed since it was read: the quoted SHA-256 is {quoted} but the file's is now {}. Read it again and make the changes on what it holds now.",
@@ -177,38 +189,78 @@ fn quoted_hash(args: &Args<'_>, name: &str) -> Result<std::result::Result<Option
     })
 }
 
-/// The current text of a file about to be patched.
-fn text_now(session: &Session, file: &FileRef) -> Result<std::result::Result<DiskText, String>> {
-    Ok(match session.disk_file(&file.agent_path)? {
-        None => Err(format!(
-            "File '{}' does not exist; write_file creates files.",
-            file.filename
+/// The file as the agent's reads show it now: the runtime's unsaved copy when one stands (with
+/// who pushed it when that is another party: empty when unnamed), else the disk's.
+fn seen_now(session: &mut Session, file: &FileRef) -> Result<Option<(DiskText, Option<String>)>> {
+    let disk = session.disk_file(&file.agent_path)?;
+    let sha = disk.as_ref().map(|d| d.sha256.clone());
+    Ok(
+        match session.standing_copy(&file.agent_path, sha.as_deref()) {
+            Some(copy) => {
+                let other = (!copy.pushed_by(session.writing_caller()))
+                    .then(|| copy.by.clone().unwrap_or_default());
+                Some((copy.as_disk_text(), other))
+            }
+            None => disk.map(|d| (d, None)),
+        },
+    )
+}
+
+/// Why a write is refused before it is tried: a validation failure, or a conflict.
+type Refusal = (Failure, Option<Conflict>);
+
+/// The current text of a file about to be patched: the base the patch is checked against (the
+/// runtime's unsaved copy while one stands; another party's refuses the patch).
+fn text_now(
+    session: &mut Session,
+    file: &FileRef,
+    quoted: Option<&str>,
+) -> Result<std::result::Result<DiskText, Refusal>> {
+    Ok(match seen_now(session, file)? {
+        None => Err((
+            Failure::validation(format!(
+                "File '{}' does not exist; write_file creates files.",
+                file.filename
+            )),
+            None,
         )),
-        Some(now) if now.text.is_none() => Err(format!(
-            "File '{}' is binary (not UTF-8 text); it cannot be patched.",
-            file.filename
+        Some((now, Some(by))) => {
+            let stale = Stale {
+                index: 0,
+                agent_path: file.agent_path.clone(),
+                current: Some(now),
+                pushed_by: Some(by),
+            };
+            let conflict = stale_conflict(session, &stale, quoted)?;
+            Err((
+                Failure::new(ErrorCode::Conflict, stale_message(&stale, quoted)),
+                Some(conflict),
+            ))
+        }
+        Some((now, None)) if now.text.is_none() => Err((
+            Failure::validation(format!(
+                "File '{}' is binary (not UTF-8 text); it cannot be patched.",
+                file.filename
+            )),
+            None,
         )),
-        Some(now) => Ok(now),
+        Some((now, None)) => Ok(now),
     })
 }
 
 /// `write_file(filepath, content, expected_sha256?)`: the whole file; with a hash the file must
 /// still have it, without one it must not exist.
 pub(crate) fn write_file(session: &mut Session, args: &Map<String, Value>) -> Result<WriteAnswer> {
-    let args = Args::new(
-        "write_file",
-        args,
-        &["filepath", "content", "expected_sha256"],
-    )?;
-    let filepath = args.required_string("filepath")?;
-    let content = args.required_string("content")?;
-    let expected = match quoted_hash(&args, "expected_sha256")? {
-        Ok(hash) => hash,
-        Err(message) => return Ok(WriteAnswer::validation(message)),
+    let OneFile {
+        file,
+        body: content,
+        expected,
+    } = match one_file(session, "write_file", args, "content")? {
+        Ok(one) => one,
+        Err(refused) => return Ok(refused),
     };
-    let file = resolve(session, filepath)?;
     let old_text = match &expected {
-        Some(_) => session.disk_file(&file.agent_path)?.and_then(|d| d.text),
+        Some(_) => seen_now(session, &file)?.and_then(|(d, _)| d.text),
         None => None,
     };
     let lines_changed = similar::TextDiff::from_lines(old_text.as_deref().unwrap_or(""), content)
@@ -227,27 +279,54 @@ pub(crate) fn write_file(session: &mut Session, args: &Map<String, Value>) -> Re
     )
 }
 
+/// What a single-file tool (`write_file`, `apply_patch`'s unified form) was given: the file,
+/// its body argument (`content`, `patch`) and the quoted hash.
+struct OneFile<'a> {
+    file: FileRef,
+    body: &'a str,
+    expected: Option<String>,
+}
+
+/// Reads the arguments `filepath`, `body` and `expected_sha256` of `tool` (nothing else is
+/// allowed) and resolves the file; a malformed hash is the validation answer.
+fn one_file<'a>(
+    session: &mut Session,
+    tool: &'a str,
+    args: &'a Map<String, Value>,
+    body: &str,
+) -> Result<std::result::Result<OneFile<'a>, WriteAnswer>> {
+    let args = Args::new(tool, args, &["filepath", body, "expected_sha256"])?;
+    let filepath = args.required_string("filepath")?;
+    let body = args.required_string(body)?;
+    let expected = match quoted_hash(&args, "expected_sha256")? {
+        Ok(hash) => hash,
+        Err(message) => return Ok(Err(WriteAnswer::validation(message))),
+    };
+    let file = resolve(session, filepath)?;
+    Ok(Ok(OneFile {
+        file,
+        body,
+        expected,
+    }))
+}
+
 /// `apply_patch`: a unified diff (`filepath`, `patch`, `expected_sha256?`) or seed 002's line
 /// operations (`files: [{docPath, originalSha256, changes}]`, with `batchLabel`, `batchKey`).
 pub(crate) fn apply_patch(session: &mut Session, args: &Map<String, Value>) -> Result<WriteAnswer> {
     if args.contains_key("files") || !args.contains_key("patch") {
         return apply_line_ops(session, args);
     }
-    let args = Args::new(
-        "apply_patch",
-        args,
-        &["filepath", "patch", "expected_sha256"],
-    )?;
-    let filepath = args.required_string("filepath")?;
-    let patch = args.required_string("patch")?;
-    let expected = match quoted_hash(&args, "expected_sha256")? {
-        Ok(hash) => hash,
-        Err(message) => return Ok(WriteAnswer::validation(message)),
+    let OneFile {
+        file,
+        body: patch,
+        expected,
+    } = match one_file(session, "apply_patch", args, "patch")? {
+        Ok(one) => one,
+        Err(refused) => return Ok(refused),
     };
-    let file = resolve(session, filepath)?;
-    let now = match text_now(session, &file)? {
+    let now = match text_now(session, &file, expected.as_deref())? {
         Ok(now) => now,
-        Err(message) => return Ok(WriteAnswer::validation(message)),
+        Err((failure, conflict)) => return Ok(WriteAnswer::refused(failure, conflict)),
     };
     let text = now.text.clone().unwrap_or_default();
     if let Some(quoted) = &expected
@@ -257,6 +336,7 @@ pub(crate) fn apply_patch(session: &mut Session, args: &Map<String, Value>) -> R
             index: 0,
             agent_path: file.agent_path.clone(),
             current: Some(now),
+            pushed_by: None,
         };
         let conflict = stale_conflict(session, &stale, Some(quoted))?;
         let failure = Failure::new(ErrorCode::Conflict, stale_message(&stale, Some(quoted)));
@@ -307,14 +387,9 @@ fn apply_line_ops(session: &mut Session, args: &Map<String, Value>) -> Result<Wr
     let mut texts = Vec::with_capacity(batch.files.len());
     for edit in &batch.files {
         let file = resolve(session, &edit.doc_path)?;
-        let now = match text_now(session, &file)? {
+        let now = match text_now(session, &file, Some(&edit.original_sha256))? {
             Ok(now) => now,
-            Err(message) => {
-                return Ok(response(
-                    WritePatchResponse::failed(Some(&request), Failure::validation(message)),
-                    false,
-                ));
-            }
+            Err((failure, conflict)) => return Ok(batch_refused(&request, failure, conflict)),
         };
         texts.push(now.text.unwrap_or_default());
         files.push(file);
@@ -331,14 +406,7 @@ fn apply_line_ops(session: &mut Session, args: &Map<String, Value>) -> Result<Wr
                 _ => None,
             };
             let conflict = e.error.conflict(current, seen.as_deref());
-            let failure = e.error.failure();
-            let answer = match conflict {
-                Some(conflict) => {
-                    WritePatchResponse::conflict(&request, failure.error_message, conflict)
-                }
-                None => WritePatchResponse::failed(Some(&request), failure),
-            };
-            return Ok(response(answer, false));
+            return Ok(batch_refused(&request, e.error.failure(), conflict));
         }
     };
     let planned = files
@@ -361,18 +429,25 @@ fn apply_line_ops(session: &mut Session, args: &Map<String, Value>) -> Result<Wr
         let refused: Value = serde_json::from_str(&written.output.text).unwrap_or(Value::Null);
         let conflict: Option<Conflict> = serde_json::from_value(refused["conflict"].clone()).ok();
         let message = refused["errorMessage"].as_str().unwrap_or("").to_string();
-        let answer = match conflict {
-            Some(conflict) => WritePatchResponse::conflict(&request, message, conflict),
-            None => WritePatchResponse::failed(
-                Some(&request),
-                Failure::new(ErrorCode::Conflict, message),
-            ),
-        };
-        return Ok(response(answer, false));
+        let failure = Failure::new(ErrorCode::Conflict, message);
+        return Ok(batch_refused(&request, failure, conflict));
     }
     let mut answer = response(WritePatchResponse::applied(&request, &applied), true);
     answer.output.file_refs = written.output.file_refs;
     Ok(answer)
+}
+
+/// A refused line-operation batch in the original's shape: the conflict when there is one.
+fn batch_refused(
+    request: &WritePatchRequest,
+    failure: Failure,
+    conflict: Option<Conflict>,
+) -> WriteAnswer {
+    let answer = match conflict {
+        Some(conflict) => WritePatchResponse::conflict(request, failure.error_message, conflict),
+        None => WritePatchResponse::failed(Some(request), failure),
+    };
+    response(answer, false)
 }
 
 fn response(response: WritePatchResponse, success: bool) -> WriteAnswer {
@@ -397,7 +472,7 @@ pub(crate) fn delete_file(session: &mut Session, args: &Map<String, Value>) -> R
         Err(message) => return Ok(WriteAnswer::validation(message)),
     };
     let file = resolve(session, filepath)?;
-    let old_text = session.disk_file(&file.agent_path)?.and_then(|d| d.text);
+    let old_text = seen_now(session, &file)?.and_then(|(d, _)| d.text);
     let lines_changed = old_text.as_deref().map_or(0, super::read::line_count);
     write_all(
         session,
@@ -432,9 +507,9 @@ pub(crate) fn rename_file(session: &mut Session, args: &Map<String, Value>) -> R
     };
     let from = resolve(session, filepath)?;
     let to = resolve(session, new_filepath)?;
-    let now = match text_now(session, &from)? {
+    let now = match text_now(session, &from, Some(&expected))? {
         Ok(now) => now,
-        Err(message) => return Ok(WriteAnswer::validation(message)),
+        Err((failure, conflict)) => return Ok(WriteAnswer::refused(failure, conflict)),
     };
     let text = now.text.unwrap_or_default();
     write_all(
@@ -490,7 +565,7 @@ pub(crate) fn restore_file(
         )));
     };
     // As write_file: over an existing file only with the hash the agent read.
-    let old_text = session.disk_file(&file.agent_path)?.and_then(|n| n.text);
+    let old_text = seen_now(session, &file)?.and_then(|(n, _)| n.text);
     let lines_changed = similar::TextDiff::from_lines(old_text.as_deref().unwrap_or(""), &text)
         .iter_all_changes()
         .filter(|c| c.tag() != similar::ChangeTag::Equal)
@@ -521,8 +596,8 @@ pub(crate) fn write_for_fd(
         Ok(file) => file,
         Err(e) => return Ok(Err(e.to_string())),
     };
-    let now = match session.disk_file(&file.agent_path) {
-        Ok(now) => now,
+    let now = match seen_now(session, &file) {
+        Ok(now) => now.map(|(now, _)| now),
         Err(e) => return Ok(Err(e.to_string())),
     };
     let new_text = match (&now, append) {

@@ -8,10 +8,11 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 use strata::engine::{
-    AgentApproveRequest, Engine, SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest,
-    SessionLsRequest, SessionNewRequest, SessionReadRequest, SessionRenderRequest,
-    SessionResumeRequest, SessionSetRequest, SessionShowRequest, SessionToolcallRequest,
-    SessionTurnRequest, SetOp, TouchedFiles,
+    AgentApproveRequest, AgentPushRequest, AgentPushed, AgentWithdrawRequest, Body, Engine,
+    SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest, SessionLsRequest,
+    SessionNewRequest, SessionReadRequest, SessionRenderRequest, SessionResumeRequest,
+    SessionSetRequest, SessionShowRequest, SessionToolcallRequest, SessionTurnRequest, SetOp,
+    TouchedFiles,
 };
 use strata::object::ToolStatus;
 use strata::resolve::absolute_path;
@@ -55,6 +56,40 @@ pub enum SessionCommand {
     /// Approve a write the agent's call was held for (`delete_file`, `rename_file`), by the
     /// token the agent was given; it runs only if the file still has the hash the agent quoted.
     Approve(ApproveArgs),
+    /// Push the runtime's unsaved copy of a file: the agent's reads return it and its writes
+    /// over it are refused until the file is saved with that content or the copy is withdrawn.
+    Push(PushArgs),
+    /// Withdraw a pushed copy: the agent sees the file on disk again.
+    Withdraw(WithdrawArgs),
+}
+
+/// `session push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The session id.
+    pub id: String,
+    /// The file as the agent's tools name it: an id (f3), a path relative to a mount, or an
+    /// absolute agent path.
+    pub filepath: String,
+    /// The copy: a file, or - for stdin (UTF-8 text).
+    #[arg(long, value_name = "FILE|-")]
+    pub content: String,
+    /// Who pushes (a runtime's name); the agent's calls under the same name build on the copy.
+    #[arg(long)]
+    pub caller: Option<String>,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+/// `session withdraw`.
+#[derive(Debug, Args)]
+pub struct WithdrawArgs {
+    /// The session id.
+    pub id: String,
+    /// The file, as for `session push`.
+    pub filepath: String,
+    #[command(flatten)]
+    pub json: JsonFlag,
 }
 
 /// `session approve`.
@@ -259,6 +294,25 @@ impl Invocation<'_> {
             }
         }
         Ok(ExitCode::SUCCESS)
+    }
+
+    /// Prints a push or a withdrawal (`{verb} fN path sha256`, and whether the copy stands),
+    /// then its commit.
+    fn pushed(&mut self, json: bool, verb: &str, pushed: &AgentPushed) -> Result<ExitCode> {
+        if !json {
+            let file = &pushed.file;
+            let state = if file.standing {
+                "stands"
+            } else {
+                "does not stand"
+            };
+            writeln!(
+                self.out,
+                "{verb} {} {} {} (the copy {state})",
+                file.file_id, file.path, file.sha256
+            )?;
+        }
+        self.committed(json, pushed.tx_id, pushed)
     }
 
     /// Prints what a read or discovery did, then its commit.
@@ -527,6 +581,37 @@ impl Invocation<'_> {
                 if called.answer.is_error {
                     return Ok(ExitCode::FAILURE);
                 }
+            }
+            SessionCommand::Push(args) => {
+                let bytes = if args.content == "-" {
+                    let mut bytes = Vec::new();
+                    std::io::stdin()
+                        .read_to_end(&mut bytes)
+                        .context("reading the copy from stdin")?;
+                    bytes
+                } else {
+                    std::fs::read(&args.content)
+                        .with_context(|| format!("reading the copy from {}", args.content))?
+                };
+                let (text, base64) = match Body::of(bytes) {
+                    Body::Text { text } => (Some(text), None),
+                    Body::Base64 { base64 } => (None, Some(base64)),
+                };
+                let pushed = self.call(AgentPushRequest {
+                    session: self.session_id(args.id)?,
+                    filepath: args.filepath,
+                    text,
+                    base64,
+                    caller: args.caller,
+                })?;
+                return self.pushed(args.json.json, "pushed", &pushed);
+            }
+            SessionCommand::Withdraw(args) => {
+                let withdrawn = self.call(AgentWithdrawRequest {
+                    session: self.session_id(args.id)?,
+                    filepath: args.filepath,
+                })?;
+                return self.pushed(args.json.json, "withdrew", &withdrawn);
             }
             SessionCommand::History(args) => {
                 let history = self.call(SessionHistoryRequest {

@@ -213,3 +213,100 @@ impl Apply for AgentAuditRequest {
         })
     }
 }
+
+/// `agent.push`: a runtime pushes its unsaved copy of a file into session `session` (seed 002's
+/// client copy precedence). While the copy stands the agent's reads return it, and the agent's
+/// writes over it are refused (`overlapping_edits`) unless `caller` is the agent's own caller,
+/// whose writes build on it. It goes when the file on disk gets the copy's hash (the user saved
+/// it) or with `agent.withdraw`. Give the copy as `text`, or as `base64` for bytes that may not
+/// be UTF-8 (they must be: anything else is refused). No MCP tool exposes this request: the
+/// agent cannot push.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentPushRequest {
+    /// The session id.
+    pub session: String,
+    /// The file, as the tools name it: an id (`f3`), a path relative to a mount, or an
+    /// absolute agent path.
+    pub filepath: String,
+    /// The copy, as text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The copy's bytes in standard base64 (instead of `text`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base64: Option<String>,
+    /// Who pushes (a runtime's name), kept with the copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
+}
+
+/// What `agent.push` and `agent.withdraw` answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AgentPushed {
+    /// The session id.
+    pub session_id: String,
+    /// The file and the copy's hash; whether it stands now.
+    #[serde(flatten)]
+    pub file: crate::agent::PushedFile,
+    /// The commit (none when nothing changed).
+    pub tx_id: Option<u64>,
+}
+
+impl Apply for AgentPushRequest {
+    type Response = AgentPushed;
+
+    /// # Errors
+    /// [`crate::Error::NotFound`] for an unknown session; [`crate::Error::InvalidInput`] for
+    /// both or neither of `text` and `base64`, base64 that does not decode, bytes that are not
+    /// UTF-8 text or over the content limit; [`crate::Error::InvalidPath`] for a path outside
+    /// the mounts, in a read-only mount or where no file is; [`crate::Error::PermissionDenied`]
+    /// for a denied file. Nothing changes then.
+    fn apply(self, engine: &Engine) -> Result<AgentPushed> {
+        let bytes = match (self.text, self.base64) {
+            (Some(text), None) => text.into_bytes(),
+            (None, Some(base64)) => super::objects::Body::Base64 { base64 }.bytes()?,
+            _ => {
+                return Err(crate::Error::invalid_input(
+                    "give the pushed copy as exactly one of text and base64",
+                ));
+            }
+        };
+        let (file, tx_id) = engine.with_session(&self.session, |session| {
+            crate::agent::push(session, &self.filepath, bytes, self.caller)
+        })?;
+        Ok(AgentPushed {
+            session_id: self.session,
+            file,
+            tx_id,
+        })
+    }
+}
+
+/// `agent.withdraw`: the runtime withdraws its pushed copy of a file (the user discarded the
+/// edits): reads and writes see the file on disk again.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentWithdrawRequest {
+    /// The session id.
+    pub session: String,
+    /// The file, as the tools name it.
+    pub filepath: String,
+}
+
+impl Apply for AgentWithdrawRequest {
+    type Response = AgentPushed;
+
+    /// # Errors
+    /// [`crate::Error::NotFound`] for an unknown session, or when no copy of the file stands
+    /// (never pushed, withdrawn, or saved); the path's errors as for `agent.push`.
+    fn apply(self, engine: &Engine) -> Result<AgentPushed> {
+        let (file, tx_id) = engine.with_session(&self.session, |session| {
+            crate::agent::withdraw(session, &self.filepath)
+        })?;
+        Ok(AgentPushed {
+            session_id: self.session,
+            file,
+            tx_id,
+        })
+    }
+}

@@ -42,7 +42,8 @@ pub use admin::{
 };
 pub use agent::{
     AgentApproveRequest, AgentAudit, AgentAuditRequest, AgentCallRequest, AgentCalled,
-    AgentEntrypoints, AgentEntrypointsRequest, AgentTools, AgentToolsRequest,
+    AgentEntrypoints, AgentEntrypointsRequest, AgentPushRequest, AgentPushed, AgentTools,
+    AgentToolsRequest, AgentWithdrawRequest,
 };
 pub use index::{IndexRequest, IndexResponse};
 pub use objects::{
@@ -55,11 +56,11 @@ pub use rescue::{
 };
 pub use schema::{RPC_SCHEMA_DIR, rpc_schemas};
 pub use sessions::{
-    Committed, Forked, SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest,
-    SessionLsRequest, SessionNewRequest, SessionReadRequest, SessionRenderRequest, SessionRendered,
-    SessionResumeRequest, SessionSetRequest, SessionShowRequest, SessionShown,
-    SessionToolcallRequest, SessionTurnRequest, SetDone, SetOp, ToolcallRecorded, TouchedFiles,
-    TurnAppended,
+    Committed, Forked, PagedInput, SessionDiscoverRequest, SessionForkRequest,
+    SessionHistoryRequest, SessionLsRequest, SessionNewRequest, SessionReadRequest,
+    SessionRenderRequest, SessionRendered, SessionResumeRequest, SessionSetRequest,
+    SessionShowRequest, SessionShown, SessionToolcallRequest, SessionTurnRequest, SetDone, SetOp,
+    ToolcallRecorded, TouchedFiles, TurnAppended,
 };
 pub use watch::{WatchAddRequest, WatchIndex, WatchLsRequest, WatchRmRequest, WatchRoots};
 

@@ -136,6 +136,8 @@ methods! {
     "watch.ls" => WatchLs(WatchLsRequest) -> WatchRoots;
     "agent.approve" => AgentApprove(AgentApproveRequest) -> AgentCalled;
     "agent.audit" => AgentAudit(AgentAuditRequest) -> AgentAudit;
+    "agent.push" => AgentPush(AgentPushRequest) -> AgentPushed;
+    "agent.withdraw" => AgentWithdraw(AgentWithdrawRequest) -> AgentPushed;
 }
 
 /// Whether a request may write: every request type says so through this trait.
@@ -202,6 +204,8 @@ may_write!(
     AgentCallRequest,
     AgentEntrypointsRequest,
     AgentApproveRequest,
+    AgentPushRequest,
+    AgentWithdrawRequest,
 );
 
 impl Writes for FsckRequest {

@@ -41,7 +41,8 @@ pub struct SessionNewRequest {
     /// File descriptors (seed 004) for the session's tools: on unless `false`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub descriptors: Option<bool>,
-    /// Descriptor settings other than the defaults (8000, 4000, 8000, user input not paged).
+    /// Descriptor settings other than the store's (`settings.toml`'s `[file_descriptor]`, by
+    /// default 8000, 4000, 8000, user input not paged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub descriptor_settings: Option<DescriptorSettings>,
 }
@@ -63,11 +64,21 @@ impl Apply for SessionNewRequest {
             system_prompt: self.system_prompt,
             descriptors: match self.descriptors {
                 Some(false) => None,
-                _ => {
-                    let settings = self.descriptor_settings.unwrap_or_default();
-                    crate::agent::descriptors::check_settings(&settings)?;
-                    Some(settings)
-                }
+                _ => match self.descriptor_settings {
+                    Some(given) => {
+                        crate::agent::descriptors::check_settings(&given)?;
+                        Some(given)
+                    }
+                    None => {
+                        let stored = settings.file_descriptor.clone();
+                        crate::agent::descriptors::check_settings(&stored).map_err(|e| {
+                            Error::invalid_input(format!(
+                                "{e} ([file_descriptor] in the store's settings.toml; fix it there)"
+                            ))
+                        })?;
+                        Some(stored)
+                    }
+                },
             },
         };
         let session = Session::create(&engine.store, &settings, options)?;
@@ -434,23 +445,50 @@ pub struct TurnAppended {
     pub session_id: String,
     /// The commit.
     pub tx_id: Option<u64>,
+    /// When the turn was a user input the session pages (seed 004's `page_user_input`, longer
+    /// than `max_input_chars`): the descriptor holding it and the message the turn holds instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paged: Option<PagedInput>,
+}
+
+/// A user input kept in a descriptor: the turn holds `message`, the model reads the input with
+/// `read_fd`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PagedInput {
+    /// The descriptor (`fd:N`, source `user_input`).
+    pub fd: String,
+    /// The reference the turn holds and the model is given instead of the input
+    /// (`<fd:N preview="…" type="user_input" size="…">` and how to read it).
+    pub message: String,
 }
 
 impl Apply for SessionTurnRequest {
     type Response = TurnAppended;
 
+    /// A user turn longer than `max_input_chars` becomes a descriptor when the session pages
+    /// user input: the turn holds the reference, the descriptor the input, in the same commit.
+    ///
     /// # Errors
     /// [`Error::InvalidInput`] for an unknown role or a ref that is not an unreferenced tool
     /// call of this session.
     fn apply(self, engine: &Engine) -> Result<TurnAppended> {
         let role: Role = self.role.parse()?;
-        let (turn_count, tx_id) = engine.with_session(&self.id, |session| {
-            session.append_turn(role, self.content, self.toolcall_refs)
+        let ((turn_count, paged), tx_id) = engine.with_session(&self.id, |session| {
+            let paged = match role {
+                Role::User => crate::agent::descriptors::page_user_input(session, &self.content)?,
+                _ => None,
+            };
+            let content = paged
+                .as_ref()
+                .map_or(self.content, |(_, message)| message.clone());
+            let count = session.append_turn(role, content, self.toolcall_refs)?;
+            Ok((count, paged))
         })?;
         Ok(TurnAppended {
             turn_count,
             session_id: self.id,
             tx_id,
+            paged: paged.map(|(fd, message)| PagedInput { fd, message }),
         })
     }
 }

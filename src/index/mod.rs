@@ -23,7 +23,7 @@ pub use disk::{Look, LookRules, Presence, StatChange, look, presence, record};
 pub use read::{Body, Reading, read_stream};
 pub use rules::DenyRules;
 pub use scan::{ScanOptions, ScanProgress, ScanSummary, ScanThreads, Skipped, extra_ignore, scan};
-pub use settings::{ApprovalMode, SETTINGS_FILE, Settings, WritePolicy};
+pub use settings::{ApprovalMode, DescriptorSettings, SETTINGS_FILE, Settings, WritePolicy};
 pub use walk::SkipKind;
 pub use walk::{walk_builder, write_temp_pid};
 

@@ -1,5 +1,5 @@
 //! The store's settings: default mounts, the content limit, extra deny and ignore globs, the
-//! watched roots, kept as
+//! watched roots, the writing tools' permissions and new sessions' descriptor settings, kept as
 //! `settings.toml` in the store directory.
 
 use std::path::Path;
@@ -39,6 +39,64 @@ pub struct Settings {
     /// `[file_access.permissions]`).
     #[serde(default, skip_serializing_if = "FileAccess::is_default")]
     pub file_access: FileAccess,
+    /// The descriptor settings new sessions get (llmproc's `[file_descriptor]` section without
+    /// `enabled`), unless a session's request gives its own.
+    #[serde(
+        default,
+        skip_serializing_if = "DescriptorSettings::is_default",
+        deserialize_with = "with_defaults"
+    )]
+    pub file_descriptor: DescriptorSettings,
+}
+
+/// The descriptor settings of a session (seed 004; llmproc's `[file_descriptor]` section
+/// without `enabled`: a session has descriptors unless it was made without). In `settings.toml`
+/// a field left out takes its default; a request gives all four.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DescriptorSettings {
+    /// Tool output longer than this many characters becomes a descriptor (default 8000).
+    pub max_direct_output_chars: usize,
+    /// The page size of new descriptors, in characters (default 4000).
+    pub default_page_size: usize,
+    /// User input longer than this many characters is paged when `page_user_input` (default 8000).
+    pub max_input_chars: usize,
+    /// Whether a user turn longer than `max_input_chars` becomes a descriptor (default false: a
+    /// runtime opts in).
+    pub page_user_input: bool,
+}
+
+impl Default for DescriptorSettings {
+    fn default() -> Self {
+        DescriptorSettings {
+            max_direct_output_chars: 8000,
+            default_page_size: 4000,
+            max_input_chars: 8000,
+            page_user_input: false,
+        }
+    }
+}
+
+impl DescriptorSettings {
+    fn is_default(&self) -> bool {
+        *self == DescriptorSettings::default()
+    }
+}
+
+/// Reads a table of `settings.toml` over `T`'s defaults: the keys given replace the defaults'
+/// (an unknown key is still refused), so a partial table is enough.
+fn with_defaults<'de, D, T>(deserializer: D) -> std::result::Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Serialize + serde::de::DeserializeOwned,
+{
+    use serde::de::Error as _;
+    let given = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
+    let mut value = serde_json::to_value(T::default()).map_err(D::Error::custom)?;
+    if let Some(fields) = value.as_object_mut() {
+        fields.extend(given);
+    }
+    serde_json::from_value(value).map_err(D::Error::custom)
 }
 
 /// The `[file_access]` table of the settings.
@@ -196,6 +254,7 @@ impl Default for Settings {
             ignore: Vec::new(),
             watch: Vec::new(),
             file_access: FileAccess::default(),
+            file_descriptor: DescriptorSettings::default(),
         }
     }
 }
@@ -353,9 +412,37 @@ mod tests {
                     ..WritePermissions::default()
                 },
             },
+            file_descriptor: DescriptorSettings {
+                page_user_input: true,
+                max_input_chars: 100,
+                ..DescriptorSettings::default()
+            },
         };
         settings.save(dir.path())?;
         assert_eq!(Settings::load(dir.path())?, settings);
+        Ok(())
+    }
+
+    /// A partial `[file_descriptor]` table keeps the other fields' defaults; an unknown key is
+    /// refused with the file named.
+    #[test]
+    fn a_partial_file_descriptor_table_keeps_the_defaults() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let file = dir.path().join(SETTINGS_FILE);
+        std::fs::write(&file, "[file_descriptor]\npage_user_input = true\n")
+            .map_err(|e| Error::io("write", e))?;
+        let loaded = Settings::load(dir.path())?.file_descriptor;
+        assert_eq!(
+            loaded,
+            DescriptorSettings {
+                page_user_input: true,
+                ..DescriptorSettings::default()
+            }
+        );
+        std::fs::write(&file, "[file_descriptor]\npage_input = true\n")
+            .map_err(|e| Error::io("write", e))?;
+        let err = Settings::load(dir.path()).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("page_input"), "{err}");
         Ok(())
     }
 

@@ -11,31 +11,8 @@ use std::collections::BTreeMap;
 
 use super::*;
 
-/// The descriptor settings of a session (llmproc's `[file_descriptor]` section without
-/// `enabled`: a session has descriptors when its configuration has a [`Descriptors`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DescriptorSettings {
-    /// Tool output longer than this many characters becomes a descriptor (default 8000).
-    pub max_direct_output_chars: usize,
-    /// The page size of new descriptors, in characters (default 4000).
-    pub default_page_size: usize,
-    /// User input longer than this many characters is paged when `page_user_input` (default 8000).
-    pub max_input_chars: usize,
-    /// Whether large user input becomes a descriptor (default false: a runtime opts in).
-    pub page_user_input: bool,
-}
-
-impl Default for DescriptorSettings {
-    fn default() -> Self {
-        DescriptorSettings {
-            max_direct_output_chars: 8000,
-            default_page_size: 4000,
-            max_input_chars: 8000,
-            page_user_input: false,
-        }
-    }
-}
+/// The descriptor settings of a session, kept with the store's settings (`[file_descriptor]`).
+pub use crate::index::DescriptorSettings;
 
 /// Where a descriptor's content is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

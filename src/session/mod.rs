@@ -20,6 +20,8 @@
 //! - `chat_text`: the chat's JSON and transcript kept between commits.
 //! - `ids`: the file id table ([`FileIds`]). `descriptors`: the persisted descriptors
 //!   ([`Descriptors`]) and the agent layer's cache.
+//! - `pushed`: the runtime's unsaved copies of files ([`PushedCopy`], seed 002's client copy
+//!   precedence): what reads return and writes are checked against while they stand.
 
 mod activate;
 mod cache;
@@ -29,6 +31,7 @@ mod commit;
 mod descriptors;
 mod files;
 mod ids;
+mod pushed;
 mod render;
 mod resume;
 mod sets;
@@ -45,6 +48,7 @@ use serde_json::{Map, Value};
 pub use cache::{FileState, Meta};
 pub use descriptors::{DescriptorEntry, DescriptorOrigin, DescriptorSettings, Descriptors};
 pub use ids::FileIds;
+pub use pushed::{Pushed, PushedCopy};
 pub use render::{ACTIVE_CONTENT, END_CONTENT, RenderOptions, fresh_nonce};
 pub use resume::{Reconciled, ResumeReport};
 pub use sets::{OrderedSet, Sets};
@@ -123,6 +127,10 @@ pub struct SessionConfig {
     /// every hash of the tool calls themselves.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub callers: Vec<CallerSpan>,
+    /// The unsaved copies a runtime pushed, by agent path (seed 002's Active File List): while
+    /// one stands, reads return it and the agent's writes are checked against it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub pushed: std::collections::BTreeMap<String, PushedCopy>,
 }
 
 /// A run of tool calls made by one caller: from tool call `from` on, until the next span.
@@ -185,6 +193,9 @@ pub struct Session {
     write_policy: crate::index::WritePolicy,
     /// The agent tool whose call is running, for the write policy's decisions.
     writing_tool: Option<String>,
+    /// Who makes the running call (an MCP client's name): a copy it pushed itself is no other
+    /// party's.
+    writing_caller: Option<String>,
     resolver: FilesystemResolver,
     config: SessionConfig,
     /// The type the configuration record is stored with: `session_config`, or `system_prompt`
@@ -292,6 +303,7 @@ impl Session {
             forked_from: None,
             descriptors: options.descriptors.map(Descriptors::new),
             callers: Vec::new(),
+            pushed: Default::default(),
         };
         let mut session = Session::blank(store, settings, sid, resolver, config)?;
         session.system_prompt = options.system_prompt;
@@ -311,6 +323,7 @@ impl Session {
             indexer: Indexer::new(store, settings)?,
             write_policy: crate::index::WritePolicy::new(&settings.file_access.permissions)?,
             writing_tool: None,
+            writing_caller: None,
             resolver,
             config,
             config_type: ObjectType::SessionConfig,
@@ -406,6 +419,7 @@ impl Session {
                 forked_from: None,
                 descriptors: None,
                 callers: Vec::new(),
+                pushed: Default::default(),
             },
         };
         let file_ids = match read(&files_entity(sid))?.and_then(|v| v.object) {
@@ -579,6 +593,17 @@ impl Session {
     /// the write policy denies that tool the file.
     pub fn set_writing_tool(&mut self, tool: Option<&str>) {
         self.writing_tool = tool.map(str::to_string);
+    }
+
+    /// Names who makes the running call (`None` after it, or when unknown): its writes over a
+    /// copy it pushed itself are based on that copy; over anyone else's they are refused.
+    pub fn set_writing_caller(&mut self, caller: Option<&str>) {
+        self.writing_caller = caller.map(str::to_string);
+    }
+
+    /// Who makes the running call, when known.
+    pub fn writing_caller(&self) -> Option<&str> {
+        self.writing_caller.as_deref()
     }
 
     /// The path of `resolved` inside its mount (the agent path without the mount's prefix; the

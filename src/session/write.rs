@@ -47,15 +47,27 @@ pub struct FileWrite {
     pub content: Option<Vec<u8>>,
 }
 
-/// A file of a batch whose hash is not the quoted one: nothing was written.
+/// A file of a batch whose hash is not the quoted one, or that another party's pushed copy
+/// covers: nothing was written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stale {
     /// Which file of the batch (its index).
     pub index: usize,
     /// The agent path.
     pub agent_path: String,
-    /// The file as it is now: `None` when it does not exist.
+    /// The file as it is now (a pushed copy that stands, or the disk's): `None` when it does
+    /// not exist.
     pub current: Option<DiskText>,
+    /// `Some(who)` when another party's pushed copy covers the file (who pushed it; empty when
+    /// unnamed): `current` is that copy.
+    pub pushed_by: Option<String>,
+}
+
+impl Stale {
+    fn at(mut self, agent_path: &str) -> Self {
+        self.agent_path = agent_path.to_string();
+        self
+    }
 }
 
 /// A file's bytes on disk now.
@@ -171,6 +183,9 @@ impl Session {
             )));
         }
         let mut targets = Vec::with_capacity(writes.len());
+        let mut effective = Vec::with_capacity(writes.len());
+        // Copies the caller pushed itself that these writes build on (cleared once written).
+        let mut superseded = Vec::new();
         for (index, write) in writes.iter().enumerate() {
             let target = self.target(&write.agent_path)?;
             if targets.iter().any(|t: &Target| t.real == target.real) {
@@ -179,11 +194,23 @@ impl Session {
                     write.agent_path
                 )));
             }
-            if let Some(stale) = stale(index, write, &target.current, &target.agent_path) {
+            let mut write = write.clone();
+            let disk = target.current.as_ref().map(|c| c.sha256.as_str());
+            if let Some(copy) = self.standing_copy(&target.agent_path, disk) {
+                match based_on_copy(index, &write, &copy, self.writing_caller.as_deref()) {
+                    Err(stale) => return Ok(Err(stale.at(&target.agent_path))),
+                    // The copy is the base: the disk must still be what it was made over.
+                    Ok(()) => write.expected_sha256 = Some(copy.base_sha256.clone()),
+                }
+                superseded.push(target.agent_path.clone());
+            }
+            if let Some(stale) = stale(index, &write, &target.current, &target.agent_path) {
                 return Ok(Err(stale));
             }
             targets.push(target);
+            effective.push(write);
         }
+        let writes = effective.as_slice();
         for target in &targets {
             sweep_leftovers(&target.real);
         }
@@ -237,6 +264,9 @@ impl Session {
         for (write, target) in writes.iter().zip(targets) {
             touched.push(self.record_written(target, write.content.is_none())?);
         }
+        for agent_path in superseded {
+            self.drop_copy(&agent_path);
+        }
         Ok(Ok(touched))
     }
 
@@ -277,6 +307,29 @@ fn text_of(bytes: &[u8]) -> Option<String> {
     std::str::from_utf8(bytes).ok().map(str::to_string)
 }
 
+/// Checks a write over a pushed copy that stands: another party's copy refuses it (seed 001's
+/// `overlapping_edits`); the caller's own must be the base the write quotes.
+fn based_on_copy(
+    index: usize,
+    write: &FileWrite,
+    copy: &PushedCopy,
+    caller: Option<&str>,
+) -> std::result::Result<(), Stale> {
+    let refused = |pushed_by| Stale {
+        index,
+        agent_path: String::new(),
+        current: Some(copy.as_disk_text()),
+        pushed_by,
+    };
+    if !copy.pushed_by(caller) {
+        return Err(refused(Some(copy.by.clone().unwrap_or_default())));
+    }
+    match &write.expected_sha256 {
+        Some(quoted) if quoted.trim().eq_ignore_ascii_case(&copy.sha256) => Ok(()),
+        _ => Err(refused(None)),
+    }
+}
+
 fn stale(
     index: usize,
     write: &FileWrite,
@@ -292,6 +345,7 @@ fn stale(
         index,
         agent_path: agent_path.to_string(),
         current: current.clone(),
+        pushed_by: None,
     })
 }
 

@@ -16,14 +16,14 @@ use std::time::{Duration, SystemTime};
 use jsonschema::Validator;
 use serde_json::{Map, Value, json};
 use strata::engine::{
-    Access, AgentApproveRequest, AgentCallRequest, AgentEntrypointsRequest, AgentToolsRequest,
-    Apply, AsOf, BackupRequest, CatRequest, DiffRequest, Engine, EvictRequest, FsckRequest,
-    GcRequest, HistoryRequest, IndexRequest, LogRequest, LogRunRequest, LsRequest, MountAddRequest,
-    MountLsRequest, MountRmRequest, RPC_SCHEMA_DIR, Request, SessionDiscoverRequest,
-    SessionForkRequest, SessionHistoryRequest, SessionLsRequest, SessionNewRequest,
-    SessionReadRequest, SessionRenderRequest, SessionResumeRequest, SessionSetRequest,
-    SessionShowRequest, SessionToolcallRequest, SessionTurnRequest, SetOp, ShowRequest,
-    StatsRequest, WatchAddRequest, WatchLsRequest, WatchRmRequest, rpc_schemas,
+    Access, AgentApproveRequest, AgentCallRequest, AgentEntrypointsRequest, AgentPushRequest,
+    AgentToolsRequest, AgentWithdrawRequest, Apply, AsOf, BackupRequest, CatRequest, DiffRequest,
+    Engine, EvictRequest, FsckRequest, GcRequest, HistoryRequest, IndexRequest, LogRequest,
+    LogRunRequest, LsRequest, MountAddRequest, MountLsRequest, MountRmRequest, RPC_SCHEMA_DIR,
+    Request, SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest, SessionLsRequest,
+    SessionNewRequest, SessionReadRequest, SessionRenderRequest, SessionResumeRequest,
+    SessionSetRequest, SessionShowRequest, SessionToolcallRequest, SessionTurnRequest, SetOp,
+    ShowRequest, StatsRequest, WatchAddRequest, WatchLsRequest, WatchRmRequest, rpc_schemas,
 };
 use strata::object::ToolStatus;
 use strata::resolve::MountMapping;
@@ -626,6 +626,19 @@ fn a_real_engine_run_is_valid_for_the_schemas() -> TestResult {
         caller: Some("a person".into()),
     })?;
     assert!(!approved.answer.is_error, "{approved:?}");
+    // A runtime's unsaved copy, pushed and withdrawn.
+    let pushed = e.call(AgentPushRequest {
+        session: "s1".into(),
+        filepath: "src/lib.rs".into(),
+        text: Some("pub fn one() -> u32 { 3 }\n".into()),
+        base64: None,
+        caller: Some("editor".into()),
+    })?;
+    assert!(pushed.file.standing, "{pushed:?}");
+    e.call(AgentWithdrawRequest {
+        session: "s1".into(),
+        filepath: "src/lib.rs".into(),
+    })?;
 
     // Evict a file and a session; the log keeps their ops' digests without bodies.
     e.call(EvictRequest {

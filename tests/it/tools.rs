@@ -545,3 +545,210 @@ fn through_a_daemon_two_servers_share_the_store() -> TestResult {
     assert!(!socket.exists(), "the daemon stopped");
     Ok(())
 }
+
+/// The user input the paging tests give: 101 characters, white space first (the preview strips
+/// it), and the reference the turn holds instead at `max_input_chars = 100` (a preview of
+/// `min(150, 100 / 20) = 5` characters).
+fn large_user_input() -> (String, String) {
+    let input = format!("  ab {}", "y".repeat(96));
+    let message = "<fd:1 preview=\"ab...\" type=\"user_input\" size=\"101\">\nThis large user input \
+                   has been stored in file descriptor fd:1. Use read_fd(fd=\"fd:1\") to access \
+                   the content.";
+    (input, message.to_string())
+}
+
+/// The body of a `<fd_content>` answer.
+fn fd_body(text: &str) -> Fallible<&str> {
+    let body = text.split_once(">\n").ok_or("no fd_content body")?.1;
+    Ok(body
+        .rsplit_once("\n</fd_content>")
+        .ok_or("no fd_content end")?
+        .0)
+}
+
+/// Seed 004's user-input paging through the engine: only a user turn longer than
+/// `max_input_chars` (settings.toml's `[file_descriptor]`) becomes a descriptor, exactly
+/// `max_input_chars` stays whole, the turn holds the original's reference (without upstream's
+/// `<fd:fd:1`), the descriptor (source `user_input`) reads back whole after a reopen and in a
+/// fork; off by default, off with `descriptors: false`; a setting of 0 refuses the session.
+#[test]
+fn large_user_input_is_paged_when_configured_and_survives_reopen_and_fork() -> TestResult {
+    use strata::engine::{
+        Access, AgentCallRequest, AgentToolsRequest, Engine, SessionForkRequest, SessionLsRequest,
+        SessionNewRequest, SessionShowRequest, SessionTurnRequest,
+    };
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path().join("store");
+    let engine = Engine::open(&dir, Access::Create)?;
+    let turn = |engine: &Engine, sid: &str, role: &str, content: &str| {
+        engine.call(SessionTurnRequest {
+            id: sid.into(),
+            role: role.into(),
+            content: content.into(),
+            toolcall_refs: Vec::new(),
+        })
+    };
+    let read_all = |engine: &Engine, sid: &str, fd: &str| -> Fallible<String> {
+        let answer = engine
+            .call(AgentCallRequest {
+                session: sid.into(),
+                tool: "read_fd".into(),
+                args: json!({"fd": fd, "read_all": true})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+                caller: None,
+            })?
+            .answer;
+        if answer.is_error {
+            return Err(answer.text.into());
+        }
+        Ok(fd_body(&answer.text)?.to_string())
+    };
+    let (input, message) = large_user_input();
+    // Off by default: the input stays in the turn whole.
+    engine.call(SessionNewRequest {
+        id: Some("plain".into()),
+        ..SessionNewRequest::default()
+    })?;
+    assert_eq!(
+        turn(&engine, "plain", "user", &input.repeat(100))?.paged,
+        None
+    );
+    // Configured in settings.toml, which the engine follows without a restart.
+    fs::write(
+        dir.join("settings.toml"),
+        "[file_descriptor]\npage_user_input = true\nmax_input_chars = 100\n",
+    )?;
+    engine.call(SessionNewRequest {
+        id: Some("s1".into()),
+        ..SessionNewRequest::default()
+    })?;
+    let at_limit = format!("  ab {}", "y".repeat(95));
+    let whole = turn(&engine, "s1", "user", &at_limit)?;
+    assert_eq!(whole.paged, None, "exactly max_input_chars is not paged");
+    let long_answer = "z".repeat(500);
+    assert_eq!(turn(&engine, "s1", "assistant", &long_answer)?.paged, None);
+    let paged = turn(&engine, "s1", "user", &input)?;
+    let paged_input = paged.paged.ok_or("the 101-character input is not paged")?;
+    assert_eq!(paged_input.fd, "fd:1");
+    assert_eq!(paged_input.message, message);
+    assert_eq!(read_all(&engine, "s1", "fd:1")?, input);
+    let shown = engine.call(SessionShowRequest {
+        id: "s1".into(),
+        as_of_tx: None,
+    })?;
+    let contents: Vec<&str> = shown.turns.iter().map(|t| t.content.as_str()).collect();
+    assert_eq!(contents, [&at_limit, &long_answer, &message]);
+    let table = &shown
+        .config
+        .descriptors
+        .as_ref()
+        .ok_or("descriptors")?
+        .table;
+    assert_eq!(table["fd:1"].source, "user_input");
+    let tools = engine.call(AgentToolsRequest {
+        session: "s1".into(),
+    })?;
+    let instructions = tools.instructions.ok_or("no instructions")?;
+    assert!(
+        instructions.contains("<fd_user_input_instructions>"),
+        "{instructions}"
+    );
+    // A session made without descriptors pages nothing.
+    engine.call(SessionNewRequest {
+        id: Some("none".into()),
+        descriptors: Some(false),
+        ..SessionNewRequest::default()
+    })?;
+    assert_eq!(turn(&engine, "none", "user", &input)?.paged, None);
+    drop(engine);
+    // Reopened: the descriptor reads back; a fork reads it and numbers its own from fd:2.
+    let engine = Engine::open(&dir, Access::ReadWrite)?;
+    assert_eq!(read_all(&engine, "s1", "fd:1")?, input);
+    engine.call(SessionForkRequest {
+        id: "s1".into(),
+        as_of_tx: None,
+        new_id: Some("child".into()),
+    })?;
+    assert_eq!(read_all(&engine, "child", "fd:1")?, input);
+    let second = turn(&engine, "child", "user", &format!("{input}!"))?;
+    assert_eq!(second.paged.map(|p| p.fd).as_deref(), Some("fd:2"));
+    // A setting of 0 is refused, naming it and the file, and no session is made.
+    fs::write(
+        dir.join("settings.toml"),
+        "[file_descriptor]\nmax_input_chars = 0\n",
+    )?;
+    let before = engine.call(SessionLsRequest {})?;
+    let refused = engine.call(SessionNewRequest {
+        id: Some("zero".into()),
+        ..SessionNewRequest::default()
+    });
+    let text = refused
+        .err()
+        .ok_or("a zero setting was accepted")?
+        .to_string();
+    assert!(
+        text.contains("max_input_chars") && text.contains("settings.toml"),
+        "{text}"
+    );
+    assert_eq!(engine.call(SessionLsRequest {})?, before);
+    Ok(())
+}
+
+/// The same through the real processes: `strata session turn` pages a large user input of an
+/// MCP session (settings.toml configures it), `strata mcp` reads it with `read_fd` after a
+/// restart and in a fork made by `strata session fork`.
+#[test]
+fn a_user_turn_paged_by_the_cli_is_read_over_mcp_in_the_session_and_its_fork() -> TestResult {
+    let project = Project::new()?;
+    let mut first = project.server(&["--no-daemon"])?;
+    let session = session_of(&first.handshake()?)?;
+    first.finish()?;
+    fs::write(
+        project.store.join("settings.toml"),
+        "[file_descriptor]\npage_user_input = true\nmax_input_chars = 100\n",
+    )?;
+    // The session was made before the setting: its own settings stay (off).
+    let (input, message) = large_user_input();
+    let user_turn = |sid: &str| {
+        project.cli(&[
+            "session",
+            "turn",
+            sid,
+            "--role",
+            "user",
+            "--content",
+            &input,
+            "--json",
+        ])
+    };
+    let before = user_turn(&session)?;
+    assert_eq!(before.get("paged"), None, "{before}");
+    let mut second = project.server(&["--no-daemon"])?;
+    let paging = session_of(&second.handshake()?)?;
+    second.finish()?;
+    let turned = user_turn(&paging)?;
+    assert_eq!(turned["paged"], json!({"fd": "fd:1", "message": message}));
+    let mut again = project.server(&["--no-daemon", "--session", &paging])?;
+    let init = again.handshake()?;
+    assert!(
+        init["instructions"]
+            .as_str()
+            .unwrap_or("")
+            .contains("<fd_user_input_instructions>"),
+        "{init}"
+    );
+    let read_all = |server: &mut Server| -> Fallible<String> {
+        let all = ok(server, "read_fd", json!({"fd": "fd:1", "read_all": true}))?;
+        Ok(fd_body(&all)?.to_string())
+    };
+    assert_eq!(read_all(&mut again)?, input);
+    again.finish()?;
+    let forked = project.cli(&["session", "fork", &paging, "--json"])?;
+    let child = forked["session_id"].as_str().ok_or("child id")?;
+    let mut fork = project.server(&["--no-daemon", "--session", child])?;
+    fork.handshake()?;
+    assert_eq!(read_all(&mut fork)?, input);
+    fork.finish()
+}

@@ -49,6 +49,17 @@ fn versions(server: &mut Server, filepath: &str) -> Fallible<usize> {
     Ok(history["versions"].as_array().map_or(0, Vec::len))
 }
 
+/// `strata mcp` over `project` through the store's daemon (started on demand): the store's
+/// path, the server, its session.
+fn agent_through_a_daemon(project: &Project) -> Fallible<(String, Server, String)> {
+    let store = project.store.to_str().ok_or("path")?.to_string();
+    let mount = project.mount()?;
+    let env = [("STRATA_IDLE_TIMEOUT", "20")];
+    let mut agent = Server::start(&["--store", &store, "--mount", &mount], &env, &project.tree)?;
+    let session = session_of(&agent.handshake()?)?;
+    Ok((store, agent, session))
+}
+
 /// A refusal that must leave `rel` as it was on disk and in the store: its answer.
 fn refused(
     server: &mut Server,
@@ -580,11 +591,7 @@ fn a_person_approves_deletions_and_renames_once_before_the_token_expires() -> Te
 #[test]
 fn strata_session_approve_runs_a_held_deletion_once() -> TestResult {
     let project = Project::new()?;
-    let store = project.store.to_str().ok_or("path")?.to_string();
-    let mount = project.mount()?;
-    let env = [("STRATA_IDLE_TIMEOUT", "20")];
-    let mut agent = Server::start(&["--store", &store, "--mount", &mount], &env, &project.tree)?;
-    let session = session_of(&agent.handshake()?)?;
+    let (store, mut agent, session) = agent_through_a_daemon(&project)?;
     let sha = read_sha(&mut agent, "notes.txt")?;
     let (held, _) = write(
         &mut agent,
@@ -930,4 +937,363 @@ fn the_settings_decide_which_writes_run_wait_for_a_person_or_are_refused() -> Te
 /// SHA-256 of `bytes` in hex.
 fn sha256_hex(bytes: &[u8]) -> String {
     strata::hash::sha256(bytes).to_hex()
+}
+
+/// The copy the client-precedence tests push over notes.txt ("one\ntwo\nthree\n").
+const UNSAVED: &str = "one\nTWO\nthree\n";
+
+/// `strata --store STORE ARGS` (through the daemon), with `stdin`.
+fn strata_cli(store: &str, args: &[&str], stdin: &[u8]) -> Fallible<std::process::Output> {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    child.stdin.take().ok_or("stdin")?.write_all(stdin)?;
+    Ok(child.wait_with_output()?)
+}
+
+/// Seed 002's client copy precedence through the real processes: a copy pushed with `strata
+/// session push` (through the daemon) is what `strata mcp`'s reads return; the agent's writes
+/// over another party's copy get `overlapping_edits` (the copy's hash, a diff from what the agent
+/// saw) and change nothing; once the user saves it, it goes and writes run; a copy pushed under
+/// the agent's own caller name is the base its write builds on; withdrawing gives the disk back;
+/// bad pushes and withdrawals are clear errors that change nothing.
+#[test]
+fn a_pushed_copy_is_read_and_blocks_other_writes_until_saved_or_withdrawn() -> TestResult {
+    let project = Project::new()?;
+    let (store, mut agent, session) = agent_through_a_daemon(&project)?;
+    let disk_sha = read_sha(&mut agent, "notes.txt")?;
+    let copy_sha = sha256_hex(UNSAVED.as_bytes());
+    let push = |caller: &str, stdin: &[u8], path: &str| {
+        strata_cli(
+            &store,
+            &[
+                "session",
+                "push",
+                &session,
+                path,
+                "--content",
+                "-",
+                "--caller",
+                caller,
+                "--json",
+            ],
+            stdin,
+        )
+    };
+    let pushed = push("editor", UNSAVED.as_bytes(), "notes.txt")?;
+    assert!(
+        pushed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pushed.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&pushed.stdout)?;
+    assert_eq!(answer["sha256"], json!(copy_sha), "{answer}");
+    assert_eq!(answer["standing"], json!(true));
+    // Reads return the copy, with its hash.
+    let read = ok(&mut agent, "read_file", json!({"filepath": "notes.txt"}))?;
+    let (head, body) = header(&read)?;
+    assert_eq!(
+        (head["sha256"].as_str(), body),
+        (Some(copy_sha.as_str()), UNSAVED)
+    );
+    // Writes over another party's copy: overlapping_edits, with or without the copy's hash.
+    let line_patch = |sha: &str, from: &str, to: &str| {
+        json!({"files": [{"docPath": "notes.txt", "originalSha256": sha, "changes": [
+            {"operation": "replace", "startLine": 1, "endLine": 1,
+             "expectedOriginalLines": [from], "newLines": [to]}]}]})
+    };
+    let over = refused(
+        &mut agent,
+        &project,
+        "notes.txt",
+        "apply_patch",
+        line_patch(&copy_sha, "one", "ONE"),
+    )?;
+    assert_eq!(over["errorCode"], "CONFLICT", "{over}");
+    assert_eq!(over["conflict"]["kind"], "overlapping_edits", "{over}");
+    assert_eq!(over["conflict"]["current_sha256"], json!(copy_sha));
+    assert!(
+        over["errorMessage"]
+            .as_str()
+            .unwrap_or("")
+            .contains("editor"),
+        "{over}"
+    );
+    let stale_view = refused(
+        &mut agent,
+        &project,
+        "notes.txt",
+        "write_file",
+        json!({"filepath": "notes.txt", "content": "x\n", "expected_sha256": disk_sha}),
+    )?;
+    assert_eq!(stale_view["conflict"]["kind"], "overlapping_edits");
+    let diff = stale_view["conflict"]["diff"].as_str().unwrap_or("");
+    assert!(
+        diff.contains("-two\n") && diff.contains("+TWO\n"),
+        "{stale_view}"
+    );
+    // Bad input: each a clear error, nothing changed (no commit, the copy as it was).
+    let commits = || -> Fallible<usize> {
+        let history = strata_cli(&store, &["session", "history", &session, "--json"], b"")?;
+        let history: Value = serde_json::from_slice(&history.stdout)?;
+        Ok(history["commits"].as_array().map_or(0, Vec::len))
+    };
+    let before = commits()?;
+    for (stdin, path, expected) in [
+        (&b"x\n"[..], "/elsewhere/notes.txt", "outside"),
+        (&b"\xff\xfe not text"[..], "notes.txt", "not UTF-8"),
+        (&b"TOKEN=other\n"[..], ".env", "deny"),
+    ] {
+        let out = push("editor", stdin, path)?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "pushing {path} is refused");
+        assert!(stderr.contains(expected), "{path}: {stderr}");
+        assert_eq!(commits()?, before, "pushing {path} committed nothing");
+    }
+    let read = ok(&mut agent, "read_file", json!({"filepath": "notes.txt"}))?;
+    assert_eq!(header(&read)?.1, UNSAVED, "the copy stands as it was");
+    // The user saves the copy: it goes, and the agent writes again.
+    fs::write(project.tree.join("notes.txt"), UNSAVED)?;
+    assert_eq!(read_sha(&mut agent, "notes.txt")?, copy_sha);
+    let shown = strata_cli(&store, &["session", "show", &session, "--json"], b"")?;
+    let shown: Value = serde_json::from_slice(&shown.stdout)?;
+    assert_eq!(shown["config"].get("pushed"), None, "{shown}");
+    written(
+        &mut agent,
+        "apply_patch",
+        line_patch(&copy_sha, "one", "ONE"),
+    )?;
+    assert_eq!(
+        fs::read_to_string(project.tree.join("notes.txt"))?,
+        "ONE\nTWO\nthree\n"
+    );
+    // A copy pushed under the agent's own caller name is the base its write builds on; the
+    // write supersedes it.
+    let saved_sha = read_sha(&mut agent, "notes.txt")?;
+    let own = "ONE\nTWO\nthree\nfour\n";
+    assert!(
+        push("strata-e2e", own.as_bytes(), "notes.txt")?
+            .status
+            .success()
+    );
+    let own_sha = sha256_hex(own.as_bytes());
+    assert_eq!(read_sha(&mut agent, "notes.txt")?, own_sha);
+    let stale = refused(
+        &mut agent,
+        &project,
+        "notes.txt",
+        "apply_patch",
+        line_patch(&saved_sha, "ONE", "1"),
+    )?;
+    assert_eq!(stale["conflict"]["kind"], "stale_buffer", "{stale}");
+    assert_eq!(stale["conflict"]["current_sha256"], json!(own_sha));
+    written(&mut agent, "apply_patch", line_patch(&own_sha, "ONE", "1"))?;
+    assert_eq!(
+        fs::read_to_string(project.tree.join("notes.txt"))?,
+        "1\nTWO\nthree\nfour\n"
+    );
+    // Withdrawn: the disk again; withdrawing what no copy stands for is refused.
+    assert!(push("editor", b"draft\n", "notes.txt")?.status.success());
+    assert_eq!(read_sha(&mut agent, "notes.txt")?, sha256_hex(b"draft\n"));
+    let withdraw = || strata_cli(&store, &["session", "withdraw", &session, "notes.txt"], b"");
+    let out = withdraw()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        read_sha(&mut agent, "notes.txt")?,
+        project.sha256("notes.txt")?
+    );
+    let before = commits()?;
+    let again = withdraw()?;
+    assert!(!again.status.success());
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr.contains("pushed copy"), "{stderr}");
+    assert_eq!(commits()?, before);
+    agent.finish()?;
+    strata_cli(&store, &["stop"], b"")?;
+    Ok(())
+}
+
+/// Client copy precedence through the engine's requests: the copy is kept with the session (a
+/// reopened engine and a fork read it), a copy equal to the disk does not stand, an unnamed
+/// pusher is always another party, and every bad request (neither or both of text and base64,
+/// bad base64, non-UTF-8 bytes, a read-only mount, a path outside the mounts, an unknown session,
+/// withdrawing what stands for nothing) is a typed error that commits nothing.
+#[test]
+fn pushed_copies_through_the_engine_persist_pass_to_forks_and_refuse_bad_input() -> TestResult {
+    use strata::engine::{
+        Access, AgentCallRequest, AgentPushRequest, AgentWithdrawRequest, Engine,
+        SessionForkRequest, SessionHistoryRequest, SessionNewRequest, SessionShowRequest,
+    };
+    use strata::resolve::MountMapping;
+    let project = Project::new()?;
+    let tree = project.tree.to_str().ok_or("path")?;
+    let ro = project.tree.join("src");
+    let engine = Engine::open(&project.store, Access::Create)?;
+    engine.call(SessionNewRequest {
+        id: Some("s1".into()),
+        mounts: vec![
+            MountMapping::new("/work", tree),
+            MountMapping::new("/ro", ro.to_str().ok_or("path")?).as_read_only(),
+        ],
+        ..SessionNewRequest::default()
+    })?;
+    let push = |engine: &Engine, filepath: &str, text: Option<&str>, base64: Option<&str>| {
+        engine.call(AgentPushRequest {
+            session: "s1".into(),
+            filepath: filepath.into(),
+            text: text.map(str::to_string),
+            base64: base64.map(str::to_string),
+            caller: None,
+        })
+    };
+    let call = |engine: &Engine, sid: &str, tool: &str, args: Value| -> Fallible<(Value, String)> {
+        let answer = engine
+            .call(AgentCallRequest {
+                session: sid.into(),
+                tool: tool.into(),
+                args: args.as_object().cloned().unwrap_or_default(),
+                caller: Some("agent".into()),
+            })?
+            .answer;
+        let (head, body) = header(&answer.text).unwrap_or((Value::Null, ""));
+        let head = if head.is_null() {
+            serde_json::from_str(&answer.text)?
+        } else {
+            head
+        };
+        Ok((head, body.to_string()))
+    };
+    let commits = |engine: &Engine| -> Fallible<usize> {
+        Ok(engine
+            .call(SessionHistoryRequest { id: "s1".into() })?
+            .commits
+            .len())
+    };
+    // The same bytes as the disk: nothing unsaved, nothing stands.
+    let same = push(&engine, "notes.txt", Some("one\ntwo\nthree\n"), None)?;
+    assert!(!same.file.standing);
+    let kept = push(&engine, "notes.txt", None, Some("b25lCnR3bwo="))?; // "one\ntwo\n"
+    assert!(kept.file.standing);
+    assert_eq!(kept.file.sha256, sha256_hex(b"one\ntwo\n"));
+    assert_eq!(kept.file.path, "/work/notes.txt");
+    // Bad requests: typed errors, no commit.
+    let before = commits(&engine)?;
+    let bad = [
+        push(&engine, "notes.txt", None, None).err(),
+        push(&engine, "notes.txt", Some("a"), Some("YQ==")).err(),
+        push(&engine, "notes.txt", None, Some("not base64!")).err(),
+        push(&engine, "notes.txt", None, Some("//79")).err(), // ff fe fd
+        push(&engine, "/ro/main.rs", Some("x"), None).err(),
+        push(&engine, "/nowhere/a.txt", Some("x"), None).err(),
+        push(&engine, "missing.txt", Some("x"), None).err(),
+        engine
+            .call(AgentWithdrawRequest {
+                session: "s1".into(),
+                filepath: "README.md".into(),
+            })
+            .err(),
+    ];
+    let kinds: Vec<String> = bad
+        .iter()
+        .map(|e| match e {
+            Some(strata::Error::InvalidInput { .. }) => "input".to_string(),
+            Some(strata::Error::InvalidPath { .. }) => "path".to_string(),
+            Some(strata::Error::NotFound { .. }) => "not_found".to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "input",
+            "input",
+            "input",
+            "input",
+            "path",
+            "path",
+            "path",
+            "not_found"
+        ],
+        "{bad:?}"
+    );
+    assert!(
+        bad[3]
+            .as_ref()
+            .is_some_and(|e| e.to_string().contains("not UTF-8")),
+        "{bad:?}"
+    );
+    assert_eq!(commits(&engine)?, before, "no bad request committed");
+    let (head, body) = call(
+        &engine,
+        "s1",
+        "read_lines",
+        json!({"filepath": "notes.txt", "start": 1, "end": 3}),
+    )?;
+    assert_eq!(
+        (head["sha256"].as_str(), body.as_str()),
+        (Some(kept.file.sha256.as_str()), "one\ntwo\n")
+    );
+    // Unnamed pusher: another party's copy whoever writes.
+    let (refused_write, _) = call(
+        &engine,
+        "s1",
+        "write_file",
+        json!({"filepath": "notes.txt", "content": "z\n", "expected_sha256": kept.file.sha256}),
+    )?;
+    assert_eq!(
+        refused_write["conflict"]["kind"], "overlapping_edits",
+        "{refused_write}"
+    );
+    assert_eq!(
+        fs::read_to_string(project.tree.join("notes.txt"))?,
+        "one\ntwo\nthree\n"
+    );
+    drop(engine);
+    // Reopened, and in a fork: the copy still stands.
+    let engine = Engine::open(&project.store, Access::ReadWrite)?;
+    let shown = engine.call(SessionShowRequest {
+        id: "s1".into(),
+        as_of_tx: None,
+    })?;
+    assert_eq!(shown.config.pushed.len(), 1);
+    engine.call(SessionForkRequest {
+        id: "s1".into(),
+        as_of_tx: None,
+        new_id: Some("child".into()),
+    })?;
+    for sid in ["s1", "child"] {
+        let (_, body) = call(&engine, sid, "read_file", json!({"filepath": "notes.txt"}))?;
+        assert_eq!(body, "one\ntwo\n", "{sid}");
+    }
+    let withdrawn = engine.call(AgentWithdrawRequest {
+        session: "s1".into(),
+        filepath: "README.md".into(),
+    });
+    // No copy stands for README.md.
+    assert!(matches!(withdrawn, Err(strata::Error::NotFound { .. })));
+    let withdrawn = engine.call(AgentWithdrawRequest {
+        session: "s1".into(),
+        filepath: "/work/notes.txt".into(),
+    })?;
+    assert_eq!(withdrawn.file.sha256, kept.file.sha256);
+    let (_, body) = call(&engine, "s1", "read_file", json!({"filepath": "notes.txt"}))?;
+    assert_eq!(body, "one\ntwo\nthree\n");
+    let (_, body) = call(
+        &engine,
+        "child",
+        "read_file",
+        json!({"filepath": "notes.txt"}),
+    )?;
+    assert_eq!(body, "one\ntwo\n", "the fork's copy is its own");
+    Ok(())
 }
