@@ -43,8 +43,8 @@ impl Default for ScanOptions {
         ScanOptions {
             threads: 0,
             batch_files: 4096,
-            batch_bytes: 16 * 1024 * 1024,
-            budget_bytes: 64 * 1024 * 1024,
+            batch_bytes: 8 * 1024 * 1024,
+            budget_bytes: 32 * 1024 * 1024,
             skip_dirs: Vec::new(),
             ignore: Vec::new(),
         }
