@@ -8,7 +8,7 @@
 //! directory.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,8 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{Value, json};
 use strata::engine::{Access, Engine, FsckRequest, LogRequest};
 use strata::server::client::Client;
+
+use crate::support::{RawClient, RawError};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 type TestResult = Res<()>;
@@ -211,56 +213,12 @@ impl Drop for Daemon {
     }
 }
 
-/// A client on the raw socket: lines out, lines in (every read times out rather than hang).
-struct Raw {
-    writer: UnixStream,
-    reader: BufReader<UnixStream>,
-    next_id: u64,
-}
+/// A client on the daemon's raw socket (reads time out after 20 s).
+struct Raw;
 
 impl Raw {
-    fn connect(socket: &Path) -> Res<Raw> {
-        let stream = UnixStream::connect(socket)?;
-        stream.set_read_timeout(Some(Duration::from_secs(20)))?;
-        Ok(Raw {
-            reader: BufReader::new(stream.try_clone()?),
-            writer: stream,
-            next_id: 1,
-        })
-    }
-
-    fn send(&mut self, line: &str) -> Res<()> {
-        self.writer.write_all(line.as_bytes())?;
-        self.writer.write_all(b"\n")?;
-        Ok(())
-    }
-
-    fn recv(&mut self) -> Res<Value> {
-        let mut line = String::new();
-        if self.reader.read_line(&mut line)? == 0 {
-            return Err("the daemon closed the connection".into());
-        }
-        Ok(serde_json::from_str(&line)?)
-    }
-
-    /// Sends a request and returns the whole response message.
-    fn call(&mut self, method: &str, params: Value) -> Res<Value> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.send(&request.to_string())?;
-        let response = self.recv()?;
-        assert_eq!(response["id"], json!(id), "{response}");
-        Ok(response)
-    }
-
-    /// A request that must succeed: its result.
-    fn result(&mut self, method: &str, params: Value) -> Res<Value> {
-        let response = self.call(method, params)?;
-        match response.get("result") {
-            Some(result) => Ok(result.clone()),
-            None => Err(format!("{method} failed: {response}").into()),
-        }
+    fn connect(socket: &Path) -> Result<RawClient, RawError> {
+        RawClient::connect(socket, Duration::from_secs(20))
     }
 }
 

@@ -67,3 +67,114 @@ pub fn env_count(var: &str, default: u32) -> TestResult<u32> {
         Err(e) => Err(format!("{var}: {e}").into()),
     }
 }
+
+/// What a [`RawClient`] call failed with: its own text, so that it converts into a
+/// [`TestResult`] failure and into a boxed error alike.
+#[derive(Debug)]
+pub struct RawError(pub String);
+
+impl Display for RawError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RawError {}
+
+impl RawError {
+    fn of(e: impl Display) -> Self {
+        RawError(e.to_string())
+    }
+}
+
+/// A JSON-RPC client on the daemon's raw socket, one message per line (every read times out
+/// rather than hang). Notifications that arrive while a call waits for its answer are kept for
+/// [`RawClient::recv`].
+pub struct RawClient {
+    writer: std::os::unix::net::UnixStream,
+    reader: std::io::BufReader<std::os::unix::net::UnixStream>,
+    next_id: u64,
+    notifications: std::collections::VecDeque<serde_json::Value>,
+}
+
+impl RawClient {
+    /// Connects to the socket at `socket`; each read waits at most `timeout`.
+    pub fn connect(
+        socket: &std::path::Path,
+        timeout: std::time::Duration,
+    ) -> Result<RawClient, RawError> {
+        let stream = std::os::unix::net::UnixStream::connect(socket).map_err(RawError::of)?;
+        stream
+            .set_read_timeout(Some(timeout))
+            .map_err(RawError::of)?;
+        Ok(RawClient {
+            reader: std::io::BufReader::new(stream.try_clone().map_err(RawError::of)?),
+            writer: stream,
+            next_id: 1,
+            notifications: std::collections::VecDeque::new(),
+        })
+    }
+
+    /// Sends `line` and its newline as they are.
+    pub fn send(&mut self, line: &str) -> Result<(), RawError> {
+        use std::io::Write;
+        self.writer
+            .write_all(format!("{line}\n").as_bytes())
+            .map_err(RawError::of)
+    }
+
+    /// The next message: a kept notification first, else the next line from the daemon.
+    pub fn recv(&mut self) -> Result<serde_json::Value, RawError> {
+        if let Some(message) = self.notifications.pop_front() {
+            return Ok(message);
+        }
+        self.read_message()
+    }
+
+    fn read_message(&mut self) -> Result<serde_json::Value, RawError> {
+        use std::io::BufRead;
+        let mut line = String::new();
+        if self.reader.read_line(&mut line).map_err(RawError::of)? == 0 {
+            return Err(RawError("the daemon closed the connection".into()));
+        }
+        serde_json::from_str(&line).map_err(RawError::of)
+    }
+
+    /// Sends a request and returns the whole response message (an error response included).
+    pub fn call(
+        &mut self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<serde_json::Value, RawError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send(&request.to_string())?;
+        loop {
+            let message = self.read_message()?;
+            match message.get("id") {
+                None => self.notifications.push_back(message),
+                Some(got) if *got == serde_json::json!(id) => return Ok(message),
+                Some(_) => {
+                    return Err(RawError(format!(
+                        "the answer to request {id} ({method}) came with another id: {message}"
+                    )));
+                }
+            }
+        }
+    }
+
+    /// A request that must succeed: its result.
+    pub fn result(
+        &mut self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<serde_json::Value, RawError> {
+        let response = self.call(method, params)?;
+        match response.get("result") {
+            Some(result) => Ok(result.clone()),
+            None => Err(RawError(format!("{method} failed: {response}"))),
+        }
+    }
+}

@@ -7,8 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::support::{TestResult, env_count};
+use super::support::{RawClient, RawError, TestResult, env_count};
 
 const STRATA: &str = env!("CARGO_BIN_EXE_strata");
 
@@ -122,7 +120,7 @@ impl Fixture {
     /// One request on a new connection: its result.
     fn rpc(&self, method: &str, params: Value) -> TestResult<Value> {
         let mut raw = Raw::connect(&self.store.join("strata.sock"))?;
-        raw.result(method, params)
+        Ok(raw.result(method, params)?)
     }
 
     /// What the store holds as current under the tree: path → file hash (hex).
@@ -241,48 +239,12 @@ fn eventually(timeout: Duration, mut check: impl FnMut() -> TestResult<bool>) ->
     }
 }
 
-/// A client on the raw socket.
-struct Raw {
-    writer: UnixStream,
-    reader: BufReader<UnixStream>,
-    next_id: u64,
-}
+/// A client on the daemon's raw socket (reads time out after 30 s).
+struct Raw;
 
 impl Raw {
-    fn connect(socket: &Path) -> TestResult<Raw> {
-        let stream = UnixStream::connect(socket)?;
-        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-        Ok(Raw {
-            reader: BufReader::new(stream.try_clone()?),
-            writer: stream,
-            next_id: 1,
-        })
-    }
-
-    fn recv(&mut self) -> TestResult<Value> {
-        let mut line = String::new();
-        if self.reader.read_line(&mut line)? == 0 {
-            return Err("the daemon closed the connection".into());
-        }
-        Ok(serde_json::from_str(&line)?)
-    }
-
-    /// A request that must succeed: its result (notifications before it are skipped).
-    fn result(&mut self, method: &str, params: Value) -> TestResult<Value> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.writer.write_all(format!("{request}\n").as_bytes())?;
-        loop {
-            let message = self.recv()?;
-            if message["id"] != json!(id) {
-                continue;
-            }
-            return match message.get("result") {
-                Some(result) => Ok(result.clone()),
-                None => Err(format!("{method} failed: {message}").into()),
-            };
-        }
+    fn connect(socket: &Path) -> Result<RawClient, RawError> {
+        RawClient::connect(socket, Duration::from_secs(30))
     }
 }
 
