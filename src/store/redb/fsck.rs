@@ -940,7 +940,7 @@ impl RedbStore {
         if let Some(dir) = &self.dir {
             // Writers wait while the file is read (a read-write handle holds a write
             // transaction, never committed): the pages checked are the committed ones.
-            let pause = match self.handle.is_read_only() {
+            let pause = match self.read_only {
                 true => None,
                 false => guard::guarded(&flag, "pausing writers", || self.begin_write()).ok(),
             };

@@ -2,8 +2,9 @@
 //! cursor, a slice out of range, an unwrap on UTF-8); no such panic may reach a user. Every call
 //! into redb from the [`Backend`] impl runs under [`guarded`], which turns a panic into
 //! [`Error::Corrupt`] naming what was being done, and marks the handle damaged: its writes are
-//! refused from then on (reads still answer what they can), until the store is reopened after
-//! `strata fsck`.
+//! refused from then on (reads still answer what they can), until `strata fsck --repair`. The
+//! store then reopens its handle ([`super::RedbStore`]'s `reopen`), once no transaction of the
+//! old one runs.
 //!
 //! The panic's message would still be printed by the process's panic hook; [`quiet_panics`]
 //! installs a hook that stays silent for panics inside a guard (their message becomes part of
@@ -19,6 +20,14 @@ use crate::error::{Error, Result};
 thread_local! {
     /// Whether this thread is inside a guard (its panics are reported as errors).
     static GUARDED: Cell<u32> = const { Cell::new(0) };
+    /// How many panics guards caught on this thread.
+    static CAUGHT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many panics the guards of this thread caught so far: a caller compares the count before
+/// and after a guarded call to know whether it panicked.
+pub(crate) fn panics_caught() -> u64 {
+    CAUGHT.with(Cell::get)
 }
 
 /// Installs (once per process) a panic hook that prints nothing for a panic inside a storage
@@ -59,6 +68,7 @@ pub(crate) fn guarded<T>(
     match outcome {
         Ok(result) => result,
         Err(payload) => {
+            CAUGHT.with(|count| count.set(count.get() + 1));
             damaged.store(true, Ordering::SeqCst);
             Err(Error::corrupt(format!(
                 "the store file is damaged: the storage engine failed while {what} ({}); run \

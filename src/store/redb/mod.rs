@@ -89,7 +89,10 @@ impl<T, E: std::error::Error + Send + Sync + 'static> StorageResult<T>
 
 /// A bitemporal object store on one redb database, held by one process at a time.
 pub(crate) struct RedbStore {
-    handle: Handle,
+    /// The redb handle; replaced by a fresh one after a panic inside redb ([`RedbStore::reopen`]).
+    handle: std::sync::RwLock<Handle>,
+    /// Whether the handle only reads (opened by [`RedbStore::open_read_only`]).
+    read_only: bool,
     dir: Option<PathBuf>,
     /// (length, bytes allocated on disk) of `store.redb` when this handle opened it (see `Drop`).
     opened: (u64, u64),
@@ -100,6 +103,12 @@ pub(crate) struct RedbStore {
     damaged: std::sync::atomic::AtomicBool,
     /// Why the store is damaged, for the refusal (the damage marker's first line).
     damage_reason: std::sync::Mutex<Option<String>>,
+    /// Set by a panic inside redb: the next guarded call first reopens the handle.
+    reopen_pending: std::sync::atomic::AtomicBool,
+    /// How many times the handle was reopened after a panic.
+    reopens: std::sync::atomic::AtomicU64,
+    /// Transactions of the handle still running ([`open::Live`]).
+    live: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -184,7 +193,7 @@ impl Drop for RedbStore {
     /// twice as long as its content, in a sparse tail that takes no disk space; the next large
     /// write compacts it. Best effort: a failure leaves a longer file, never a wrong one.
     fn drop(&mut self) {
-        let read_only = self.handle.is_read_only();
+        let read_only = self.read_only;
         if let Some(dir) = &self.dir
             && !read_only
         {
@@ -192,7 +201,11 @@ impl Drop for RedbStore {
             let (opened_len, opened_allocated) = self.opened;
             if len > opened_len
                 && allocated >= opened_allocated + opened_allocated / 8
-                && let Some(db) = self.handle.writable()
+                && let Some(db) = self
+                    .handle
+                    .get_mut()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .writable()
             {
                 // Best effort, and never a panic out of a drop (a damaged page).
                 let _ = guard::guarded(&self.damaged, "compacting the store", || {
@@ -204,7 +217,12 @@ impl Drop for RedbStore {
         }
         // redb frees its allocator state when the database drops, and may panic there on a
         // damaged page: drop it under the guard, quietly, before the lock file goes.
-        let handle = std::mem::replace(&mut self.handle, Handle::Closed);
+        let handle = std::mem::replace(
+            self.handle
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            Handle::Closed,
+        );
         let _ = guard::guarded(
             &std::sync::atomic::AtomicBool::new(false),
             "closing the store",
@@ -257,7 +275,26 @@ impl RedbStore {
     /// gone): it is then an [`Error::Corrupt`] saying so, never an answer that something is
     /// absent.
     fn guarded<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        if self
+            .reopen_pending
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            self.reopen();
+            if matches!(*self.handle(), Handle::Closed) {
+                return Err(Error::corrupt(format!(
+                    "the store file is damaged: the storage engine failed, and the file could not \
+                     be opened again for {what}; run `strata fsck`, and `{}` if it keeps failing",
+                    crate::store::damage::SALVAGE
+                )));
+            }
+        }
+        let panics = guard::panics_caught();
         let result = guard::guarded(&self.damaged, what, f);
+        if guard::panics_caught() != panics {
+            self.reopen_pending
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            self.reopen();
+        }
         match result {
             Err(e @ Error::Corrupt { .. }) => {
                 self.note_damage(&e.to_string());
@@ -368,7 +405,7 @@ impl Backend for RedbStore {
     }
 
     fn is_read_only(&self) -> bool {
-        self.handle.is_read_only()
+        self.read_only
     }
 
     fn damage(&self) -> Option<String> {

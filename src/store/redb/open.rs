@@ -12,6 +12,53 @@ use crate::store::private;
 /// [`RedbStore::check_format`]).
 const UPGRADES_FROM: u32 = 3;
 
+/// A transaction of a store's handle, counted while it lives so that the handle is never
+/// reopened under it ([`RedbStore::reopen`]). It derefs to the redb transaction.
+pub(crate) struct Live<T> {
+    tx: T,
+    _count: LiveCount,
+}
+
+/// One count in a store's live transactions, given back when dropped.
+struct LiveCount(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for LiveCount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl<T> Live<T> {
+    fn new(tx: T, live: &std::sync::Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        live.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Live {
+            tx,
+            _count: LiveCount(std::sync::Arc::clone(live)),
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Live<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.tx
+    }
+}
+
+impl<T> std::ops::DerefMut for Live<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.tx
+    }
+}
+
+impl Live<WriteTransaction> {
+    /// Commits the transaction (it stops counting once the commit is done).
+    pub(crate) fn commit(self) -> std::result::Result<(), redb::CommitError> {
+        let Live { tx, _count } = self;
+        tx.commit()
+    }
+}
+
 /// The redb handle of a store: read-write, or read-only.
 pub(crate) enum Handle {
     /// Opened by `create`, `open` or `in_memory`: reads and writes.
@@ -188,12 +235,16 @@ impl RedbStore {
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .db()?;
         let store = RedbStore {
-            handle: Handle::ReadWrite(db),
+            handle: std::sync::RwLock::new(Handle::ReadWrite(db)),
+            read_only: false,
             dir: None,
             opened: (0, 0),
             base_cache: docs::BaseCache::default(),
             damaged: std::sync::atomic::AtomicBool::new(false),
             damage_reason: std::sync::Mutex::new(None),
+            reopen_pending: std::sync::atomic::AtomicBool::new(false),
+            reopens: std::sync::atomic::AtomicU64::new(0),
+            live: std::sync::Arc::default(),
         };
         store.init(true, Path::new(":memory:"))?;
         Ok(store)
@@ -226,12 +277,16 @@ impl RedbStore {
         };
         write_lock_file(dir)?;
         let store = RedbStore {
-            handle: Handle::ReadWrite(db),
+            handle: std::sync::RwLock::new(Handle::ReadWrite(db)),
+            read_only: false,
             dir: Some(dir.to_path_buf()),
             opened: file_size(&path),
             base_cache: docs::BaseCache::default(),
             damaged: std::sync::atomic::AtomicBool::new(false),
             damage_reason: std::sync::Mutex::new(None),
+            reopen_pending: std::sync::atomic::AtomicBool::new(false),
+            reopens: std::sync::atomic::AtomicU64::new(0),
+            live: std::sync::Arc::default(),
         };
         store.init(create, &path)?;
         store.load_damage();
@@ -240,7 +295,7 @@ impl RedbStore {
 
     pub(super) fn init(&self, create: bool, path: &Path) -> Result<()> {
         if create {
-            let tx = self.handle.begin_write()?;
+            let tx = self.handle().begin_write()?;
             tables::create_all(&tx)?;
             {
                 let mut meta = tx.open_table(META).db()?;
@@ -258,7 +313,7 @@ impl RedbStore {
     /// Refuses a file that is not a strata store or has another format version; a format 3
     /// file is read as it is, and marked format 4 when opened to write.
     pub(super) fn check_format(&self, path: &Path) -> Result<()> {
-        let tx = self.handle.begin_read().db()?;
+        let tx = self.handle().begin_read().db()?;
         let meta = tx.open_table(META).map_err(|e| {
             Error::corrupt(format!(
                 "{} has no meta table ({e}); it is not a strata store",
@@ -274,7 +329,7 @@ impl RedbStore {
             }
             None => 0,
         };
-        if found == UPGRADES_FROM && !self.handle.is_read_only() {
+        if found == UPGRADES_FROM && !self.handle().is_read_only() {
             // Format 4 only adds a log header format (index runs); a format 3 file is a valid
             // format 4 file, marked as such on its first read-write open so that builds that
             // cannot read run headers refuse it instead of failing on a record.
@@ -298,14 +353,76 @@ impl RedbStore {
         Ok(())
     }
 
-    pub(super) fn begin_write(&self) -> Result<WriteTransaction> {
-        let mut tx = self.handle.begin_write()?;
+    pub(super) fn begin_write(&self) -> Result<Live<WriteTransaction>> {
+        let mut tx = self.handle().begin_write()?;
         tx.set_quick_repair(QUICK_REPAIR);
-        Ok(tx)
+        Ok(Live::new(tx, &self.live))
     }
 
-    pub(super) fn read(&self) -> Result<ReadTransaction> {
-        self.handle.begin_read().db()
+    pub(super) fn read(&self) -> Result<Live<ReadTransaction>> {
+        let tx = self.handle().begin_read().db()?;
+        Ok(Live::new(tx, &self.live))
+    }
+
+    /// The redb handle, for beginning a transaction (held only that long: transactions do not
+    /// borrow it).
+    pub(super) fn handle(&self) -> std::sync::RwLockReadGuard<'_, Handle> {
+        self.handle
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Drops the handle and opens the store file again, after a panic inside redb: its
+    /// in-memory state may be what the panic left half-changed, and a fresh handle reads the
+    /// file as it is. The damage flag stays (writes are refused until repair). While any
+    /// transaction of the old handle is still running, nothing happens and the next guarded call
+    /// tries again. A store in memory is never reopened (its data lives in the handle).
+    pub(super) fn reopen(&self) {
+        use std::sync::atomic::Ordering;
+        let Some(dir) = &self.dir else {
+            self.reopen_pending.store(false, Ordering::SeqCst);
+            return;
+        };
+        let path = dir.join(DB_FILE);
+        let mut handle = self
+            .handle
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A transaction still running on the old handle would go on reading (or committing to)
+        // the file under a fresh handle that does not know it: wait until none is.
+        if self.live.load(Ordering::SeqCst) > 0 {
+            return;
+        }
+        let read_only = self.read_only;
+        let old = std::mem::replace(&mut *handle, Handle::Closed);
+        let quiet = std::sync::atomic::AtomicBool::new(false);
+        let _ = guard::guarded(&quiet, "closing a damaged handle", move || {
+            drop(old);
+            Ok(())
+        });
+        for _ in 0..50 {
+            let opened = guard::guarded(&quiet, "reopening the store", || {
+                let mut builder = Database::builder();
+                builder.set_cache_size(CACHE_BYTES);
+                Ok(if read_only {
+                    builder.open_read_only(&path).map(Handle::ReadOnly)
+                } else {
+                    builder.open(&path).map(Handle::ReadWrite)
+                })
+            });
+            match opened {
+                Ok(Ok(fresh)) => {
+                    *handle = fresh;
+                    self.reopen_pending.store(false, Ordering::SeqCst);
+                    self.reopens.fetch_add(1, Ordering::SeqCst);
+                    return;
+                }
+                Ok(Err(redb::DatabaseError::DatabaseAlreadyOpen)) => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Ok(Err(_)) | Err(_) => return,
+            }
+        }
     }
 }
 
@@ -350,12 +467,16 @@ impl RedbStore {
         match builder.open_read_only(&path) {
             Ok(db) => {
                 let store = RedbStore {
-                    handle: Handle::ReadOnly(db),
+                    handle: std::sync::RwLock::new(Handle::ReadOnly(db)),
+                    read_only: true,
                     dir: Some(dir.to_path_buf()),
                     opened: (0, 0),
                     base_cache: docs::BaseCache::default(),
                     damaged: std::sync::atomic::AtomicBool::new(false),
                     damage_reason: std::sync::Mutex::new(None),
+                    reopen_pending: std::sync::atomic::AtomicBool::new(false),
+                    reopens: std::sync::atomic::AtomicU64::new(0),
+                    live: std::sync::Arc::default(),
                 };
                 store.check_format(&path)?;
                 store.load_damage();
@@ -376,7 +497,8 @@ impl RedbStore {
 mod tests {
     use super::*;
     use crate::object::{FilesystemSource, Object};
-    use crate::store::{Op, Origin};
+    use crate::store::{Backend, Op, Origin};
+    use std::sync::atomic::Ordering;
 
     #[test]
     pub(super) fn a_read_only_store_reads_and_refuses_writes() -> Result<()> {
@@ -412,6 +534,54 @@ mod tests {
             !tmp.path().join(super::super::LOCK_FILE).exists(),
             "readers write no lock file (it names the writer)"
         );
+        Ok(())
+    }
+
+    fn put(store: &RedbStore, path: &str) -> Result<String> {
+        let object = Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: path.into(),
+            },
+            "text".into(),
+        )?;
+        let id = object.id().to_string();
+        Backend::transact(store, vec![Op::put(object)], Origin::Cli)?;
+        Ok(id)
+    }
+
+    #[test]
+    fn a_panic_inside_the_storage_engine_reopens_the_handle_and_refuses_writes() -> Result<()> {
+        guard::quiet_panics();
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let store = RedbStore::create(dir.path())?;
+        let id = put(&store, "/a")?;
+
+        let failed: Result<()> =
+            store.guarded("reading a page", || panic!("entered unreachable code"));
+        assert!(matches!(failed, Err(Error::Corrupt { .. })), "{failed:?}");
+        assert_eq!(store.reopens.load(Ordering::SeqCst), 1, "reopened at once");
+        assert!(Backend::version_info(&store, &id, None, None)?.is_some());
+        assert!(
+            matches!(put(&store, "/b"), Err(Error::Corrupt { .. })),
+            "writes refused"
+        );
+
+        // A read transaction held across the panic keeps the old handle: the first call after
+        // it ends reopens it.
+        let held = store.read()?;
+        let failed: Result<()> = store.guarded("reading a page", || panic!("out of range"));
+        assert!(failed.is_err());
+        assert_eq!(
+            store.reopens.load(Ordering::SeqCst),
+            1,
+            "not while a reader holds it"
+        );
+        assert!(store.reopen_pending.load(Ordering::SeqCst));
+        drop(held);
+        assert!(Backend::version_info(&store, &id, None, None)?.is_some());
+        assert_eq!(store.reopens.load(Ordering::SeqCst), 2);
+        assert!(!store.reopen_pending.load(Ordering::SeqCst));
         Ok(())
     }
 }
