@@ -51,7 +51,8 @@ pub use objects::{
 };
 pub use request::{Apply, Request, Response, Writes};
 pub use rescue::{
-    BackupRequest, BackupResponse, LostEntity, SalvageLoss, SalvageRequest, SalvageResponse,
+    BackupRequest, BackupResponse, LostEntity, MigrateRequest, MigrateResponse, SalvageLoss,
+    SalvageRequest, SalvageResponse,
 };
 pub use schema::{RPC_SCHEMA_DIR, rpc_schemas};
 pub use sessions::{

@@ -494,6 +494,10 @@ impl Backend for PgStore {
         )
     }
 
+    fn append_log(&self, records: &[super::ReplayRecord]) -> Result<()> {
+        PgStore::append_log(self, records)
+    }
+
     fn fsck(&self) -> Result<Vec<Finding>> {
         self.with_client(maintain::fsck)
     }

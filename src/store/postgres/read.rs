@@ -319,16 +319,16 @@ pub(super) fn log(
         let n: i32 = row.get(1);
         bodies.insert((unbig(row.get(0)), n as u32), row.get::<_, Vec<u8>>(2));
     }
-    let mut evicted = std::collections::HashSet::new();
+    let mut evicted = std::collections::HashMap::new();
     for row in t
         .query(
-            "SELECT tx_id, n FROM strata_evicted_ops WHERE tx_id >= $1 AND tx_id <= $2",
+            "SELECT tx_id, n, by_tx FROM strata_evicted_ops WHERE tx_id >= $1 AND tx_id <= $2",
             &[&big(start), &big(last)],
         )
         .pg("reading evictions")?
     {
         let n: i32 = row.get(1);
-        evicted.insert((unbig(row.get(0)), n as u32));
+        evicted.insert((unbig(row.get(0)), n as u32), TxId(unbig(row.get(2))));
     }
     let mut expected = start;
     let mut out = Vec::with_capacity(headers.len());
@@ -352,12 +352,13 @@ pub(super) fn log(
         let mut ops = Vec::with_capacity(header.digests.len());
         for (n, digest) in header.digests.iter().enumerate() {
             let key = (tx, n as u32);
+            let evicted_by = evicted.get(&key).copied();
             let body = match bodies.get(&key) {
                 Some(bytes) => {
                     let op = checked_body(bytes, tx, n as u32, &header)?;
                     Some(log::op_json(&op))
                 }
-                None if evicted.contains(&key) => None,
+                None if evicted_by.is_some() => None,
                 None => {
                     return Err(Error::corrupt(format!(
                         "op {n} of tx {tx} has no body and was not evicted; run `strata fsck`"
@@ -366,6 +367,7 @@ pub(super) fn log(
             };
             ops.push(LoggedOp {
                 digest: *digest,
+                evicted_by: body.is_none().then_some(evicted_by).flatten(),
                 body,
             });
         }

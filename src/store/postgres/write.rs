@@ -9,8 +9,10 @@ use postgres::{GenericClient, Transaction};
 use super::rule::{self, Row};
 use super::schema::CHUNK;
 use super::*;
+use crate::object::Object;
 use crate::store::codec::{FirstRec, OpRec, StatRec, VersionRec, WriteRec};
 use crate::store::log;
+use crate::store::migrate::{ReplayOp, ReplayRecord};
 use crate::store::{Put, ValidFrom};
 
 /// The head of the log as a commit extends it.
@@ -105,12 +107,16 @@ pub(super) fn ensure_content(
 
 /// The contents a put stores: (hash, bytes), the content or the kept raw bytes.
 fn put_blobs(put: &Put) -> Result<Vec<([u8; 32], &[u8])>> {
-    let object = &put.object;
+    blobs_of(&put.object, put.bytes.as_deref())
+}
+
+/// The contents a write of `object` (with the raw `bytes` of a file) stores: (hash, bytes).
+fn blobs_of<'a>(object: &'a Object, bytes: Option<&'a [u8]>) -> Result<Vec<([u8; 32], &'a [u8])>> {
     let mut out = Vec::new();
     if let (Some(content), Some(hash)) = (object.content(), object.content_hash()) {
         out.push((hash.0, content.as_bytes()));
     }
-    if let Some(bytes) = &put.bytes {
+    if let Some(bytes) = bytes {
         let actual = crate::hash::sha256(bytes);
         if object.file_hash() != Some(&actual) {
             return Err(Error::invalid_input(format!(
@@ -121,7 +127,7 @@ fn put_blobs(put: &Put) -> Result<Vec<([u8; 32], &[u8])>> {
             )));
         }
         if object.content().is_none() {
-            out.push((actual.0, bytes.as_slice()));
+            out.push((actual.0, bytes));
         }
     }
     Ok(out)
@@ -413,6 +419,43 @@ fn current_hash(t: &mut impl GenericClient, id: &str, now: i64) -> Result<Option
     Ok(read::as_of_row(t, eid, now, u64::MAX)?.and_then(|(row, _)| row.rec.object_hash))
 }
 
+/// Stores the document of `object` and its contents (with `bytes` kept for a file whose
+/// content is null), counting the bytes put.
+fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) -> Result<()> {
+    // A commit's contents were uploaded before the lock; one removed since (an eviction or gc
+    // in between) is uploaded again here.
+    for (hash, bytes) in blobs_of(object, bytes)? {
+        ensure_content(t, &hash, || codec::encode_blob(bytes))?;
+    }
+    let kept = bytes
+        .filter(|_| object.content().is_none())
+        .and(object.file_hash());
+    let doc = codec::DocRec {
+        file_hash: object.file_hash().map(|h| h.0),
+        content_hash: object.content_hash().map(|h| h.0),
+        fields: object.metadata_json().to_string(),
+    };
+    t.execute(
+        "INSERT INTO strata_docs VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO UPDATE SET \
+         kept_hash = coalesce(strata_docs.kept_hash, EXCLUDED.kept_hash)",
+        &[
+            &object.object_hash().0.as_slice(),
+            &object.content_hash().map(|h| h.0.as_slice()),
+            &kept.map(|h| h.0.as_slice()),
+            &codec::encode(&doc)?,
+        ],
+    )
+    .pg("storing a document")?;
+    let given =
+        object.content().map_or(0, str::len) as i64 + kept.and(bytes).map_or(0, |b| b.len() as i64);
+    t.execute(
+        "UPDATE strata_meta SET value = value + $1 WHERE name = 'put_bytes'",
+        &[&given],
+    )
+    .pg("counting put bytes")?;
+    Ok(())
+}
+
 /// Resolves a put into its op body, storing its document (its contents were uploaded).
 fn resolve_put(t: &mut impl GenericClient, put: &Put, tx_time: i64) -> Result<OpRec> {
     let object = &put.object;
@@ -468,40 +511,7 @@ fn resolve_put(t: &mut impl GenericClient, put: &Put, tx_time: i64) -> Result<Op
         }
     };
     super::super::redb::check_range(id, valid_from, put.valid_to)?;
-    // The contents were uploaded before the lock; one removed since (an eviction or gc in
-    // between) is uploaded again here.
-    let blobs = put_blobs(put)?;
-    for (hash, bytes) in &blobs {
-        ensure_content(t, hash, || codec::encode_blob(bytes))?;
-    }
-    let kept = put
-        .bytes
-        .as_ref()
-        .filter(|_| object.content().is_none())
-        .and(object.file_hash());
-    let doc = codec::DocRec {
-        file_hash: object.file_hash().map(|h| h.0),
-        content_hash: object.content_hash().map(|h| h.0),
-        fields: object.metadata_json().to_string(),
-    };
-    t.execute(
-        "INSERT INTO strata_docs VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO UPDATE SET \
-         kept_hash = coalesce(strata_docs.kept_hash, EXCLUDED.kept_hash)",
-        &[
-            &object.object_hash().0.as_slice(),
-            &object.content_hash().map(|h| h.0.as_slice()),
-            &kept.map(|h| h.0.as_slice()),
-            &codec::encode(&doc)?,
-        ],
-    )
-    .pg("storing a document")?;
-    let given = object.content().map_or(0, str::len) as i64
-        + kept.and(put.bytes.as_ref()).map_or(0, |b| b.len() as i64);
-    t.execute(
-        "UPDATE strata_meta SET value = value + $1 WHERE name = 'put_bytes'",
-        &[&given],
-    )
-    .pg("counting put bytes")?;
+    store_doc(t, object, put.bytes.as_deref())?;
     Ok(OpRec::Write(WriteRec {
         entity: id.into(),
         valid_from,
@@ -618,7 +628,70 @@ fn apply_stat(t: &mut impl GenericClient, update: &StatUpdate) -> Result<()> {
     Ok(())
 }
 
+/// Moves the head to transaction `tx` and `NOTIFY`s `channel` with it (delivered when the
+/// transaction commits).
+fn move_head(t: &mut impl GenericClient, tx: u64, channel: &str) -> Result<()> {
+    t.execute(
+        "UPDATE strata_head SET tx_id = $1 WHERE id = 1",
+        &[&big(tx)],
+    )
+    .pg("moving the head")?;
+    t.execute("SELECT pg_notify($1, $2)", &[&channel, &tx.to_string()])
+        .pg("notifying the commit")?;
+    Ok(())
+}
+
 impl PgStore {
+    /// Appends `records` in one database transaction as this store's next transactions (see
+    /// [`Backend::append_log`]), under the head lock, and `NOTIFY`s.
+    pub(super) fn append_log(&self, records: &[ReplayRecord]) -> Result<()> {
+        self.with_client(|client| {
+            let mut t = client.transaction().pg("beginning an append")?;
+            let mut head = head(&mut t, true)?;
+            for record in records {
+                let time = (head.tx > 0).then_some(head.tx_time);
+                record.check_follows(head.tx, &head.chain, time)?;
+                let (tx, tx_time) = (record.tx, record.header.tx_time);
+                let mut state = TxState::default();
+                for (n, op) in record.ops.iter().enumerate() {
+                    let n = n as u32;
+                    match op {
+                        ReplayOp::Body { op, put } => {
+                            if let Some(put) = put {
+                                store_doc(&mut t, &put.object, put.kept.as_deref())?;
+                            }
+                            t.execute(
+                                "INSERT INTO strata_ops VALUES ($1, $2, $3)",
+                                &[&big(tx), &(n as i32), &codec::encode_op(op, tx_time)?],
+                            )
+                            .pg("writing an op body")?;
+                            apply(&mut t, tx, tx_time, n, op, &mut state)?;
+                        }
+                        ReplayOp::Evicted { by } => {
+                            t.execute(
+                                "INSERT INTO strata_evicted_ops VALUES ($1, $2, $3)",
+                                &[&big(tx), &(n as i32), &big(*by)],
+                            )
+                            .pg("recording an eviction")?;
+                        }
+                    }
+                }
+                t.execute(
+                    "INSERT INTO strata_log VALUES ($1, $2)",
+                    &[&big(tx), &codec::encode_header(&record.header)?],
+                )
+                .pg("writing a log record")?;
+                head = Head {
+                    tx,
+                    tx_time,
+                    chain: record.header.chain,
+                };
+            }
+            move_head(&mut t, head.tx, &self.location.channel())?;
+            t.commit().pg("committing an append")
+        })
+    }
+
     /// Writes a group of requests in one database transaction, each under its own savepoint
     /// and with its own tx id, as if one after another; a request that fails changes nothing.
     pub(super) fn commit_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
@@ -676,16 +749,7 @@ impl PgStore {
                     }
                 }
             }
-            t.execute(
-                "UPDATE strata_head SET tx_id = $1 WHERE id = 1",
-                &[&big(head.tx)],
-            )
-            .pg("moving the head")?;
-            t.execute(
-                "SELECT pg_notify($1, $2)",
-                &[&self.location.channel(), &head.tx.to_string()],
-            )
-            .pg("notifying the commit")?;
+            move_head(&mut t, head.tx, &self.location.channel())?;
             t.commit().pg("committing")?;
             Ok(receipts)
         });
