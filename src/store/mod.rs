@@ -51,7 +51,7 @@ pub use answers::{
 pub use log::{LoggedOp, Origin, TxRecord};
 pub use migrate::{MigrateReport, ReplayRecord, migrate};
 pub use ops::{EncodedBlob, Op, Put, TxReceipt, TxRequest, ValidFrom};
-pub use postgres::{PgLocation, PgOpen};
+pub use postgres::{PgListener, PgLocation, PgOpen};
 pub use rescue::{BackupReport, Rebuild, SalvageReport};
 pub use stat::{FileStat, StatEntry, StatUpdate};
 pub use time::{Timestamp, TxId};

@@ -168,11 +168,7 @@ fn redb_to_postgres_to_redb_answers_alike() -> TestResult {
     let dirs = tempfile::tempdir()?;
     let original = Store::create(dirs.path().join("original"))?;
     let ids = write_history(&original)?;
-    let location = backend.location(&format!("m_lib_{}", std::process::id()))?;
-    backend.execute(&format!(
-        "DROP SCHEMA IF EXISTS {} CASCADE",
-        location.schema()
-    ))?;
+    let location = backend.fresh(&format!("m_lib_{}", std::process::id()))?;
     let middle = Store::postgres(location.clone(), None, PgOpen::Create)?;
     let report = strata::migrate(&original, &middle)?;
     assert_eq!(report.head, original.chain_head()?);
@@ -287,11 +283,7 @@ fn strata_migrate_round_trips_through_postgres() -> TestResult {
     let original = tree.join(".strata");
     let via = tmp.path().join("via-postgres");
     let back = tmp.path().join("back");
-    let location = backend.location(&format!("m_cli_{}", std::process::id()))?;
-    backend.execute(&format!(
-        "DROP SCHEMA IF EXISTS {} CASCADE",
-        location.schema()
-    ))?;
+    let location = backend.fresh(&format!("m_cli_{}", std::process::id()))?;
     let url = location.url();
     strata(&tree, &["init"])?;
     ok(&tree, &original, &["mount", "add", "/data=/srv/data"])?;

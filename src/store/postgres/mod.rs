@@ -175,6 +175,62 @@ impl PgLocation {
     }
 }
 
+/// A connection that `LISTEN`s on a store's commit channel: what a daemon learns other
+/// processes' commits through. Call it from a plain thread (the sync client may not block
+/// inside an async runtime).
+pub struct PgListener {
+    client: Client,
+}
+
+impl std::fmt::Debug for PgListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PgListener")
+    }
+}
+
+impl PgListener {
+    /// The greatest tx id of the commits notified within `timeout` (all those waiting are
+    /// read); `None` when none was.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the connection fails (listen again with a new one).
+    pub fn wait(&mut self, timeout: std::time::Duration) -> Result<Option<u64>> {
+        use postgres::fallible_iterator::FallibleIterator as _;
+        let tx_of = |note: postgres::Notification| note.payload().parse::<u64>().ok();
+        let first = self
+            .client
+            .notifications()
+            .timeout_iter(timeout)
+            .next()
+            .pg("waiting for commits")?;
+        let Some(first) = first else {
+            return Ok(None);
+        };
+        let mut latest = tx_of(first);
+        // What else is waiting is read without waiting again.
+        let mut more = self.client.notifications();
+        let mut more = more.iter();
+        while let Some(note) = more.next().pg("reading commits")? {
+            latest = latest.max(tx_of(note));
+        }
+        Ok(latest)
+    }
+}
+
+impl PgLocation {
+    /// A new connection `LISTEN`ing on the store's channel ([`PgLocation::channel`]).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the database cannot be reached.
+    pub fn listen(&self) -> Result<PgListener> {
+        let mut client = self.connect()?;
+        client
+            .batch_execute(&format!("LISTEN {}", self.channel()))
+            .pg("listening for commits")?;
+        Ok(PgListener { client })
+    }
+}
+
 /// How [`crate::Store::postgres`] treats a schema with no store in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PgOpen {
