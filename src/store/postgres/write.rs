@@ -1,6 +1,7 @@
 //! Commits: contents uploaded first (idempotent by hash), then one database transaction that
 //! locks the head row, writes each request of the group under its own savepoint (a request that
-//! fails is rolled back alone), extends the chain, and `NOTIFY`s.
+//! fails is rolled back alone; a request alone needs none), extends the chain, and `NOTIFY`s.
+//! Every statement goes through the connection's prepared statements (`Cached`).
 
 use std::collections::HashSet;
 
@@ -33,12 +34,9 @@ pub(super) fn head(t: &mut impl GenericClient, lock: bool) -> Result<Head> {
     } else {
         "SELECT tx_id FROM strata_head WHERE id = 1"
     };
-    let tx: i64 = t
-        .query_one(sql, &[])
-        .pg("reading the head of the log")?
-        .get(0);
+    let tx: i64 = t.row(sql, &[]).pg("reading the head of the log")?.get(0);
     let header: Option<Vec<u8>> = t
-        .query_opt("SELECT header FROM strata_log WHERE tx_id = $1", &[&tx])
+        .maybe_row("SELECT header FROM strata_log WHERE tx_id = $1", &[&tx])
         .pg("reading the head of the log")?
         .map(|row| row.get(0));
     match (tx, header) {
@@ -68,7 +66,7 @@ pub(super) fn ensure_content(
     record: impl FnOnce() -> Vec<u8>,
 ) -> Result<u64> {
     let there = client
-        .query_opt(
+        .maybe_row(
             "SELECT 1 FROM strata_contents WHERE hash = $1",
             &[&hash.as_slice()],
         )
@@ -81,14 +79,14 @@ pub(super) fn ensure_content(
     let mut tx = client.transaction().pg("beginning a content upload")?;
     let chunks: Vec<&[u8]> = record.chunks(CHUNK).collect();
     for (n, chunk) in chunks.iter().enumerate() {
-        tx.execute(
+        tx.run(
             "INSERT INTO strata_chunks VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             &[&hash.as_slice(), &(n as i32), chunk],
         )
         .pg("uploading a content chunk")?;
     }
     let inserted = tx
-        .execute(
+        .run(
             "INSERT INTO strata_contents VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             &[
                 &hash.as_slice(),
@@ -170,7 +168,7 @@ fn take_back(client: &mut Client, hashes: &[[u8; 32]]) -> Result<()> {
 
 /// The entity row of `id`: (eid, record).
 pub(super) fn entity_row(t: &mut impl GenericClient, id: &str) -> Result<Option<(u64, EntityRec)>> {
-    t.query_opt(
+    t.maybe_row(
         "SELECT eid, rec FROM strata_entities WHERE id = $1",
         &[&id.as_bytes()],
     )
@@ -215,7 +213,7 @@ pub(super) fn apply(
             };
             let window = window(t, eid, w.valid_from)?;
             for (vt, rec) in rule::plan_write(&window, w.valid_from, w.valid_to, &new, tx_time) {
-                t.execute(
+                t.run(
                     "INSERT INTO strata_versions VALUES ($1, $2, $3, $4, $5)",
                     &[
                         &big(eid),
@@ -238,7 +236,7 @@ pub(super) fn apply(
             if state.evicted.contains(&entity.0) {
                 drop_bodies(t, &[(tx, n)], tx)?;
             } else {
-                t.execute(
+                t.run(
                     "INSERT INTO strata_matches VALUES ($1, $2, $3)",
                     &[&entity.as_bytes(), &big(tx), &(n as i32)],
                 )
@@ -252,7 +250,7 @@ pub(super) fn apply(
 /// The rows of `eid` a write starting at `start` can touch: from the greatest valid_from at
 /// or before `start` on (all rows when there is none).
 fn window(t: &mut impl GenericClient, eid: u64, start: i64) -> Result<Vec<Row>> {
-    t.query(
+    t.rows(
         "SELECT valid_from, tx_id, rec FROM strata_versions WHERE eid = $1 AND valid_from >= \
          coalesce((SELECT max(valid_from) FROM strata_versions WHERE eid = $1 AND valid_from <= \
          $2), -9223372036854775808) ORDER BY valid_from, tx_id",
@@ -266,7 +264,7 @@ fn window(t: &mut impl GenericClient, eid: u64, start: i64) -> Result<Vec<Row>> 
 
 fn create_entity(t: &mut impl GenericClient, id: &str, first: &FirstRec) -> Result<u64> {
     let next: i64 = t
-        .query_one("SELECT coalesce(max(eid), 0) + 1 FROM strata_entities", &[])
+        .row("SELECT coalesce(max(eid), 0) + 1 FROM strata_entities", &[])
         .pg("numbering an entity")?
         .get(0);
     let rec = EntityRec {
@@ -274,13 +272,13 @@ fn create_entity(t: &mut impl GenericClient, id: &str, first: &FirstRec) -> Resu
         object_type: first.object_type.clone(),
         source: first.source.clone(),
     };
-    t.execute(
+    t.run(
         "INSERT INTO strata_entities VALUES ($1, $2, $3)",
         &[&id.as_bytes(), &next, &codec::encode(&rec)?],
     )
     .pg("creating an entity")?;
     if let Some((filesystem_id, path)) = &first.source {
-        t.execute(
+        t.run(
             "INSERT INTO strata_paths VALUES ($1, $2, $3)",
             &[&filesystem_id.as_bytes(), &path.as_bytes(), &next],
         )
@@ -292,12 +290,12 @@ fn create_entity(t: &mut impl GenericClient, id: &str, first: &FirstRec) -> Resu
 /// Removes op bodies (tx, n) and records that transaction `by` evicted them.
 fn drop_bodies(t: &mut impl GenericClient, ops: &[(u64, u32)], by: u64) -> Result<()> {
     for &(tx, n) in ops {
-        t.execute(
+        t.run(
             "DELETE FROM strata_ops WHERE tx_id = $1 AND n = $2",
             &[&big(tx), &(n as i32)],
         )
         .pg("removing an evicted op body")?;
-        t.execute(
+        t.run(
             "INSERT INTO strata_evicted_ops VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             &[&big(tx), &(n as i32), &big(by)],
         )
@@ -319,7 +317,7 @@ fn evict_entity(
     let mut ops = std::collections::BTreeSet::new();
     let mut hashes = std::collections::BTreeSet::new();
     for row in t
-        .query(
+        .rows(
             "DELETE FROM strata_versions WHERE eid = $1 RETURNING tx_id, object_hash, rec",
             &[&big(eid)],
         )
@@ -333,7 +331,7 @@ fn evict_entity(
         }
     }
     for row in t
-        .query(
+        .rows(
             "DELETE FROM strata_matches WHERE id = $1 RETURNING tx_id, n",
             &[&id.as_bytes()],
         )
@@ -346,14 +344,14 @@ fn evict_entity(
     if !replay {
         drop_bodies(t, &ops, tx)?;
     }
-    t.execute(
+    t.run(
         "DELETE FROM strata_entities WHERE id = $1",
         &[&id.as_bytes()],
     )
     .pg("removing an entity")?;
     if let Some((filesystem_id, path)) = &rec.source {
         for table in ["strata_paths", "strata_stat"] {
-            t.execute(
+            t.run(
                 &format!("DELETE FROM {table} WHERE fs = $1 AND path = $2"),
                 &[&filesystem_id.as_bytes(), &path.as_bytes()],
             )
@@ -372,7 +370,7 @@ fn evict_entity(
 pub(super) fn release_doc(t: &mut impl GenericClient, hash: &[u8]) -> Result<(u64, u64, u64)> {
     let (mut docs, mut contents, mut bytes) = (0, 0, 0);
     let removed = t
-        .query(
+        .rows(
             "DELETE FROM strata_docs d WHERE d.hash = $1 AND NOT EXISTS (SELECT 1 FROM \
              strata_versions v WHERE v.object_hash = $1) RETURNING content_hash, kept_hash, \
              length(rec)",
@@ -397,7 +395,7 @@ pub(super) fn release_doc(t: &mut impl GenericClient, hash: &[u8]) -> Result<(u6
 /// Removes content `hash` when no document uses it: (1, its bytes) when it went.
 pub(super) fn release_content(t: &mut impl GenericClient, hash: &[u8]) -> Result<(u64, u64)> {
     let gone = t
-        .query_opt(
+        .maybe_row(
             "DELETE FROM strata_contents c WHERE c.hash = $1 AND NOT EXISTS (SELECT 1 FROM \
              strata_docs d WHERE d.content_hash = $1 OR d.kept_hash = $1) RETURNING len",
             &[&hash],
@@ -406,7 +404,7 @@ pub(super) fn release_content(t: &mut impl GenericClient, hash: &[u8]) -> Result
     let Some(row) = gone else {
         return Ok((0, 0));
     };
-    t.execute("DELETE FROM strata_chunks WHERE hash = $1", &[&hash])
+    t.run("DELETE FROM strata_chunks WHERE hash = $1", &[&hash])
         .pg("removing a content's chunks")?;
     Ok((1, unbig(row.get(0))))
 }
@@ -435,7 +433,7 @@ fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) 
         content_hash: object.content_hash().map(|h| h.0),
         fields: object.metadata_json().to_string(),
     };
-    t.execute(
+    t.run(
         "INSERT INTO strata_docs VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO UPDATE SET \
          kept_hash = coalesce(strata_docs.kept_hash, EXCLUDED.kept_hash)",
         &[
@@ -448,7 +446,7 @@ fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) 
     .pg("storing a document")?;
     let given =
         object.content().map_or(0, str::len) as i64 + kept.and(bytes).map_or(0, |b| b.len() as i64);
-    t.execute(
+    t.run(
         "UPDATE strata_meta SET value = value + $1 WHERE name = 'put_bytes'",
         &[&given],
     )
@@ -476,7 +474,7 @@ fn resolve_put(t: &mut impl GenericClient, put: &Put, tx_time: i64) -> Result<Op
             if let Some(source) = object.source() {
                 let fs = source.as_filesystem();
                 let listed = t
-                    .query_opt(
+                    .maybe_row(
                         "SELECT 1 FROM strata_paths WHERE fs = $1 AND path = $2",
                         &[&fs.filesystem_id.as_bytes(), &fs.path.as_bytes()],
                     )
@@ -498,7 +496,7 @@ fn resolve_put(t: &mut impl GenericClient, put: &Put, tx_time: i64) -> Result<Op
         ValidFrom::MtimeClamped(mtime) => {
             let previous: Option<i64> = match &existing {
                 Some((eid, _)) => t
-                    .query_one(
+                    .row(
                         "SELECT max(valid_from) FROM strata_versions WHERE eid = $1",
                         &[&big(*eid)],
                     )
@@ -581,7 +579,7 @@ fn write_tx(t: &mut Transaction<'_>, ops: &[Op], origin: &Origin, head: Head) ->
             },
         };
         let n = n as u32;
-        t.execute(
+        t.run(
             "INSERT INTO strata_ops VALUES ($1, $2, $3)",
             &[&big(tx), &(n as i32), &codec::encode_op(&body, tx_time)?],
         )
@@ -591,12 +589,26 @@ fn write_tx(t: &mut Transaction<'_>, ops: &[Op], origin: &Origin, head: Head) ->
     }
     let header = log::seal_header(&head.chain, tx, tx_time, origin, digests)?;
     let chain = header.chain;
-    t.execute(
+    t.run(
         "INSERT INTO strata_log VALUES ($1, $2)",
         &[&big(tx), &codec::encode_header(&header)?],
     )
     .pg("writing a log record")?;
     Ok(Head { tx, tx_time, chain })
+}
+
+/// Writes one request of a group (its transaction, when it has ops, after `head`; its stat
+/// cache changes) inside `t`; the new head when it wrote a transaction.
+fn write_request(t: &mut Transaction<'_>, request: &TxRequest, head: Head) -> Result<Option<Head>> {
+    let written = if request.ops.is_empty() {
+        None
+    } else {
+        Some(write_tx(t, &request.ops, &request.origin, head)?)
+    };
+    if let Some(stat) = &request.stat {
+        apply_stat(t, stat)?;
+    }
+    Ok(written)
 }
 
 /// Applies stat cache changes.
@@ -611,7 +623,7 @@ fn apply_stat(t: &mut impl GenericClient, update: &StatUpdate) -> Result<()> {
             file_hash: entry.file_hash.0,
             scan_start_ns: entry.scan_start_ns,
         };
-        t.execute(
+        t.run(
             "INSERT INTO strata_stat VALUES ($1, $2, $3) ON CONFLICT (fs, path) DO UPDATE SET \
              rec = EXCLUDED.rec",
             &[&fs, &path.as_bytes(), &codec::encode(&rec)?],
@@ -619,7 +631,7 @@ fn apply_stat(t: &mut impl GenericClient, update: &StatUpdate) -> Result<()> {
         .pg("writing the stat cache")?;
     }
     for path in &update.removes {
-        t.execute(
+        t.run(
             "DELETE FROM strata_stat WHERE fs = $1 AND path = $2",
             &[&fs, &path.as_bytes()],
         )
@@ -631,13 +643,13 @@ fn apply_stat(t: &mut impl GenericClient, update: &StatUpdate) -> Result<()> {
 /// Moves the head to transaction `tx` and `NOTIFY`s `channel` with it (delivered when the
 /// transaction commits).
 fn move_head(t: &mut impl GenericClient, tx: u64, channel: &str) -> Result<()> {
-    t.execute(
-        "UPDATE strata_head SET tx_id = $1 WHERE id = 1",
-        &[&big(tx)],
+    // One statement, one round trip.
+    t.run(
+        "WITH moved AS (UPDATE strata_head SET tx_id = $1 WHERE id = 1 RETURNING tx_id) SELECT \
+         pg_notify($2, tx_id::text) FROM moved",
+        &[&big(tx), &channel],
     )
     .pg("moving the head")?;
-    t.execute("SELECT pg_notify($1, $2)", &[&channel, &tx.to_string()])
-        .pg("notifying the commit")?;
     Ok(())
 }
 
@@ -660,7 +672,7 @@ impl PgStore {
                             if let Some(put) = put {
                                 store_doc(&mut t, &put.object, put.kept.as_deref())?;
                             }
-                            t.execute(
+                            t.run(
                                 "INSERT INTO strata_ops VALUES ($1, $2, $3)",
                                 &[&big(tx), &(n as i32), &codec::encode_op(op, tx_time)?],
                             )
@@ -668,7 +680,7 @@ impl PgStore {
                             apply(&mut t, tx, tx_time, n, op, &mut state)?;
                         }
                         ReplayOp::Evicted { by } => {
-                            t.execute(
+                            t.run(
                                 "INSERT INTO strata_evicted_ops VALUES ($1, $2, $3)",
                                 &[&big(tx), &(n as i32), &big(*by)],
                             )
@@ -676,7 +688,7 @@ impl PgStore {
                         }
                     }
                 }
-                t.execute(
+                t.run(
                     "INSERT INTO strata_log VALUES ($1, $2)",
                     &[&big(tx), &codec::encode_header(&record.header)?],
                 )
@@ -711,43 +723,41 @@ impl PgStore {
             let mut t = client.transaction().pg("beginning a commit")?;
             let mut head = head(&mut t, true)?;
             let mut receipts = Vec::new();
+            // A request alone needs no savepoint: when it fails, the transaction is rolled back.
+            let alone = results.iter().filter(|r| r.is_none()).count() == 1;
             for (i, request) in group.iter().enumerate() {
                 if results[i].is_some() {
                     continue;
                 }
-                let mut sp = t.savepoint("request").pg("beginning a request")?;
-                let written = if request.ops.is_empty() {
-                    Ok(None)
+                let written = if alone {
+                    write_request(&mut t, request, head)
                 } else {
-                    write_tx(&mut sp, &request.ops, &request.origin, head).map(Some)
+                    let mut sp = t.savepoint("request").pg("beginning a request")?;
+                    let written = write_request(&mut sp, request, head);
+                    match &written {
+                        Ok(_) => sp.commit().pg("ending a request")?,
+                        Err(_) => sp.rollback().pg("rolling back a request")?,
+                    }
+                    written
                 };
-                let written = written.and_then(|new| {
-                    if let Some(stat) = &request.stat {
-                        apply_stat(&mut sp, stat)?;
-                    }
-                    Ok(new)
-                });
                 match written {
-                    Ok(new) => {
-                        sp.commit().pg("ending a request")?;
-                        if let Some(new) = new {
-                            head = new;
-                            receipts.push((
-                                i,
-                                Some(TxReceipt {
-                                    tx_id: TxId(new.tx),
-                                    tx_time: ts(new.tx_time),
-                                }),
-                            ));
-                        } else {
-                            receipts.push((i, None));
-                        }
+                    Ok(Some(new)) => {
+                        head = new;
+                        receipts.push((
+                            i,
+                            Some(TxReceipt {
+                                tx_id: TxId(new.tx),
+                                tx_time: ts(new.tx_time),
+                            }),
+                        ));
                     }
-                    Err(e) => {
-                        sp.rollback().pg("rolling back a request")?;
-                        results[i] = Some(Err(e));
-                    }
+                    Ok(None) => receipts.push((i, None)),
+                    Err(e) => results[i] = Some(Err(e)),
                 }
+            }
+            if receipts.is_empty() {
+                t.rollback().pg("rolling back a commit")?;
+                return Ok(receipts);
             }
             move_head(&mut t, head.tx, &self.location.channel())?;
             t.commit().pg("committing")?;
