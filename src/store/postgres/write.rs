@@ -184,6 +184,9 @@ pub(super) struct TxState {
     pub evicted: HashSet<String>,
     /// Replaying the log (rebuild): evictions drop rows, not documents or contents.
     pub replay: bool,
+    /// The entity number the commit read for the op about to be applied (id, eid or `None`
+    /// when no entity has the id), so that applying it does not read the row again.
+    pub known: Option<(String, Option<u64>)>,
 }
 
 /// Applies one resolved op body (op `n` of transaction `tx`, whose body is already stored).
@@ -197,8 +200,13 @@ pub(super) fn apply(
 ) -> Result<()> {
     match op {
         OpRec::Write(w) => {
-            let eid = match (entity_row(t, &w.entity)?, &w.first) {
-                (Some((eid, _)), _) => eid,
+            let known = state.known.take().filter(|(id, _)| *id == *w.entity);
+            let row = match known {
+                Some((_, eid)) => eid,
+                None => entity_row(t, &w.entity)?.map(|(eid, _)| eid),
+            };
+            let eid = match (row, &w.first) {
+                (Some(eid), _) => eid,
                 (None, Some(first)) => create_entity(t, &w.entity, first)?,
                 (None, None) => return Err(super::super::redb::unknown_entity(&w.entity)),
             };
@@ -454,8 +462,13 @@ fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) 
     Ok(())
 }
 
-/// Resolves a put into its op body, storing its document (its contents were uploaded).
-fn resolve_put(t: &mut impl GenericClient, put: &Put, tx_time: i64) -> Result<OpRec> {
+/// Resolves a put into its op body, storing its document (its contents were uploaded); also
+/// the number of its entity when it exists.
+fn resolve_put(
+    t: &mut impl GenericClient,
+    put: &Put,
+    tx_time: i64,
+) -> Result<(OpRec, Option<u64>)> {
     let object = &put.object;
     let id = object.id();
     let existing = entity_row(t, id)?;
@@ -510,7 +523,7 @@ fn resolve_put(t: &mut impl GenericClient, put: &Put, tx_time: i64) -> Result<Op
     };
     super::super::redb::check_range(id, valid_from, put.valid_to)?;
     store_doc(t, object, put.bytes.as_deref())?;
-    Ok(OpRec::Write(WriteRec {
+    let body = OpRec::Write(WriteRec {
         entity: id.into(),
         valid_from,
         valid_to: put.valid_to.map(Timestamp::as_micros),
@@ -519,7 +532,8 @@ fn resolve_put(t: &mut impl GenericClient, put: &Put, tx_time: i64) -> Result<Op
         size: put.size,
         spelling: put.spelling.clone(),
         content_omitted: object.content_omitted().map(codec::Omitted::from),
-    }))
+    });
+    Ok((body, existing.map(|(eid, _)| eid)))
 }
 
 /// Writes `ops` as the transaction after `head` inside `t`; the new head.
@@ -548,15 +562,20 @@ fn write_tx(t: &mut Transaction<'_>, ops: &[Op], origin: &Origin, head: Head) ->
     let mut digests = Vec::with_capacity(ops.len());
     for (n, op) in ops.iter().enumerate() {
         let body = match op {
-            Op::Put(put) => resolve_put(t, put, tx_time)?,
+            Op::Put(put) => {
+                let (body, eid) = resolve_put(t, put, tx_time)?;
+                state.known = Some((put.object.id().to_string(), eid));
+                body
+            }
             Op::Delete {
                 entity,
                 valid_from,
                 valid_to,
             } => {
-                if entity_row(t, entity)?.is_none() {
+                let Some((eid, _)) = entity_row(t, entity)? else {
                     return Err(super::super::redb::unknown_entity(entity));
-                }
+                };
+                state.known = Some((entity.clone(), Some(eid)));
                 let from = valid_from.map_or(tx_time, Timestamp::as_micros);
                 super::super::redb::check_range(entity, from, *valid_to)?;
                 OpRec::Write(WriteRec::delete(
