@@ -617,6 +617,34 @@ class BackupResult(TypedDict):
     findings: list[FsckFinding]
 
 
+class MigrateParams(TypedDict):
+    """`migrate`: copy the store into a new store of either backend by replaying its log: every record with its own tx id, time, origin, run, digests and chain value (evicted bodies stay evicted), the documents and contents its puts name, and the settings and mounts. The copy's chain head is the original's."""
+    # Where the copy goes: `postgres://user@host:port/db?schema=NAME` (a schema with no store, or an empty one), or a directory for a new redb store (new, or empty).
+    to: str
+    # The directory relative paths are taken from.
+    cwd: NotRequired[str | None]
+    # For a PostgreSQL target: the new store directory that points at it, where the copy's settings and mounts live (new, or empty).
+    dir: NotRequired[str | None]
+
+
+class MigrateResult(TypedDict):
+    """What `migrate` answers."""
+    # Where the copy lives: the PostgreSQL URL (without a password) or the redb store's directory.
+    to: str
+    # The copy's store directory.
+    dir: str
+    # The copy's chain head, the original's when the copy began (`None`: empty).
+    head: ChainHead | None
+    # Log records copied.
+    transactions: int
+    # Op bodies copied.
+    ops: int
+    # Evicted op bodies copied as what they are (digests only).
+    evicted_ops: int
+    # What fsck found in the copy (none: the copy verifies).
+    findings: list[FsckFinding]
+
+
 class GcParams(TypedDict):
     """`gc`: drop contents and documents that no version references."""
 
@@ -1423,6 +1451,7 @@ METHODS: dict[str, tuple[Any, Any]] = {
     "log.run": (LogRunParams, LogRunResult),
     "fsck": (FsckParams, FsckResult),
     "backup": (BackupParams, BackupResult),
+    "migrate": (MigrateParams, MigrateResult),
     "gc": (GcParams, GcResult),
     "evict": (EvictParams, EvictResult),
     "stats": (StatsParams, StatsResult),
@@ -1645,6 +1674,26 @@ class _EngineMethods:
             },
         )
         return cast(BackupResult, result)
+
+    def migrate(self, to: str, *, cwd: str | None = None, dir: str | None = None) -> MigrateResult:
+        """`migrate`: copy the store into a new store of either backend by replaying its log: every record with its own tx id, time, origin, run, digests and chain value (evicted bodies stay evicted), the documents and contents its puts name, and the settings and mounts. The copy's chain head is the original's.
+
+        to: Where the copy goes: `postgres://user@host:port/db?schema=NAME` (a schema with no store, or an empty one), or a directory for a new redb store (new, or empty).
+        cwd: The directory relative paths are taken from. Default: this process's working directory.
+        dir: For a PostgreSQL target: the new store directory that points at it, where the copy's settings and mounts live (new, or empty).
+        Returns schema/rpc/migrate.result.json (optional params left at None are not sent).
+        """
+        result = self._request(
+            "migrate",
+            {
+                "to": to,
+            },
+            {
+                "cwd": cwd if cwd is not None else os.getcwd(),
+                "dir": dir,
+            },
+        )
+        return cast(MigrateResult, result)
 
     def gc(self) -> GcResult:
         """`gc`: drop contents and documents that no version references.

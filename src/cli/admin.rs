@@ -4,13 +4,15 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use strata::engine::{
-    AgentAuditRequest, BackupRequest, Engine, EvictRequest, FsckRequest, GcRequest, LogRequest,
-    MountAddRequest, MountLsRequest, MountRmRequest, SalvageRequest, StatsRequest,
+    AgentAuditRequest, BackupRequest, Engine, EvictRequest, FsckFinding, FsckRequest, GcRequest,
+    LogRequest, MigrateRequest, MountAddRequest, MountLsRequest, MountRmRequest, SalvageRequest,
+    StatsRequest,
 };
 use strata::resolve::MountMapping;
 
 use super::args::{
-    AuditArgs, BackupArgs, EvictArgs, FsckArgs, InitArgs, JsonArgs, LogArgs, MountCommand,
+    AuditArgs, BackupArgs, EvictArgs, FsckArgs, InitArgs, JsonArgs, LogArgs, MigrateArgs,
+    MountCommand,
 };
 use super::locate::{self, Located};
 use super::{Invocation, output};
@@ -354,6 +356,52 @@ impl Invocation<'_> {
         Ok(())
     }
 
+    /// Says what fsck found in a copy (backup, migrate), or that it verifies.
+    fn print_copy_findings(&mut self, findings: &[FsckFinding]) -> Result<()> {
+        for finding in findings {
+            writeln!(
+                self.out,
+                "the copy fails a check: {}: {}: {}",
+                finding.kind, finding.subject, finding.detail
+            )?;
+        }
+        if findings.is_empty() {
+            writeln!(self.out, "the copy verifies")?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn migrate(&mut self, args: MigrateArgs) -> Result<ExitCode> {
+        let report = self.call(MigrateRequest {
+            to: args.to,
+            dir: args.dir.map(|dir| dir.display().to_string()),
+            cwd: self.cwd(),
+        })?;
+        if args.json.json {
+            self.print_json(&report)?;
+        } else {
+            match &report.head {
+                Some(head) => writeln!(
+                    self.out,
+                    "copied {} transactions ({} ops, {} evicted) into {}; chain head tx {} {}, \
+                     the original's",
+                    report.transactions,
+                    report.ops,
+                    report.evicted_ops,
+                    report.to,
+                    head.tx_id,
+                    head.chain
+                )?,
+                None => writeln!(self.out, "copied the empty store into {}", report.to)?,
+            }
+            if report.dir != report.to {
+                writeln!(self.out, "its store directory: {}", report.dir)?;
+            }
+            self.print_copy_findings(&report.findings)?;
+        }
+        Ok(copy_exit(&report.findings))
+    }
+
     pub(super) fn backup(&mut self, args: BackupArgs) -> Result<ExitCode> {
         let report = self.call(BackupRequest {
             dir: args.dir.display().to_string(),
@@ -373,22 +421,9 @@ impl Invocation<'_> {
                 )?,
                 None => writeln!(self.out, "backed up the empty store into {}", report.dir)?,
             }
-            for finding in &report.findings {
-                writeln!(
-                    self.out,
-                    "the copy fails a check: {}: {}: {}",
-                    finding.kind, finding.subject, finding.detail
-                )?;
-            }
-            if report.findings.is_empty() {
-                writeln!(self.out, "the copy verifies")?;
-            }
+            self.print_copy_findings(&report.findings)?;
         }
-        Ok(if report.findings.is_empty() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        })
+        Ok(copy_exit(&report.findings))
     }
 
     pub(super) fn evict(&mut self, args: EvictArgs) -> Result<ExitCode> {
@@ -521,4 +556,13 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
             .downcast_ref::<std::io::Error>()
             .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// A copy's exit code: 0 when it verifies, 1 when fsck found anything in it.
+fn copy_exit(findings: &[FsckFinding]) -> ExitCode {
+    if findings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }

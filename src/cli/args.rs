@@ -56,6 +56,10 @@ pub enum Command {
     /// Copy the store, as one consistent snapshot, into a new store in DIR while others keep
     /// using it, and verify the copy (through the daemon when one runs).
     Backup(BackupArgs),
+    /// Copy the store into a new store of either backend (a PostgreSQL URL, or a directory for
+    /// redb) by replaying its log record for record, with its settings and mounts; the copy's
+    /// chain head is the original's, and the copy is verified.
+    Migrate(MigrateArgs),
     /// Erase an entity and its whole history.
     Evict(EvictArgs),
     /// Drop contents and documents that no version references.
@@ -372,6 +376,21 @@ pub struct FsckArgs {
 pub struct BackupArgs {
     /// The directory of the copy (new, or empty).
     pub dir: PathBuf,
+    #[command(flatten)]
+    pub json: JsonArgs,
+}
+
+/// `strata migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// Where the copy goes: postgres://user@host:port/db?schema=NAME (no store there, or an
+    /// empty one), or a new or empty directory for a redb store.
+    #[arg(long, value_name = "URL|DIR")]
+    pub to: String,
+    /// With a PostgreSQL URL: the new store directory that points at the copy (its settings
+    /// and mounts live there).
+    #[arg(long, value_name = "NEW_DIR")]
+    pub dir: Option<PathBuf>,
     #[command(flatten)]
     pub json: JsonArgs,
 }

@@ -94,6 +94,7 @@ impl Invocation<'_> {
             Command::Log(args) => self.log(args),
             Command::Fsck(args) => self.fsck(args),
             Command::Backup(args) => self.backup(args),
+            Command::Migrate(args) => self.migrate(args),
             Command::Evict(args) => self.evict(args),
             Command::Gc(args) => self.gc(args),
             Command::Stats(args) => self.stats(args),

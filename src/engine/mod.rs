@@ -19,6 +19,7 @@
 
 mod admin;
 mod agent;
+mod follow;
 mod index;
 mod objects;
 mod request;
@@ -45,6 +46,7 @@ pub use agent::{
     AgentEntrypoints, AgentEntrypointsRequest, AgentPushRequest, AgentPushed, AgentTools,
     AgentToolsRequest, AgentWithdrawRequest,
 };
+pub use follow::Follower;
 pub use index::{IndexRequest, IndexResponse};
 pub use objects::{
     AsOf, Body, CatRequest, CatResponse, DiffRequest, DiffResponse, HistoryRequest,
@@ -52,7 +54,8 @@ pub use objects::{
 };
 pub use request::{Apply, Request, Response, Writes};
 pub use rescue::{
-    BackupRequest, BackupResponse, LostEntity, SalvageLoss, SalvageRequest, SalvageResponse,
+    BackupRequest, BackupResponse, LostEntity, MigrateRequest, MigrateResponse, SalvageLoss,
+    SalvageRequest, SalvageResponse,
 };
 pub use schema::{RPC_SCHEMA_DIR, rpc_schemas};
 pub use sessions::{
@@ -150,6 +153,8 @@ pub struct Engine {
     sessions: Mutex<HashMap<String, Arc<Mutex<Session>>>>,
     /// Where commit events go; a closed receiver is dropped at the next send.
     subscribers: Mutex<Vec<Sender<CommitEvent>>>,
+    /// What was published while following other processes' commits (`None`: not following).
+    followed: Mutex<Option<follow::Followed>>,
     /// Where the watched roots go after each change of them.
     watch_listeners: Mutex<Vec<Sender<Vec<String>>>>,
     /// What answers `index` on watched roots (the daemon's watcher).
@@ -206,6 +211,7 @@ impl Engine {
             settings_stamp: Mutex::new(None),
             sessions: Mutex::new(HashMap::new()),
             subscribers: Mutex::new(Vec::new()),
+            followed: Mutex::new(None),
             watch_listeners: Mutex::new(Vec::new()),
             watch_hook: Mutex::new(watch::WatchHook::default()),
             created: false,
@@ -317,10 +323,20 @@ impl Engine {
 
     /// Publishes what transactions `txs` changed to the subscribers, if there are any.
     fn publish(&self, txs: &[u64]) {
+        // While following other writers, a commit the follower published already (its
+        // notification came first) is not published again, and the follower skips the others.
+        let txs: Vec<u64> = match lock(&self.followed).as_mut() {
+            Some(followed) => txs
+                .iter()
+                .copied()
+                .filter(|&tx| tx > followed.seen && followed.own.insert(tx))
+                .collect(),
+            None => txs.to_vec(),
+        };
         if lock(&self.subscribers).is_empty() || txs.is_empty() {
             return;
         }
-        for &tx in txs {
+        for tx in txs {
             // Best effort: an event that cannot be read back is not sent (the log has it).
             let Ok(event) = self.commit_event(tx) else {
                 continue;

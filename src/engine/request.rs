@@ -109,6 +109,7 @@ methods! {
     "log.run" => LogRun(LogRunRequest) -> LogRun;
     "fsck" => Fsck(FsckRequest) -> FsckResponse;
     "backup" => Backup(BackupRequest) -> BackupResponse;
+    "migrate" => Migrate(MigrateRequest) -> MigrateResponse;
     "gc" => Gc(GcRequest) -> GcResponse;
     "evict" => Evict(EvictRequest) -> EvictResponse;
     "stats" => Stats(StatsRequest) -> StatsResponse;
@@ -167,6 +168,7 @@ macro_rules! may_write {
 
 reads_only!(
     BackupRequest,
+    MigrateRequest,
     LsRequest,
     ShowRequest,
     CatRequest,

@@ -1,5 +1,6 @@
 //! Getting a store's data out: `backup` (a verified copy of the live store, one consistent
-//! snapshot while writers go on) and salvage (a new store from what a damaged one still
+//! snapshot while writers go on), `migrate` (a copy into a new store of either backend, redb or
+//! PostgreSQL, made by replaying the log record for record) and salvage (a new store from what a damaged one still
 //! verifies, with an exact account of what was lost; it needs no open store, so it is
 //! [`Engine::salvage`], not a request).
 
@@ -12,6 +13,7 @@ use super::request::Apply;
 use super::{Engine, Error, Result};
 use crate::object::{FilesystemSource, Object};
 use crate::resolve::machine_filesystem_id;
+use crate::store::{PgOpen, Store};
 
 /// `dir` made absolute against `cwd` (a front end's current directory); a relative `dir`
 /// without one is refused (the daemon's own directory means nothing to the caller).
@@ -74,6 +76,171 @@ impl Apply for BackupRequest {
             head: head(report.head),
             bytes: report.bytes,
             findings: report.findings.into_iter().map(FsckFinding::from).collect(),
+        })
+    }
+}
+
+/// `migrate`: copy the store into a new store of either backend by replaying its log: every
+/// record with its own tx id, time, origin, run, digests and chain value (evicted bodies stay
+/// evicted), the documents and contents its puts name, and the settings and mounts. The
+/// copy's chain head is the original's.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MigrateRequest {
+    /// Where the copy goes: `postgres://user@host:port/db?schema=NAME` (a schema with no store,
+    /// or an empty one), or a directory for a new redb store (new, or empty).
+    pub to: String,
+    /// For a PostgreSQL target: the new store directory that points at it, where the copy's
+    /// settings and mounts live (new, or empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+    /// The directory relative paths are taken from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+/// What `migrate` answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MigrateResponse {
+    /// Where the copy lives: the PostgreSQL URL (without a password) or the redb store's
+    /// directory.
+    pub to: String,
+    /// The copy's store directory.
+    pub dir: String,
+    /// The copy's chain head, the original's when the copy began (`None`: empty).
+    pub head: Option<ChainHead>,
+    /// Log records copied.
+    pub transactions: u64,
+    /// Op bodies copied.
+    pub ops: u64,
+    /// Evicted op bodies copied as what they are (digests only).
+    pub evicted_ops: u64,
+    /// What fsck found in the copy (none: the copy verifies).
+    pub findings: Vec<FsckFinding>,
+}
+
+/// Refuses a directory that cannot take a new store: one that holds a store, a file, or a
+/// directory with anything in it.
+fn check_new_dir(dir: &Path, own: Option<&Path>) -> Result<()> {
+    let same = own.is_some_and(|own| {
+        matches!(
+            (std::fs::canonicalize(own), std::fs::canonicalize(dir)),
+            (Ok(a), Ok(b)) if a == b
+        )
+    });
+    if same || crate::store::exists(dir) {
+        return Err(Error::invalid_input(format!(
+            "{} already holds a strata store; a copy goes into a new directory",
+            dir.display()
+        )));
+    }
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(Error::invalid_input(format!(
+                    "{} is not empty; give a new or empty directory for the copy",
+                    dir.display()
+                )));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::invalid_input(format!(
+            "{} cannot take the copy ({e}); give a new or empty directory",
+            dir.display()
+        ))),
+    }
+}
+
+impl Apply for MigrateRequest {
+    type Response = MigrateResponse;
+
+    /// # Errors
+    /// [`Error::InvalidInput`] for a target that holds a store (a directory with a store or
+    /// anything else in it, a PostgreSQL schema whose log is not empty), a URL that is not
+    /// PostgreSQL's, a PostgreSQL target without `dir` (or a directory target with one), or a
+    /// relative path without `cwd`: nothing is made then. Storage errors; a copy that fails
+    /// half way is removed (a PostgreSQL one is left, and the error says how to drop it).
+    fn apply(self, engine: &Engine) -> Result<MigrateResponse> {
+        let postgres = self.to.contains("://");
+        let location = if postgres {
+            Some(crate::store::PgLocation::parse(&self.to)?)
+        } else {
+            None
+        };
+        let dir = match (&location, &self.dir) {
+            (Some(_), Some(dir)) => absolute(dir, self.cwd.as_deref())?,
+            (Some(location), None) => {
+                return Err(Error::invalid_input(format!(
+                    "a copy into PostgreSQL needs a store directory that points at it, where its                      settings and mounts live: give --dir NEW_DIR with --to {}",
+                    location.redacted()
+                )));
+            }
+            (None, Some(_)) => {
+                return Err(Error::invalid_input(
+                    "--dir is for a PostgreSQL target; a copy into redb goes into the --to                      directory itself",
+                ));
+            }
+            (None, None) => absolute(&self.to, self.cwd.as_deref())?,
+        };
+        check_new_dir(&dir, engine.dir())?;
+        let target = match &location {
+            Some(location) => {
+                match Store::postgres(location.clone(), None, PgOpen::Open) {
+                    Ok(existing) => {
+                        if let Some((tx, _)) = existing.chain_head()? {
+                            return Err(Error::invalid_input(format!(
+                                "{} already holds a strata store with {} transactions; a copy                                  goes into a new schema (?schema=NAME)",
+                                location.redacted(),
+                                tx.0
+                            )));
+                        }
+                    }
+                    Err(Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+                Store::create_postgres(&dir, location.clone())?
+            }
+            None => Store::create(&dir)?,
+        };
+        let report = match crate::store::migrate(engine.store(), &target) {
+            Ok(report) => report,
+            Err(e) => {
+                drop(target);
+                // Best effort: what this request made goes again.
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(match &location {
+                    Some(location) => Error::storage(
+                        "copying the store",
+                        format!(
+                            "{}; the partial copy stays in schema {} of {}: drop it (DROP                              SCHEMA {} CASCADE) before trying again",
+                            e.full_message(),
+                            location.schema(),
+                            location.redacted(),
+                            location.schema()
+                        ),
+                    ),
+                    None => e,
+                });
+            }
+        };
+        if let Some(own) = engine.dir() {
+            let settings = own.join(crate::index::SETTINGS_FILE);
+            if settings.exists() {
+                let text = std::fs::read(&settings)
+                    .map_err(|e| Error::io(format!("reading {}", settings.display()), e))?;
+                crate::store::private::write_file(&dir.join(crate::index::SETTINGS_FILE), &text)?;
+            }
+        }
+        let findings = target.fsck()?;
+        Ok(MigrateResponse {
+            to: location.map_or_else(|| dir.display().to_string(), |l| l.redacted()),
+            dir: dir.display().to_string(),
+            head: head(report.head),
+            transactions: report.transactions,
+            ops: report.ops,
+            evicted_ops: report.evicted_ops,
+            findings: findings.into_iter().map(FsckFinding::from).collect(),
         })
     }
 }

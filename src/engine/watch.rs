@@ -154,7 +154,7 @@ impl Engine {
     }
 
     /// The metadata cache of every live session, refreshed for the files of `paths` it holds.
-    fn refresh_sessions(&self, paths: &[String]) {
+    pub(super) fn refresh_sessions(&self, paths: &[String]) {
         let live: Vec<Arc<Mutex<crate::session::Session>>> =
             lock(&self.sessions).values().cloned().collect();
         for session in live {

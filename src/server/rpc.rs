@@ -136,6 +136,8 @@ pub fn serve(dir: &Path, options: DaemonOptions) -> Result<()> {
     // The store first: whoever holds it owns the socket, so two daemons starting at once can
     // never remove each other's socket.
     let engine = Arc::new(Engine::open(dir, Access::ReadWrite)?);
+    // A store other processes write (PostgreSQL): their commits reach the subscribers too.
+    let follower = engine.follow_other_writers()?;
     if !options.watch.is_empty() {
         engine.call(WatchAddRequest {
             paths: options.watch.clone(),
@@ -183,6 +185,7 @@ pub fn serve(dir: &Path, options: DaemonOptions) -> Result<()> {
     // What was in flight is answered by now; a task still running (a subscription's
     // forwarder between two looks) must not hold up the exit.
     runtime.shutdown_timeout(Duration::from_secs(2));
+    drop(follower);
     drop(engine);
     outcome
 }

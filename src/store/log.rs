@@ -81,6 +81,9 @@ pub struct LoggedOp {
     pub digest: [u8; 32],
     /// The op as the JSON that was hashed; `None` when the entity was evicted since.
     pub body: Option<Value>,
+    /// The transaction that evicted the body, when it is gone and the store recorded which
+    /// (a redb store made before evictions were recorded does not know).
+    pub evicted_by: Option<TxId>,
 }
 
 impl LoggedOp {

@@ -18,7 +18,8 @@
 //!   bincode (record encodings).
 //! - `damage`: the damage marker beside the store file (`store.damaged`): writes refused until
 //!   repaired.
-//! - `rescue`: what salvage and backup answer.
+//! - `rescue`: what salvage and backup answer. `migrate`: a copy into either backend by
+//!   replaying the log record for record ([`Backend::append_log`]).
 //! - `private`: the store directory's modes (0700, files 0600, whatever the umask); every file
 //!   strata makes in a store directory is made there.
 //! - `postgres/`: the PostgreSQL implementation (a schema of a database shared by a team's
@@ -31,6 +32,7 @@ mod codec;
 pub mod damage;
 mod group;
 mod log;
+mod migrate;
 mod ops;
 mod postgres;
 pub(crate) mod private;
@@ -47,8 +49,9 @@ pub use answers::{
     VersionInfo,
 };
 pub use log::{LoggedOp, Origin, TxRecord};
+pub use migrate::{MigrateReport, ReplayRecord, migrate};
 pub use ops::{EncodedBlob, Op, Put, TxReceipt, TxRequest, ValidFrom};
-pub use postgres::{PgLocation, PgOpen};
+pub use postgres::{PgListener, PgLocation, PgOpen};
 pub use rescue::{BackupReport, Rebuild, SalvageReport};
 pub use stat::{FileStat, StatEntry, StatUpdate};
 pub use time::{Timestamp, TxId};
@@ -350,6 +353,23 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Storage errors.
     fn gc(&self) -> Result<GcReport>;
+
+    /// Appends `records`, log records of another store read back with [`ReplayRecord::read`],
+    /// verbatim and in one commit, as this store's next transactions: each keeps its tx id,
+    /// time, origin, index run, op digests and chain value; its bodies are applied as the
+    /// original commit applied them, with the documents and contents its puts name (matches
+    /// are not checked again: they held then), and an evicted body stays evicted, by the same
+    /// transaction. What `strata migrate` copies a store with. The default refuses.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] when a record does not follow this store's head (tx id,
+    /// time or chain value); storage errors. Nothing is written then.
+    fn append_log(&self, records: &[ReplayRecord]) -> Result<()> {
+        let _ = records;
+        Err(crate::Error::invalid_input(
+            "this storage engine cannot take another store's log; copy into redb or PostgreSQL",
+        ))
+    }
 
     /// Copies the store as one consistent snapshot into a new store in `dir` while writers go
     /// on, and verifies the copy. The default refuses: a backend that cannot copy itself says so.

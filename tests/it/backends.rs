@@ -207,6 +207,14 @@ impl Postgres {
         format!("p_{}", &digest[..24])
     }
 
+    /// The location of store `schema` on the test server, with no store there (a schema left by
+    /// an earlier run is dropped).
+    pub fn fresh(&self, schema: &str) -> TestResult<strata::PgLocation> {
+        let location = self.location(schema)?;
+        self.execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))?;
+        Ok(location)
+    }
+
     /// Runs `sql` on the test server.
     pub fn execute(&self, sql: &str) -> TestResult {
         let mut client = self.location("public")?.connect()?;

@@ -36,6 +36,8 @@ mod corruption;
 mod daemon;
 // Store privacy: modes under any umask, the lock file, deny rules in every case, another uid.
 mod privacy;
+// `strata migrate`: redb → PostgreSQL → redb answers alike (library and binary), bad targets.
+mod migrate;
 // PostgreSQL only: two writers, LISTEN, SIGKILL of the postmaster, bad URLs.
 mod postgres;
 // The mount resolver: mappings, path checks, symlinks, properties.

@@ -61,11 +61,7 @@ fn two_writers_on_two_connections_lose_no_update() -> TestResult {
         return Ok(());
     };
     let per_writer = u64::from(env_count("STRATA_PG_WRITES", 40)?);
-    let location = backend.location(&format!("w_{}", std::process::id()))?;
-    backend.execute(&format!(
-        "DROP SCHEMA IF EXISTS {} CASCADE",
-        location.schema()
-    ))?;
+    let location = backend.fresh(&format!("w_{}", std::process::id()))?;
     let first = Store::postgres(location.clone(), None, PgOpen::Create)?;
     let second = Store::postgres(location.clone(), None, PgOpen::Open)?;
     let writers: Vec<_> = [first.clone(), second]
@@ -107,11 +103,7 @@ fn listen_sees_a_commit() -> TestResult {
     let Some(backend) = postgres()? else {
         return Ok(());
     };
-    let location = backend.location(&format!("l_{}", std::process::id()))?;
-    backend.execute(&format!(
-        "DROP SCHEMA IF EXISTS {} CASCADE",
-        location.schema()
-    ))?;
+    let location = backend.fresh(&format!("l_{}", std::process::id()))?;
     let store = Store::postgres(location.clone(), None, PgOpen::Create)?;
     let mut listener = location.connect()?;
     listener.batch_execute(&format!("LISTEN {}", location.channel()))?;
@@ -310,6 +302,15 @@ fn strata(cwd: &Path, args: &[&str]) -> TestResult<(bool, String, String)> {
     ))
 }
 
+/// Stops the daemon of the store in `dir`/.strata; its log shows no panic.
+fn stop_daemon(dir: &Path) -> TestResult {
+    let (ok, out, err) = strata(dir, &["stop"])?;
+    assert!(ok, "{out}{err}");
+    let log = std::fs::read_to_string(dir.join(".strata/daemon.log"))?;
+    assert!(!log.contains("panicked"), "{log}");
+    Ok(())
+}
+
 /// A team's set-up: two store directories (two machines) `strata init --backend` one
 /// PostgreSQL store; each indexes through its own daemon; both see one log, gapless, with one
 /// chain head; fsck is clean from either.
@@ -318,11 +319,7 @@ fn two_directories_share_one_postgres_store_through_their_daemons() -> TestResul
     let Some(backend) = postgres()? else {
         return Ok(());
     };
-    let location = backend.location(&format!("d_{}", std::process::id()))?;
-    backend.execute(&format!(
-        "DROP SCHEMA IF EXISTS {} CASCADE",
-        location.schema()
-    ))?;
+    let location = backend.fresh(&format!("d_{}", std::process::id()))?;
     let url = location.url();
     let (a, b) = (tempfile::tempdir()?, tempfile::tempdir()?);
     for (dir, file) in [(&a, "a.txt"), (&b, "b.txt")] {
@@ -346,10 +343,159 @@ fn two_directories_share_one_postgres_store_through_their_daemons() -> TestResul
     for dir in [&a, &b] {
         let (ok, out, err) = strata(dir.path(), &["fsck"])?;
         assert!(ok && out.starts_with("ok"), "{out}{err}");
-        let (ok, out, err) = strata(dir.path(), &["stop"])?;
+        stop_daemon(dir.path())?;
+    }
+    backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
+    Ok(())
+}
+
+/// One line-delimited JSON-RPC connection to a daemon's socket (reads time out, never hang).
+struct Socket {
+    writer: std::os::unix::net::UnixStream,
+    reader: std::io::BufReader<std::os::unix::net::UnixStream>,
+}
+
+impl Socket {
+    fn connect(store: &Path) -> TestResult<Socket> {
+        let stream = std::os::unix::net::UnixStream::connect(store.join("strata.sock"))?;
+        stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+        Ok(Socket {
+            reader: std::io::BufReader::new(stream.try_clone()?),
+            writer: stream,
+        })
+    }
+
+    /// The next message, or `None` when none comes within the read timeout.
+    fn next(&mut self) -> TestResult<Option<serde_json::Value>> {
+        use std::io::BufRead as _;
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => Err("the daemon closed the connection".into()),
+            Ok(_) => Ok(Some(serde_json::from_str(&line)?)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn subscribe(&mut self) -> TestResult {
+        use std::io::Write as _;
+        self.writer.write_all(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"subscribe\",\"params\":{}}\n",
+        )?;
+        let answer = self.next()?.ok_or("no answer to subscribe")?;
+        assert_eq!(
+            answer["result"],
+            serde_json::json!({"subscribed": true}),
+            "{answer}"
+        );
+        Ok(())
+    }
+
+    /// The next commit event's params.
+    fn commit(&mut self) -> TestResult<serde_json::Value> {
+        let heard = self.next()?.ok_or("no commit event within 20 s")?;
+        assert_eq!(heard["method"], "commit", "{heard}");
+        Ok(heard["params"].clone())
+    }
+}
+
+/// Two processes on one database: a daemon serving store directory A hears, as commit events
+/// on its subscription, the commits of a plain `strata index` process and of another daemon
+/// (directory B) on the same PostgreSQL store, with their paths and sessions, each once; its own
+/// commits are heard once too, in between.
+#[test]
+fn a_daemon_hears_other_processes_commits() -> TestResult {
+    let Some(backend) = postgres()? else {
+        return Ok(());
+    };
+    let location = backend.fresh(&format!("f_{}", std::process::id()))?;
+    let url = location.url();
+    let (a, b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    for dir in [&a, &b] {
+        let (ok, out, err) = strata(dir.path(), &["init", "--backend", &url])?;
         assert!(ok, "{out}{err}");
-        let log = std::fs::read_to_string(dir.path().join(".strata/daemon.log"))?;
-        assert!(!log.contains("panicked"), "{log}");
+    }
+    // A's daemon, started by a command, and a subscriber on it.
+    let (ok, out, err) = strata(a.path(), &["session", "ls"])?;
+    assert!(ok, "{out}{err}");
+    let mut socket = Socket::connect(&a.path().join(".strata"))?;
+    socket.subscribe()?;
+    // A plain process (no daemon) indexes in B.
+    let b_tree = std::fs::canonicalize(b.path())?;
+    std::fs::write(b_tree.join("b.txt"), "from b\n")?;
+    let index = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["index", "."])
+        .current_dir(&b_tree)
+        .env("STRATA_NO_DAEMON", "1")
+        .output()?;
+    assert!(index.status.success(), "{index:?}");
+    let heard = socket.commit()?;
+    assert_eq!(heard["tx_id"], 1, "{heard}");
+    assert_eq!(heard["origin"], "indexer", "{heard}");
+    let path = b_tree.join("b.txt").to_string_lossy().to_string();
+    assert_eq!(heard["paths"], serde_json::json!([path]), "{heard}");
+    assert_eq!(heard["changes"][0]["kind"], "created", "{heard}");
+    // A's own commit, heard once.
+    let (ok, out, err) = strata(a.path(), &["session", "new", "--id", "mine"])?;
+    assert!(ok, "{out}{err}");
+    let heard = socket.commit()?;
+    assert_eq!(
+        (&heard["tx_id"], &heard["sessions"]),
+        (&serde_json::json!(2), &serde_json::json!(["mine"])),
+        "{heard}"
+    );
+    // B's daemon commits a session: heard next (A's own commit was not heard twice).
+    let (ok, out, err) = strata(&b_tree, &["session", "new", "--id", "theirs"])?;
+    assert!(ok, "{out}{err}");
+    let heard = socket.commit()?;
+    assert_eq!(
+        (&heard["tx_id"], &heard["sessions"]),
+        (&serde_json::json!(3), &serde_json::json!(["theirs"])),
+        "{heard}"
+    );
+    // A session B's daemon changes is read again by A's daemon, not served from its memory.
+    let (ok, out, err) = strata(
+        &b_tree,
+        &[
+            "session",
+            "turn",
+            "mine",
+            "--role",
+            "user",
+            "--content",
+            "hello from b",
+        ],
+    )?;
+    assert!(ok, "{out}{err}");
+    let heard = socket.commit()?;
+    assert_eq!(heard["sessions"], serde_json::json!(["mine"]), "{heard}");
+    let (ok, out, err) = strata(
+        a.path(),
+        &[
+            "session",
+            "turn",
+            "mine",
+            "--role",
+            "user",
+            "--content",
+            "and from a",
+        ],
+    )?;
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = strata(a.path(), &["session", "show", "mine"])?;
+    assert!(
+        ok && out.contains("commit tx 5") && out.contains("turns 2"),
+        "{out}{err}"
+    );
+    for dir in [a.path(), &b_tree] {
+        stop_daemon(dir)?;
     }
     backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
     Ok(())

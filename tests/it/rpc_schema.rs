@@ -19,11 +19,12 @@ use strata::engine::{
     Access, AgentApproveRequest, AgentCallRequest, AgentEntrypointsRequest, AgentPushRequest,
     AgentToolsRequest, AgentWithdrawRequest, Apply, AsOf, BackupRequest, CatRequest, DiffRequest,
     Engine, EvictRequest, FsckRequest, GcRequest, HistoryRequest, IndexRequest, LogRequest,
-    LogRunRequest, LsRequest, MountAddRequest, MountLsRequest, MountRmRequest, RPC_SCHEMA_DIR,
-    Request, SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest, SessionLsRequest,
-    SessionNewRequest, SessionReadRequest, SessionRenderRequest, SessionResumeRequest,
-    SessionSetRequest, SessionShowRequest, SessionToolcallRequest, SessionTurnRequest, SetOp,
-    ShowRequest, StatsRequest, WatchAddRequest, WatchLsRequest, WatchRmRequest, rpc_schemas,
+    LogRunRequest, LsRequest, MigrateRequest, MountAddRequest, MountLsRequest, MountRmRequest,
+    RPC_SCHEMA_DIR, Request, SessionDiscoverRequest, SessionForkRequest, SessionHistoryRequest,
+    SessionLsRequest, SessionNewRequest, SessionReadRequest, SessionRenderRequest,
+    SessionResumeRequest, SessionSetRequest, SessionShowRequest, SessionToolcallRequest,
+    SessionTurnRequest, SetOp, ShowRequest, StatsRequest, WatchAddRequest, WatchLsRequest,
+    WatchRmRequest, rpc_schemas,
 };
 use strata::object::ToolStatus;
 use strata::resolve::MountMapping;
@@ -420,6 +421,15 @@ fn a_real_engine_run_is_valid_for_the_schemas() -> TestResult {
         cwd: Some(t.store.with_extension("copies").display().to_string()),
     })?;
     assert!(backup.findings.is_empty(), "{backup:?}");
+    let migrated = e.call(MigrateRequest {
+        to: "migrated".into(),
+        dir: None,
+        cwd: Some(t.store.with_extension("copies").display().to_string()),
+    })?;
+    assert!(
+        migrated.findings.is_empty() && migrated.head == backup.head,
+        "{migrated:?}"
+    );
     for reference in ["src/lib.rs", "img.bin", ".env"] {
         e.call(ShowRequest {
             reference: reference.into(),

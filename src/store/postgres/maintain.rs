@@ -28,7 +28,7 @@ fn check_log(t: &mut impl GenericClient, out: &mut Vec<Finding>) -> Result<Log> 
     let mut previous = [0u8; 32];
     let mut expected = 1u64;
     for row in t
-        .query("SELECT tx_id, header FROM strata_log ORDER BY tx_id", &[])
+        .rows("SELECT tx_id, header FROM strata_log ORDER BY tx_id", &[])
         .pg("reading the log")?
     {
         let tx = unbig(row.get(0));
@@ -80,14 +80,14 @@ fn check_log(t: &mut impl GenericClient, out: &mut Vec<Finding>) -> Result<Log> 
         ));
     }
     let evicted: HashSet<(u64, u32)> = t
-        .query("SELECT tx_id, n FROM strata_evicted_ops", &[])
+        .rows("SELECT tx_id, n FROM strata_evicted_ops", &[])
         .pg("reading evictions")?
         .iter()
         .map(|r| (unbig(r.get(0)), r.get::<_, i32>(1) as u32))
         .collect();
     let mut seen = HashSet::new();
     for row in t
-        .query("SELECT tx_id, n, body FROM strata_ops", &[])
+        .rows("SELECT tx_id, n, body FROM strata_ops", &[])
         .pg("reading op bodies")?
     {
         let (tx, n) = (unbig(row.get(0)), row.get::<_, i32>(1) as u32);
@@ -211,7 +211,7 @@ pub(super) fn fsck(client: &mut Client) -> Result<Vec<Finding>> {
     let mut stored: Stored = HashMap::new();
     let mut by_eid = HashMap::new();
     for row in t
-        .query("SELECT id, eid, rec FROM strata_entities", &[])
+        .rows("SELECT id, eid, rec FROM strata_entities", &[])
         .pg("reading entities")?
     {
         let id = String::from_utf8_lossy(row.get(0)).into_owned();
@@ -224,7 +224,7 @@ pub(super) fn fsck(client: &mut Client) -> Result<Vec<Finding>> {
         }
     }
     for row in t
-        .query(
+        .rows(
             "SELECT eid, valid_from, tx_id, rec FROM strata_versions",
             &[],
         )
@@ -285,7 +285,7 @@ pub(super) fn fsck(client: &mut Client) -> Result<Vec<Finding>> {
     // Paths against the entities' sources.
     let mut paths = HashSet::new();
     for row in t
-        .query("SELECT fs, path, eid FROM strata_paths", &[])
+        .rows("SELECT fs, path, eid FROM strata_paths", &[])
         .pg("reading paths")?
     {
         let (fs, path): (Vec<u8>, Vec<u8>) = (row.get(0), row.get(1));
@@ -330,7 +330,7 @@ pub(super) fn fsck(client: &mut Client) -> Result<Vec<Finding>> {
     let mut content_users: HashMap<[u8; 32], [u8; 32]> = HashMap::new();
     let mut docs = HashSet::new();
     for row in t
-        .query("SELECT hash, rec, kept_hash FROM strata_docs", &[])
+        .rows("SELECT hash, rec, kept_hash FROM strata_docs", &[])
         .pg("reading documents")?
     {
         let Ok(hash) = hash32(row.get(0), "a document hash") else {
@@ -366,7 +366,7 @@ pub(super) fn fsck(client: &mut Client) -> Result<Vec<Finding>> {
     }
     let mut contents = HashSet::new();
     for row in t
-        .query("SELECT hash FROM strata_contents", &[])
+        .rows("SELECT hash FROM strata_contents", &[])
         .pg("listing contents")?
     {
         let Ok(hash) = hash32(row.get(0), "a content hash") else {
@@ -431,7 +431,7 @@ pub(super) fn rebuild(client: &mut Client) -> Result<()> {
     )
     .pg("clearing the derived tables")?;
     let headers = t
-        .query(
+        .rows(
             "SELECT tx_id, header FROM strata_log WHERE tx_id <= $1 ORDER BY tx_id",
             &[&big(head.tx)],
         )
@@ -440,7 +440,7 @@ pub(super) fn rebuild(client: &mut Client) -> Result<()> {
         let tx = unbig(row.get(0));
         let header = codec::decode_header(row.get(1), &format!("header of tx {tx}"))?;
         let bodies = t
-            .query(
+            .rows(
                 "SELECT n, body FROM strata_ops WHERE tx_id = $1 ORDER BY n",
                 &[&big(tx)],
             )
@@ -465,7 +465,7 @@ pub(super) fn gc(client: &mut Client) -> Result<GcReport> {
     write::head(&mut t, true)?;
     let mut report = GcReport::default();
     let docs: Vec<Vec<u8>> = t
-        .query(
+        .rows(
             "SELECT d.hash FROM strata_docs d WHERE NOT EXISTS (SELECT 1 FROM strata_versions v \
              WHERE v.object_hash = d.hash)",
             &[],
@@ -481,7 +481,7 @@ pub(super) fn gc(client: &mut Client) -> Result<GcReport> {
         report.bytes_freed += b;
     }
     let contents: Vec<Vec<u8>> = t
-        .query(
+        .rows(
             "SELECT c.hash FROM strata_contents c WHERE NOT EXISTS (SELECT 1 FROM strata_docs d \
              WHERE d.content_hash = c.hash OR d.kept_hash = c.hash)",
             &[],
@@ -516,7 +516,7 @@ pub(super) fn restore_contents(
     let mut t = client.transaction().pg("beginning a restore")?;
     for (hash, bytes) in &contents {
         for table in ["strata_chunks", "strata_contents"] {
-            t.execute(
+            t.run(
                 &format!("DELETE FROM {table} WHERE hash = $1"),
                 &[&hash.as_slice()],
             )

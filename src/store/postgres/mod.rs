@@ -30,7 +30,8 @@ mod write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use postgres::{Client, NoTls};
+use postgres::types::ToSql;
+use postgres::{Client, GenericClient, NoTls};
 
 use super::codec::{self, EntityRec};
 use super::log::{Origin, TxRecord};
@@ -40,6 +41,84 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::hash::Hash;
+
+/// Statements prepared on one connection, by their SQL.
+type Prepared = std::collections::HashMap<String, postgres::Statement>;
+
+thread_local! {
+    /// The prepared statements of the connection this thread works with now (set by
+    /// [`PgStore::with_client_here`] for the length of its call).
+    static PREPARED: std::cell::RefCell<Option<Prepared>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The client calls strata makes, each statement prepared once per connection and reused: an
+/// unprepared call costs a round trip more (parse, then bind and execute). Only for the
+/// connection [`PgStore::with_client`] lends (its statements are the ones cached).
+pub(crate) trait Cached: GenericClient {
+    /// `execute` through the cache.
+    fn run(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<u64, postgres::Error> {
+        let statement = prepared(self, sql)?;
+        self.execute(&statement, params)
+    }
+
+    /// `query` through the cache.
+    fn rows(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Vec<postgres::Row>, postgres::Error> {
+        let statement = prepared(self, sql)?;
+        self.query(&statement, params)
+    }
+
+    /// `query_one` through the cache.
+    fn row(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<postgres::Row, postgres::Error> {
+        let statement = prepared(self, sql)?;
+        self.query_one(&statement, params)
+    }
+
+    /// `query_opt` through the cache.
+    fn maybe_row(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Option<postgres::Row>, postgres::Error> {
+        let statement = prepared(self, sql)?;
+        self.query_opt(&statement, params)
+    }
+}
+
+impl<T: GenericClient> Cached for T {}
+
+/// `sql` prepared on the connection `client` is part of: from the cache of the connection this
+/// thread works with, else prepared now (and cached when there is a cache).
+fn prepared(
+    client: &mut (impl GenericClient + ?Sized),
+    sql: &str,
+) -> std::result::Result<postgres::Statement, postgres::Error> {
+    if let Some(statement) = PREPARED.with(|p| {
+        p.borrow()
+            .as_ref()
+            .and_then(|cache| cache.get(sql).cloned())
+    }) {
+        return Ok(statement);
+    }
+    let statement = client.prepare(sql)?;
+    PREPARED.with(|p| {
+        if let Some(cache) = p.borrow_mut().as_mut() {
+            cache.insert(sql.to_string(), statement.clone());
+        }
+    });
+    Ok(statement)
+}
 
 /// How many idle connections a handle keeps.
 const POOL: usize = 8;
@@ -175,6 +254,62 @@ impl PgLocation {
     }
 }
 
+/// A connection that `LISTEN`s on a store's commit channel: what a daemon learns other
+/// processes' commits through. Call it from a plain thread (the sync client may not block
+/// inside an async runtime).
+pub struct PgListener {
+    client: Client,
+}
+
+impl std::fmt::Debug for PgListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PgListener")
+    }
+}
+
+impl PgListener {
+    /// The greatest tx id of the commits notified within `timeout` (all those waiting are
+    /// read); `None` when none was.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the connection fails (listen again with a new one).
+    pub fn wait(&mut self, timeout: std::time::Duration) -> Result<Option<u64>> {
+        use postgres::fallible_iterator::FallibleIterator as _;
+        let tx_of = |note: postgres::Notification| note.payload().parse::<u64>().ok();
+        let first = self
+            .client
+            .notifications()
+            .timeout_iter(timeout)
+            .next()
+            .pg("waiting for commits")?;
+        let Some(first) = first else {
+            return Ok(None);
+        };
+        let mut latest = tx_of(first);
+        // What else is waiting is read without waiting again.
+        let mut more = self.client.notifications();
+        let mut more = more.iter();
+        while let Some(note) = more.next().pg("reading commits")? {
+            latest = latest.max(tx_of(note));
+        }
+        Ok(latest)
+    }
+}
+
+impl PgLocation {
+    /// A new connection `LISTEN`ing on the store's channel ([`PgLocation::channel`]).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the database cannot be reached.
+    pub fn listen(&self) -> Result<PgListener> {
+        let mut client = self.connect()?;
+        client
+            .batch_execute(&format!("LISTEN {}", self.channel()))
+            .pg("listening for commits")?;
+        Ok(PgListener { client })
+    }
+}
+
 /// How [`crate::Store::postgres`] treats a schema with no store in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PgOpen {
@@ -191,7 +326,8 @@ pub enum PgOpen {
 pub(crate) struct PgStore {
     location: PgLocation,
     dir: Option<PathBuf>,
-    pool: Mutex<Vec<Client>>,
+    /// Idle connections and their prepared statements.
+    pool: Mutex<Vec<(Client, Prepared)>>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -276,25 +412,28 @@ impl PgStore {
         })
     }
 
-    /// [`PgStore::with_client`] on this thread.
+    /// [`PgStore::with_client`] on this thread, with the connection's prepared statements as
+    /// this thread's cache for the length of the call.
     fn with_client_here<T>(&self, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
         let pooled = self
             .pool
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .pop();
-        let mut client = match pooled {
-            Some(client) if !client.is_closed() => client,
-            _ => self.location.connect()?,
+        let (mut client, prepared) = match pooled {
+            Some((client, prepared)) if !client.is_closed() => (client, prepared),
+            _ => (self.location.connect()?, Prepared::new()),
         };
+        let outer = PREPARED.with(|p| p.replace(Some(prepared)));
         let result = f(&mut client);
+        let prepared = PREPARED.with(|p| p.replace(outer)).unwrap_or_default();
         if !client.is_closed() {
             let mut pool = self
                 .pool
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             if pool.len() < POOL {
-                pool.push(client);
+                pool.push((client, prepared));
             }
         }
         result
@@ -492,6 +631,10 @@ impl Backend for PgStore {
             }],
             origin,
         )
+    }
+
+    fn append_log(&self, records: &[super::ReplayRecord]) -> Result<()> {
+        PgStore::append_log(self, records)
     }
 
     fn fsck(&self) -> Result<Vec<Finding>> {

@@ -39,7 +39,7 @@ pub(super) fn as_of_row(
     tx: u64,
 ) -> Result<Option<(Row, Option<i64>)>> {
     let found = t
-        .query_opt(
+        .maybe_row(
             "SELECT v.valid_from, v.tx_id, v.rec, (SELECT n.valid_from FROM strata_versions n \
              WHERE n.eid = v.eid AND n.valid_from > v.valid_from AND n.tx_id <= $3 ORDER BY \
              n.valid_from LIMIT 1) FROM (SELECT eid, valid_from, tx_id, rec FROM strata_versions \
@@ -105,7 +105,7 @@ pub(super) fn version_at(
 /// The document `hash` a version of `id` points at, checked against its hash.
 pub(super) fn doc(t: &mut impl GenericClient, id: &str, hash: &[u8; 32]) -> Result<DocRec> {
     let row = t
-        .query_opt(
+        .maybe_row(
             "SELECT rec FROM strata_docs WHERE hash = $1",
             &[&hash.as_slice()],
         )
@@ -124,7 +124,7 @@ pub(super) fn doc(t: &mut impl GenericClient, id: &str, hash: &[u8; 32]) -> Resu
 /// Content `hash` reassembled from its chunks (unchecked); `None` when there is none.
 pub(super) fn content_raw(t: &mut impl GenericClient, hash: &[u8; 32]) -> Result<Option<Vec<u8>>> {
     let Some(head) = t
-        .query_opt(
+        .maybe_row(
             "SELECT len, chunks FROM strata_contents WHERE hash = $1",
             &[&hash.as_slice()],
         )
@@ -135,7 +135,7 @@ pub(super) fn content_raw(t: &mut impl GenericClient, hash: &[u8; 32]) -> Result
     let (len, chunks): (i64, i32) = (head.get(0), head.get(1));
     let mut record = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
     let rows = t
-        .query(
+        .rows(
             "SELECT data FROM strata_chunks WHERE hash = $1 ORDER BY n",
             &[&hash.as_slice()],
         )
@@ -191,7 +191,7 @@ pub(super) fn history(
         return Ok(Vec::new());
     }
     let all: Vec<Row> = t
-        .query(
+        .rows(
             "SELECT valid_from, tx_id, rec FROM strata_versions WHERE eid = $1 AND valid_from >= \
              $2 AND valid_from < $3 AND tx_id <= $4 ORDER BY valid_from, tx_id",
             &[&big(eid), &from, &to, &big(tx)],
@@ -205,7 +205,7 @@ pub(super) fn history(
     distinct.dedup();
     let tail_end: Option<i64> = match distinct.last() {
         Some(&last) => t
-            .query_opt(
+            .maybe_row(
                 "SELECT valid_from FROM strata_versions WHERE eid = $1 AND valid_from > $2 AND \
                  tx_id <= $3 ORDER BY valid_from LIMIT 1",
                 &[&big(eid), &last, &big(tx)],
@@ -273,7 +273,7 @@ pub(super) fn version_sizes(
 /// The header of tx `tx`.
 fn header(t: &mut impl GenericClient, tx: u64) -> Result<TxHeaderRec> {
     let row = t
-        .query_opt(
+        .maybe_row(
             "SELECT header FROM strata_log WHERE tx_id = $1",
             &[&big(tx)],
         )
@@ -300,7 +300,7 @@ pub(super) fn log(
     };
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let headers = t
-        .query(
+        .rows(
             "SELECT tx_id, header FROM strata_log WHERE tx_id >= $1 ORDER BY tx_id LIMIT $2",
             &[&big(start), &limit],
         )
@@ -310,7 +310,7 @@ pub(super) fn log(
     };
     let mut bodies = std::collections::HashMap::new();
     for row in t
-        .query(
+        .rows(
             "SELECT tx_id, n, body FROM strata_ops WHERE tx_id >= $1 AND tx_id <= $2",
             &[&big(start), &big(last)],
         )
@@ -319,16 +319,16 @@ pub(super) fn log(
         let n: i32 = row.get(1);
         bodies.insert((unbig(row.get(0)), n as u32), row.get::<_, Vec<u8>>(2));
     }
-    let mut evicted = std::collections::HashSet::new();
+    let mut evicted = std::collections::HashMap::new();
     for row in t
-        .query(
-            "SELECT tx_id, n FROM strata_evicted_ops WHERE tx_id >= $1 AND tx_id <= $2",
+        .rows(
+            "SELECT tx_id, n, by_tx FROM strata_evicted_ops WHERE tx_id >= $1 AND tx_id <= $2",
             &[&big(start), &big(last)],
         )
         .pg("reading evictions")?
     {
         let n: i32 = row.get(1);
-        evicted.insert((unbig(row.get(0)), n as u32));
+        evicted.insert((unbig(row.get(0)), n as u32), TxId(unbig(row.get(2))));
     }
     let mut expected = start;
     let mut out = Vec::with_capacity(headers.len());
@@ -352,12 +352,13 @@ pub(super) fn log(
         let mut ops = Vec::with_capacity(header.digests.len());
         for (n, digest) in header.digests.iter().enumerate() {
             let key = (tx, n as u32);
+            let evicted_by = evicted.get(&key).copied();
             let body = match bodies.get(&key) {
                 Some(bytes) => {
                     let op = checked_body(bytes, tx, n as u32, &header)?;
                     Some(log::op_json(&op))
                 }
-                None if evicted.contains(&key) => None,
+                None if evicted_by.is_some() => None,
                 None => {
                     return Err(Error::corrupt(format!(
                         "op {n} of tx {tx} has no body and was not evicted; run `strata fsck`"
@@ -366,6 +367,7 @@ pub(super) fn log(
             };
             ops.push(LoggedOp {
                 digest: *digest,
+                evicted_by: body.is_none().then_some(evicted_by).flatten(),
                 body,
             });
         }
@@ -444,7 +446,7 @@ pub(super) fn ids_with_prefix(
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut out = Vec::new();
     for row in t
-        .query(
+        .rows(
             "SELECT id FROM strata_entities WHERE id >= $1 ORDER BY id LIMIT $2",
             &[&prefix.as_bytes(), &limit],
         )
@@ -469,7 +471,7 @@ pub(super) fn entity_at_path(
     filesystem_id: &str,
     path: &str,
 ) -> Result<Option<String>> {
-    t.query_opt(
+    t.maybe_row(
         "SELECT e.id FROM strata_paths p JOIN strata_entities e ON e.eid = p.eid WHERE p.fs = $1 \
          AND p.path = $2",
         &[&filesystem_id.as_bytes(), &path.as_bytes()],
@@ -495,7 +497,7 @@ pub(super) fn paths_under(
     prefix: &str,
 ) -> Result<Vec<(String, String)>> {
     let (base, start, end) = under(prefix);
-    t.query(
+    t.rows(
         "SELECT p.path, e.id FROM strata_paths p LEFT JOIN strata_entities e ON e.eid = p.eid \
          WHERE p.fs = $1 AND ((p.path = $2 AND $2 <> ''::bytea) OR (p.path >= $3 AND p.path < \
          $4)) ORDER BY p.path",
@@ -531,7 +533,7 @@ pub(super) fn stat_cache(
     let (base, start, end) = under(prefix);
     let mut out = rustc_hash::FxHashMap::default();
     for row in t
-        .query(
+        .rows(
             "SELECT path, rec FROM strata_stat WHERE fs = $1 AND ((path = $2 AND $2 <> \
              ''::bytea) OR (path >= $3 AND path < $4))",
             &[
@@ -568,7 +570,7 @@ pub(super) fn live_entities(t: &mut postgres::Transaction<'_>) -> Result<Vec<Ent
     let now = now(t)?;
     let mut out = Vec::new();
     for row in t
-        .query(
+        .rows(
             "SELECT DISTINCT ON (e.id) e.id, e.eid, e.rec, v.object_hash FROM strata_entities e \
              JOIN strata_versions v ON v.eid = e.eid AND v.valid_from <= $1 ORDER BY e.id, \
              v.valid_from DESC, v.tx_id DESC",
@@ -632,7 +634,7 @@ pub(super) fn meta_at(
 /// Counts and sizes; `file_bytes` is what the store's tables take in the database.
 pub(super) fn stats(t: &mut postgres::Transaction<'_>, schema: &str) -> Result<Stats> {
     let row = t
-        .query_one(
+        .row(
             "SELECT (SELECT count(*) FROM strata_entities), (SELECT count(*) FROM \
              strata_versions), (SELECT count(*) FROM strata_log), (SELECT count(*) FROM \
              strata_contents), (SELECT count(*) FROM strata_docs), (SELECT coalesce(sum(len), \

@@ -49,7 +49,7 @@ pub const CHUNK: usize = 1 << 20;
 
 use postgres::Client;
 
-use super::{PgLocation, PgOpen, PgResult as _};
+use super::{Cached as _, PgLocation, PgOpen, PgResult as _};
 use crate::error::{Error, Result};
 
 /// Makes sure the store's schema holds this layout: creates it (as `mode` allows) under an
@@ -63,10 +63,10 @@ use crate::error::{Error, Result};
 pub fn prepare(client: &mut Client, location: &PgLocation, mode: PgOpen) -> Result<()> {
     let schema = location.schema();
     let mut tx = client.transaction().pg("beginning the schema check")?;
-    tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&schema])
+    tx.run("SELECT pg_advisory_xact_lock(hashtext($1))", &[&schema])
         .pg("locking the schema")?;
     let exists: bool = tx
-        .query_one(
+        .row(
             "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND \
              tablename = 'strata_meta')",
             &[&schema],
@@ -92,7 +92,7 @@ pub fn prepare(client: &mut Client, location: &PgLocation, mode: PgOpen) -> Resu
                 "CREATE SCHEMA IF NOT EXISTS {schema}; SET LOCAL search_path TO {schema}; {CREATE_V1}"
             ))
             .pg("creating the store's tables")?;
-            tx.execute(
+            tx.run(
                 "INSERT INTO strata_meta VALUES ('schema_version', $1)",
                 &[&SCHEMA_VERSION],
             )
@@ -100,7 +100,7 @@ pub fn prepare(client: &mut Client, location: &PgLocation, mode: PgOpen) -> Resu
         }
         (true, _) => {
             let found: i64 = tx
-                .query_opt(
+                .maybe_row(
                     &format!(
                         "SELECT value FROM {schema}.strata_meta WHERE name = 'schema_version'"
                     ),

@@ -1,6 +1,7 @@
 //! Commits: contents uploaded first (idempotent by hash), then one database transaction that
 //! locks the head row, writes each request of the group under its own savepoint (a request that
-//! fails is rolled back alone), extends the chain, and `NOTIFY`s.
+//! fails is rolled back alone; a request alone needs none), extends the chain, and `NOTIFY`s.
+//! Every statement goes through the connection's prepared statements (`Cached`).
 
 use std::collections::HashSet;
 
@@ -9,8 +10,10 @@ use postgres::{GenericClient, Transaction};
 use super::rule::{self, Row};
 use super::schema::CHUNK;
 use super::*;
+use crate::object::Object;
 use crate::store::codec::{FirstRec, OpRec, StatRec, VersionRec, WriteRec};
 use crate::store::log;
+use crate::store::migrate::{ReplayOp, ReplayRecord};
 use crate::store::{Put, ValidFrom};
 
 /// The head of the log as a commit extends it.
@@ -31,12 +34,9 @@ pub(super) fn head(t: &mut impl GenericClient, lock: bool) -> Result<Head> {
     } else {
         "SELECT tx_id FROM strata_head WHERE id = 1"
     };
-    let tx: i64 = t
-        .query_one(sql, &[])
-        .pg("reading the head of the log")?
-        .get(0);
+    let tx: i64 = t.row(sql, &[]).pg("reading the head of the log")?.get(0);
     let header: Option<Vec<u8>> = t
-        .query_opt("SELECT header FROM strata_log WHERE tx_id = $1", &[&tx])
+        .maybe_row("SELECT header FROM strata_log WHERE tx_id = $1", &[&tx])
         .pg("reading the head of the log")?
         .map(|row| row.get(0));
     match (tx, header) {
@@ -66,7 +66,7 @@ pub(super) fn ensure_content(
     record: impl FnOnce() -> Vec<u8>,
 ) -> Result<u64> {
     let there = client
-        .query_opt(
+        .maybe_row(
             "SELECT 1 FROM strata_contents WHERE hash = $1",
             &[&hash.as_slice()],
         )
@@ -79,14 +79,14 @@ pub(super) fn ensure_content(
     let mut tx = client.transaction().pg("beginning a content upload")?;
     let chunks: Vec<&[u8]> = record.chunks(CHUNK).collect();
     for (n, chunk) in chunks.iter().enumerate() {
-        tx.execute(
+        tx.run(
             "INSERT INTO strata_chunks VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             &[&hash.as_slice(), &(n as i32), chunk],
         )
         .pg("uploading a content chunk")?;
     }
     let inserted = tx
-        .execute(
+        .run(
             "INSERT INTO strata_contents VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             &[
                 &hash.as_slice(),
@@ -105,12 +105,16 @@ pub(super) fn ensure_content(
 
 /// The contents a put stores: (hash, bytes), the content or the kept raw bytes.
 fn put_blobs(put: &Put) -> Result<Vec<([u8; 32], &[u8])>> {
-    let object = &put.object;
+    blobs_of(&put.object, put.bytes.as_deref())
+}
+
+/// The contents a write of `object` (with the raw `bytes` of a file) stores: (hash, bytes).
+fn blobs_of<'a>(object: &'a Object, bytes: Option<&'a [u8]>) -> Result<Vec<([u8; 32], &'a [u8])>> {
     let mut out = Vec::new();
     if let (Some(content), Some(hash)) = (object.content(), object.content_hash()) {
         out.push((hash.0, content.as_bytes()));
     }
-    if let Some(bytes) = &put.bytes {
+    if let Some(bytes) = bytes {
         let actual = crate::hash::sha256(bytes);
         if object.file_hash() != Some(&actual) {
             return Err(Error::invalid_input(format!(
@@ -121,7 +125,7 @@ fn put_blobs(put: &Put) -> Result<Vec<([u8; 32], &[u8])>> {
             )));
         }
         if object.content().is_none() {
-            out.push((actual.0, bytes.as_slice()));
+            out.push((actual.0, bytes));
         }
     }
     Ok(out)
@@ -164,7 +168,7 @@ fn take_back(client: &mut Client, hashes: &[[u8; 32]]) -> Result<()> {
 
 /// The entity row of `id`: (eid, record).
 pub(super) fn entity_row(t: &mut impl GenericClient, id: &str) -> Result<Option<(u64, EntityRec)>> {
-    t.query_opt(
+    t.maybe_row(
         "SELECT eid, rec FROM strata_entities WHERE id = $1",
         &[&id.as_bytes()],
     )
@@ -180,6 +184,9 @@ pub(super) struct TxState {
     pub evicted: HashSet<String>,
     /// Replaying the log (rebuild): evictions drop rows, not documents or contents.
     pub replay: bool,
+    /// The entity number the commit read for the op about to be applied (id, eid or `None`
+    /// when no entity has the id), so that applying it does not read the row again.
+    pub known: Option<(String, Option<u64>)>,
 }
 
 /// Applies one resolved op body (op `n` of transaction `tx`, whose body is already stored).
@@ -193,8 +200,13 @@ pub(super) fn apply(
 ) -> Result<()> {
     match op {
         OpRec::Write(w) => {
-            let eid = match (entity_row(t, &w.entity)?, &w.first) {
-                (Some((eid, _)), _) => eid,
+            let known = state.known.take().filter(|(id, _)| *id == *w.entity);
+            let row = match known {
+                Some((_, eid)) => eid,
+                None => entity_row(t, &w.entity)?.map(|(eid, _)| eid),
+            };
+            let eid = match (row, &w.first) {
+                (Some(eid), _) => eid,
                 (None, Some(first)) => create_entity(t, &w.entity, first)?,
                 (None, None) => return Err(super::super::redb::unknown_entity(&w.entity)),
             };
@@ -209,7 +221,7 @@ pub(super) fn apply(
             };
             let window = window(t, eid, w.valid_from)?;
             for (vt, rec) in rule::plan_write(&window, w.valid_from, w.valid_to, &new, tx_time) {
-                t.execute(
+                t.run(
                     "INSERT INTO strata_versions VALUES ($1, $2, $3, $4, $5)",
                     &[
                         &big(eid),
@@ -232,7 +244,7 @@ pub(super) fn apply(
             if state.evicted.contains(&entity.0) {
                 drop_bodies(t, &[(tx, n)], tx)?;
             } else {
-                t.execute(
+                t.run(
                     "INSERT INTO strata_matches VALUES ($1, $2, $3)",
                     &[&entity.as_bytes(), &big(tx), &(n as i32)],
                 )
@@ -246,7 +258,7 @@ pub(super) fn apply(
 /// The rows of `eid` a write starting at `start` can touch: from the greatest valid_from at
 /// or before `start` on (all rows when there is none).
 fn window(t: &mut impl GenericClient, eid: u64, start: i64) -> Result<Vec<Row>> {
-    t.query(
+    t.rows(
         "SELECT valid_from, tx_id, rec FROM strata_versions WHERE eid = $1 AND valid_from >= \
          coalesce((SELECT max(valid_from) FROM strata_versions WHERE eid = $1 AND valid_from <= \
          $2), -9223372036854775808) ORDER BY valid_from, tx_id",
@@ -260,7 +272,7 @@ fn window(t: &mut impl GenericClient, eid: u64, start: i64) -> Result<Vec<Row>> 
 
 fn create_entity(t: &mut impl GenericClient, id: &str, first: &FirstRec) -> Result<u64> {
     let next: i64 = t
-        .query_one("SELECT coalesce(max(eid), 0) + 1 FROM strata_entities", &[])
+        .row("SELECT coalesce(max(eid), 0) + 1 FROM strata_entities", &[])
         .pg("numbering an entity")?
         .get(0);
     let rec = EntityRec {
@@ -268,13 +280,13 @@ fn create_entity(t: &mut impl GenericClient, id: &str, first: &FirstRec) -> Resu
         object_type: first.object_type.clone(),
         source: first.source.clone(),
     };
-    t.execute(
+    t.run(
         "INSERT INTO strata_entities VALUES ($1, $2, $3)",
         &[&id.as_bytes(), &next, &codec::encode(&rec)?],
     )
     .pg("creating an entity")?;
     if let Some((filesystem_id, path)) = &first.source {
-        t.execute(
+        t.run(
             "INSERT INTO strata_paths VALUES ($1, $2, $3)",
             &[&filesystem_id.as_bytes(), &path.as_bytes(), &next],
         )
@@ -286,12 +298,12 @@ fn create_entity(t: &mut impl GenericClient, id: &str, first: &FirstRec) -> Resu
 /// Removes op bodies (tx, n) and records that transaction `by` evicted them.
 fn drop_bodies(t: &mut impl GenericClient, ops: &[(u64, u32)], by: u64) -> Result<()> {
     for &(tx, n) in ops {
-        t.execute(
+        t.run(
             "DELETE FROM strata_ops WHERE tx_id = $1 AND n = $2",
             &[&big(tx), &(n as i32)],
         )
         .pg("removing an evicted op body")?;
-        t.execute(
+        t.run(
             "INSERT INTO strata_evicted_ops VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             &[&big(tx), &(n as i32), &big(by)],
         )
@@ -313,7 +325,7 @@ fn evict_entity(
     let mut ops = std::collections::BTreeSet::new();
     let mut hashes = std::collections::BTreeSet::new();
     for row in t
-        .query(
+        .rows(
             "DELETE FROM strata_versions WHERE eid = $1 RETURNING tx_id, object_hash, rec",
             &[&big(eid)],
         )
@@ -327,7 +339,7 @@ fn evict_entity(
         }
     }
     for row in t
-        .query(
+        .rows(
             "DELETE FROM strata_matches WHERE id = $1 RETURNING tx_id, n",
             &[&id.as_bytes()],
         )
@@ -340,14 +352,14 @@ fn evict_entity(
     if !replay {
         drop_bodies(t, &ops, tx)?;
     }
-    t.execute(
+    t.run(
         "DELETE FROM strata_entities WHERE id = $1",
         &[&id.as_bytes()],
     )
     .pg("removing an entity")?;
     if let Some((filesystem_id, path)) = &rec.source {
         for table in ["strata_paths", "strata_stat"] {
-            t.execute(
+            t.run(
                 &format!("DELETE FROM {table} WHERE fs = $1 AND path = $2"),
                 &[&filesystem_id.as_bytes(), &path.as_bytes()],
             )
@@ -366,7 +378,7 @@ fn evict_entity(
 pub(super) fn release_doc(t: &mut impl GenericClient, hash: &[u8]) -> Result<(u64, u64, u64)> {
     let (mut docs, mut contents, mut bytes) = (0, 0, 0);
     let removed = t
-        .query(
+        .rows(
             "DELETE FROM strata_docs d WHERE d.hash = $1 AND NOT EXISTS (SELECT 1 FROM \
              strata_versions v WHERE v.object_hash = $1) RETURNING content_hash, kept_hash, \
              length(rec)",
@@ -391,7 +403,7 @@ pub(super) fn release_doc(t: &mut impl GenericClient, hash: &[u8]) -> Result<(u6
 /// Removes content `hash` when no document uses it: (1, its bytes) when it went.
 pub(super) fn release_content(t: &mut impl GenericClient, hash: &[u8]) -> Result<(u64, u64)> {
     let gone = t
-        .query_opt(
+        .maybe_row(
             "DELETE FROM strata_contents c WHERE c.hash = $1 AND NOT EXISTS (SELECT 1 FROM \
              strata_docs d WHERE d.content_hash = $1 OR d.kept_hash = $1) RETURNING len",
             &[&hash],
@@ -400,7 +412,7 @@ pub(super) fn release_content(t: &mut impl GenericClient, hash: &[u8]) -> Result
     let Some(row) = gone else {
         return Ok((0, 0));
     };
-    t.execute("DELETE FROM strata_chunks WHERE hash = $1", &[&hash])
+    t.run("DELETE FROM strata_chunks WHERE hash = $1", &[&hash])
         .pg("removing a content's chunks")?;
     Ok((1, unbig(row.get(0))))
 }
@@ -413,8 +425,50 @@ fn current_hash(t: &mut impl GenericClient, id: &str, now: i64) -> Result<Option
     Ok(read::as_of_row(t, eid, now, u64::MAX)?.and_then(|(row, _)| row.rec.object_hash))
 }
 
-/// Resolves a put into its op body, storing its document (its contents were uploaded).
-fn resolve_put(t: &mut impl GenericClient, put: &Put, tx_time: i64) -> Result<OpRec> {
+/// Stores the document of `object` and its contents (with `bytes` kept for a file whose
+/// content is null), counting the bytes put.
+fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) -> Result<()> {
+    // A commit's contents were uploaded before the lock; one removed since (an eviction or gc
+    // in between) is uploaded again here.
+    for (hash, bytes) in blobs_of(object, bytes)? {
+        ensure_content(t, &hash, || codec::encode_blob(bytes))?;
+    }
+    let kept = bytes
+        .filter(|_| object.content().is_none())
+        .and(object.file_hash());
+    let doc = codec::DocRec {
+        file_hash: object.file_hash().map(|h| h.0),
+        content_hash: object.content_hash().map(|h| h.0),
+        fields: object.metadata_json().to_string(),
+    };
+    t.run(
+        "INSERT INTO strata_docs VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO UPDATE SET \
+         kept_hash = coalesce(strata_docs.kept_hash, EXCLUDED.kept_hash)",
+        &[
+            &object.object_hash().0.as_slice(),
+            &object.content_hash().map(|h| h.0.as_slice()),
+            &kept.map(|h| h.0.as_slice()),
+            &codec::encode(&doc)?,
+        ],
+    )
+    .pg("storing a document")?;
+    let given =
+        object.content().map_or(0, str::len) as i64 + kept.and(bytes).map_or(0, |b| b.len() as i64);
+    t.run(
+        "UPDATE strata_meta SET value = value + $1 WHERE name = 'put_bytes'",
+        &[&given],
+    )
+    .pg("counting put bytes")?;
+    Ok(())
+}
+
+/// Resolves a put into its op body, storing its document (its contents were uploaded); also
+/// the number of its entity when it exists.
+fn resolve_put(
+    t: &mut impl GenericClient,
+    put: &Put,
+    tx_time: i64,
+) -> Result<(OpRec, Option<u64>)> {
     let object = &put.object;
     let id = object.id();
     let existing = entity_row(t, id)?;
@@ -433,7 +487,7 @@ fn resolve_put(t: &mut impl GenericClient, put: &Put, tx_time: i64) -> Result<Op
             if let Some(source) = object.source() {
                 let fs = source.as_filesystem();
                 let listed = t
-                    .query_opt(
+                    .maybe_row(
                         "SELECT 1 FROM strata_paths WHERE fs = $1 AND path = $2",
                         &[&fs.filesystem_id.as_bytes(), &fs.path.as_bytes()],
                     )
@@ -455,7 +509,7 @@ fn resolve_put(t: &mut impl GenericClient, put: &Put, tx_time: i64) -> Result<Op
         ValidFrom::MtimeClamped(mtime) => {
             let previous: Option<i64> = match &existing {
                 Some((eid, _)) => t
-                    .query_one(
+                    .row(
                         "SELECT max(valid_from) FROM strata_versions WHERE eid = $1",
                         &[&big(*eid)],
                     )
@@ -468,41 +522,8 @@ fn resolve_put(t: &mut impl GenericClient, put: &Put, tx_time: i64) -> Result<Op
         }
     };
     super::super::redb::check_range(id, valid_from, put.valid_to)?;
-    // The contents were uploaded before the lock; one removed since (an eviction or gc in
-    // between) is uploaded again here.
-    let blobs = put_blobs(put)?;
-    for (hash, bytes) in &blobs {
-        ensure_content(t, hash, || codec::encode_blob(bytes))?;
-    }
-    let kept = put
-        .bytes
-        .as_ref()
-        .filter(|_| object.content().is_none())
-        .and(object.file_hash());
-    let doc = codec::DocRec {
-        file_hash: object.file_hash().map(|h| h.0),
-        content_hash: object.content_hash().map(|h| h.0),
-        fields: object.metadata_json().to_string(),
-    };
-    t.execute(
-        "INSERT INTO strata_docs VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO UPDATE SET \
-         kept_hash = coalesce(strata_docs.kept_hash, EXCLUDED.kept_hash)",
-        &[
-            &object.object_hash().0.as_slice(),
-            &object.content_hash().map(|h| h.0.as_slice()),
-            &kept.map(|h| h.0.as_slice()),
-            &codec::encode(&doc)?,
-        ],
-    )
-    .pg("storing a document")?;
-    let given = object.content().map_or(0, str::len) as i64
-        + kept.and(put.bytes.as_ref()).map_or(0, |b| b.len() as i64);
-    t.execute(
-        "UPDATE strata_meta SET value = value + $1 WHERE name = 'put_bytes'",
-        &[&given],
-    )
-    .pg("counting put bytes")?;
-    Ok(OpRec::Write(WriteRec {
+    store_doc(t, object, put.bytes.as_deref())?;
+    let body = OpRec::Write(WriteRec {
         entity: id.into(),
         valid_from,
         valid_to: put.valid_to.map(Timestamp::as_micros),
@@ -511,7 +532,8 @@ fn resolve_put(t: &mut impl GenericClient, put: &Put, tx_time: i64) -> Result<Op
         size: put.size,
         spelling: put.spelling.clone(),
         content_omitted: object.content_omitted().map(codec::Omitted::from),
-    }))
+    });
+    Ok((body, existing.map(|(eid, _)| eid)))
 }
 
 /// Writes `ops` as the transaction after `head` inside `t`; the new head.
@@ -540,15 +562,20 @@ fn write_tx(t: &mut Transaction<'_>, ops: &[Op], origin: &Origin, head: Head) ->
     let mut digests = Vec::with_capacity(ops.len());
     for (n, op) in ops.iter().enumerate() {
         let body = match op {
-            Op::Put(put) => resolve_put(t, put, tx_time)?,
+            Op::Put(put) => {
+                let (body, eid) = resolve_put(t, put, tx_time)?;
+                state.known = Some((put.object.id().to_string(), eid));
+                body
+            }
             Op::Delete {
                 entity,
                 valid_from,
                 valid_to,
             } => {
-                if entity_row(t, entity)?.is_none() {
+                let Some((eid, _)) = entity_row(t, entity)? else {
                     return Err(super::super::redb::unknown_entity(entity));
-                }
+                };
+                state.known = Some((entity.clone(), Some(eid)));
                 let from = valid_from.map_or(tx_time, Timestamp::as_micros);
                 super::super::redb::check_range(entity, from, *valid_to)?;
                 OpRec::Write(WriteRec::delete(
@@ -571,7 +598,7 @@ fn write_tx(t: &mut Transaction<'_>, ops: &[Op], origin: &Origin, head: Head) ->
             },
         };
         let n = n as u32;
-        t.execute(
+        t.run(
             "INSERT INTO strata_ops VALUES ($1, $2, $3)",
             &[&big(tx), &(n as i32), &codec::encode_op(&body, tx_time)?],
         )
@@ -581,12 +608,26 @@ fn write_tx(t: &mut Transaction<'_>, ops: &[Op], origin: &Origin, head: Head) ->
     }
     let header = log::seal_header(&head.chain, tx, tx_time, origin, digests)?;
     let chain = header.chain;
-    t.execute(
+    t.run(
         "INSERT INTO strata_log VALUES ($1, $2)",
         &[&big(tx), &codec::encode_header(&header)?],
     )
     .pg("writing a log record")?;
     Ok(Head { tx, tx_time, chain })
+}
+
+/// Writes one request of a group (its transaction, when it has ops, after `head`; its stat
+/// cache changes) inside `t`; the new head when it wrote a transaction.
+fn write_request(t: &mut Transaction<'_>, request: &TxRequest, head: Head) -> Result<Option<Head>> {
+    let written = if request.ops.is_empty() {
+        None
+    } else {
+        Some(write_tx(t, &request.ops, &request.origin, head)?)
+    };
+    if let Some(stat) = &request.stat {
+        apply_stat(t, stat)?;
+    }
+    Ok(written)
 }
 
 /// Applies stat cache changes.
@@ -601,7 +642,7 @@ fn apply_stat(t: &mut impl GenericClient, update: &StatUpdate) -> Result<()> {
             file_hash: entry.file_hash.0,
             scan_start_ns: entry.scan_start_ns,
         };
-        t.execute(
+        t.run(
             "INSERT INTO strata_stat VALUES ($1, $2, $3) ON CONFLICT (fs, path) DO UPDATE SET \
              rec = EXCLUDED.rec",
             &[&fs, &path.as_bytes(), &codec::encode(&rec)?],
@@ -609,7 +650,7 @@ fn apply_stat(t: &mut impl GenericClient, update: &StatUpdate) -> Result<()> {
         .pg("writing the stat cache")?;
     }
     for path in &update.removes {
-        t.execute(
+        t.run(
             "DELETE FROM strata_stat WHERE fs = $1 AND path = $2",
             &[&fs, &path.as_bytes()],
         )
@@ -618,7 +659,70 @@ fn apply_stat(t: &mut impl GenericClient, update: &StatUpdate) -> Result<()> {
     Ok(())
 }
 
+/// Moves the head to transaction `tx` and `NOTIFY`s `channel` with it (delivered when the
+/// transaction commits).
+fn move_head(t: &mut impl GenericClient, tx: u64, channel: &str) -> Result<()> {
+    // One statement, one round trip.
+    t.run(
+        "WITH moved AS (UPDATE strata_head SET tx_id = $1 WHERE id = 1 RETURNING tx_id) SELECT \
+         pg_notify($2, tx_id::text) FROM moved",
+        &[&big(tx), &channel],
+    )
+    .pg("moving the head")?;
+    Ok(())
+}
+
 impl PgStore {
+    /// Appends `records` in one database transaction as this store's next transactions (see
+    /// [`Backend::append_log`]), under the head lock, and `NOTIFY`s.
+    pub(super) fn append_log(&self, records: &[ReplayRecord]) -> Result<()> {
+        self.with_client(|client| {
+            let mut t = client.transaction().pg("beginning an append")?;
+            let mut head = head(&mut t, true)?;
+            for record in records {
+                let time = (head.tx > 0).then_some(head.tx_time);
+                record.check_follows(head.tx, &head.chain, time)?;
+                let (tx, tx_time) = (record.tx, record.header.tx_time);
+                let mut state = TxState::default();
+                for (n, op) in record.ops.iter().enumerate() {
+                    let n = n as u32;
+                    match op {
+                        ReplayOp::Body { op, put } => {
+                            if let Some(put) = put {
+                                store_doc(&mut t, &put.object, put.kept.as_deref())?;
+                            }
+                            t.run(
+                                "INSERT INTO strata_ops VALUES ($1, $2, $3)",
+                                &[&big(tx), &(n as i32), &codec::encode_op(op, tx_time)?],
+                            )
+                            .pg("writing an op body")?;
+                            apply(&mut t, tx, tx_time, n, op, &mut state)?;
+                        }
+                        ReplayOp::Evicted { by } => {
+                            t.run(
+                                "INSERT INTO strata_evicted_ops VALUES ($1, $2, $3)",
+                                &[&big(tx), &(n as i32), &big(*by)],
+                            )
+                            .pg("recording an eviction")?;
+                        }
+                    }
+                }
+                t.run(
+                    "INSERT INTO strata_log VALUES ($1, $2)",
+                    &[&big(tx), &codec::encode_header(&record.header)?],
+                )
+                .pg("writing a log record")?;
+                head = Head {
+                    tx,
+                    tx_time,
+                    chain: record.header.chain,
+                };
+            }
+            move_head(&mut t, head.tx, &self.location.channel())?;
+            t.commit().pg("committing an append")
+        })
+    }
+
     /// Writes a group of requests in one database transaction, each under its own savepoint
     /// and with its own tx id, as if one after another; a request that fails changes nothing.
     pub(super) fn commit_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
@@ -638,54 +742,43 @@ impl PgStore {
             let mut t = client.transaction().pg("beginning a commit")?;
             let mut head = head(&mut t, true)?;
             let mut receipts = Vec::new();
+            // A request alone needs no savepoint: when it fails, the transaction is rolled back.
+            let alone = results.iter().filter(|r| r.is_none()).count() == 1;
             for (i, request) in group.iter().enumerate() {
                 if results[i].is_some() {
                     continue;
                 }
-                let mut sp = t.savepoint("request").pg("beginning a request")?;
-                let written = if request.ops.is_empty() {
-                    Ok(None)
+                let written = if alone {
+                    write_request(&mut t, request, head)
                 } else {
-                    write_tx(&mut sp, &request.ops, &request.origin, head).map(Some)
+                    let mut sp = t.savepoint("request").pg("beginning a request")?;
+                    let written = write_request(&mut sp, request, head);
+                    match &written {
+                        Ok(_) => sp.commit().pg("ending a request")?,
+                        Err(_) => sp.rollback().pg("rolling back a request")?,
+                    }
+                    written
                 };
-                let written = written.and_then(|new| {
-                    if let Some(stat) = &request.stat {
-                        apply_stat(&mut sp, stat)?;
-                    }
-                    Ok(new)
-                });
                 match written {
-                    Ok(new) => {
-                        sp.commit().pg("ending a request")?;
-                        if let Some(new) = new {
-                            head = new;
-                            receipts.push((
-                                i,
-                                Some(TxReceipt {
-                                    tx_id: TxId(new.tx),
-                                    tx_time: ts(new.tx_time),
-                                }),
-                            ));
-                        } else {
-                            receipts.push((i, None));
-                        }
+                    Ok(Some(new)) => {
+                        head = new;
+                        receipts.push((
+                            i,
+                            Some(TxReceipt {
+                                tx_id: TxId(new.tx),
+                                tx_time: ts(new.tx_time),
+                            }),
+                        ));
                     }
-                    Err(e) => {
-                        sp.rollback().pg("rolling back a request")?;
-                        results[i] = Some(Err(e));
-                    }
+                    Ok(None) => receipts.push((i, None)),
+                    Err(e) => results[i] = Some(Err(e)),
                 }
             }
-            t.execute(
-                "UPDATE strata_head SET tx_id = $1 WHERE id = 1",
-                &[&big(head.tx)],
-            )
-            .pg("moving the head")?;
-            t.execute(
-                "SELECT pg_notify($1, $2)",
-                &[&self.location.channel(), &head.tx.to_string()],
-            )
-            .pg("notifying the commit")?;
+            if receipts.is_empty() {
+                t.rollback().pg("rolling back a commit")?;
+                return Ok(receipts);
+            }
+            move_head(&mut t, head.tx, &self.location.channel())?;
             t.commit().pg("committing")?;
             Ok(receipts)
         });

@@ -9,6 +9,7 @@
 //!   a verified copy of one read transaction.
 //! - `tables`: every table and its key layout.
 //! - `write`: the write tables of a transaction and `transact`. `evict`: erasing an entity.
+//!   `append`: another store's log records appended verbatim (migrate).
 //! - `read`: the read tables of a query and the queries. `metadata`: metadata-only reads.
 //!   `lookup`: paths, ids and prefixes.
 //! - `blobs`: contents, content-addressed, with reference counts and suffix records.
@@ -18,6 +19,7 @@
 //!   and the content tables). `maintain`: evict, rebuild, gc. `verify`: what every read
 //!   checks before serving (documents, contents, version rows against the log).
 
+mod append;
 mod backup;
 mod blobs;
 mod doc_delta;
@@ -599,6 +601,12 @@ impl Backend for RedbStore {
 
     fn gc(&self) -> Result<GcReport> {
         self.guarded_write("collecting garbage", || RedbStore::gc(self))
+    }
+
+    fn append_log(&self, records: &[super::ReplayRecord]) -> Result<()> {
+        self.guarded_write("appending log records", || {
+            RedbStore::append_log(self, records)
+        })
     }
 
     fn backup(&self, dir: &Path) -> Result<super::rescue::BackupReport> {

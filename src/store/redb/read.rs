@@ -180,9 +180,14 @@ impl RedbStore {
                 let body = log_tables
                     .body(tx, n as u32, &header)?
                     .map(|op| log::op_json(&op));
+                let evicted_by = match body {
+                    Some(_) => None,
+                    None => log_tables.evicted_by(tx, n as u32)?.map(TxId),
+                };
                 ops.push(LoggedOp {
                     digest: *digest,
                     body,
+                    evicted_by,
                 });
             }
             out.push(TxRecord {

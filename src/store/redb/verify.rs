@@ -55,6 +55,14 @@ impl LogTables {
         }
     }
 
+    /// The transaction that evicted the body of op `n` of transaction `tx`, when recorded.
+    pub(super) fn evicted_by(&self, tx: u64, n: u32) -> Result<Option<u64>> {
+        match &self.evicted {
+            Some(table) => Ok(table.get((tx, n)).db()?.map(|v| v.value())),
+            None => Ok(None),
+        }
+    }
+
     /// The header of transaction `tx`.
     pub(super) fn header(&self, tx: u64) -> Result<TxHeaderRec> {
         let bytes = self.tx_log.get(tx).db()?.ok_or_else(|| {

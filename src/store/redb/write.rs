@@ -257,6 +257,47 @@ impl WriteTables<'_> {
         )
     }
 
+    /// Stores the document of `object` and its contents (with `bytes` kept for a file whose
+    /// content is null) for a write of the entity `existing` names (`None`: a new entity),
+    /// counting the bytes put and stored.
+    pub(super) fn store_doc(
+        &mut self,
+        object: &Object,
+        bytes: Option<&[u8]>,
+        encoded: Option<&EncodedBlob>,
+        existing: Option<&EntityRec>,
+    ) -> Result<()> {
+        // Session and chat documents grow with every commit, and a session's file id table
+        // grows by lines: store them as deltas (contents as suffixes).
+        let delta_base = match (existing, object.object_type()) {
+            (Some(rec), ObjectType::Session | ObjectType::Chat | ObjectType::SessionConfig) => {
+                self.delta_base(rec.eid)?
+            }
+            _ => None,
+        };
+        let stored = docs::ensure_doc(
+            &mut self.docs,
+            &mut self.blobs,
+            object,
+            bytes,
+            encoded,
+            delta_base.as_ref(),
+            self.base_cache,
+        )?;
+        if let (Some(cache), ObjectType::Session | ObjectType::Chat | ObjectType::SessionConfig) =
+            (self.base_cache, object.object_type())
+        {
+            cache.put(object.object_hash().0, object.metadata_json_shared());
+        }
+        let given = object.content().map_or(0, str::len) as u64
+            + bytes
+                .filter(|_| object.content().is_none())
+                .map_or(0, |b| b.len() as u64);
+        self.pending_bytes.0 += given as i64;
+        self.pending_bytes.1 += stored.stored as i64;
+        Ok(())
+    }
+
     /// Resolves a put into its op body, storing its document and contents.
     pub(super) fn resolve_put(&mut self, put: &Put, tx_time: i64) -> Result<OpRec> {
         let object = &put.object;
@@ -315,36 +356,12 @@ impl WriteTables<'_> {
             }
         };
         check_range(id, valid_from, put.valid_to)?;
-        // Session and chat documents grow with every commit, and a session's file id table
-        // grows by lines: store them as deltas (contents as suffixes).
-        let delta_base = match (&existing, object.object_type()) {
-            (Some(rec), ObjectType::Session | ObjectType::Chat | ObjectType::SessionConfig) => {
-                self.delta_base(rec.eid)?
-            }
-            _ => None,
-        };
-        let stored = docs::ensure_doc(
-            &mut self.docs,
-            &mut self.blobs,
+        self.store_doc(
             object,
             put.bytes.as_deref(),
             put.encoded.as_ref(),
-            delta_base.as_ref(),
-            self.base_cache,
+            existing.as_ref(),
         )?;
-        if let (Some(cache), ObjectType::Session | ObjectType::Chat | ObjectType::SessionConfig) =
-            (self.base_cache, object.object_type())
-        {
-            cache.put(object.object_hash().0, object.metadata_json_shared());
-        }
-        let given = object.content().map_or(0, str::len) as u64
-            + put
-                .bytes
-                .as_ref()
-                .filter(|_| object.content().is_none())
-                .map_or(0, |b| b.len() as u64);
-        self.pending_bytes.0 += given as i64;
-        self.pending_bytes.1 += stored.stored as i64;
         Ok(OpRec::Write(codec::WriteRec {
             entity: id.into(),
             valid_from,
