@@ -499,15 +499,7 @@ impl Store {
         origin: Origin,
         stat: StatUpdate,
     ) -> Result<Option<TxReceipt>> {
-        if ops.is_empty() && stat.is_empty() {
-            return Ok(None);
-        }
-        let request = TxRequest {
-            ops,
-            origin,
-            stat: Some(stat),
-        };
-        self.group.submit(&*self.backend, request, true)
+        self.submit_with_stat(ops, origin, stat, true)
     }
 
     /// [`Store::transact_with_stat`] answered before its commit is durable (the record of a
@@ -522,6 +514,18 @@ impl Store {
         origin: Origin,
         stat: StatUpdate,
     ) -> Result<Option<TxReceipt>> {
+        self.submit_with_stat(ops, origin, stat, false)
+    }
+
+    /// Submits `ops` and `stat` to the group commit (nothing when both are empty), answered once
+    /// the commit is durable when `durable`.
+    fn submit_with_stat(
+        &self,
+        ops: Vec<Op>,
+        origin: Origin,
+        stat: StatUpdate,
+        durable: bool,
+    ) -> Result<Option<TxReceipt>> {
         if ops.is_empty() && stat.is_empty() {
             return Ok(None);
         }
@@ -530,7 +534,7 @@ impl Store {
             origin,
             stat: Some(stat),
         };
-        self.group.submit(&*self.backend, request, false)
+        self.group.submit(&*self.backend, request, durable)
     }
 
     /// Makes the lazy commits so far durable ([`Backend::sync`]); nothing when there are none.
