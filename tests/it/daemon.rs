@@ -222,6 +222,31 @@ impl Raw {
     }
 }
 
+/// A thread that commits turns "turn 0", "turn 1", … to session s1 through the socket until
+/// `stop`, sending the time of each acknowledgement to `acks`; it answers how many it made.
+fn turn_writer(
+    socket: PathBuf,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    acks: Option<mpsc::Sender<Instant>>,
+) -> std::thread::JoinHandle<Result<u64, String>> {
+    std::thread::spawn(move || -> Result<u64, String> {
+        let mut raw = Raw::connect(&socket).map_err(|e| e.to_string())?;
+        let mut n = 0u64;
+        while !stop.load(Ordering::SeqCst) {
+            raw.result(
+                "session.turn",
+                json!({"id": "s1", "role": "user", "content": format!("turn {n}")}),
+            )
+            .map_err(|e| e.to_string())?;
+            if let Some(acks) = &acks {
+                acks.send(Instant::now()).map_err(|e| e.to_string())?;
+            }
+            n += 1;
+        }
+        Ok(n)
+    })
+}
+
 /// The error code of a response (`None` when it is a result).
 fn code(response: &Value) -> Option<i64> {
     response["error"]["code"].as_i64()
@@ -1239,24 +1264,7 @@ fn a_backup_through_the_daemon_is_consistent_while_writes_go_on() -> TestResult 
     f.ok(&["session", "new", "--id", "s1"])?;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (acks_to, acks) = mpsc::channel::<Instant>();
-    let writer = {
-        let stop = Arc::clone(&stop);
-        let socket = f.socket();
-        std::thread::spawn(move || -> Result<u64, String> {
-            let mut raw = Raw::connect(&socket).map_err(|e| e.to_string())?;
-            let mut n = 0u64;
-            while !stop.load(Ordering::SeqCst) {
-                raw.result(
-                    "session.turn",
-                    json!({"id": "s1", "role": "user", "content": format!("turn {n}")}),
-                )
-                .map_err(|e| e.to_string())?;
-                acks_to.send(Instant::now()).map_err(|e| e.to_string())?;
-                n += 1;
-            }
-            Ok(n)
-        })
-    };
+    let writer = turn_writer(f.socket(), Arc::clone(&stop), Some(acks_to));
     // Some turns first, then the backup while they go on.
     let mut early = 0;
     while early < 5 {
@@ -1333,23 +1341,7 @@ fn fsck_through_the_daemon_beside_writers_and_on_a_damaged_store() -> TestResult
     f.ok(&["index", "."])?;
     f.ok(&["session", "new", "--id", "s1"])?;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writer = {
-        let stop = Arc::clone(&stop);
-        let socket = f.socket();
-        std::thread::spawn(move || -> Result<u64, String> {
-            let mut raw = Raw::connect(&socket).map_err(|e| e.to_string())?;
-            let mut n = 0u64;
-            while !stop.load(Ordering::SeqCst) {
-                raw.result(
-                    "session.turn",
-                    json!({"id": "s1", "role": "user", "content": format!("turn {n}")}),
-                )
-                .map_err(|e| e.to_string())?;
-                n += 1;
-            }
-            Ok(n)
-        })
-    };
+    let writer = turn_writer(f.socket(), Arc::clone(&stop), None);
     for _ in 0..3 {
         let out = f.run(&["fsck"])?;
         assert!(out.status.success(), "fsck beside a writer: {out:?}");
