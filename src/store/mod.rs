@@ -38,6 +38,7 @@ mod postgres;
 pub(crate) mod private;
 mod redb;
 mod rescue;
+mod rule;
 mod stat;
 mod time;
 

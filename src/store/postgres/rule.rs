@@ -1,27 +1,12 @@
 //! The bitemporal rules over one entity's version rows held in memory, in (valid_from, tx)
-//! order: XTDB v1's write rule (the same as redb's `temporal::plan_write`, over the window of
-//! rows a write can touch) and the history selection. The database reads the rows; these
-//! functions decide.
+//! order: the rows XTDB v1's write rule (`store::rule`, shared with redb) reads from the window
+//! of rows a write can touch, and the history selection. The database reads the rows; these
+//! functions select.
 
 use super::super::codec::VersionRec;
 
-/// One version row: valid_from µs, writing tx, record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Row {
-    /// valid_from in µs.
-    pub vt: i64,
-    /// The writing transaction.
-    pub tx: u64,
-    /// The record.
-    pub rec: VersionRec,
-}
-
-impl Row {
-    /// The writing transaction's time in µs.
-    pub fn tx_time(&self) -> i64 {
-        self.vt.saturating_add(self.rec.tx_after)
-    }
-}
+pub(crate) use crate::store::rule::Row;
+use crate::store::rule::Seen;
 
 /// Rows with valid_from in `[from, to)` and tx ≤ `tx`, in order; without corrections only the
 /// last row of each valid_from is kept.
@@ -75,53 +60,34 @@ pub(crate) fn plan_write(
     new: &VersionRec,
     tx_time: i64,
 ) -> Vec<(i64, VersionRec)> {
-    let mut out = vec![(start, new.clone())];
     match end {
         Some(end) => {
             let before = visible_desc_until(window, start, end);
-            for r in before.iter().take_while(|r| r.vt > start) {
-                if r.vt != end {
-                    out.push((r.vt, new.clone()));
-                }
-            }
-            let restore = match before.first() {
-                Some(r) if r.vt == end => None,
-                Some(r) => Some(VersionRec {
-                    restored: true,
-                    ..r.rec.clone()
-                }),
-                None => Some(VersionRec {
-                    object_hash: None,
-                    tx_after: 0,
-                    op: new.op,
-                    restored: true,
-                    size: None,
-                    spelling: None,
-                    content_omitted: None,
-                }),
-            };
-            if let Some(rec) = restore {
-                out.push((end, rec));
-            }
+            crate::store::rule::plan_write(
+                Seen::Ranged {
+                    end,
+                    before: &before,
+                },
+                start,
+                new,
+                tx_time,
+            )
         }
         None => {
-            if let Some(visible) = window.iter().rev().find(|r| r.vt <= start) {
-                let after =
-                    history_rows(window, start.saturating_add(1), i64::MAX, u64::MAX, false);
-                for r in after.iter().take_while(|r| {
-                    r.tx == visible.tx
-                        && r.rec.object_hash == visible.rec.object_hash
-                        && !r.rec.restored
-                }) {
-                    out.push((r.vt, new.clone()));
-                }
-            }
+            let visible = window.iter().rev().find(|r| r.vt <= start);
+            let after = match visible {
+                Some(_) => history_rows(window, start.saturating_add(1), i64::MAX, u64::MAX, false),
+                None => Vec::new(),
+            };
+            crate::store::rule::plan_write::<Row>(
+                Seen::Open {
+                    visible,
+                    after: &after,
+                },
+                start,
+                new,
+                tx_time,
+            )
         }
     }
-    out.sort_by_key(|(vt, _)| *vt);
-    for (vt, rec) in &mut out {
-        rec.tx_after = tx_time.saturating_sub(*vt);
-        rec.op = new.op;
-    }
-    out
 }

@@ -13,23 +13,8 @@ use redb::ReadableTable;
 use super::codec::{self, VersionRec};
 use crate::error::Result;
 
-/// One version row as read back.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Row {
-    /// valid_from in µs.
-    pub vt: i64,
-    /// The writing transaction.
-    pub tx: u64,
-    /// The record.
-    pub rec: VersionRec,
-}
-
-impl Row {
-    /// The writing transaction's time in µs.
-    pub fn tx_time(&self) -> i64 {
-        self.vt.saturating_add(self.rec.tx_after)
-    }
-}
+pub(crate) use crate::store::rule::Row;
+use crate::store::rule::{self, Seen};
 
 fn row(vt: i64, tx: u64, bytes: &[u8]) -> Result<Row> {
     Ok(Row {
@@ -185,34 +170,18 @@ pub(crate) fn plan_write(
     new: &VersionRec,
     tx_time: i64,
 ) -> Result<Vec<(i64, VersionRec)>> {
-    let mut out = vec![(start, new.clone())];
-    match end {
+    Ok(match end {
         Some(end) => {
             let before = visible_desc_until(versions, eid, start, end)?;
-            for r in before.iter().take_while(|r| r.vt > start) {
-                if r.vt != end {
-                    out.push((r.vt, new.clone()));
-                }
-            }
-            let restore = match before.first() {
-                Some(r) if r.vt == end => None,
-                Some(r) => Some(VersionRec {
-                    restored: true,
-                    ..r.rec.clone()
-                }),
-                None => Some(VersionRec {
-                    object_hash: None,
-                    tx_after: 0,
-                    op: new.op,
-                    restored: true,
-                    size: None,
-                    spelling: None,
-                    content_omitted: None,
-                }),
-            };
-            if let Some(rec) = restore {
-                out.push((end, rec));
-            }
+            rule::plan_write(
+                Seen::Ranged {
+                    end,
+                    before: &before,
+                },
+                start,
+                new,
+                tx_time,
+            )
         }
         None => {
             let last = versions
@@ -228,22 +197,19 @@ pub(crate) fn plan_write(
                 }
                 None => None,
             };
-            if let Some(visible) = visible {
-                let after = history_rows(versions, eid, start + 1, i64::MAX, u64::MAX, false)?;
-                for r in after.iter().take_while(|r| {
-                    r.tx == visible.tx
-                        && r.rec.object_hash == visible.rec.object_hash
-                        && !r.rec.restored
-                }) {
-                    out.push((r.vt, new.clone()));
-                }
-            }
+            let after = match &visible {
+                Some(_) => history_rows(versions, eid, start + 1, i64::MAX, u64::MAX, false)?,
+                None => Vec::new(),
+            };
+            rule::plan_write::<Row>(
+                Seen::Open {
+                    visible: visible.as_ref(),
+                    after: &after,
+                },
+                start,
+                new,
+                tx_time,
+            )
         }
-    }
-    out.sort_by_key(|(vt, _)| *vt);
-    for (vt, rec) in &mut out {
-        rec.tx_after = tx_time.saturating_sub(*vt);
-        rec.op = new.op;
-    }
-    Ok(out)
+    })
 }
