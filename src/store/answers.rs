@@ -73,6 +73,21 @@ pub enum Order {
     TxDesc,
 }
 
+impl Order {
+    /// Puts `versions`, listed in valid-time order, in this order.
+    pub(crate) fn arrange(self, versions: &mut [VersionInfo]) {
+        match self {
+            Order::ValidAsc => {}
+            Order::ValidDesc => versions.reverse(),
+            Order::TxAsc => versions.sort_by_key(|v| (v.tx_id, v.valid_from)),
+            Order::TxDesc => {
+                versions.sort_by_key(|v| (v.tx_id, v.valid_from));
+                versions.reverse();
+            }
+        }
+    }
+}
+
 /// What [`super::Backend::history`] lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct HistoryQuery {

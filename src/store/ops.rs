@@ -6,6 +6,19 @@ use super::time::{Timestamp, TxId};
 use crate::hash::Hash;
 use crate::object::Object;
 
+/// Refuses a put of `object` over an entity stored as another type (`stored_type`): two
+/// objects of different types can never share an id, so the put is a conflict.
+pub(crate) fn check_same_type(object: &Object, stored_type: &str) -> crate::error::Result<()> {
+    if stored_type == object.object_type().as_str() {
+        return Ok(());
+    }
+    Err(crate::error::Error::Conflict {
+        entity: object.id().to_string(),
+        expected: format!("a {}", object.object_type()),
+        actual: format!("a {stored_type} with this id"),
+    })
+}
+
 /// When a put's version starts in valid time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ValidFrom {

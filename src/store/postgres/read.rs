@@ -8,7 +8,7 @@ use super::*;
 use crate::object::{ContentOmitted, FilesystemSource, Object, ObjectType, Source};
 use crate::store::codec::{DocRec, OpRec, StatRec, TxHeaderRec, VersionRec};
 use crate::store::log::{self, LoggedOp};
-use crate::store::{DocumentMeta, FileStat, Order};
+use crate::store::{DocumentMeta, FileStat};
 
 /// A version row from its columns.
 pub(super) fn row_of(vt: i64, tx: i64, rec: &[u8]) -> Result<Row> {
@@ -221,15 +221,7 @@ pub(super) fn history(
             info(id, row, distinct.get(i).copied().or(tail_end))
         })
         .collect();
-    match query.order {
-        Order::ValidAsc => {}
-        Order::ValidDesc => out.reverse(),
-        Order::TxAsc => out.sort_by_key(|v| (v.tx_id, v.valid_from)),
-        Order::TxDesc => {
-            out.sort_by_key(|v| (v.tx_id, v.valid_from));
-            out.reverse();
-        }
-    }
+    query.order.arrange(&mut out);
     Ok(out)
 }
 

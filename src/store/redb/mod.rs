@@ -57,7 +57,7 @@ use super::codec::{self, EntityRec, FirstRec, OpRec, TxHeaderRec, VersionRec};
 use super::log::{self, LoggedOp, Origin, TxRecord};
 use super::{
     Backend, DB_FILE, DocumentMeta, EncodedBlob, EntityInfo, FORMAT_VERSION, FileStat, Finding,
-    GcReport, HistoryQuery, LOCK_FILE, ObjectMeta, Op, Order, Put, StatEntry, StatUpdate, Stats,
+    GcReport, HistoryQuery, LOCK_FILE, ObjectMeta, Op, Put, StatEntry, StatUpdate, Stats,
     Timestamp, TxId, TxReceipt, ValidFrom, Version, VersionInfo,
 };
 use crate::error::{Error, Result};

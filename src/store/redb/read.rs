@@ -85,15 +85,7 @@ impl RedbStore {
                 version_info(id, row, end)
             })
             .collect();
-        match query.order {
-            Order::ValidAsc => {}
-            Order::ValidDesc => out.reverse(),
-            Order::TxAsc => out.sort_by_key(|v| (v.tx_id, v.valid_from)),
-            Order::TxDesc => {
-                out.sort_by_key(|v| (v.tx_id, v.valid_from));
-                out.reverse();
-            }
-        }
+        query.order.arrange(&mut out);
         Ok(out)
     }
 

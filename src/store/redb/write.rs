@@ -305,13 +305,7 @@ impl WriteTables<'_> {
         let existing = entity_rec(&self.entities, id)?;
         let first = match &existing {
             Some(rec) => {
-                if *rec.object_type != *object.object_type().as_str() {
-                    return Err(Error::Conflict {
-                        entity: id.to_string(),
-                        expected: format!("a {}", object.object_type()),
-                        actual: format!("a {} with this id", &*rec.object_type),
-                    });
-                }
+                crate::store::ops::check_same_type(object, &rec.object_type)?;
                 None
             }
             None => {
