@@ -18,12 +18,13 @@ use super::args::Args;
 use super::files::{FileRef, resolve};
 use super::history::{stored_version, text_with_hash};
 use super::patch::{
-    ApplyError, Conflict, ErrorCode, Failure, WritePatchRequest, WritePatchResponse, apply_batch,
-    apply_unified, check_sha256_hex, conflict_diff, parse_request, sha256_hex, validate,
+    ApplyError, Conflict, Current, ErrorCode, Failure, WritePatchRequest, WritePatchResponse,
+    apply_batch, apply_unified, check_sha256_hex, conflict_diff, parse_request, sha256_hex,
+    validate,
 };
 use super::tools::ToolOutput;
 use crate::error::{Error, Result};
-use crate::session::{DiskText, FileWrite, Session, Stale};
+use crate::session::{DiskText, FileWrite, Session, Stale, Touched};
 
 /// The answer of a writing tool: its text, whether it succeeded, the files it touched.
 pub(crate) struct WriteAnswer {
@@ -114,46 +115,18 @@ fn stale_message(stale: &Stale, expected: Option<&str>) -> String {
 
 /// Writes `planned` (all or nothing) and answers: the files' new hashes, or the conflict.
 fn write_all(session: &mut Session, planned: Vec<Planned>) -> Result<WriteAnswer> {
-    write_planned(session, planned, true)
-}
-
-/// [`write_all`], with the diff written in the answer only when `with_diff` (the line form's
-/// answer is the original's shape, which has none).
-fn write_planned(
-    session: &mut Session,
-    mut planned: Vec<Planned>,
-    with_diff: bool,
-) -> Result<WriteAnswer> {
-    let writes: Vec<FileWrite> = planned
-        .iter()
-        .map(|p| FileWrite {
-            agent_path: p.file.agent_path.clone(),
-            expected_sha256: p.expected.clone(),
-            content: p.new_text.clone().map(String::into_bytes),
-        })
-        .collect();
-    let touched = match session.write_files(&writes)? {
+    let touched = match write_planned(session, &planned)? {
         Ok(touched) => touched,
-        Err(stale) => {
-            let expected = planned[stale.index].expected.clone();
-            let conflict = stale_conflict(session, &stale, expected.as_deref())?;
-            let failure = Failure::new(
-                ErrorCode::Conflict,
-                stale_message(&stale, expected.as_deref()),
-            );
-            return Ok(WriteAnswer::refused(failure, Some(conflict)));
-        }
+        Err((failure, conflict)) => return Ok(WriteAnswer::refused(failure, conflict)),
     };
     let mut files = Vec::new();
     let mut output = ToolOutput::new(String::new());
     let mut diff = String::new();
-    for (p, t) in planned.iter_mut().zip(touched) {
+    for (mut p, t) in planned.into_iter().zip(touched) {
         p.file.number(session)?;
         let old = p.old_text.as_deref().unwrap_or("");
         let new = p.new_text.as_deref().unwrap_or("");
-        if with_diff {
-            diff.push_str(&conflict_diff(old, new, &p.file.filename));
-        }
+        diff.push_str(&conflict_diff(old, new, &p.file.filename));
         files.push(json!({
             "fileId": p.file.file_id(),
             "filename": p.file.filename,
@@ -176,6 +149,34 @@ fn write_planned(
         output,
         success: true,
     })
+}
+
+/// Writes `planned` (all or nothing): what indexing did per file, or the conflict (the disk
+/// changed since the file was read).
+fn write_planned(
+    session: &mut Session,
+    planned: &[Planned],
+) -> Result<std::result::Result<Vec<Touched>, Refusal>> {
+    let writes: Vec<FileWrite> = planned
+        .iter()
+        .map(|p| FileWrite {
+            agent_path: p.file.agent_path.clone(),
+            expected_sha256: p.expected.clone(),
+            content: p.new_text.clone().map(String::into_bytes),
+        })
+        .collect();
+    match session.write_files(writes)? {
+        Ok(touched) => Ok(Ok(touched)),
+        Err(stale) => {
+            let expected = planned[stale.index].expected.clone();
+            let conflict = stale_conflict(session, &stale, expected.as_deref())?;
+            let failure = Failure::new(
+                ErrorCode::Conflict,
+                stale_message(&stale, expected.as_deref()),
+            );
+            Ok(Err((failure, Some(conflict))))
+        }
+    }
 }
 
 /// The quoted hash `name`, checked for its form: `Ok(None)` when not given.
@@ -385,6 +386,7 @@ fn apply_line_ops(session: &mut Session, args: &Map<String, Value>) -> Result<Wr
     let request: WritePatchRequest = request.unwrap_or_default();
     let mut files = Vec::with_capacity(batch.files.len());
     let mut texts = Vec::with_capacity(batch.files.len());
+    let mut hashes = Vec::with_capacity(batch.files.len());
     for edit in &batch.files {
         let file = resolve(session, &edit.doc_path)?;
         let now = match text_now(session, &file, Some(&edit.original_sha256))? {
@@ -392,10 +394,15 @@ fn apply_line_ops(session: &mut Session, args: &Map<String, Value>) -> Result<Wr
             Err((failure, conflict)) => return Ok(batch_refused(&request, failure, conflict)),
         };
         texts.push(now.text.unwrap_or_default());
+        hashes.push(now.sha256);
         files.push(file);
     }
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let applied = match apply_batch(&batch, &refs) {
+    let current: Vec<Current<'_>> = texts
+        .iter()
+        .zip(&hashes)
+        .map(|(text, sha256)| Current { text, sha256 })
+        .collect();
+    let applied = match apply_batch(&batch, &current) {
         Ok(applied) => applied,
         Err(e) => {
             let current = &texts[e.file];
@@ -409,7 +416,7 @@ fn apply_line_ops(session: &mut Session, args: &Map<String, Value>) -> Result<Wr
             return Ok(batch_refused(&request, e.error.failure(), conflict));
         }
     };
-    let planned = files
+    let planned: Vec<Planned> = files
         .into_iter()
         .zip(&batch.files)
         .zip(&applied)
@@ -422,18 +429,17 @@ fn apply_line_ops(session: &mut Session, args: &Map<String, Value>) -> Result<Wr
             lines_changed: applied.lines_changed,
         })
         .collect();
-    let written = write_planned(session, planned, false)?;
-    if !written.success {
+    let touched = match write_planned(session, &planned)? {
+        Ok(touched) => touched,
         // The disk changed between the check and the write: the same conflict, in the
         // original's shape.
-        let refused: Value = serde_json::from_str(&written.output.text).unwrap_or(Value::Null);
-        let conflict: Option<Conflict> = serde_json::from_value(refused["conflict"].clone()).ok();
-        let message = refused["errorMessage"].as_str().unwrap_or("").to_string();
-        let failure = Failure::new(ErrorCode::Conflict, message);
-        return Ok(batch_refused(&request, failure, conflict));
-    }
+        Err((failure, conflict)) => return Ok(batch_refused(&request, failure, conflict)),
+    };
     let mut answer = response(WritePatchResponse::applied(&request, &applied), true);
-    answer.output.file_refs = written.output.file_refs;
+    for (mut p, t) in planned.into_iter().zip(touched) {
+        p.file.number(session)?;
+        answer.output = answer.output.touching(t.id);
+    }
     Ok(answer)
 }
 
@@ -612,12 +618,13 @@ pub(crate) fn write_for_fd(
         _ => content.to_string(),
     };
     let size = new_text.len() as u64;
-    let writes = [FileWrite {
+    let expected = now.map(|n| n.sha256);
+    let writes = vec![FileWrite {
         agent_path: file.agent_path.clone(),
-        expected_sha256: now.map(|n| n.sha256),
+        expected_sha256: expected.clone(),
         content: Some(new_text.into_bytes()),
     }];
-    match session.write_files(&writes) {
+    match session.write_files(writes) {
         Ok(Ok(touched)) => {
             let mut file = file;
             file.number(session)?;
@@ -626,10 +633,7 @@ pub(crate) fn write_for_fd(
                 touched.into_iter().next().map(|t| t.id).unwrap_or_default(),
             )))
         }
-        Ok(Err(stale)) => Ok(Err(stale_message(
-            &stale,
-            writes[0].expected_sha256.as_deref(),
-        ))),
+        Ok(Err(stale)) => Ok(Err(stale_message(&stale, expected.as_deref()))),
         Err(
             e @ (Error::InvalidPath { .. }
             | Error::PermissionDenied { .. }

@@ -20,7 +20,7 @@ use std::io::Read;
 
 pub use dirstat::DirStat;
 pub use disk::{Look, LookRules, Presence, StatChange, look, presence, record};
-pub use read::{Body, Reading, read_stream};
+pub use read::{Body, Reading, classify, read_stream};
 pub use rules::DenyRules;
 pub use scan::{ScanOptions, ScanProgress, ScanSummary, ScanThreads, Skipped, extra_ignore, scan};
 pub use settings::{ApprovalMode, DescriptorSettings, SETTINGS_FILE, Settings, WritePolicy};

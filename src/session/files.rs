@@ -61,6 +61,18 @@ impl Session {
         real: &std::path::Path,
     ) -> Result<(Planned, Option<Object>)> {
         let (look, change) = self.look_at(&source, real);
+        self.index_look(source, real, look, change)
+    }
+
+    /// Plans what a look at `real` saw (the file's object when it was read) and queues its stat
+    /// cache change for the next commit.
+    fn index_look(
+        &mut self,
+        source: FilesystemSource,
+        real: &std::path::Path,
+        look: Look,
+        change: StatChange,
+    ) -> Result<(Planned, Option<Object>)> {
         let shown = real.display().to_string();
         match look {
             Look::Gone(Presence::Missing(err)) => Err(Error::io(format!("opening {shown}"), err)),
@@ -70,19 +82,30 @@ impl Session {
             )),
             Look::Unreadable(err) => Err(Error::io(format!("reading {shown}"), err)),
             Look::Read { reading, stat, .. } => {
-                let on_machine = source.filesystem_id == self.resolver.machine_id();
-                let path = source.path.clone();
-                let mtime = Timestamp::saturating_from_micros(stat.mtime_ns / 1000);
-                let prepared = crate::index::Prepared::new(source, reading)?;
+                let prepared = crate::index::Prepared::new(source.clone(), reading)?;
                 let object = prepared.object.clone();
-                let planned = self.indexer.plan_prepared(prepared, Some(mtime))?;
-                if on_machine {
-                    record(&mut self.stat, &path, change);
-                }
+                let planned = self.index_prepared(&source, prepared, &stat, change)?;
                 Ok((planned, Some(object)))
             }
             look => Ok((self.plan_look(source, look, change)?, None)),
         }
+    }
+
+    /// Plans a file of `source` read under `stat` (its mtime the version's valid time) and
+    /// prepared, and queues its stat cache change for the next commit.
+    pub(super) fn index_prepared(
+        &mut self,
+        source: &FilesystemSource,
+        prepared: crate::index::Prepared,
+        stat: &crate::store::FileStat,
+        change: StatChange,
+    ) -> Result<Planned> {
+        let mtime = Timestamp::saturating_from_micros(stat.mtime_ns / 1000);
+        let planned = self.indexer.plan_prepared(prepared, Some(mtime))?;
+        if source.filesystem_id == self.resolver.machine_id() {
+            record(&mut self.stat, &source.path, change);
+        }
+        Ok(planned)
     }
 
     /// Remembers the on-disk spelling of a file whose identity path differs from the path it

@@ -168,21 +168,31 @@ impl fmt::Display for BatchError {
 
 impl std::error::Error for BatchError {}
 
-/// Applies every file of `batch` to its current text (`texts[i]` for `batch.files[i]`): all the
-/// new texts, or the first failure and none.
+/// A file's current text and the SHA-256 (hex) of its bytes, as the read that took it
+/// computed it (so the text is not hashed twice).
+#[derive(Clone, Copy, Debug)]
+pub struct Current<'a> {
+    /// The text.
+    pub text: &'a str,
+    /// Its SHA-256, lowercase hex.
+    pub sha256: &'a str,
+}
+
+/// Applies every file of `batch` to its current text (`current[i]` for `batch.files[i]`): all
+/// the new texts, or the first failure and none.
 ///
 /// # Errors
 /// The first file that fails, with its [`ApplyError`].
-pub fn apply_batch(batch: &Batch, texts: &[&str]) -> Result<Vec<AppliedFile>, BatchError> {
+pub fn apply_batch(batch: &Batch, current: &[Current<'_>]) -> Result<Vec<AppliedFile>, BatchError> {
     batch
         .files
         .iter()
         .enumerate()
         .map(|(i, file)| {
-            let text = texts.get(i).ok_or_else(|| ApplyError::NoText {
+            let now = current.get(i).ok_or_else(|| ApplyError::NoText {
                 doc_path: file.doc_path.clone(),
             });
-            text.and_then(|text| apply_file(file, text))
+            now.and_then(|now| apply_file_over(file, *now))
                 .map_err(|error| BatchError { file: i, error })
         })
         .collect()
@@ -194,12 +204,24 @@ pub fn apply_batch(batch: &Batch, texts: &[&str]) -> Result<Vec<AppliedFile>, Ba
 /// [`ApplyError::Stale`], [`ApplyError::Invalid`] or [`ApplyError::Mismatch`], for the first
 /// failing check in the order of the module docs.
 pub fn apply_file(file: &FileEdit, text: &str) -> Result<AppliedFile, ApplyError> {
-    let actual = sha256_hex(text.as_bytes());
-    if !same_sha256(&file.original_sha256, &actual) {
+    let sha256 = sha256_hex(text.as_bytes());
+    apply_file_over(
+        file,
+        Current {
+            text,
+            sha256: &sha256,
+        },
+    )
+}
+
+/// [`apply_file`] given the text's hash.
+fn apply_file_over(file: &FileEdit, current: Current<'_>) -> Result<AppliedFile, ApplyError> {
+    let Current { text, sha256 } = current;
+    if !same_sha256(&file.original_sha256, sha256) {
         return Err(ApplyError::Stale {
             doc_path: file.doc_path.clone(),
             expected: file.original_sha256.clone(),
-            actual,
+            actual: sha256.to_owned(),
         });
     }
     // Validation ran these already; they are cheap, and they keep a hand-made `FileEdit` from

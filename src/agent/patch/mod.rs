@@ -40,7 +40,9 @@ mod text;
 
 pub use conflict::{Conflict, ConflictKind, LineMismatch, conflict_diff};
 pub use hash::{InvalidHash, check_sha256_hex, same_sha256, sha256_hex};
-pub use line_ops::{AppliedFile, ApplyError, BatchError, ChangeMismatch, apply_batch, apply_file};
+pub use line_ops::{
+    AppliedFile, ApplyError, BatchError, ChangeMismatch, Current, apply_batch, apply_file,
+};
 pub use request::{Change, ErrorCode, Failure, FilePatch, WritePatchRequest, parse_request};
 pub use response::{FileResult, WritePatchResponse};
 pub use unified::{

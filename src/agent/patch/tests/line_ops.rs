@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use super::super::{
-    AppliedFile, ApplyError, Batch, ConflictKind, ErrorCode, WritePatchResponse, apply_batch,
-    apply_file, parse_request, sha256_hex, validate,
+    AppliedFile, ApplyError, Batch, BatchError, ConflictKind, Current, ErrorCode,
+    WritePatchResponse, apply_batch, apply_file, parse_request, sha256_hex, validate,
 };
 
 /// A validated one-file batch of `changes` based on `text`.
@@ -249,7 +249,7 @@ fn a_batch_is_all_or_nothing() {
         ("a.txt", a, vec![insert(1, &["a2"])]),
         ("b.txt", b, vec![delete(1, 1, &["not b"])]),
     ]);
-    let error = apply_batch(&batch, &[a, b]).unwrap_err();
+    let error = apply_texts(&batch, &[a, b]).unwrap_err();
     assert_eq!(error.file, 1);
     assert_eq!(error.error.doc_path(), "b.txt");
     assert!(matches!(error.error, ApplyError::Mismatch(_)));
@@ -258,7 +258,7 @@ fn a_batch_is_all_or_nothing() {
         ("a.txt", a, vec![insert(1, &["a2"])]),
         ("b.txt", b, vec![delete(1, 1, &["b"])]),
     ]);
-    let written = apply_batch(&batch, &[a, b]).unwrap();
+    let written = apply_texts(&batch, &[a, b]).unwrap();
     assert_eq!(
         written,
         vec![
@@ -274,7 +274,7 @@ fn a_batch_is_all_or_nothing() {
             },
         ]
     );
-    let missing = apply_batch(&batch, &[a]).unwrap_err();
+    let missing = apply_texts(&batch, &[a]).unwrap_err();
     assert_eq!(missing.error.code(), ErrorCode::UnexpectedError);
     assert_eq!(missing.file, 1);
 }
@@ -285,7 +285,7 @@ fn the_response_carries_the_new_hashes_or_the_conflict() {
         "originalSha256": sha256_hex(ABC.as_bytes()), "changes": [insert(0, &["x"])]}]});
     let request = parse_request(Some(&args)).unwrap().unwrap();
     let batch = validate(Some(&request)).unwrap();
-    let written = apply_batch(&batch, &[ABC]).unwrap();
+    let written = apply_texts(&batch, &[ABC]).unwrap();
     let json = serde_json::to_value(WritePatchResponse::applied(&request, &written)).unwrap();
     assert_eq!(json["success"], true);
     assert_eq!(json["errorCode"], Value::Null);
@@ -293,7 +293,7 @@ fn the_response_carries_the_new_hashes_or_the_conflict() {
     assert_eq!(json["files"][0]["newSha256"], sha256_hex(b"x\na\nb\nc\n"));
     assert_eq!(json["files"][0]["linesChanged"], 1);
 
-    let error = apply_batch(&batch, &["changed\n"]).unwrap_err();
+    let error = apply_texts(&batch, &["changed\n"]).unwrap_err();
     let conflict = error.error.conflict("changed\n", Some(ABC)).unwrap();
     let response = WritePatchResponse::conflict(&request, error.to_string(), conflict);
     let json = serde_json::to_value(&response).unwrap();
@@ -302,4 +302,15 @@ fn the_response_carries_the_new_hashes_or_the_conflict() {
     assert_eq!(json["conflict"]["kind"], "stale_buffer");
     assert_eq!(json["conflict"]["current_sha256"], sha256_hex(b"changed\n"));
     assert!(json["files"][0].get("newSha256").is_none());
+}
+
+/// [`apply_batch`] over `texts`, hashed here as a read would hash them.
+fn apply_texts(batch: &Batch, texts: &[&str]) -> Result<Vec<AppliedFile>, BatchError> {
+    let hashes: Vec<String> = texts.iter().map(|t| sha256_hex(t.as_bytes())).collect();
+    let current: Vec<Current<'_>> = texts
+        .iter()
+        .zip(&hashes)
+        .map(|(text, sha256)| Current { text, sha256 })
+        .collect();
+    apply_batch(batch, &current)
 }
