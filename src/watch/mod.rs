@@ -17,10 +17,10 @@
 //! - The files live sessions hold outside the roots are watched too, through their directories
 //!   (looked up every second), and only those files of such a directory are followed.
 //! - `Access` events are dropped before debouncing (strata's own reads cause them).
-//! - Debouncing: notify-debouncer-full with a window of [`DEBOUNCE`] and a tick of [`TICK`]
-//!   (not its default quarter of the window: a path's event waits at most window + tick, and a
-//!   tick costs a wake-up and a lock). Everything one tick hands over is one window, and one
-//!   window is one transaction (origin `watcher`).
+//! - Debouncing (`debounce`): each event is handed to the worker [`DEBOUNCE`] after it arrived,
+//!   the debouncer's thread sleeping until the oldest waiting event is due (no periodic tick: a
+//!   change waits the window and no longer, an idle watcher never wakes). What the worker takes
+//!   at once (a delivery and every one queued behind it) is one transaction (origin `watcher`).
 //! - Start-up: every root is watched first, then reconciled once with a tree scan (changes made
 //!   while no daemon ran get valid time = mtime, as `index` gives them; the stat cache spares
 //!   unchanged files); the daemon answers requests meanwhile.
@@ -36,6 +36,7 @@
 //! `Rescan` (the event is lost, as in an overflow); `STRATA_WATCH_RESCAN_SECONDS=S` sets the
 //! periodic rescan of unwatched directories.
 
+mod debounce;
 mod tap;
 mod worker;
 
@@ -57,9 +58,6 @@ pub use tap::{COOKIE_PREFIX, is_cookie};
 /// change is committed about this long after its last event.
 pub const DEBOUNCE: Duration = Duration::from_millis(50);
 
-/// The debouncer's tick: how often it hands over the events whose window has passed.
-pub const TICK: Duration = Duration::from_millis(5);
-
 /// How often directories that could not be watched (the watch limit) are rescanned.
 pub const RESCAN_EVERY: Duration = Duration::from_secs(30);
 
@@ -71,8 +69,6 @@ const COOKIE_WAIT: Duration = Duration::from_secs(5);
 pub struct WatchOptions {
     /// The debounce window.
     pub debounce: Duration,
-    /// The debouncer's tick.
-    pub tick: Duration,
     /// How often unwatched directories are rescanned.
     pub rescan_every: Duration,
     /// Refuse watches beyond this many (tests of the limit).
@@ -85,7 +81,6 @@ impl Default for WatchOptions {
     fn default() -> Self {
         WatchOptions {
             debounce: DEBOUNCE,
-            tick: TICK,
             rescan_every: RESCAN_EVERY,
             watch_limit: None,
             overflow_every: None,
@@ -150,8 +145,8 @@ pub struct WatchStatus {
 
 /// What the worker thread is asked.
 enum Control {
-    /// Events of one debounce window.
-    Window(Vec<notify_debouncer_full::DebouncedEvent>),
+    /// Events whose debounce window has passed.
+    Window(Vec<notify::Event>),
     /// Errors the watcher reported.
     Errors(Vec<notify::Error>),
     /// The watched roots changed.
@@ -209,21 +204,20 @@ impl Watcher {
             status: Mutex::new(WatchStatus::default()),
             control: Mutex::new(control.clone()),
         });
-        let handler_control = Mutex::new(control);
-        tap::set_next_tap(Arc::clone(&tap));
-        let debouncer = notify_debouncer_full::new_debouncer_opt::<_, tap::Tapped, _>(
-            options.debounce,
-            Some(options.tick.min(options.debounce)),
-            move |result: notify_debouncer_full::DebounceEventResult| {
-                let control = handler_control
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                let _ = match result {
-                    Ok(events) => control.send(Control::Window(events)),
-                    Err(errors) => control.send(Control::Errors(errors)),
-                };
+        let control_of_debouncer = control;
+        let intake = debounce::start(options.debounce, move |debounced| {
+            let control = match debounced {
+                debounce::Debounced::Events(events) => Control::Window(events),
+                debounce::Debounced::Error(err) => Control::Errors(vec![err]),
+            };
+            control_of_debouncer.send(control).is_ok()
+        })
+        .map_err(|e| Error::io("starting the watcher's debouncer", e))?;
+        let platform = <notify::RecommendedWatcher as notify::Watcher>::new(
+            tap::Handler {
+                tap: Arc::clone(&tap),
+                next: intake,
             },
-            notify_debouncer_full::NoCache,
             notify::Config::default(),
         )
         .map_err(|e| Error::io("starting the file watcher", std::io::Error::other(e)))?;
@@ -241,7 +235,7 @@ impl Watcher {
             .map_err(|e| Error::io("starting the watcher", e))?;
         let roots = engine.settings().watch;
         let mut worker =
-            worker::Worker::new(Arc::clone(&engine), debouncer, Arc::clone(&shared), options)?;
+            worker::Worker::new(Arc::clone(&engine), platform, Arc::clone(&shared), options)?;
         let thread = std::thread::Builder::new()
             .name("strata-watch".into())
             .spawn(move || worker.run(roots, commands))

@@ -1,17 +1,16 @@
-//! The tap: a [`notify::Watcher`] around the platform's watcher that sees every raw event before
-//! the debouncer does. It drops `Access` events (strata's own reads cause them) and the cookie
+//! The tap: the platform watcher's event handler, which sees every raw event before the
+//! debouncer does. It drops `Access` events (strata's own reads cause them) and the cookie
 //! files' events (noting each cookie seen, so a sync need not wait for the debounce), counts
 //! events, remembers the paths seen and not yet reconciled (what `index` on a watched root looks
 //! at), and applies the test knobs: an injected watch limit and injected queue overflows.
 
-use std::cell::RefCell;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use notify::event::Flag;
-use notify::{Config, Event, EventHandler, EventKind, RecommendedWatcher, RecursiveMode};
+use notify::{Event, EventHandler, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
 
 /// The name every cookie file starts with (Watchman's idea: a file written to learn that every
 /// earlier event has been seen).
@@ -59,6 +58,35 @@ impl Tap {
             overflow_every,
             ..Tap::default()
         }
+    }
+
+    /// Watches directory `path` of `watcher` non-recursively, counted.
+    ///
+    /// # Errors
+    /// The platform's error; `MaxFilesWatch` at the (injected) watch limit.
+    pub fn watch_dir(&self, watcher: &mut RecommendedWatcher, path: &Path) -> notify::Result<()> {
+        if let Some(limit) = self.watch_limit
+            && self.watches.load(Ordering::SeqCst) >= limit
+        {
+            return Err(
+                notify::Error::new(notify::ErrorKind::MaxFilesWatch).add_path(path.to_path_buf())
+            );
+        }
+        watcher.watch(path, RecursiveMode::NonRecursive)?;
+        self.watches.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Removes the watch of `path` from `watcher`.
+    ///
+    /// # Errors
+    /// The platform's error (the kernel dropped the watch of a deleted directory already).
+    pub fn unwatch_dir(&self, watcher: &mut RecommendedWatcher, path: &Path) -> notify::Result<()> {
+        watcher.unwatch(path)?;
+        let _ = self
+            .watches
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        Ok(())
     }
 
     /// Paths seen and not reconciled yet.
@@ -140,28 +168,13 @@ impl Tap {
     }
 }
 
-thread_local! {
-    /// The tap the next [`Tapped::new`] on this thread takes (notify makes the watcher through
-    /// a constructor that takes no state of ours).
-    static NEXT_TAP: RefCell<Option<Arc<Tap>>> = const { RefCell::new(None) };
-}
-
-/// Makes the next [`Tapped`] made on this thread use `tap`.
-pub fn set_next_tap(tap: Arc<Tap>) {
-    NEXT_TAP.with(|next| *next.borrow_mut() = Some(tap));
-}
-
-/// The platform's watcher behind the tap.
-#[derive(Debug)]
-pub struct Tapped {
-    inner: RecommendedWatcher,
-    tap: Arc<Tap>,
-}
-
-/// Passes what the tap keeps to the debouncer's handler.
-struct Handler<F> {
-    tap: Arc<Tap>,
-    next: F,
+/// The platform watcher's event handler: what the tap keeps goes on to `next` (the
+/// debouncer's intake).
+pub struct Handler<F> {
+    /// The tap.
+    pub tap: Arc<Tap>,
+    /// Where kept events go.
+    pub next: F,
 }
 
 impl<F: EventHandler> EventHandler for Handler<F> {
@@ -174,48 +187,6 @@ impl<F: EventHandler> EventHandler for Handler<F> {
             }
             Err(err) => self.next.handle_event(Err(err)),
         }
-    }
-}
-
-impl notify::Watcher for Tapped {
-    fn new<F: EventHandler>(event_handler: F, config: Config) -> notify::Result<Self> {
-        let tap = NEXT_TAP
-            .with(|next| next.borrow_mut().take())
-            .unwrap_or_default();
-        let handler = Handler {
-            tap: Arc::clone(&tap),
-            next: event_handler,
-        };
-        Ok(Tapped {
-            inner: RecommendedWatcher::new(handler, config)?,
-            tap,
-        })
-    }
-
-    fn watch(&mut self, path: &Path, recursive_mode: RecursiveMode) -> notify::Result<()> {
-        if let Some(limit) = self.tap.watch_limit
-            && self.tap.watches.load(Ordering::SeqCst) >= limit
-        {
-            return Err(
-                notify::Error::new(notify::ErrorKind::MaxFilesWatch).add_path(path.to_path_buf())
-            );
-        }
-        self.inner.watch(path, recursive_mode)?;
-        self.tap.watches.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-
-    fn unwatch(&mut self, path: &Path) -> notify::Result<()> {
-        self.inner.unwatch(path)?;
-        let _ = self
-            .tap
-            .watches
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        Ok(())
-    }
-
-    fn kind() -> notify::WatcherKind {
-        RecommendedWatcher::kind()
     }
 }
 

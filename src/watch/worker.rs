@@ -10,10 +10,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Instant;
 
 use ignore::gitignore::Gitignore;
-use notify::RecursiveMode;
-use notify_debouncer_full::{DebouncedEvent, Debouncer, NoCache};
+use notify::{Event, RecommendedWatcher};
 
-use super::tap::{Tapped, is_cookie};
+use super::tap::is_cookie;
 use super::{Control, Shared, WatchOptions};
 use crate::engine::{Engine, IndexRequest};
 use crate::error::{Error, Result};
@@ -44,7 +43,8 @@ struct Plan {
 /// The worker's state.
 pub(super) struct Worker {
     engine: Arc<Engine>,
-    debouncer: Debouncer<Tapped, NoCache>,
+    /// The platform's watcher (its event thread feeds the tap, then the debouncer).
+    platform: RecommendedWatcher,
     shared: Arc<Shared>,
     options: WatchOptions,
     filesystem_id: String,
@@ -65,10 +65,10 @@ pub(super) struct Worker {
 }
 
 impl Worker {
-    /// A worker over `engine` with the watcher `debouncer`.
+    /// A worker over `engine` with the platform's watcher `platform`.
     pub(super) fn new(
         engine: Arc<Engine>,
-        debouncer: Debouncer<Tapped, NoCache>,
+        platform: RecommendedWatcher,
         shared: Arc<Shared>,
         options: WatchOptions,
     ) -> Result<Worker> {
@@ -80,7 +80,7 @@ impl Worker {
         Ok(Worker {
             ignore: engine.settings().ignore,
             engine,
-            debouncer,
+            platform,
             shared,
             options,
             filesystem_id: machine_filesystem_id(),
@@ -99,6 +99,8 @@ impl Worker {
         self.set_roots(roots);
         let mut next_rescan = Instant::now() + self.options.rescan_every;
         let mut next_sessions = Instant::now();
+        // A command taken while joining deliveries, answered next.
+        let mut held: Option<Control> = None;
         loop {
             if Instant::now() >= next_sessions {
                 self.follow_settings();
@@ -108,8 +110,25 @@ impl Worker {
             let wait = next_rescan
                 .min(next_sessions)
                 .saturating_duration_since(Instant::now());
-            match commands.recv_timeout(wait) {
-                Ok(Control::Window(events)) => self.window(events),
+            let received = match held.take() {
+                Some(control) => Ok(control),
+                None => commands.recv_timeout(wait),
+            };
+            match received {
+                Ok(Control::Window(mut events)) => {
+                    // Deliveries queued behind this one join its transaction (a storm becomes
+                    // a few large transactions); anything else waits its turn.
+                    while let Ok(control) = commands.try_recv() {
+                        match control {
+                            Control::Window(more) => events.extend(more),
+                            other => {
+                                held = Some(other);
+                                break;
+                            }
+                        }
+                    }
+                    self.window(events);
+                }
                 Ok(Control::Errors(errors)) => self.errors(errors),
                 Ok(Control::Roots(roots)) => self.set_roots(roots),
                 Ok(Control::Flush(roots, reply)) => {
@@ -179,7 +198,7 @@ impl Worker {
             .collect::<Vec<_>>()
         {
             if self.watched.remove(&dir) {
-                let _ = self.debouncer.unwatch(&dir);
+                let _ = self.shared.tap.unwatch_dir(&mut self.platform, &dir);
             }
             self.session_dirs.remove(&dir);
         }
@@ -213,7 +232,7 @@ impl Worker {
                 .cloned()
                 .collect();
             for dir in under {
-                let _ = self.debouncer.unwatch(&dir);
+                let _ = self.shared.tap.unwatch_dir(&mut self.platform, &dir);
                 self.watched.remove(&dir);
             }
             self.unwatched.retain(|d| !d.starts_with(root));
@@ -287,7 +306,7 @@ impl Worker {
         if self.watched.contains(dir) {
             return;
         }
-        match self.debouncer.watch(dir, RecursiveMode::NonRecursive) {
+        match self.shared.tap.watch_dir(&mut self.platform, dir) {
             Ok(()) => {
                 self.watched.insert(dir.to_path_buf());
                 self.unwatched.remove(dir);
@@ -365,7 +384,7 @@ impl Worker {
     }
 
     /// One debounce window: one transaction.
-    fn window(&mut self, events: Vec<DebouncedEvent>) {
+    fn window(&mut self, events: Vec<Event>) {
         let mut hints = Vec::new();
         let mut subtrees = Vec::new();
         for event in &events {
@@ -621,7 +640,7 @@ impl Worker {
             // A directory moved out of the tree keeps its inotify watch (and would report its
             // changes under its old path) until it is removed; for a deleted one the kernel
             // dropped it already and this fails harmlessly.
-            let _ = self.debouncer.unwatch(&dir);
+            let _ = self.shared.tap.unwatch_dir(&mut self.platform, &dir);
             self.watched.remove(&dir);
         }
         self.unwatched
@@ -684,7 +703,7 @@ impl Worker {
                 .cloned()
                 .collect();
             for dir in ignored {
-                let _ = self.debouncer.unwatch(&dir);
+                let _ = self.shared.tap.unwatch_dir(&mut self.platform, &dir);
                 self.watched.remove(&dir);
             }
         }
