@@ -2,6 +2,7 @@
 //! transaction through the one disk path, walks new and suspect subtrees, and rescans what could
 //! not be watched.
 
+use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -17,8 +18,8 @@ use super::{Control, Shared, WatchOptions};
 use crate::engine::{Engine, IndexRequest};
 use crate::error::{Error, Result};
 use crate::index::{
-    Action, DirStat, Indexer, Look, ScanSummary, StatChange, extra_ignore, look, presence, record,
-    walk_builder,
+    Action, DirStat, Indexer, Look, ScanSummary, Settings, StatChange, extra_ignore, look,
+    presence, record, walk_builder,
 };
 use crate::object::FilesystemSource;
 use crate::resolve::machine_filesystem_id;
@@ -61,7 +62,16 @@ pub(super) struct Worker {
     session_dirs: HashSet<PathBuf>,
     /// The settings' ignore globs the watches and the last reconcile followed.
     ignore: Vec<String>,
+    /// The rules of the settings last used (kept: building them compiles every glob).
+    rules: RefCell<Option<Rules>>,
     limit_said: bool,
+}
+
+/// The indexer and the extra ignore globs of one version of the settings.
+struct Rules {
+    settings: Settings,
+    indexer: Arc<Indexer>,
+    ignore: Option<Arc<Gitignore>>,
 }
 
 impl Worker {
@@ -90,6 +100,7 @@ impl Worker {
             skip_dirs,
             session_files: HashSet::new(),
             session_dirs: HashSet::new(),
+            rules: RefCell::new(None),
             limit_said: false,
         })
     }
@@ -298,7 +309,28 @@ impl Worker {
 
     /// The settings' extra ignore globs (none when they do not parse: the scan says so).
     fn extra_ignore(&self) -> Option<Arc<Gitignore>> {
-        extra_ignore(&self.engine.settings().ignore).ok().flatten()
+        match self.rules() {
+            Ok((_, ignore)) => ignore,
+            Err(_) => extra_ignore(&self.engine.settings().ignore).ok().flatten(),
+        }
+    }
+
+    /// The indexer and the extra ignore globs of the settings in force, built again only when
+    /// the settings changed.
+    fn rules(&self) -> Result<(Arc<Indexer>, Option<Arc<Gitignore>>)> {
+        let settings = self.engine.settings();
+        let mut cached = self.rules.borrow_mut();
+        if let Some(rules) = cached.as_ref().filter(|r| r.settings == settings) {
+            return Ok((Arc::clone(&rules.indexer), rules.ignore.clone()));
+        }
+        let indexer = Arc::new(Indexer::new(self.engine.store(), &settings)?);
+        let ignore = extra_ignore(&settings.ignore).ok().flatten();
+        *cached = Some(Rules {
+            settings,
+            indexer: Arc::clone(&indexer),
+            ignore: ignore.clone(),
+        });
+        Ok((indexer, ignore))
     }
 
     /// Watches directory `dir` (non-recursively) unless it is watched already.
@@ -434,7 +466,7 @@ impl Worker {
         mut subtrees: Vec<PathBuf>,
     ) -> Result<ScanSummary> {
         let started = Instant::now();
-        let indexer = Indexer::new(self.engine.store(), &self.engine.settings())?;
+        let (indexer, _) = self.rules()?;
         let mut plan = Plan {
             ops: Vec::new(),
             stat: StatUpdate {
