@@ -13,7 +13,11 @@
 //!    temporary file is renamed over it (deletions rename the target to the rollback name); the
 //!    directories are synced;
 //! 4. a failure anywhere renames the rollback copies back and removes created files: nothing
-//!    changed. On success the rollback copies go.
+//!    changed. On success the rollback copies go;
+//! 5. each new version is queued for the session's commit as a scan would record it. Its
+//!    record (hash, object, compressed blob) is prepared on a second thread during steps 2–3,
+//!    and while the target is still the staged file (its inode, size and mtime as when it was
+//!    synced) the bytes just written are what it holds and are not read back.
 //!
 //! A process that does not cooperate can still change a file between step 3's check and its
 //! rename (a window of one `rename`); a SIGKILL between two renames of one batch leaves each file
@@ -26,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::*;
-use crate::index::{Prepared, Reading, classify};
+use crate::index::{Body, Prepared, Reading, classify};
 use crate::store::{FileStat, StatEntry};
 
 /// Serialises every agent write of this process (see the module docs).
@@ -110,9 +114,10 @@ impl OnDisk {
 
     /// [`OnDisk::to_text`], keeping the bytes instead of copying them.
     fn into_text(self) -> DiskText {
-        let text = (!self.bytes.contains(&0))
-            .then(|| String::from_utf8(self.bytes).ok())
-            .flatten();
+        let text = match classify(self.bytes) {
+            Body::Text(text) => Some(text),
+            Body::Binary(_) | Body::TooLarge => None,
+        };
         DiskText {
             sha256: self.sha256,
             text,
