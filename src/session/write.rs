@@ -108,19 +108,15 @@ impl OnDisk {
     fn to_text(&self) -> DiskText {
         DiskText {
             sha256: self.sha256.clone(),
-            text: text_of(&self.bytes),
+            text: text_of(self.bytes.clone()),
         }
     }
 
     /// [`OnDisk::to_text`], keeping the bytes instead of copying them.
     fn into_text(self) -> DiskText {
-        let text = match classify(self.bytes) {
-            Body::Text(text) => Some(text),
-            Body::Binary(_) | Body::TooLarge => None,
-        };
         DiskText {
             sha256: self.sha256,
-            text,
+            text: text_of(self.bytes),
         }
     }
 }
@@ -423,12 +419,12 @@ fn swap_all(
     Ok(Ok(staged))
 }
 
-/// The bytes as text, by the index's rule: UTF-8 without a NUL byte.
-fn text_of(bytes: &[u8]) -> Option<String> {
-    if bytes.contains(&0) {
-        return None;
+/// The bytes as text, by the index's rule ([`classify`]): UTF-8 without a NUL byte.
+fn text_of(bytes: Vec<u8>) -> Option<String> {
+    match classify(bytes) {
+        Body::Text(text) => Some(text),
+        Body::Binary(_) | Body::TooLarge => None,
     }
-    std::str::from_utf8(bytes).ok().map(str::to_string)
 }
 
 /// Checks a write over a pushed copy that stands: another party's copy refuses it (seed 001's
