@@ -74,6 +74,26 @@ struct Rules {
     ignore: Option<Arc<Gitignore>>,
 }
 
+/// `first` with the deliveries of its kind queued behind it (`same` takes one apart, or gives
+/// back a command of another kind, kept in `held` to be answered next).
+fn join_queued<T>(
+    commands: &Receiver<Control>,
+    mut first: Vec<T>,
+    held: &mut Option<Control>,
+    same: fn(Control) -> std::result::Result<Vec<T>, Control>,
+) -> Vec<T> {
+    while let Ok(control) = commands.try_recv() {
+        match same(control) {
+            Ok(more) => first.extend(more),
+            Err(other) => {
+                *held = Some(other);
+                break;
+            }
+        }
+    }
+    first
+}
+
 impl Worker {
     /// A worker over `engine` with the platform's watcher `platform`.
     pub(super) fn new(
@@ -126,21 +146,23 @@ impl Worker {
                 None => commands.recv_timeout(wait),
             };
             match received {
-                Ok(Control::Window(mut events)) => {
+                Ok(Control::Window(events)) => {
                     // Deliveries queued behind this one join its transaction (a storm becomes
-                    // a few large transactions); anything else waits its turn.
-                    while let Ok(control) = commands.try_recv() {
-                        match control {
-                            Control::Window(more) => events.extend(more),
-                            other => {
-                                held = Some(other);
-                                break;
-                            }
-                        }
-                    }
+                    // a few large transactions).
+                    let events = join_queued(&commands, events, &mut held, |c| match c {
+                        Control::Window(events) => Ok(events),
+                        other => Err(other),
+                    });
                     self.window(events);
                 }
-                Ok(Control::Errors(errors)) => self.errors(errors),
+                Ok(Control::Errors(errors)) => {
+                    // Errors queued behind this one are rescanned with it.
+                    let errors = join_queued(&commands, errors, &mut held, |c| match c {
+                        Control::Errors(errors) => Ok(errors),
+                        other => Err(other),
+                    });
+                    self.errors(errors);
+                }
                 Ok(Control::Roots(roots)) => self.set_roots(roots),
                 Ok(Control::Flush(roots, reply)) => {
                     let hints = self.shared.tap.take_under(&roots);
