@@ -35,6 +35,27 @@ pub(super) fn head(t: &mut impl GenericClient, lock: bool) -> Result<Head> {
         "SELECT tx_id FROM strata_head WHERE id = 1"
     };
     let tx: i64 = t.row(sql, &[]).pg("reading the head of the log")?.get(0);
+    head_at(t, tx)
+}
+
+/// Locks the head for a write: refused while the store is marked damaged (the marker is read
+/// in the statement that takes the lock, no round trip more).
+pub(super) fn head_for_write(t: &mut impl GenericClient) -> Result<Head> {
+    let row = t
+        .row(
+            "SELECT tx_id, (SELECT reason FROM strata_damage WHERE id = 1) FROM strata_head \
+             WHERE id = 1 FOR UPDATE",
+            &[],
+        )
+        .pg("locking the head of the log")?;
+    if let Some(reason) = row.get::<_, Option<String>>(1) {
+        return Err(crate::store::damage::refusal(&reason));
+    }
+    head_at(t, row.get(0))
+}
+
+/// The head when the latest tx is `tx`.
+fn head_at(t: &mut impl GenericClient, tx: i64) -> Result<Head> {
     let header: Option<Vec<u8>> = t
         .maybe_row("SELECT header FROM strata_log WHERE tx_id = $1", &[&tx])
         .pg("reading the head of the log")?
@@ -672,7 +693,7 @@ impl PgStore {
     pub(super) fn append_log(&self, records: &[ReplayRecord]) -> Result<()> {
         self.with_client(|client| {
             let mut t = client.transaction().pg("beginning an append")?;
-            let mut head = head(&mut t, true)?;
+            let mut head = head_for_write(&mut t)?;
             for record in records {
                 let time = (head.tx > 0).then_some(head.tx_time);
                 record.check_follows(head.tx, &head.chain, time)?;
@@ -720,6 +741,18 @@ impl PgStore {
     /// Writes a group of requests in one database transaction, each under its own savepoint
     /// and with its own tx id, as if one after another; a request that fails changes nothing.
     pub(super) fn commit_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
+        if self.check_writable().is_err() {
+            return group
+                .iter()
+                .map(|_| self.check_writable().map(|()| None))
+                .collect();
+        }
+        if let Some(reason) = self.remembered_damage() {
+            return group
+                .iter()
+                .map(|_| Err(crate::store::damage::refusal(&reason)))
+                .collect();
+        }
         let mut results: Vec<Option<Result<Option<TxReceipt>>>> =
             group.iter().map(|_| None).collect();
         let mut uploaded: Vec<Vec<[u8; 32]>> = group.iter().map(|_| Vec::new()).collect();
@@ -734,7 +767,7 @@ impl PgStore {
                 }
             }
             let mut t = client.transaction().pg("beginning a commit")?;
-            let mut head = head(&mut t, true)?;
+            let mut head = head_for_write(&mut t)?;
             let mut receipts = Vec::new();
             // A request alone needs no savepoint: when it fails, the transaction is rolled back.
             let alone = results.iter().filter(|r| r.is_none()).count() == 1;
@@ -783,9 +816,13 @@ impl PgStore {
                 }
             }
             Err(e) => {
+                // Each request gets the error, of its kind (a damaged store's refusal stays one).
                 let message = e.full_message();
                 for result in results.iter_mut().filter(|r| r.is_none()) {
-                    *result = Some(Err(Error::storage("committing a group", message.clone())));
+                    *result = Some(Err(match &e {
+                        Error::Corrupt { what } => Error::corrupt(what.clone()),
+                        _ => Error::storage("committing a group", message.clone()),
+                    }));
                 }
             }
         }
