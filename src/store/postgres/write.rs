@@ -96,17 +96,68 @@ pub(super) fn ensure_content(
     if there {
         return Ok(0);
     }
-    let record = record();
     let mut tx = client.transaction().pg("beginning a content upload")?;
+    let stored = upload_one(&mut tx, hash, &record())?;
+    tx.commit().pg("committing a content upload")?;
+    Ok(stored)
+}
+
+/// A content to store: its hash, and what makes its blob record when it must be uploaded.
+type Blob<'a> = ([u8; 32], Box<dyn FnOnce() -> Vec<u8> + 'a>);
+
+/// Stores each of `blobs` (hash, its blob record when it must be made) that is not there, all
+/// in one database transaction (one commit, one fsync, however many): one statement finds
+/// which are there. The hashes it stored, with their bytes.
+fn ensure_contents<'a>(
+    client: &mut impl GenericClient,
+    blobs: Vec<Blob<'a>>,
+) -> Result<Vec<([u8; 32], u64)>> {
+    if blobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let hashes: Vec<&[u8]> = blobs.iter().map(|(hash, _)| hash.as_slice()).collect();
+    let there: HashSet<Vec<u8>> = client
+        .rows(
+            "SELECT hash FROM strata_contents WHERE hash = ANY($1)",
+            &[&hashes],
+        )
+        .pg("looking up contents")?
+        .into_iter()
+        .map(|row| row.get(0))
+        .collect();
+    let mut missing: Vec<_> = blobs
+        .into_iter()
+        .filter(|(hash, _)| !there.contains(hash.as_slice()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut seen = HashSet::new();
+    missing.retain(|(hash, _)| seen.insert(*hash));
+    let mut tx = client.transaction().pg("beginning a content upload")?;
+    let mut stored = Vec::new();
+    for (hash, record) in missing {
+        let bytes = upload_one(&mut tx, &hash, &record())?;
+        if bytes > 0 {
+            stored.push((hash, bytes));
+        }
+    }
+    tx.commit().pg("committing a content upload")?;
+    Ok(stored)
+}
+
+/// Inserts content `hash` (its blob record `record`) unless a concurrent upload did: the bytes
+/// stored (0 when it was there).
+fn upload_one(t: &mut impl GenericClient, hash: &[u8; 32], record: &[u8]) -> Result<u64> {
     let chunks: Vec<&[u8]> = record.chunks(CHUNK).collect();
     for (n, chunk) in chunks.iter().enumerate() {
-        tx.run(
+        t.run(
             "INSERT INTO strata_chunks VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             &[&hash.as_slice(), &(n as i32), chunk],
         )
         .pg("uploading a content chunk")?;
     }
-    let inserted = tx
+    let inserted = t
         .run(
             "INSERT INTO strata_contents VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             &[
@@ -116,7 +167,6 @@ pub(super) fn ensure_content(
             ],
         )
         .pg("recording a content")?;
-    tx.commit().pg("committing a content upload")?;
     Ok(if inserted == 1 {
         record.len() as u64
     } else {
@@ -155,21 +205,39 @@ fn blobs_of<'a>(object: &'a Object, bytes: Option<&'a [u8]>) -> Result<Vec<([u8;
 /// Uploads the contents of every put of `ops` (before any lock is taken), noting in `new` the
 /// ones it stored (a request that fails takes them out again).
 fn upload(client: &mut Client, ops: &[Op], new: &mut Vec<[u8; 32]>) -> Result<()> {
+    let mut blobs: Vec<Blob<'_>> = Vec::new();
     for op in ops {
         if let Op::Put(put) = op {
             for (hash, bytes) in put_blobs(put)? {
-                let stored = ensure_content(client, &hash, || {
-                    put.encoded
-                        .as_ref()
-                        .and_then(|e| e.record_for(&hash))
-                        .map_or_else(|| codec::encode_blob(bytes), <[u8]>::to_vec)
-                })?;
-                if stored > 0 {
-                    new.push(hash);
-                }
+                blobs.push((
+                    hash,
+                    Box::new(move || {
+                        put.encoded
+                            .as_ref()
+                            .and_then(|e| e.record_for(&hash))
+                            .map_or_else(|| codec::encode_blob(bytes), <[u8]>::to_vec)
+                    }),
+                ));
             }
         }
     }
+    new.extend(ensure_contents(client, blobs)?.into_iter().map(|(hash, _)| hash));
+    Ok(())
+}
+
+/// Makes sure, under the head lock, that the contents of every put of `ops` are there (they
+/// were uploaded before the lock; an eviction or gc in between may have removed one): one
+/// statement, and an upload only of what went.
+fn recheck_contents(t: &mut impl GenericClient, ops: &[Op]) -> Result<()> {
+    let mut blobs: Vec<Blob<'_>> = Vec::new();
+    for op in ops {
+        if let Op::Put(put) = op {
+            for (hash, bytes) in put_blobs(put)? {
+                blobs.push((hash, Box::new(move || codec::encode_blob(bytes))));
+            }
+        }
+    }
+    ensure_contents(t, blobs)?;
     Ok(())
 }
 
@@ -446,14 +514,9 @@ fn current_hash(t: &mut impl GenericClient, id: &str, now: i64) -> Result<Option
     Ok(read::as_of_row(t, eid, now, u64::MAX)?.and_then(|(row, _)| row.rec.object_hash))
 }
 
-/// Stores the document of `object` and its contents (with `bytes` kept for a file whose
-/// content is null), counting the bytes put.
-fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) -> Result<()> {
-    // A commit's contents were uploaded before the lock; one removed since (an eviction or gc
-    // in between) is uploaded again here.
-    for (hash, bytes) in blobs_of(object, bytes)? {
-        ensure_content(t, &hash, || codec::encode_blob(bytes))?;
-    }
+/// Stores the document of `object` (with `bytes` kept for a file whose content is null),
+/// whose contents are there: the bytes put, for the store's count.
+fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) -> Result<i64> {
     let kept = bytes
         .filter(|_| object.content().is_none())
         .and(object.file_hash());
@@ -473,8 +536,14 @@ fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) 
         ],
     )
     .pg("storing a document")?;
-    let given =
-        object.content().map_or(0, str::len) as i64 + kept.and(bytes).map_or(0, |b| b.len() as i64);
+    Ok(object.content().map_or(0, str::len) as i64 + kept.and(bytes).map_or(0, |b| b.len() as i64))
+}
+
+/// Adds `given` to the count of bytes put.
+fn count_put_bytes(t: &mut impl GenericClient, given: i64) -> Result<()> {
+    if given == 0 {
+        return Ok(());
+    }
     t.run(
         "UPDATE strata_meta SET value = value + $1 WHERE name = 'put_bytes'",
         &[&given],
@@ -483,12 +552,13 @@ fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) 
     Ok(())
 }
 
-/// Resolves a put into its op body, storing its document (its contents were uploaded); also
-/// the number of its entity when it exists.
+/// Resolves a put into its op body, storing its document (its contents are there) and adding
+/// the bytes it puts to `given`; also the number of its entity when it exists.
 fn resolve_put(
     t: &mut impl GenericClient,
     put: &Put,
     tx_time: i64,
+    given: &mut i64,
 ) -> Result<(OpRec, Option<u64>)> {
     let object = &put.object;
     let id = object.id();
@@ -537,7 +607,7 @@ fn resolve_put(
         }
     };
     super::super::redb::check_range(id, valid_from, put.valid_to)?;
-    store_doc(t, object, put.bytes.as_deref())?;
+    *given += store_doc(t, object, put.bytes.as_deref())?;
     let body = OpRec::Write(WriteRec {
         entity: id.into(),
         valid_from,
@@ -573,12 +643,14 @@ fn write_tx(t: &mut Transaction<'_>, ops: &[Op], origin: &Origin, head: Head) ->
             }
         }
     }
+    recheck_contents(t, ops)?;
     let mut state = TxState::default();
+    let mut given = 0;
     let mut digests = Vec::with_capacity(ops.len());
     for (n, op) in ops.iter().enumerate() {
         let body = match op {
             Op::Put(put) => {
-                let (body, eid) = resolve_put(t, put, tx_time)?;
+                let (body, eid) = resolve_put(t, put, tx_time, &mut given)?;
                 state.known = Some((put.object.id().to_string(), eid));
                 body
             }
@@ -621,6 +693,7 @@ fn write_tx(t: &mut Transaction<'_>, ops: &[Op], origin: &Origin, head: Head) ->
         apply(t, tx, tx_time, n, &body, &mut state)?;
         digests.push(log::op_digest(&body)?);
     }
+    count_put_bytes(t, given)?;
     let header = log::seal_header(&head.chain, tx, tx_time, origin, digests)?;
     let chain = header.chain;
     t.run(
@@ -694,6 +767,7 @@ impl PgStore {
         self.with_client(|client| {
             let mut t = client.transaction().pg("beginning an append")?;
             let mut head = head_for_write(&mut t)?;
+            let mut given = 0;
             for record in records {
                 let time = (head.tx > 0).then_some(head.tx_time);
                 record.check_follows(head.tx, &head.chain, time)?;
@@ -704,7 +778,17 @@ impl PgStore {
                     match op {
                         ReplayOp::Body { op, put } => {
                             if let Some(put) = put {
-                                store_doc(&mut t, &put.object, put.kept.as_deref())?;
+                                let kept = put.kept.as_deref();
+                                let blobs = blobs_of(&put.object, kept)?
+                                    .into_iter()
+                                    .map(|(hash, bytes)| {
+                                        let record: Box<dyn FnOnce() -> Vec<u8>> =
+                                            Box::new(move || codec::encode_blob(bytes));
+                                        (hash, record)
+                                    })
+                                    .collect();
+                                ensure_contents(&mut t, blobs)?;
+                                given += store_doc(&mut t, &put.object, kept)?;
                             }
                             t.run(
                                 "INSERT INTO strata_ops VALUES ($1, $2, $3)",
@@ -733,6 +817,7 @@ impl PgStore {
                     chain: record.header.chain,
                 };
             }
+            count_put_bytes(&mut t, given)?;
             move_head(&mut t, head.tx, &self.location.channel())?;
             t.commit().pg("committing an append")
         })
