@@ -481,17 +481,38 @@ impl PgStore {
 
     /// Runs the read `f` in one read-only, repeatable-read transaction (one snapshot). Damage
     /// it meets marks the store damaged; on a store marked damaged, "not found" may be what
-    /// the damage lost, and says so.
+    /// the damage lost, and says so (the mark is read in the same transaction, only then).
     fn read<T: Send>(
         &self,
         f: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<T> + Send,
     ) -> Result<T> {
-        match self.read_here(f) {
-            Err(e @ Error::Corrupt { .. }) => {
-                self.note_damage(&e.to_string());
-                Err(e)
+        let layout = self.layout;
+        let result = self.with_client(|client| {
+            let mut tx = client
+                .build_transaction()
+                .read_only(true)
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .start()
+                .pg("beginning a read")?;
+            match f(&mut tx) {
+                Ok(out) => {
+                    tx.commit().pg("ending a read")?;
+                    Ok(Ok(out))
+                }
+                Err(Error::NotFound { what }) if layout >= 2 => {
+                    let marked: Option<String> = tx
+                        .maybe_row("SELECT reason FROM strata_damage WHERE id = 1", &[])
+                        .pg("reading the damage marker")?
+                        .map(|row| row.get(0));
+                    Ok(Err((what, marked)))
+                }
+                Err(Error::NotFound { what }) => Ok(Err((what, None))),
+                Err(e) => Err(e),
             }
-            Err(Error::NotFound { what }) => match self.damage() {
+        });
+        match result {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err((what, marked))) => match marked.or_else(|| self.remembered_damage()) {
                 Some(reason) => Err(Error::corrupt(format!(
                     "not found: {what}; but the store is marked damaged ({reason}), so it may be \
                      what the damage lost; run `strata fsck` to see what is affected and `{}` \
@@ -500,11 +521,15 @@ impl PgStore {
                 ))),
                 None => Err(Error::NotFound { what }),
             },
-            other => other,
+            Err(e @ Error::Corrupt { .. }) => {
+                self.note_damage(&e.to_string());
+                Err(e)
+            }
+            Err(e) => Err(e),
         }
     }
 
-    /// [`PgStore::read`] without the damage handling.
+    /// Runs the read `f` in one read-only, repeatable-read transaction, as it is.
     fn read_here<T: Send>(
         &self,
         f: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<T> + Send,

@@ -276,6 +276,9 @@ pub(super) struct TxState {
     /// The entity number the commit read for the op about to be applied (id, eid or `None`
     /// when no entity has the id), so that applying it does not read the row again.
     pub known: Option<(String, Option<u64>)>,
+    /// The number the next new entity gets (read once per transaction: under the head lock
+    /// no other commit makes entities).
+    pub next_eid: Option<i64>,
 }
 
 /// Applies one resolved op body (op `n` of transaction `tx`, whose body is already stored).
@@ -296,7 +299,7 @@ pub(super) fn apply(
             };
             let eid = match (row, &w.first) {
                 (Some(eid), _) => eid,
-                (None, Some(first)) => create_entity(t, &w.entity, first)?,
+                (None, Some(first)) => create_entity(t, &w.entity, first, &mut state.next_eid)?,
                 (None, None) => return Err(super::super::redb::unknown_entity(&w.entity)),
             };
             let new = VersionRec {
@@ -359,11 +362,20 @@ fn window(t: &mut impl GenericClient, eid: u64, start: i64) -> Result<Vec<Row>> 
     .collect()
 }
 
-fn create_entity(t: &mut impl GenericClient, id: &str, first: &FirstRec) -> Result<u64> {
-    let next: i64 = t
-        .row("SELECT coalesce(max(eid), 0) + 1 FROM strata_entities", &[])
-        .pg("numbering an entity")?
-        .get(0);
+fn create_entity(
+    t: &mut impl GenericClient,
+    id: &str,
+    first: &FirstRec,
+    next_eid: &mut Option<i64>,
+) -> Result<u64> {
+    let next = match *next_eid {
+        Some(next) => next,
+        None => t
+            .row("SELECT coalesce(max(eid), 0) + 1 FROM strata_entities", &[])
+            .pg("numbering an entity")?
+            .get(0),
+    };
+    *next_eid = Some(next + 1);
     let rec = EntityRec {
         eid: unbig(next),
         object_type: first.object_type.clone(),
