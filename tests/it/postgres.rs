@@ -570,7 +570,8 @@ fn assert_writes_refused(store: &Store) -> TestResult {
 
 /// A read-only open reads, refuses every write (typed, saying so) and changes nothing: it
 /// makes no store where there is none, and reads an older layout without upgrading it (a
-/// read-write open then does).
+/// read-write open then does; a stale copy of the head's header is found by fsck and mended
+/// by the rebuild).
 #[test]
 fn a_read_only_open_reads_and_refuses_writes() -> TestResult {
     let Some(backend) = postgres()? else {
@@ -598,8 +599,8 @@ fn a_read_only_open_reads_and_refuses_writes() -> TestResult {
     // A store of layout 1 (no damage marker table): read as it is, upgraded by a writer.
     let schema = location.schema();
     sql.batch_execute(&format!(
-        "DROP TABLE {schema}.strata_damage; UPDATE {schema}.strata_meta SET value = 1 WHERE \
-         name = 'schema_version'"
+        "DROP TABLE {schema}.strata_damage; ALTER TABLE {schema}.strata_head DROP COLUMN \
+         header; UPDATE {schema}.strata_meta SET value = 1 WHERE name = 'schema_version'"
     ))?;
     let layout = |sql: &mut postgres::Client| -> TestResult<i64> {
         Ok(sql
@@ -622,6 +623,17 @@ fn a_read_only_open_reads_and_refuses_writes() -> TestResult {
         "a read-write open upgrades the layout"
     );
     upgraded.transact(vec![Op::put(counter(3)?)], Origin::Cli)?;
+    assert_eq!(upgraded.fsck()?, vec![]);
+    // The head's copy of its header, stale: fsck names it, the rebuild mends it.
+    sql.batch_execute(&format!(
+        "UPDATE {schema}.strata_head SET header = (SELECT header FROM {schema}.strata_log WHERE \
+         tx_id = 1)"
+    ))?;
+    let kinds: Vec<&str> = upgraded.fsck()?.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, ["head"]);
+    upgraded.fsck_rebuild()?;
+    assert_eq!(upgraded.fsck()?, vec![]);
+    upgraded.transact(vec![Op::put(counter(4)?)], Origin::Cli)?;
     assert_eq!(upgraded.fsck()?, vec![]);
     drop(upgraded);
     backend.execute(&format!("DROP SCHEMA {schema} CASCADE"))?;

@@ -733,7 +733,7 @@ impl Backend for PgStore {
     }
 
     fn fsck(&self) -> Result<Vec<Finding>> {
-        let findings = self.with_client(maintain::fsck)?;
+        let findings = self.with_client(|client| maintain::fsck(client, self.layout))?;
         self.settle_damage(&findings)?;
         Ok(findings)
     }

@@ -4,7 +4,8 @@
 //! (ids, paths, hashes, records in the storage codec), so that it can run on Postgres-wire
 //! engines unchanged.
 
-/// The layout version this build creates and reads (1: the store; 2: the damage marker).
+/// The layout version this build creates and reads (1: the store; 2: the damage marker and
+/// the head's header).
 pub const SCHEMA_VERSION: i64 = 2;
 
 /// The tables of layout version 1, made in an empty schema.
@@ -51,6 +52,10 @@ pub const UPGRADES: &[&str] = &["
 -- refused while it is there; `strata fsck --repair` (or a clean fsck) removes it.
 CREATE TABLE strata_damage (
     id int PRIMARY KEY CHECK (id = 1), reason text NOT NULL, details text NOT NULL);
+-- The head's log header beside its tx id, so that the statement taking the lock reads it (a
+-- join with the log there would read the log as it was before the lock was waited for).
+ALTER TABLE strata_head ADD COLUMN header bytea;
+UPDATE strata_head SET header = (SELECT l.header FROM strata_log l WHERE l.tx_id = strata_head.tx_id);
 "];
 
 /// Bytes per content chunk.

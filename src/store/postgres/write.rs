@@ -38,20 +38,31 @@ pub(super) fn head(t: &mut impl GenericClient, lock: bool) -> Result<Head> {
     head_at(t, tx)
 }
 
-/// Locks the head for a write: refused while the store is marked damaged (the marker is read
-/// in the statement that takes the lock, no round trip more).
+/// Locks the head for a write, in one statement that also reads the head's header (kept in the
+/// head row) and the damage mark: refused while the store is marked damaged.
 pub(super) fn head_for_write(t: &mut impl GenericClient) -> Result<Head> {
     let row = t
         .row(
-            "SELECT tx_id, (SELECT reason FROM strata_damage WHERE id = 1) FROM strata_head \
-             WHERE id = 1 FOR UPDATE",
+            "SELECT tx_id, header, (SELECT reason FROM strata_damage WHERE id = 1) FROM \
+             strata_head WHERE id = 1 FOR UPDATE",
             &[],
         )
         .pg("locking the head of the log")?;
-    if let Some(reason) = row.get::<_, Option<String>>(1) {
+    if let Some(reason) = row.get::<_, Option<String>>(2) {
         return Err(crate::store::damage::refusal(&reason));
     }
-    head_at(t, row.get(0))
+    let tx: i64 = row.get(0);
+    match row.get::<_, Option<Vec<u8>>>(1) {
+        Some(bytes) if tx > 0 => {
+            let header = codec::decode_header(&bytes, &format!("header of tx {tx}"))?;
+            Ok(Head {
+                tx: unbig(tx),
+                tx_time: header.tx_time,
+                chain: header.chain,
+            })
+        }
+        _ => head_at(t, tx),
+    }
 }
 
 /// The head when the latest tx is `tx`.
@@ -221,7 +232,11 @@ fn upload(client: &mut Client, ops: &[Op], new: &mut Vec<[u8; 32]>) -> Result<()
             }
         }
     }
-    new.extend(ensure_contents(client, blobs)?.into_iter().map(|(hash, _)| hash));
+    new.extend(
+        ensure_contents(client, blobs)?
+            .into_iter()
+            .map(|(hash, _)| hash),
+    );
     Ok(())
 }
 
@@ -519,11 +534,24 @@ pub(super) fn release_content(t: &mut impl GenericClient, hash: &[u8]) -> Result
 }
 
 /// The current object hash of `id` (visible at `now` as of the latest tx); `None` when absent.
+/// One statement: the entity and its version.
 fn current_hash(t: &mut impl GenericClient, id: &str, now: i64) -> Result<Option<[u8; 32]>> {
-    let Some((eid, _)) = entity_row(t, id)? else {
-        return Ok(None);
-    };
-    Ok(read::as_of_row(t, eid, now, u64::MAX)?.and_then(|(row, _)| row.rec.object_hash))
+    let found = t
+        .maybe_row(
+            "SELECT v.valid_from, v.tx_id, v.rec FROM strata_entities e JOIN LATERAL (SELECT \
+             valid_from, tx_id, rec FROM strata_versions WHERE eid = e.eid AND valid_from <= $2 \
+             ORDER BY valid_from DESC, tx_id DESC LIMIT 1) v ON true WHERE e.id = $1",
+            &[&id.as_bytes(), &now],
+        )
+        .pg("reading a version")?;
+    Ok(match found {
+        Some(row) => {
+            read::row_of(row.get(0), row.get(1), row.get(2))?
+                .rec
+                .object_hash
+        }
+        None => None,
+    })
 }
 
 /// Stores the document of `object` (with `bytes` kept for a file whose content is null),
@@ -764,8 +792,9 @@ fn apply_stat(t: &mut impl GenericClient, update: &StatUpdate) -> Result<()> {
 fn move_head(t: &mut impl GenericClient, tx: u64, channel: &str) -> Result<()> {
     // One statement, one round trip.
     t.run(
-        "WITH moved AS (UPDATE strata_head SET tx_id = $1 WHERE id = 1 RETURNING tx_id) SELECT \
-         pg_notify($2, tx_id::text) FROM moved",
+        "WITH moved AS (UPDATE strata_head SET tx_id = $1, header = (SELECT header FROM \
+         strata_log WHERE tx_id = $1) WHERE id = 1 RETURNING tx_id) SELECT pg_notify($2, \
+         tx_id::text) FROM moved",
         &[&big(tx), &channel],
     )
     .pg("moving the head")?;
