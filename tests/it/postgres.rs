@@ -796,3 +796,51 @@ fn a_standby_reads_a_transaction_committed_on_the_primary() -> TestResult {
     backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
     Ok(())
 }
+
+/// Reads check version rows against the log, as redb's do: with the op body that wrote the
+/// latest version gone (no eviction removed it), an as-of and a history of that entity are
+/// refused as corrupt, naming it; the read marks the store damaged, so writes are refused
+/// too; fsck names the missing body.
+#[test]
+fn reads_check_version_rows_against_the_log() -> TestResult {
+    let Some(backend) = postgres()? else {
+        return Ok(());
+    };
+    let location = backend.fresh(&format!("vr_{}", std::process::id()))?;
+    let store = Store::postgres(location.clone(), None, PgOpen::Create)?;
+    store.transact(vec![Op::put(counter(1)?)], Origin::Cli)?;
+    let second = store.transact(vec![Op::put(counter(2)?)], Origin::Cli)?;
+    assert_eq!(store.damage(), None);
+    let mut sql = location.connect()?;
+    sql.execute(
+        "DELETE FROM strata_ops WHERE tx_id = $1",
+        &[&i64::try_from(second.tx_id.0)?],
+    )?;
+    for err in [
+        error_of(store.as_of("system_prompt:counter", None, None))?,
+        error_of(store.history("system_prompt:counter", strata::HistoryQuery::default()))?,
+    ] {
+        assert!(
+            matches!(&err, Error::Corrupt { what } if what.contains("op 0 of tx 2 is missing")),
+            "{err}"
+        );
+    }
+    // The version of tx 1 still reads.
+    let first = store
+        .as_of("system_prompt:counter", None, Some(TxId(1)))?
+        .and_then(|v| v.object)
+        .ok_or("no version at tx 1")?;
+    assert_eq!(first.content(), Some("1"));
+    let reason = store.damage().ok_or("the read did not mark the store")?;
+    assert!(reason.contains("a read found damage"), "{reason}");
+    let err = error_of(store.transact(vec![Op::put(counter(3)?)], Origin::Cli))?;
+    assert!(
+        matches!(&err, Error::Corrupt { what } if what.contains("marked damaged")),
+        "{err}"
+    );
+    let kinds: Vec<&str> = store.fsck()?.iter().map(|f| f.kind).collect();
+    assert!(kinds.contains(&"log"), "{kinds:?}");
+    drop(store);
+    backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
+    Ok(())
+}
