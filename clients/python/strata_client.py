@@ -641,6 +641,8 @@ class MigrateResult(TypedDict):
     ops: int
     # Evicted op bodies copied as what they are (digests only).
     evicted_ops: int
+    # Stat cache entries copied, so that the copy's next index reads no unchanged file (none when the original committed while it was copied).
+    stat_entries: int
     # What fsck found in the copy (none: the copy verifies).
     findings: list[FsckFinding]
 

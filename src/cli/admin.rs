@@ -383,11 +383,12 @@ impl Invocation<'_> {
             match &report.head {
                 Some(head) => writeln!(
                     self.out,
-                    "copied {} transactions ({} ops, {} evicted) into {}; chain head tx {} {}, \
-                     the original's",
+                    "copied {} transactions ({} ops, {} evicted) and {} stat cache entries into \
+                     {}; chain head tx {} {}, the original's",
                     report.transactions,
                     report.ops,
                     report.evicted_ops,
+                    report.stat_entries,
                     report.to,
                     head.tx_id,
                     head.chain

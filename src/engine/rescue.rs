@@ -115,6 +115,10 @@ pub struct MigrateResponse {
     pub ops: u64,
     /// Evicted op bodies copied as what they are (digests only).
     pub evicted_ops: u64,
+    /// Stat cache entries copied, so that the copy's next index reads no unchanged file
+    /// (none when the original committed while it was copied).
+    #[serde(default)]
+    pub stat_entries: u64,
     /// What fsck found in the copy (none: the copy verifies).
     pub findings: Vec<FsckFinding>,
 }
@@ -240,6 +244,7 @@ impl Apply for MigrateRequest {
             transactions: report.transactions,
             ops: report.ops,
             evicted_ops: report.evicted_ops,
+            stat_entries: report.stat_entries,
             findings: findings.into_iter().map(FsckFinding::from).collect(),
         })
     }

@@ -299,6 +299,9 @@ pub struct MigrateReport {
     pub ops: u64,
     /// Evicted bodies (digests only) copied.
     pub evicted_ops: u64,
+    /// Stat cache entries copied (so the copy's next index reads no unchanged file); none
+    /// when the original committed while it was copied.
+    pub stat_entries: u64,
 }
 
 /// Copies the log of `from`, up to its head when this begins, into `to`, a store with an empty
@@ -362,7 +365,48 @@ pub fn migrate(from: &Store, to: &Store) -> Result<MigrateReport> {
             show(head)
         )));
     }
+    report.stat_entries = copy_stat_cache(from, to, head)?;
     Ok(report)
+}
+
+/// Stat cache entries written per commit of the copy.
+const STAT_BATCH: usize = 4096;
+
+/// Copies the indexer's stat cache of every filesystem the original's live files are on into
+/// `to`, whose log ends at `head`: how many entries. An entry is written in the commit of the
+/// version it vouches for (or later, for a file found unchanged), so when the original's head
+/// is still `head` after the cache was read, every entry read vouches for a version the copy
+/// holds; when it moved, nothing is copied (the copy's next index reads every file once).
+fn copy_stat_cache(from: &Store, to: &Store, head: Option<(TxId, [u8; 32])>) -> Result<u64> {
+    let filesystems: std::collections::BTreeSet<String> = from
+        .live_entities()?
+        .into_iter()
+        .filter_map(|entity| entity.source)
+        .map(|source| source.as_filesystem().filesystem_id.clone())
+        .collect();
+    let mut caches = Vec::new();
+    for filesystem_id in filesystems {
+        let mut entries: Vec<(String, super::StatEntry)> =
+            from.stat_cache(&filesystem_id, "/")?.into_iter().collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        caches.push((filesystem_id, entries));
+    }
+    if from.chain_head()? != head {
+        return Ok(0);
+    }
+    let mut copied = 0;
+    for (filesystem_id, entries) in caches {
+        for batch in entries.chunks(STAT_BATCH) {
+            let update = super::StatUpdate {
+                filesystem_id: filesystem_id.clone(),
+                puts: batch.to_vec(),
+                removes: Vec::new(),
+            };
+            to.transact_with_stat(Vec::new(), super::Origin::Indexer, update)?;
+            copied += batch.len() as u64;
+        }
+    }
+    Ok(copied)
 }
 
 fn show(head: Option<(TxId, [u8; 32])>) -> String {

@@ -417,12 +417,10 @@ pub fn backend_of(dir: &Path) -> Result<Option<PgLocation>> {
     }
 }
 
-/// Opens the PostgreSQL store `dir` points at, if it points at one.
-fn pointed(dir: &Path) -> Result<Option<Store>> {
+/// Opens the PostgreSQL store `dir` points at (as `mode` says), if it points at one.
+fn pointed(dir: &Path, mode: PgOpen) -> Result<Option<Store>> {
     match backend_of(dir)? {
-        Some(location) => {
-            Store::postgres(location, Some(dir.to_path_buf()), PgOpen::Open).map(Some)
-        }
+        Some(location) => Store::postgres(location, Some(dir.to_path_buf()), mode).map(Some),
         None => Ok(None),
     }
 }
@@ -599,7 +597,7 @@ impl Store {
     /// [`crate::Error::NotFound`] when there is none; [`crate::Error::StoreLocked`] when another
     /// process holds it; [`crate::Error::FormatVersion`] when another format version wrote it.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        if let Some(store) = pointed(dir.as_ref())? {
+        if let Some(store) = pointed(dir.as_ref(), PgOpen::Open)? {
             return Ok(store);
         }
         guarded_open("opening the store", || redb::RedbStore::open(dir))
@@ -610,20 +608,21 @@ impl Store {
     /// # Errors
     /// As [`Store::create`] and [`Store::open`].
     pub fn open_or_create(dir: impl AsRef<Path>) -> Result<Self> {
-        if let Some(store) = pointed(dir.as_ref())? {
+        if let Some(store) = pointed(dir.as_ref(), PgOpen::Open)? {
             return Ok(store);
         }
         guarded_open("opening the store", || redb::RedbStore::open_or_create(dir))
     }
 
-    /// Opens the existing redb store in `dir` for reading only: no write to the file, so nothing
-    /// to sync. A store that was not closed cleanly needs a repair, which only a read-write open
-    /// makes: then this opens it read-write.
+    /// Opens the existing store in `dir` for reading only: redb writes nothing to the file, so
+    /// there is nothing to sync (a store that was not closed cleanly needs a repair, which only a
+    /// read-write open makes: then this opens it read-write); PostgreSQL opens read-only
+    /// sessions ([`PgOpen::ReadOnly`], what a standby allows). A write is refused.
     ///
     /// # Errors
     /// As [`Store::open`].
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Self> {
-        if let Some(store) = pointed(dir.as_ref())? {
+        if let Some(store) = pointed(dir.as_ref(), PgOpen::ReadOnly)? {
             return Ok(store);
         }
         guarded_open("opening the store", || redb::RedbStore::open_read_only(dir))

@@ -2,7 +2,9 @@
 //! the rows a write can touch its own way ([`Seen`]) and [`plan_write`] decides the rows the
 //! write adds.
 
-use super::codec::VersionRec;
+use super::Timestamp;
+use super::codec::{OpRec, VersionRec};
+use crate::error::{Error, Result};
 
 /// One version row: valid_from µs, writing tx, record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,6 +22,48 @@ impl Row {
     pub fn tx_time(&self) -> i64 {
         self.vt.saturating_add(self.rec.tx_after)
     }
+}
+
+/// Checks version row `row` of entity `id` against the log: `tx_time`, the time its
+/// transaction's record holds, and `op`, the body of the op that wrote it (`None`: evicted),
+/// which must write this entity with this row's values.
+///
+/// # Errors
+/// [`Error::Corrupt`] naming the row when any of that fails.
+pub(crate) fn check_row(id: &str, row: &Row, tx_time: i64, op: Option<&OpRec>) -> Result<()> {
+    let wrong = |what: &str| {
+        Error::corrupt(format!(
+            "the version of {id} at {} (tx {}) {what}; run `strata fsck`",
+            Timestamp::saturating_from_micros(row.vt),
+            row.tx
+        ))
+    };
+    if tx_time != row.tx_time() {
+        return Err(wrong("disagrees with its transaction's time"));
+    }
+    let Some(op) = op else {
+        return Err(wrong("was written by an op that was evicted"));
+    };
+    let OpRec::Write(w) = op else {
+        return Err(wrong("points at an op that is not a put or a delete"));
+    };
+    if w.entity.0 != id {
+        return Err(wrong("points at an op on another entity"));
+    }
+    let agrees = if row.rec.restored {
+        w.valid_to == Some(row.vt)
+    } else {
+        w.object_hash == row.rec.object_hash
+            && w.size == row.rec.size
+            && w.spelling == row.rec.spelling
+            && w.content_omitted == row.rec.content_omitted
+            && row.vt >= w.valid_from
+            && w.valid_to.is_none_or(|to| row.vt < to)
+    };
+    if !agrees {
+        return Err(wrong("disagrees with the op that wrote it"));
+    }
+    Ok(())
 }
 
 /// What the write rule reads of an entity's rows.

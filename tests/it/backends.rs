@@ -255,28 +255,37 @@ impl DurableFactory for Postgres {
 
     fn corrupt(&self, place: &Path, stored: &[u8]) -> TestResult {
         let schema = Self::schema_of(place);
-        let mut client = self.location(&schema)?.connect()?;
-        let mut flipped = 0;
-        for row in client.query("SELECT hash, n, data FROM strata_chunks", &[])? {
-            let (hash, n, mut data): (Vec<u8>, i32, Vec<u8>) = (row.get(0), row.get(1), row.get(2));
-            if let Some(at) = data.windows(stored.len()).position(|w| w == stored) {
-                data[at + stored.len() / 2] ^= 0x40;
-                client.execute(
-                    "UPDATE strata_chunks SET data = $3 WHERE hash = $1 AND n = $2",
-                    &[&hash, &n, &data],
-                )?;
-                flipped += 1;
-            }
-        }
-        if flipped == 0 {
-            return Err("the stored bytes are in no content chunk".into());
-        }
-        Ok(())
+        flip_in_chunks(&self.location(&schema)?, stored)
     }
 
     fn damage_findings(&self) -> &'static [&'static str] {
         &["blob_hash"]
     }
+}
+
+/// Flips one bit in every content chunk of the PostgreSQL store at `location` that holds
+/// `stored` (bytes a put kept verbatim): what a bad disk does.
+///
+/// # Errors
+/// When no chunk holds them.
+pub fn flip_in_chunks(location: &strata::PgLocation, stored: &[u8]) -> TestResult {
+    let mut client = location.connect()?;
+    let mut flipped = 0;
+    for row in client.query("SELECT hash, n, data FROM strata_chunks", &[])? {
+        let (hash, n, mut data): (Vec<u8>, i32, Vec<u8>) = (row.get(0), row.get(1), row.get(2));
+        if let Some(at) = data.windows(stored.len()).position(|w| w == stored) {
+            data[at + stored.len() / 2] ^= 0x40;
+            client.execute(
+                "UPDATE strata_chunks SET data = $3 WHERE hash = $1 AND n = $2",
+                &[&hash, &n, &data],
+            )?;
+            flipped += 1;
+        }
+    }
+    if flipped == 0 {
+        return Err("the stored bytes are in no content chunk".into());
+    }
+    Ok(())
 }
 
 /// The durable backend named `name`, as a child process rebuilds it.

@@ -292,6 +292,13 @@ fn strata_migrate_round_trips_through_postgres() -> TestResult {
     std::fs::write(tree.join("c.bin"), [0u8, 159, 146, 150, 0, 1])?;
     ok(&tree, &original, &["index", "."])?;
     std::fs::write(tree.join("a.txt"), "alpha, edited\n")?;
+    // An hour old, so that the stat cache entry the next index records vouches for it (a file
+    // changed in the second its scan began is read again, git's racy-clean rule).
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(tree.join("a.txt"))?
+        .set_modified(hour_ago)?;
     ok(&tree, &original, &["index", "."])?;
     std::fs::remove_file(tree.join("b.txt"))?;
     ok(&tree, &original, &["index", "."])?;
@@ -332,7 +339,9 @@ fn strata_migrate_round_trips_through_postgres() -> TestResult {
         &["migrate", "--to", &url, "--dir", &via.to_string_lossy()],
     )?;
     assert!(
-        out.contains("the copy verifies") && out.contains("the original's"),
+        out.contains("the copy verifies")
+            && out.contains("the original's")
+            && out.contains("and 1 stat cache entries"),
         "{out}"
     );
     assert!(via.join(strata::BACKEND_FILE).exists());
@@ -347,6 +356,7 @@ fn strata_migrate_round_trips_through_postgres() -> TestResult {
         json["evicted_ops"].as_u64().is_some_and(|n| n >= 1),
         "{out}"
     );
+    assert_eq!(json["stat_entries"], 1, "{out}");
     assert!(back.join(strata::DB_FILE).exists());
 
     let reads: Vec<Vec<&str>> = vec![
@@ -426,6 +436,21 @@ fn strata_migrate_round_trips_through_postgres() -> TestResult {
     assert_eq!(log_of(&back)?, before);
     assert_eq!(log_of(&via)?, before);
     assert_eq!(std::fs::read_dir(&full)?.count(), 1);
+
+    // The stat cache came along: the next index of each reads no file and changes nothing.
+    std::fs::remove_file(tree.join("c.bin"))?;
+    for store in [&original, &via, &back] {
+        let out = ok(&tree, store, &["index", ".", "--json"])?;
+        let summary: serde_json::Value = serde_json::from_str(&out)?;
+        let counts = ["unchanged", "created", "updated", "deleted", "bytes_read"]
+            .map(|key| summary[key].as_u64());
+        assert_eq!(
+            counts,
+            [1, 0, 0, 0, 0].map(Some),
+            "{}: {out}",
+            store.display()
+        );
+    }
     backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
     Ok(())
 }

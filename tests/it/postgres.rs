@@ -1,8 +1,10 @@
 //! PostgreSQL only (the generic suites run on it through `backends`): two writers on two
 //! connections (gapless ids, no lost update), `LISTEN` seeing a commit, a SIGKILL of the
 //! postmaster in the middle of commits (then a restart: nothing acknowledged is lost, fsck is
-//! clean), and bad URLs. They need `STRATA_TEST_POSTGRES_URL` (skipped and said why without it,
-//! failed under CI); the SIGKILL test makes a private cluster of its own with `tools/pg-cluster`.
+//! clean), bad URLs, a read-only open, the damage marker, and a streaming standby reading what
+//! the primary committed. They need `STRATA_TEST_POSTGRES_URL` (skipped and said why without it,
+//! failed under CI); the SIGKILL test makes a private cluster of its own and the standby test a
+//! standby of the test server, both with `tools/pg-cluster`.
 
 use std::path::Path;
 use std::process::Command;
@@ -14,7 +16,7 @@ use postgres::fallible_iterator::FallibleIterator as _;
 use strata::object::Object;
 use strata::{Error, Op, Origin, PgLocation, PgOpen, Store, TxId};
 
-use crate::backends::{postgres, skipped};
+use crate::backends::{flip_in_chunks, postgres, skipped};
 use crate::support::{TestResult, env_count, error_of};
 
 fn counter(n: u64) -> TestResult<Object> {
@@ -153,8 +155,8 @@ struct Cluster {
 }
 
 impl Cluster {
-    /// Makes and starts one: its URL.
-    fn start() -> TestResult<(Cluster, String)> {
+    /// A directory for a cluster (not made yet).
+    fn place() -> TestResult<Cluster> {
         let dir = tempfile::tempdir()?;
         // The cluster's unprivileged owner must reach it.
         std::fs::set_permissions(
@@ -162,9 +164,42 @@ impl Cluster {
             std::os::unix::fs::PermissionsExt::from_mode(0o755),
         )?;
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/pg-cluster");
-        let cluster = Cluster { dir, script };
+        Ok(Cluster { dir, script })
+    }
+
+    /// Makes and starts one: its URL.
+    fn start() -> TestResult<(Cluster, String)> {
+        let cluster = Cluster::place()?;
         let url = cluster.run("start")?;
         Ok((cluster, url))
+    }
+
+    /// Makes and starts a streaming standby of the server at `primary` (`pg_basebackup -R`) on
+    /// a free loopback port: its URL; `None` (said why) when pg_basebackup is missing here.
+    fn standby(primary: &str) -> TestResult<Option<(Cluster, String)>> {
+        let cluster = Cluster::place()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port()
+            .to_string();
+        let dir = cluster.dir.path().join("c");
+        let out = Command::new(&cluster.script)
+            .args(["standby", primary])
+            .arg(&dir)
+            .arg(&port)
+            .output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        match out.status.code() {
+            Some(0) => {
+                let url = String::from_utf8(out.stdout)?.trim().to_string();
+                Ok(Some((cluster, url)))
+            }
+            Some(3) if std::env::var_os("CI").is_none() => {
+                skipped(&format!("no standby can be made here: {stderr}"));
+                Ok(None)
+            }
+            _ => Err(format!("tools/pg-cluster standby {primary}: {stderr}").into()),
+        }
     }
 
     fn run(&self, command: &str) -> TestResult<String> {
@@ -497,6 +532,315 @@ fn a_daemon_hears_other_processes_commits() -> TestResult {
     for dir in [a.path(), &b_tree] {
         stop_daemon(dir)?;
     }
+    backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
+    Ok(())
+}
+
+/// The error a write through a read-only handle meets: permission denied, saying why.
+fn assert_read_only_refusal<T: std::fmt::Debug>(result: strata::Result<T>) -> TestResult {
+    let err = error_of(result)?;
+    assert!(
+        matches!(&err, Error::PermissionDenied { reason } if reason.contains("opened read-only")),
+        "{err}"
+    );
+    Ok(())
+}
+
+/// Every write through `store` (a read-only handle) is refused, typed, and changes nothing.
+fn assert_writes_refused(store: &Store) -> TestResult {
+    let head = store.chain_head()?;
+    assert!(store.is_read_only());
+    assert_read_only_refusal(store.transact(vec![Op::put(counter(99)?)], Origin::Cli))?;
+    let group = store.transact_group(vec![strata::TxRequest {
+        ops: vec![Op::put(counter(98)?)],
+        origin: Origin::Cli,
+        stat: None,
+    }]);
+    for result in group {
+        assert_read_only_refusal(result)?;
+    }
+    assert_read_only_refusal(store.evict("system_prompt:counter", Origin::Cli))?;
+    assert_read_only_refusal(store.gc())?;
+    assert_read_only_refusal(store.fsck_rebuild())?;
+    assert_read_only_refusal(store.restore_contents(vec![]))?;
+    assert_read_only_refusal(store.append_log(&[]))?;
+    assert_eq!(store.chain_head()?, head, "nothing was written");
+    Ok(())
+}
+
+/// A read-only open reads, refuses every write (typed, saying so) and changes nothing: it
+/// makes no store where there is none, and reads an older layout without upgrading it (a
+/// read-write open then does; a stale copy of the head's header is found by fsck and mended
+/// by the rebuild).
+#[test]
+fn a_read_only_open_reads_and_refuses_writes() -> TestResult {
+    let Some(backend) = postgres()? else {
+        return Ok(());
+    };
+    let location = backend.fresh(&format!("ro_{}", std::process::id()))?;
+    let err = error_of(Store::postgres(location.clone(), None, PgOpen::ReadOnly))?;
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    let mut sql = backend.location("public")?.connect()?;
+    let made = sql.query_one(
+        "SELECT count(*) FROM pg_namespace WHERE nspname = $1",
+        &[&location.schema()],
+    )?;
+    assert_eq!(made.get::<_, i64>(0), 0, "a read-only open made nothing");
+    let writer = Store::postgres(location.clone(), None, PgOpen::Create)?;
+    writer.transact(vec![Op::put(counter(1)?)], Origin::Cli)?;
+    let reader = Store::postgres(location.clone(), None, PgOpen::ReadOnly)?;
+    assert_eq!(read_counter(&reader)?.0, 1);
+    assert_writes_refused(&reader)?;
+    assert_eq!(reader.fsck()?, vec![], "fsck reads");
+    // The writer goes on; the reader sees its commits.
+    writer.transact(vec![Op::put(counter(2)?)], Origin::Cli)?;
+    assert_eq!(read_counter(&reader)?.0, 2);
+    drop((writer, reader));
+    // A store of layout 1 (no damage marker table): read as it is, upgraded by a writer.
+    let schema = location.schema();
+    sql.batch_execute(&format!(
+        "DROP TABLE {schema}.strata_damage; ALTER TABLE {schema}.strata_head DROP COLUMN \
+         header; UPDATE {schema}.strata_meta SET value = 1 WHERE name = 'schema_version'"
+    ))?;
+    let layout = |sql: &mut postgres::Client| -> TestResult<i64> {
+        Ok(sql
+            .query_one(
+                &format!("SELECT value FROM {schema}.strata_meta WHERE name = 'schema_version'"),
+                &[],
+            )?
+            .get(0))
+    };
+    let old = Store::postgres(location.clone(), None, PgOpen::ReadOnly)?;
+    assert_eq!(read_counter(&old)?.0, 2);
+    assert_eq!(old.damage(), None);
+    assert_eq!(old.fsck()?, vec![]);
+    assert_eq!(layout(&mut sql)?, 1, "a read-only open upgrades nothing");
+    drop(old);
+    let upgraded = Store::postgres(location.clone(), None, PgOpen::Open)?;
+    assert_eq!(
+        layout(&mut sql)?,
+        2,
+        "a read-write open upgrades the layout"
+    );
+    upgraded.transact(vec![Op::put(counter(3)?)], Origin::Cli)?;
+    assert_eq!(upgraded.fsck()?, vec![]);
+    // The head's copy of its header, stale: fsck names it, the rebuild mends it.
+    sql.batch_execute(&format!(
+        "UPDATE {schema}.strata_head SET header = (SELECT header FROM {schema}.strata_log WHERE \
+         tx_id = 1)"
+    ))?;
+    let kinds: Vec<&str> = upgraded.fsck()?.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, ["head"]);
+    upgraded.fsck_rebuild()?;
+    assert_eq!(upgraded.fsck()?, vec![]);
+    upgraded.transact(vec![Op::put(counter(4)?)], Origin::Cli)?;
+    assert_eq!(upgraded.fsck()?, vec![]);
+    drop(upgraded);
+    backend.execute(&format!("DROP SCHEMA {schema} CASCADE"))?;
+    Ok(())
+}
+
+/// Damage fsck finds marks the PostgreSQL store damaged for every handle (one opened before,
+/// one opened after, one read-only): writes are refused, typed and pointing at the repair,
+/// without a change; reads answer what verifies, and "not found" says it may be what the
+/// damage lost. The repair (`restore_contents`, rebuild, a clean fsck) removes the mark and
+/// writes go on.
+#[test]
+fn fsck_findings_mark_the_store_damaged_for_every_handle() -> TestResult {
+    let Some(backend) = postgres()? else {
+        return Ok(());
+    };
+    let location = backend.fresh(&format!("dm_{}", std::process::id()))?;
+    let first = Store::postgres(location.clone(), None, PgOpen::Create)?;
+    let before = Store::postgres(location.clone(), None, PgOpen::Open)?;
+    // Incompressible bytes, stored as given, and a prompt that stays sound.
+    let bytes: Vec<u8> = (0..100u32)
+        .flat_map(|i| strata::hash::sha256(&i.to_le_bytes()).0)
+        .chain([0xff])
+        .collect();
+    let bin = Object::file_bytes(
+        strata::object::FilesystemSource {
+            filesystem_id: "fs1".into(),
+            path: "/blob.bin".into(),
+        },
+        bytes.clone(),
+    )?;
+    let mut put = strata::Put::new(bin.clone());
+    put.bytes = Some(bytes.clone());
+    first.transact(
+        vec![Op::Put(Box::new(put)), Op::put(counter(1)?)],
+        Origin::Cli,
+    )?;
+    assert_eq!(before.damage(), None);
+    flip_in_chunks(&location, &bytes[1000..1064])?;
+    let findings = first.fsck()?;
+    let kinds: Vec<&str> = findings.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, ["blob_hash"], "{findings:?}");
+    let after = Store::postgres(location.clone(), None, PgOpen::Open)?;
+    let reader = Store::postgres(location.clone(), None, PgOpen::ReadOnly)?;
+    let head = first.chain_head()?;
+    for store in [&first, &before, &after] {
+        let reason = store.damage().ok_or("the store is not marked damaged")?;
+        assert!(reason.contains("fsck found 1 problems"), "{reason}");
+        let err = error_of(store.transact(vec![Op::put(counter(2)?)], Origin::Cli))?;
+        assert!(
+            matches!(&err, Error::Corrupt { what } if what.contains("marked damaged")
+                && what.contains("strata fsck --repair")),
+            "{err}"
+        );
+        assert_eq!(read_counter(store)?.0, 1, "reads answer what verifies");
+        let err = error_of(store.as_of("system_prompt:nothing", None, None))?;
+        assert!(
+            matches!(&err, Error::Corrupt { what } if what.contains("may be what the damage lost")),
+            "{err}"
+        );
+    }
+    assert!(reader.damage().is_some());
+    assert_read_only_refusal(reader.transact(vec![Op::put(counter(2)?)], Origin::Cli))?;
+    assert_eq!(first.chain_head()?, head, "nothing was written");
+    // The repair: the content's bytes back, the tables rebuilt, a clean fsck.
+    let hash = bin.file_hash().ok_or("no file_hash")?;
+    before.restore_contents(vec![(hash.0, bytes.clone())])?;
+    before.fsck_rebuild()?;
+    assert_eq!(before.fsck()?, vec![]);
+    for store in [&first, &after, &reader] {
+        assert_eq!(store.damage(), None, "a clean fsck removes the mark");
+    }
+    after.transact(vec![Op::put(counter(2)?)], Origin::Cli)?;
+    let again = first.as_of(bin.id(), None, None)?.and_then(|v| v.object);
+    assert_eq!(again.as_ref(), Some(&bin));
+    drop((first, before, after, reader));
+    backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
+    Ok(())
+}
+
+/// A streaming standby of the test server (`pg_basebackup -R`, started on another loopback
+/// port): a transaction committed through strata on the primary after the standby started is
+/// read through strata opened read-only on the standby once replay reaches it, with the same
+/// log and chain head; fsck is clean there, and every write is refused there, by strata
+/// (typed) and, for a handle that is not read-only, by the server. A store directory pointing
+/// at the standby answers the CLI's reads.
+#[test]
+fn a_standby_reads_a_transaction_committed_on_the_primary() -> TestResult {
+    let Some(backend) = postgres()? else {
+        return Ok(());
+    };
+    let location = backend.fresh(&format!("sb_{}", std::process::id()))?;
+    let primary = Store::postgres(location.clone(), None, PgOpen::Create)?;
+    primary.transact(vec![Op::put(counter(1)?)], Origin::Cli)?;
+    let url = std::env::var(crate::backends::POSTGRES_URL)?;
+    let Some((_standby, standby_url)) = Cluster::standby(&url)? else {
+        return Ok(());
+    };
+    // Committed after the copy was taken: only streaming replication brings it.
+    let receipt = primary.transact(vec![Op::put(counter(2)?)], Origin::Cli)?;
+    let sep = if standby_url.contains('?') { '&' } else { '?' };
+    let on_standby = PgLocation::parse(&format!("{standby_url}{sep}schema={}", location.schema()))?;
+    let replica = Store::postgres(on_standby.clone(), None, PgOpen::ReadOnly)?;
+    let started = Instant::now();
+    while replica.chain_head()?.map(|(tx, _)| tx) != Some(receipt.tx_id) {
+        if started.elapsed() > Duration::from_secs(60) {
+            return Err(format!(
+                "the standby did not replay tx {} in 60 s (head {:?})",
+                receipt.tx_id.0,
+                replica.chain_head()?
+            )
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(read_counter(&replica)?, read_counter(&primary)?);
+    assert_eq!(read_counter(&replica)?.0, 2);
+    assert_eq!(replica.chain_head()?, primary.chain_head()?);
+    assert_eq!(
+        replica.log(None, usize::MAX)?,
+        primary.log(None, usize::MAX)?
+    );
+    let version = replica
+        .as_of("system_prompt:counter", None, Some(TxId(1)))?
+        .and_then(|v| v.object)
+        .ok_or("no version at tx 1")?;
+    assert_eq!(version.content(), Some("1"));
+    assert_eq!(replica.fsck()?, vec![]);
+    assert_writes_refused(&replica)?;
+    // Opened for writing, the standby itself refuses (a read-only server).
+    match Store::postgres(on_standby.clone(), None, PgOpen::Open) {
+        Err(e) => assert!(matches!(e, Error::Storage { .. }), "{e}"),
+        Ok(store) => {
+            let err = error_of(store.transact(vec![Op::put(counter(3)?)], Origin::Cli))?;
+            assert!(err.full_message().contains("read-only"), "{err}");
+        }
+    }
+    // The CLI through a store directory that points at the standby, without a daemon.
+    let dir = tempfile::tempdir()?;
+    let strata_dir = dir.path().join(".strata");
+    std::fs::create_dir(&strata_dir)?;
+    std::fs::write(
+        strata_dir.join(strata::BACKEND_FILE),
+        format!("{}\n", on_standby.url()),
+    )?;
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["show", "system_prompt:counter", "--json"])
+        .current_dir(dir.path())
+        .env("STRATA_NO_DAEMON", "1")
+        .output()?;
+    let stdout = String::from_utf8(out.stdout)?;
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: serde_json::Value = serde_json::from_str(&stdout)?;
+    assert_eq!(shown["content"], "2", "{stdout}");
+    drop((replica, primary));
+    backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
+    Ok(())
+}
+
+/// Reads check version rows against the log, as redb's do: with the op body that wrote the
+/// latest version gone (no eviction removed it), an as-of and a history of that entity are
+/// refused as corrupt, naming it; the read marks the store damaged, so writes are refused
+/// too; fsck names the missing body.
+#[test]
+fn reads_check_version_rows_against_the_log() -> TestResult {
+    let Some(backend) = postgres()? else {
+        return Ok(());
+    };
+    let location = backend.fresh(&format!("vr_{}", std::process::id()))?;
+    let store = Store::postgres(location.clone(), None, PgOpen::Create)?;
+    store.transact(vec![Op::put(counter(1)?)], Origin::Cli)?;
+    let second = store.transact(vec![Op::put(counter(2)?)], Origin::Cli)?;
+    assert_eq!(store.damage(), None);
+    let mut sql = location.connect()?;
+    sql.execute(
+        "DELETE FROM strata_ops WHERE tx_id = $1",
+        &[&i64::try_from(second.tx_id.0)?],
+    )?;
+    for err in [
+        error_of(store.as_of("system_prompt:counter", None, None))?,
+        error_of(store.history("system_prompt:counter", strata::HistoryQuery::default()))?,
+    ] {
+        assert!(
+            matches!(&err, Error::Corrupt { what } if what.contains("op 0 of tx 2 is missing")),
+            "{err}"
+        );
+    }
+    // The version of tx 1 still reads.
+    let first = store
+        .as_of("system_prompt:counter", None, Some(TxId(1)))?
+        .and_then(|v| v.object)
+        .ok_or("no version at tx 1")?;
+    assert_eq!(first.content(), Some("1"));
+    let reason = store.damage().ok_or("the read did not mark the store")?;
+    assert!(reason.contains("a read found damage"), "{reason}");
+    let err = error_of(store.transact(vec![Op::put(counter(3)?)], Origin::Cli))?;
+    assert!(
+        matches!(&err, Error::Corrupt { what } if what.contains("marked damaged")),
+        "{err}"
+    );
+    let kinds: Vec<&str> = store.fsck()?.iter().map(|f| f.kind).collect();
+    assert!(kinds.contains(&"log"), "{kinds:?}");
+    drop(store);
     backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
     Ok(())
 }

@@ -23,7 +23,7 @@ struct Log {
 
 /// Reads and checks the whole log: consecutive ids from 1, the chain, every body against its
 /// digest, every missing body against the record of evictions, the head against the last.
-fn check_log(t: &mut impl GenericClient, out: &mut Vec<Finding>) -> Result<Log> {
+fn check_log(t: &mut impl GenericClient, layout: i64, out: &mut Vec<Finding>) -> Result<Log> {
     let mut log = Log::default();
     let mut previous = [0u8; 32];
     let mut expected = 1u64;
@@ -78,6 +78,26 @@ fn check_log(t: &mut impl GenericClient, out: &mut Vec<Finding>) -> Result<Log> 
                 expected - 1
             ),
         ));
+    }
+    if layout >= 2 {
+        let agrees: bool = t
+            .row(
+                "SELECT h.header IS NOT DISTINCT FROM (SELECT l.header FROM strata_log l WHERE \
+                 l.tx_id = h.tx_id) FROM strata_head h WHERE h.id = 1",
+                &[],
+            )
+            .pg("reading the head")?
+            .get(0);
+        if !agrees {
+            out.push(finding(
+                "head",
+                "strata_head",
+                format!(
+                    "the head's copy of the header of tx {} is not the log's",
+                    head.tx
+                ),
+            ));
+        }
     }
     let evicted: HashSet<(u64, u32)> = t
         .rows("SELECT tx_id, n FROM strata_evicted_ops", &[])
@@ -196,8 +216,8 @@ fn replay(log: &Log) -> HashMap<String, Replayed> {
 /// The entities as stored, by id: record and version rows.
 type Stored = HashMap<String, (EntityRec, BTreeMap<(i64, u64), VersionRec>)>;
 
-/// Verifies the whole store; one finding per problem.
-pub(super) fn fsck(client: &mut Client) -> Result<Vec<Finding>> {
+/// Verifies the whole store (of layout version `layout`); one finding per problem.
+pub(super) fn fsck(client: &mut Client, layout: i64) -> Result<Vec<Finding>> {
     let mut t = client
         .build_transaction()
         .read_only(true)
@@ -205,7 +225,7 @@ pub(super) fn fsck(client: &mut Client) -> Result<Vec<Finding>> {
         .start()
         .pg("beginning fsck")?;
     let mut out = Vec::new();
-    let log = check_log(&mut t, &mut out)?;
+    let log = check_log(&mut t, layout, &mut out)?;
     let expected = replay(&log);
     // The entities and their version rows against the replay.
     let mut stored: Stored = HashMap::new();
@@ -427,7 +447,8 @@ pub(super) fn rebuild(client: &mut Client) -> Result<()> {
     let head = write::head(&mut t, true)?;
     t.batch_execute(
         "DELETE FROM strata_versions; DELETE FROM strata_entities; DELETE FROM strata_matches; \
-         DELETE FROM strata_paths;",
+         DELETE FROM strata_paths; UPDATE strata_head SET header = (SELECT l.header FROM \
+         strata_log l WHERE l.tx_id = strata_head.tx_id);",
     )
     .pg("clearing the derived tables")?;
     let headers = t
@@ -462,7 +483,7 @@ pub(super) fn rebuild(client: &mut Client) -> Result<()> {
 /// Sweeps documents no version uses and contents no document uses.
 pub(super) fn gc(client: &mut Client) -> Result<GcReport> {
     let mut t = client.transaction().pg("beginning gc")?;
-    write::head(&mut t, true)?;
+    write::head_for_write(&mut t)?;
     let mut report = GcReport::default();
     let docs: Vec<Vec<u8>> = t
         .rows(

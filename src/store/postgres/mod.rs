@@ -20,7 +20,9 @@
 //! # Layout
 //! - `schema`: the tables, created and migrated here. `rule`: the write rule and history over
 //!   rows in memory. `write`: commits. `read`: queries. `maintain`: evict, gc, fsck, rebuild.
+//!   `damage`: the damage marker (a row every handle sees).
 
+mod damage;
 mod maintain;
 mod read;
 mod rule;
@@ -240,6 +242,13 @@ impl PgLocation {
     /// # Errors
     /// [`Error::Storage`] when the database cannot be reached.
     pub fn connect(&self) -> Result<Client> {
+        self.session(false)
+    }
+
+    /// A new connection with the store's schema on its search path; `read_only`: every
+    /// transaction on it is read-only unless it asks otherwise (`SET
+    /// default_transaction_read_only`), so the database itself refuses a write.
+    fn session(&self, read_only: bool) -> Result<Client> {
         let config: postgres::Config = self
             .url
             .parse()
@@ -247,8 +256,13 @@ impl PgLocation {
         let mut client = config
             .connect(NoTls)
             .pg(&format!("connecting to {}", self.redacted()))?;
+        let only = if read_only {
+            "; SET default_transaction_read_only = on"
+        } else {
+            ""
+        };
         client
-            .batch_execute(&format!("SET search_path TO {}", self.schema))
+            .batch_execute(&format!("SET search_path TO {}{only}", self.schema))
             .pg("setting the search path")?;
         Ok(client)
     }
@@ -319,6 +333,10 @@ pub enum PgOpen {
     Open,
     /// Open it, making it when there is none.
     OpenOrCreate,
+    /// Open an existing store for reading only (none is [`Error::NotFound`]): nothing is
+    /// created or upgraded, every session is read-only, and a write is refused with
+    /// [`Error::PermissionDenied`]. What a streaming standby (a read replica) allows.
+    ReadOnly,
 }
 
 /// A bitemporal object store in one schema of a PostgreSQL database; any number of handles in
@@ -326,6 +344,14 @@ pub enum PgOpen {
 pub(crate) struct PgStore {
     location: PgLocation,
     dir: Option<PathBuf>,
+    /// Opened with [`PgOpen::ReadOnly`]: reads only.
+    read_only: bool,
+    /// The layout version of the store's tables (older than [`schema::SCHEMA_VERSION`] only
+    /// when read-only: there is then no damage marker table).
+    layout: i64,
+    /// Why this handle found the store damaged (a read that met damage, or its own fsck),
+    /// beside the marker row other handles see.
+    damage: Mutex<Option<String>>,
     /// Idle connections and their prepared statements.
     pool: Mutex<Vec<(Client, Prepared)>>,
 }
@@ -389,13 +415,27 @@ impl PgStore {
     /// [`Error::InvalidInput`] as `mode` says; [`Error::FormatVersion`] for a layout this build
     /// does not know.
     pub fn open(location: PgLocation, dir: Option<PathBuf>, mode: PgOpen) -> Result<Self> {
-        let store = PgStore {
+        let mut store = PgStore {
             location,
             dir,
+            read_only: mode == PgOpen::ReadOnly,
+            layout: schema::SCHEMA_VERSION,
+            damage: Mutex::new(None),
             pool: Mutex::new(Vec::new()),
         };
-        store.with_client(|client| schema::prepare(client, &store.location, mode))?;
+        store.layout =
+            store.with_client(|client| schema::prepare(client, &store.location, mode))?;
         Ok(store)
+    }
+
+    /// Refuses a write on a read-only handle.
+    fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::PermissionDenied {
+                reason: "the store was opened read-only; open it read-write to write".into(),
+            });
+        }
+        Ok(())
     }
 
     /// Runs `f` with a pooled connection (a new one when none is idle). Inside an async
@@ -422,7 +462,7 @@ impl PgStore {
             .pop();
         let (mut client, prepared) = match pooled {
             Some((client, prepared)) if !client.is_closed() => (client, prepared),
-            _ => (self.location.connect()?, Prepared::new()),
+            _ => (self.location.session(self.read_only)?, Prepared::new()),
         };
         let outer = PREPARED.with(|p| p.replace(Some(prepared)));
         let result = f(&mut client);
@@ -439,8 +479,58 @@ impl PgStore {
         result
     }
 
-    /// Runs the read `f` in one read-only, repeatable-read transaction (one snapshot).
+    /// Runs the read `f` in one read-only, repeatable-read transaction (one snapshot). Damage
+    /// it meets marks the store damaged; on a store marked damaged, "not found" may be what
+    /// the damage lost, and says so (the mark is read in the same transaction, only then).
     fn read<T: Send>(
+        &self,
+        f: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<T> + Send,
+    ) -> Result<T> {
+        let layout = self.layout;
+        let result = self.with_client(|client| {
+            let mut tx = client
+                .build_transaction()
+                .read_only(true)
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .start()
+                .pg("beginning a read")?;
+            match f(&mut tx) {
+                Ok(out) => {
+                    tx.commit().pg("ending a read")?;
+                    Ok(Ok(out))
+                }
+                Err(Error::NotFound { what }) if layout >= 2 => {
+                    let marked: Option<String> = tx
+                        .maybe_row("SELECT reason FROM strata_damage WHERE id = 1", &[])
+                        .pg("reading the damage marker")?
+                        .map(|row| row.get(0));
+                    Ok(Err((what, marked)))
+                }
+                Err(Error::NotFound { what }) => Ok(Err((what, None))),
+                Err(e) => Err(e),
+            }
+        });
+        match result {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err((what, marked))) => match marked.or_else(|| self.remembered_damage()) {
+                Some(reason) => Err(Error::corrupt(format!(
+                    "not found: {what}; but the store is marked damaged ({reason}), so it may be \
+                     what the damage lost; run `strata fsck` to see what is affected and `{}` \
+                     to repair it",
+                    super::damage::REPAIR
+                ))),
+                None => Err(Error::NotFound { what }),
+            },
+            Err(e @ Error::Corrupt { .. }) => {
+                self.note_damage(&e.to_string());
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Runs the read `f` in one read-only, repeatable-read transaction, as it is.
+    fn read_here<T: Send>(
         &self,
         f: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<T> + Send,
     ) -> Result<T> {
@@ -464,7 +554,11 @@ impl Backend for PgStore {
     }
 
     fn is_read_only(&self) -> bool {
-        false
+        self.read_only
+    }
+
+    fn damage(&self) -> Option<String> {
+        PgStore::damage(self)
     }
 
     fn transact(&self, ops: Vec<Op>, origin: Origin) -> Result<TxReceipt> {
@@ -634,22 +728,29 @@ impl Backend for PgStore {
     }
 
     fn append_log(&self, records: &[super::ReplayRecord]) -> Result<()> {
+        self.check_writable()?;
         PgStore::append_log(self, records)
     }
 
     fn fsck(&self) -> Result<Vec<Finding>> {
-        self.with_client(maintain::fsck)
+        let findings = self.with_client(|client| maintain::fsck(client, self.layout))?;
+        self.settle_damage(&findings)?;
+        Ok(findings)
     }
 
     fn fsck_rebuild(&self) -> Result<()> {
+        // A repair: allowed on a damaged store.
+        self.check_writable()?;
         self.with_client(maintain::rebuild)
     }
 
     fn restore_contents(&self, contents: Vec<([u8; 32], Vec<u8>)>) -> Result<()> {
+        self.check_writable()?;
         self.with_client(|client| maintain::restore_contents(client, contents))
     }
 
     fn gc(&self) -> Result<GcReport> {
+        self.check_writable()?;
         self.with_client(maintain::gc)
     }
 }

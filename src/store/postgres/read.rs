@@ -81,7 +81,74 @@ pub(super) fn info_at(
         None => now(t)?,
     };
     let tx = tx.map_or(u64::MAX, |t| t.0);
-    Ok(as_of_row(t, eid, vt, tx)?.map(|(row, end)| (info(id, &row, end), row)))
+    let Some((row, end)) = as_of_row(t, eid, vt, tx)? else {
+        return Ok(None);
+    };
+    check_rows(t, id, std::slice::from_ref(&row))?;
+    Ok(Some((info(id, &row, end), row)))
+}
+
+/// Checks version rows `rows` of entity `id` against the log, as redb's reads do: for each,
+/// its transaction's time and the op body that wrote it (present or evicted, hashing to its
+/// digest, writing this entity with this row's values). One statement for all of them.
+///
+/// # Errors
+/// [`Error::Corrupt`] naming the first row that fails.
+pub(super) fn check_rows<R: std::borrow::Borrow<Row>>(
+    t: &mut impl GenericClient,
+    id: &str,
+    rows: &[R],
+) -> Result<()> {
+    let mut wanted: Vec<(u64, u32)> = rows
+        .iter()
+        .map(|row| (row.borrow().tx, row.borrow().rec.op))
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let txs: Vec<i64> = wanted.iter().map(|&(tx, _)| big(tx)).collect();
+    let ns: Vec<i32> = wanted.iter().map(|&(_, n)| n as i32).collect();
+    let mut logged = std::collections::HashMap::new();
+    for found in t
+        .rows(
+            "SELECT r.tx, r.n, l.header, o.body, e.by_tx IS NOT NULL FROM unnest($1::bigint[], \
+             $2::int[]) AS r(tx, n) LEFT JOIN strata_log l ON l.tx_id = r.tx LEFT JOIN strata_ops \
+             o ON o.tx_id = r.tx AND o.n = r.n LEFT JOIN strata_evicted_ops e ON e.tx_id = r.tx \
+             AND e.n = r.n",
+            &[&txs, &ns],
+        )
+        .pg("reading the log of versions")?
+    {
+        let (tx, n) = (unbig(found.get(0)), found.get::<_, i32>(1) as u32);
+        let header: Option<Vec<u8>> = found.get(2);
+        let Some(header) = header else {
+            return Err(Error::corrupt(format!(
+                "a version of {id} names tx {tx}, which the log does not hold; run `strata fsck`"
+            )));
+        };
+        let header = codec::decode_header(&header, &format!("header of tx {tx}"))?;
+        let op = match (found.get::<_, Option<Vec<u8>>>(3), found.get::<_, bool>(4)) {
+            (Some(body), _) => Some(checked_body(&body, tx, n, &header)?),
+            (None, true) => None,
+            (None, false) => {
+                return Err(Error::corrupt(format!(
+                    "op {n} of tx {tx} is missing from the log and no eviction removed it; run \
+                     `strata fsck`"
+                )));
+            }
+        };
+        logged.insert((tx, n), (header.tx_time, op));
+    }
+    for row in rows {
+        let row = row.borrow();
+        let (tx_time, op) = logged
+            .get(&(row.tx, row.rec.op))
+            .ok_or_else(|| Error::invariant("a version's log record was not read"))?;
+        crate::store::rule::check_row(id, row, *tx_time, op.as_ref())?;
+    }
+    Ok(())
 }
 
 /// The version of `id` at (`valid_time`, `tx`), its object rebuilt and checked.
@@ -201,6 +268,7 @@ pub(super) fn history(
         .map(|r| row_of(r.get(0), r.get(1), r.get(2)))
         .collect::<Result<_>>()?;
     let rows = rule::history_rows(&all, from, to, tx, query.with_corrections);
+    check_rows(t, id, &rows)?;
     let mut distinct: Vec<i64> = rows.iter().map(|r| r.vt).collect();
     distinct.dedup();
     let tail_end: Option<i64> = match distinct.last() {

@@ -4,8 +4,9 @@
 //! (ids, paths, hashes, records in the storage codec), so that it can run on Postgres-wire
 //! engines unchanged.
 
-/// The layout version this build creates and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+/// The layout version this build creates and reads (1: the store; 2: the damage marker and
+/// the head's header).
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The tables of layout version 1, made in an empty schema.
 pub const CREATE_V1: &str = "
@@ -44,6 +45,19 @@ INSERT INTO strata_head VALUES (1, 0);
 INSERT INTO strata_meta VALUES ('put_bytes', 0);
 ";
 
+/// The steps from each layout version to the next: `UPGRADES[v - 1]` makes version `v + 1` of a
+/// version `v` store. A new store gets [`CREATE_V1`] and then every step.
+pub const UPGRADES: &[&str] = &["
+-- The damage marker (at most one row): why fsck or a read found the store damaged. Writes are
+-- refused while it is there; `strata fsck --repair` (or a clean fsck) removes it.
+CREATE TABLE strata_damage (
+    id int PRIMARY KEY CHECK (id = 1), reason text NOT NULL, details text NOT NULL);
+-- The head's log header beside its tx id, so that the statement taking the lock reads it (a
+-- join with the log there would read the log as it was before the lock was waited for).
+ALTER TABLE strata_head ADD COLUMN header bytea;
+UPDATE strata_head SET header = (SELECT l.header FROM strata_log l WHERE l.tx_id = strata_head.tx_id);
+"];
+
 /// Bytes per content chunk.
 pub const CHUNK: usize = 1 << 20;
 
@@ -52,19 +66,23 @@ use postgres::Client;
 use super::{Cached as _, PgLocation, PgOpen, PgResult as _};
 use crate::error::{Error, Result};
 
-/// Makes sure the store's schema holds this layout: creates it (as `mode` allows) under an
-/// advisory lock so that two processes creating it at once make it once, and refuses a layout
-/// version this build does not know.
+/// Makes sure the store's schema holds this layout: creates it (as `mode` allows) or upgrades
+/// an older one, under an advisory lock so that two processes doing it at once do it once, and
+/// refuses a layout version this build does not know. A read-only open changes nothing: it
+/// reads an older layout as it is. The layout version found (or made).
 ///
 /// # Errors
-/// [`Error::NotFound`] when there is no store and `mode` is [`PgOpen::Open`];
-/// [`Error::InvalidInput`] when there is one and `mode` is [`PgOpen::Create`];
-/// [`Error::FormatVersion`] for another layout version; [`Error::Storage`] from the database.
-pub fn prepare(client: &mut Client, location: &PgLocation, mode: PgOpen) -> Result<()> {
+/// [`Error::NotFound`] when there is no store and `mode` is [`PgOpen::Open`] or
+/// [`PgOpen::ReadOnly`]; [`Error::InvalidInput`] when there is one and `mode` is
+/// [`PgOpen::Create`]; [`Error::FormatVersion`] for another layout version; [`Error::Storage`]
+/// from the database.
+pub fn prepare(client: &mut Client, location: &PgLocation, mode: PgOpen) -> Result<i64> {
     let schema = location.schema();
     let mut tx = client.transaction().pg("beginning the schema check")?;
-    tx.run("SELECT pg_advisory_xact_lock(hashtext($1))", &[&schema])
-        .pg("locking the schema")?;
+    if mode != PgOpen::ReadOnly {
+        tx.run("SELECT pg_advisory_xact_lock(hashtext($1))", &[&schema])
+            .pg("locking the schema")?;
+    }
     let exists: bool = tx
         .row(
             "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND \
@@ -73,8 +91,8 @@ pub fn prepare(client: &mut Client, location: &PgLocation, mode: PgOpen) -> Resu
         )
         .pg("looking for the store")?
         .get(0);
-    match (exists, mode) {
-        (false, PgOpen::Open) => {
+    let layout = match (exists, mode) {
+        (false, PgOpen::Open | PgOpen::ReadOnly) => {
             return Err(Error::not_found(format!(
                 "a strata store at {}; make one with `strata init --backend URL`",
                 location.redacted()
@@ -89,7 +107,9 @@ pub fn prepare(client: &mut Client, location: &PgLocation, mode: PgOpen) -> Resu
         }
         (false, _) => {
             tx.batch_execute(&format!(
-                "CREATE SCHEMA IF NOT EXISTS {schema}; SET LOCAL search_path TO {schema}; {CREATE_V1}"
+                "CREATE SCHEMA IF NOT EXISTS {schema}; SET LOCAL search_path TO {schema}; \
+                 {CREATE_V1}{}",
+                UPGRADES.concat()
             ))
             .pg("creating the store's tables")?;
             tx.run(
@@ -97,6 +117,7 @@ pub fn prepare(client: &mut Client, location: &PgLocation, mode: PgOpen) -> Resu
                 &[&SCHEMA_VERSION],
             )
             .pg("recording the schema version")?;
+            SCHEMA_VERSION
         }
         (true, _) => {
             let found: i64 = tx
@@ -108,16 +129,31 @@ pub fn prepare(client: &mut Client, location: &PgLocation, mode: PgOpen) -> Resu
                 )
                 .pg("reading the schema version")?
                 .map_or(0, |row| row.get(0));
-            // Migrations from older layouts go here, one step per version.
-            if found != SCHEMA_VERSION {
+            if !(1..=SCHEMA_VERSION).contains(&found) {
                 return Err(Error::FormatVersion {
                     path: location.redacted().into(),
                     found: u32::try_from(found).unwrap_or(u32::MAX),
                     supported: u32::try_from(SCHEMA_VERSION).unwrap_or(0),
                 });
             }
+            if found < SCHEMA_VERSION && mode != PgOpen::ReadOnly {
+                let steps = usize::try_from(found - 1).unwrap_or(0);
+                tx.batch_execute(&format!(
+                    "SET LOCAL search_path TO {schema}; {}",
+                    UPGRADES[steps..].concat()
+                ))
+                .pg("upgrading the store's tables")?;
+                tx.run(
+                    "UPDATE strata_meta SET value = $1 WHERE name = 'schema_version'",
+                    &[&SCHEMA_VERSION],
+                )
+                .pg("recording the schema version")?;
+                SCHEMA_VERSION
+            } else {
+                found
+            }
         }
-    }
+    };
     tx.commit().pg("committing the schema")?;
-    Ok(())
+    Ok(layout)
 }

@@ -35,6 +35,38 @@ pub(super) fn head(t: &mut impl GenericClient, lock: bool) -> Result<Head> {
         "SELECT tx_id FROM strata_head WHERE id = 1"
     };
     let tx: i64 = t.row(sql, &[]).pg("reading the head of the log")?.get(0);
+    head_at(t, tx)
+}
+
+/// Locks the head for a write, in one statement that also reads the head's header (kept in the
+/// head row) and the damage mark: refused while the store is marked damaged.
+pub(super) fn head_for_write(t: &mut impl GenericClient) -> Result<Head> {
+    let row = t
+        .row(
+            "SELECT tx_id, header, (SELECT reason FROM strata_damage WHERE id = 1) FROM \
+             strata_head WHERE id = 1 FOR UPDATE",
+            &[],
+        )
+        .pg("locking the head of the log")?;
+    if let Some(reason) = row.get::<_, Option<String>>(2) {
+        return Err(crate::store::damage::refusal(&reason));
+    }
+    let tx: i64 = row.get(0);
+    match row.get::<_, Option<Vec<u8>>>(1) {
+        Some(bytes) if tx > 0 => {
+            let header = codec::decode_header(&bytes, &format!("header of tx {tx}"))?;
+            Ok(Head {
+                tx: unbig(tx),
+                tx_time: header.tx_time,
+                chain: header.chain,
+            })
+        }
+        _ => head_at(t, tx),
+    }
+}
+
+/// The head when the latest tx is `tx`.
+fn head_at(t: &mut impl GenericClient, tx: i64) -> Result<Head> {
     let header: Option<Vec<u8>> = t
         .maybe_row("SELECT header FROM strata_log WHERE tx_id = $1", &[&tx])
         .pg("reading the head of the log")?
@@ -75,17 +107,68 @@ pub(super) fn ensure_content(
     if there {
         return Ok(0);
     }
-    let record = record();
     let mut tx = client.transaction().pg("beginning a content upload")?;
+    let stored = upload_one(&mut tx, hash, &record())?;
+    tx.commit().pg("committing a content upload")?;
+    Ok(stored)
+}
+
+/// A content to store: its hash, and what makes its blob record when it must be uploaded.
+type Blob<'a> = ([u8; 32], Box<dyn FnOnce() -> Vec<u8> + 'a>);
+
+/// Stores each of `blobs` (hash, its blob record when it must be made) that is not there, all
+/// in one database transaction (one commit, one fsync, however many): one statement finds
+/// which are there. The hashes it stored, with their bytes.
+fn ensure_contents<'a>(
+    client: &mut impl GenericClient,
+    blobs: Vec<Blob<'a>>,
+) -> Result<Vec<([u8; 32], u64)>> {
+    if blobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let hashes: Vec<&[u8]> = blobs.iter().map(|(hash, _)| hash.as_slice()).collect();
+    let there: HashSet<Vec<u8>> = client
+        .rows(
+            "SELECT hash FROM strata_contents WHERE hash = ANY($1)",
+            &[&hashes],
+        )
+        .pg("looking up contents")?
+        .into_iter()
+        .map(|row| row.get(0))
+        .collect();
+    let mut missing: Vec<_> = blobs
+        .into_iter()
+        .filter(|(hash, _)| !there.contains(hash.as_slice()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut seen = HashSet::new();
+    missing.retain(|(hash, _)| seen.insert(*hash));
+    let mut tx = client.transaction().pg("beginning a content upload")?;
+    let mut stored = Vec::new();
+    for (hash, record) in missing {
+        let bytes = upload_one(&mut tx, &hash, &record())?;
+        if bytes > 0 {
+            stored.push((hash, bytes));
+        }
+    }
+    tx.commit().pg("committing a content upload")?;
+    Ok(stored)
+}
+
+/// Inserts content `hash` (its blob record `record`) unless a concurrent upload did: the bytes
+/// stored (0 when it was there).
+fn upload_one(t: &mut impl GenericClient, hash: &[u8; 32], record: &[u8]) -> Result<u64> {
     let chunks: Vec<&[u8]> = record.chunks(CHUNK).collect();
     for (n, chunk) in chunks.iter().enumerate() {
-        tx.run(
+        t.run(
             "INSERT INTO strata_chunks VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             &[&hash.as_slice(), &(n as i32), chunk],
         )
         .pg("uploading a content chunk")?;
     }
-    let inserted = tx
+    let inserted = t
         .run(
             "INSERT INTO strata_contents VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             &[
@@ -95,7 +178,6 @@ pub(super) fn ensure_content(
             ],
         )
         .pg("recording a content")?;
-    tx.commit().pg("committing a content upload")?;
     Ok(if inserted == 1 {
         record.len() as u64
     } else {
@@ -134,21 +216,43 @@ fn blobs_of<'a>(object: &'a Object, bytes: Option<&'a [u8]>) -> Result<Vec<([u8;
 /// Uploads the contents of every put of `ops` (before any lock is taken), noting in `new` the
 /// ones it stored (a request that fails takes them out again).
 fn upload(client: &mut Client, ops: &[Op], new: &mut Vec<[u8; 32]>) -> Result<()> {
+    let mut blobs: Vec<Blob<'_>> = Vec::new();
     for op in ops {
         if let Op::Put(put) = op {
             for (hash, bytes) in put_blobs(put)? {
-                let stored = ensure_content(client, &hash, || {
-                    put.encoded
-                        .as_ref()
-                        .and_then(|e| e.record_for(&hash))
-                        .map_or_else(|| codec::encode_blob(bytes), <[u8]>::to_vec)
-                })?;
-                if stored > 0 {
-                    new.push(hash);
-                }
+                blobs.push((
+                    hash,
+                    Box::new(move || {
+                        put.encoded
+                            .as_ref()
+                            .and_then(|e| e.record_for(&hash))
+                            .map_or_else(|| codec::encode_blob(bytes), <[u8]>::to_vec)
+                    }),
+                ));
             }
         }
     }
+    new.extend(
+        ensure_contents(client, blobs)?
+            .into_iter()
+            .map(|(hash, _)| hash),
+    );
+    Ok(())
+}
+
+/// Makes sure, under the head lock, that the contents of every put of `ops` are there (they
+/// were uploaded before the lock; an eviction or gc in between may have removed one): one
+/// statement, and an upload only of what went.
+fn recheck_contents(t: &mut impl GenericClient, ops: &[Op]) -> Result<()> {
+    let mut blobs: Vec<Blob<'_>> = Vec::new();
+    for op in ops {
+        if let Op::Put(put) = op {
+            for (hash, bytes) in put_blobs(put)? {
+                blobs.push((hash, Box::new(move || codec::encode_blob(bytes))));
+            }
+        }
+    }
+    ensure_contents(t, blobs)?;
     Ok(())
 }
 
@@ -187,6 +291,9 @@ pub(super) struct TxState {
     /// The entity number the commit read for the op about to be applied (id, eid or `None`
     /// when no entity has the id), so that applying it does not read the row again.
     pub known: Option<(String, Option<u64>)>,
+    /// The number the next new entity gets (read once per transaction: under the head lock
+    /// no other commit makes entities).
+    pub next_eid: Option<i64>,
 }
 
 /// Applies one resolved op body (op `n` of transaction `tx`, whose body is already stored).
@@ -207,7 +314,7 @@ pub(super) fn apply(
             };
             let eid = match (row, &w.first) {
                 (Some(eid), _) => eid,
-                (None, Some(first)) => create_entity(t, &w.entity, first)?,
+                (None, Some(first)) => create_entity(t, &w.entity, first, &mut state.next_eid)?,
                 (None, None) => return Err(super::super::redb::unknown_entity(&w.entity)),
             };
             let new = VersionRec {
@@ -270,11 +377,20 @@ fn window(t: &mut impl GenericClient, eid: u64, start: i64) -> Result<Vec<Row>> 
     .collect()
 }
 
-fn create_entity(t: &mut impl GenericClient, id: &str, first: &FirstRec) -> Result<u64> {
-    let next: i64 = t
-        .row("SELECT coalesce(max(eid), 0) + 1 FROM strata_entities", &[])
-        .pg("numbering an entity")?
-        .get(0);
+fn create_entity(
+    t: &mut impl GenericClient,
+    id: &str,
+    first: &FirstRec,
+    next_eid: &mut Option<i64>,
+) -> Result<u64> {
+    let next = match *next_eid {
+        Some(next) => next,
+        None => t
+            .row("SELECT coalesce(max(eid), 0) + 1 FROM strata_entities", &[])
+            .pg("numbering an entity")?
+            .get(0),
+    };
+    *next_eid = Some(next + 1);
     let rec = EntityRec {
         eid: unbig(next),
         object_type: first.object_type.clone(),
@@ -418,21 +534,29 @@ pub(super) fn release_content(t: &mut impl GenericClient, hash: &[u8]) -> Result
 }
 
 /// The current object hash of `id` (visible at `now` as of the latest tx); `None` when absent.
+/// One statement: the entity and its version.
 fn current_hash(t: &mut impl GenericClient, id: &str, now: i64) -> Result<Option<[u8; 32]>> {
-    let Some((eid, _)) = entity_row(t, id)? else {
-        return Ok(None);
-    };
-    Ok(read::as_of_row(t, eid, now, u64::MAX)?.and_then(|(row, _)| row.rec.object_hash))
+    let found = t
+        .maybe_row(
+            "SELECT v.valid_from, v.tx_id, v.rec FROM strata_entities e JOIN LATERAL (SELECT \
+             valid_from, tx_id, rec FROM strata_versions WHERE eid = e.eid AND valid_from <= $2 \
+             ORDER BY valid_from DESC, tx_id DESC LIMIT 1) v ON true WHERE e.id = $1",
+            &[&id.as_bytes(), &now],
+        )
+        .pg("reading a version")?;
+    Ok(match found {
+        Some(row) => {
+            read::row_of(row.get(0), row.get(1), row.get(2))?
+                .rec
+                .object_hash
+        }
+        None => None,
+    })
 }
 
-/// Stores the document of `object` and its contents (with `bytes` kept for a file whose
-/// content is null), counting the bytes put.
-fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) -> Result<()> {
-    // A commit's contents were uploaded before the lock; one removed since (an eviction or gc
-    // in between) is uploaded again here.
-    for (hash, bytes) in blobs_of(object, bytes)? {
-        ensure_content(t, &hash, || codec::encode_blob(bytes))?;
-    }
+/// Stores the document of `object` (with `bytes` kept for a file whose content is null),
+/// whose contents are there: the bytes put, for the store's count.
+fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) -> Result<i64> {
     let kept = bytes
         .filter(|_| object.content().is_none())
         .and(object.file_hash());
@@ -452,8 +576,14 @@ fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) 
         ],
     )
     .pg("storing a document")?;
-    let given =
-        object.content().map_or(0, str::len) as i64 + kept.and(bytes).map_or(0, |b| b.len() as i64);
+    Ok(object.content().map_or(0, str::len) as i64 + kept.and(bytes).map_or(0, |b| b.len() as i64))
+}
+
+/// Adds `given` to the count of bytes put.
+fn count_put_bytes(t: &mut impl GenericClient, given: i64) -> Result<()> {
+    if given == 0 {
+        return Ok(());
+    }
     t.run(
         "UPDATE strata_meta SET value = value + $1 WHERE name = 'put_bytes'",
         &[&given],
@@ -462,12 +592,13 @@ fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) 
     Ok(())
 }
 
-/// Resolves a put into its op body, storing its document (its contents were uploaded); also
-/// the number of its entity when it exists.
+/// Resolves a put into its op body, storing its document (its contents are there) and adding
+/// the bytes it puts to `given`; also the number of its entity when it exists.
 fn resolve_put(
     t: &mut impl GenericClient,
     put: &Put,
     tx_time: i64,
+    given: &mut i64,
 ) -> Result<(OpRec, Option<u64>)> {
     let object = &put.object;
     let id = object.id();
@@ -516,7 +647,7 @@ fn resolve_put(
         }
     };
     super::super::redb::check_range(id, valid_from, put.valid_to)?;
-    store_doc(t, object, put.bytes.as_deref())?;
+    *given += store_doc(t, object, put.bytes.as_deref())?;
     let body = OpRec::Write(WriteRec {
         entity: id.into(),
         valid_from,
@@ -552,12 +683,14 @@ fn write_tx(t: &mut Transaction<'_>, ops: &[Op], origin: &Origin, head: Head) ->
             }
         }
     }
+    recheck_contents(t, ops)?;
     let mut state = TxState::default();
+    let mut given = 0;
     let mut digests = Vec::with_capacity(ops.len());
     for (n, op) in ops.iter().enumerate() {
         let body = match op {
             Op::Put(put) => {
-                let (body, eid) = resolve_put(t, put, tx_time)?;
+                let (body, eid) = resolve_put(t, put, tx_time, &mut given)?;
                 state.known = Some((put.object.id().to_string(), eid));
                 body
             }
@@ -600,6 +733,7 @@ fn write_tx(t: &mut Transaction<'_>, ops: &[Op], origin: &Origin, head: Head) ->
         apply(t, tx, tx_time, n, &body, &mut state)?;
         digests.push(log::op_digest(&body)?);
     }
+    count_put_bytes(t, given)?;
     let header = log::seal_header(&head.chain, tx, tx_time, origin, digests)?;
     let chain = header.chain;
     t.run(
@@ -658,8 +792,9 @@ fn apply_stat(t: &mut impl GenericClient, update: &StatUpdate) -> Result<()> {
 fn move_head(t: &mut impl GenericClient, tx: u64, channel: &str) -> Result<()> {
     // One statement, one round trip.
     t.run(
-        "WITH moved AS (UPDATE strata_head SET tx_id = $1 WHERE id = 1 RETURNING tx_id) SELECT \
-         pg_notify($2, tx_id::text) FROM moved",
+        "WITH moved AS (UPDATE strata_head SET tx_id = $1, header = (SELECT header FROM \
+         strata_log WHERE tx_id = $1) WHERE id = 1 RETURNING tx_id) SELECT pg_notify($2, \
+         tx_id::text) FROM moved",
         &[&big(tx), &channel],
     )
     .pg("moving the head")?;
@@ -672,7 +807,8 @@ impl PgStore {
     pub(super) fn append_log(&self, records: &[ReplayRecord]) -> Result<()> {
         self.with_client(|client| {
             let mut t = client.transaction().pg("beginning an append")?;
-            let mut head = head(&mut t, true)?;
+            let mut head = head_for_write(&mut t)?;
+            let mut given = 0;
             for record in records {
                 let time = (head.tx > 0).then_some(head.tx_time);
                 record.check_follows(head.tx, &head.chain, time)?;
@@ -683,7 +819,17 @@ impl PgStore {
                     match op {
                         ReplayOp::Body { op, put } => {
                             if let Some(put) = put {
-                                store_doc(&mut t, &put.object, put.kept.as_deref())?;
+                                let kept = put.kept.as_deref();
+                                let blobs = blobs_of(&put.object, kept)?
+                                    .into_iter()
+                                    .map(|(hash, bytes)| {
+                                        let record: Box<dyn FnOnce() -> Vec<u8>> =
+                                            Box::new(move || codec::encode_blob(bytes));
+                                        (hash, record)
+                                    })
+                                    .collect();
+                                ensure_contents(&mut t, blobs)?;
+                                given += store_doc(&mut t, &put.object, kept)?;
                             }
                             t.run(
                                 "INSERT INTO strata_ops VALUES ($1, $2, $3)",
@@ -712,6 +858,7 @@ impl PgStore {
                     chain: record.header.chain,
                 };
             }
+            count_put_bytes(&mut t, given)?;
             move_head(&mut t, head.tx, &self.location.channel())?;
             t.commit().pg("committing an append")
         })
@@ -720,6 +867,18 @@ impl PgStore {
     /// Writes a group of requests in one database transaction, each under its own savepoint
     /// and with its own tx id, as if one after another; a request that fails changes nothing.
     pub(super) fn commit_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
+        if self.check_writable().is_err() {
+            return group
+                .iter()
+                .map(|_| self.check_writable().map(|()| None))
+                .collect();
+        }
+        if let Some(reason) = self.remembered_damage() {
+            return group
+                .iter()
+                .map(|_| Err(crate::store::damage::refusal(&reason)))
+                .collect();
+        }
         let mut results: Vec<Option<Result<Option<TxReceipt>>>> =
             group.iter().map(|_| None).collect();
         let mut uploaded: Vec<Vec<[u8; 32]>> = group.iter().map(|_| Vec::new()).collect();
@@ -734,7 +893,7 @@ impl PgStore {
                 }
             }
             let mut t = client.transaction().pg("beginning a commit")?;
-            let mut head = head(&mut t, true)?;
+            let mut head = head_for_write(&mut t)?;
             let mut receipts = Vec::new();
             // A request alone needs no savepoint: when it fails, the transaction is rolled back.
             let alone = results.iter().filter(|r| r.is_none()).count() == 1;
@@ -783,9 +942,13 @@ impl PgStore {
                 }
             }
             Err(e) => {
+                // Each request gets the error, of its kind (a damaged store's refusal stays one).
                 let message = e.full_message();
                 for result in results.iter_mut().filter(|r| r.is_none()) {
-                    *result = Some(Err(Error::storage("committing a group", message.clone())));
+                    *result = Some(Err(match &e {
+                        Error::Corrupt { what } => Error::corrupt(what.clone()),
+                        _ => Error::storage("committing a group", message.clone()),
+                    }));
                 }
             }
         }

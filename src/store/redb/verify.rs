@@ -112,40 +112,9 @@ impl LogTables {
     /// # Errors
     /// [`Error::Corrupt`] naming the row when any of that fails.
     pub(super) fn check_row(&self, id: &str, row: &temporal::Row) -> Result<()> {
-        let wrong = |what: &str| {
-            Error::corrupt(format!(
-                "the version of {id} at {} (tx {}) {what}; run `strata fsck`",
-                ts(row.vt),
-                row.tx
-            ))
-        };
         let header = self.header(row.tx)?;
-        if header.tx_time != row.tx_time() {
-            return Err(wrong("disagrees with its transaction's time"));
-        }
-        let Some(op) = self.body(row.tx, row.rec.op, &header)? else {
-            return Err(wrong("was written by an op that was evicted"));
-        };
-        let OpRec::Write(w) = op else {
-            return Err(wrong("points at an op that is not a put or a delete"));
-        };
-        if w.entity.0 != id {
-            return Err(wrong("points at an op on another entity"));
-        }
-        let agrees = if row.rec.restored {
-            w.valid_to == Some(row.vt)
-        } else {
-            w.object_hash == row.rec.object_hash
-                && w.size == row.rec.size
-                && w.spelling == row.rec.spelling
-                && w.content_omitted == row.rec.content_omitted
-                && row.vt >= w.valid_from
-                && w.valid_to.is_none_or(|to| row.vt < to)
-        };
-        if !agrees {
-            return Err(wrong("disagrees with the op that wrote it"));
-        }
-        Ok(())
+        let op = self.body(row.tx, row.rec.op, &header)?;
+        crate::store::rule::check_row(id, row, header.tx_time, op.as_ref())
     }
 }
 
