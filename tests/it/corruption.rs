@@ -980,10 +980,21 @@ fn salvage_case(fixture: &Fixture, dir: &Path, out: &Path) -> TestResult<Salvage
             let id = hex::decode(&want.id).unwrap_or_else(|_| want.id.as_bytes().to_vec());
             let nameable = damaged.windows(id.len()).any(|w| w == id.as_slice());
             outcome.unnameable += usize::from(!nameable);
+            let at: Vec<usize> = damaged
+                .windows(id.len())
+                .enumerate()
+                .filter(|(_, w)| *w == id.as_slice())
+                .map(|(at, _)| at)
+                .collect();
             assert!(
                 is_named || !nameable,
-                "{} is missing and the report does not say so: {report:?}",
-                want.path
+                "{} is missing and the report does not say so (its id is at {:?} in the file, \
+                 pages starting {:?}): {report:?}",
+                want.path,
+                at,
+                at.iter()
+                    .map(|a| &damaged[a / PAGE * PAGE..a / PAGE * PAGE + 4])
+                    .collect::<Vec<_>>()
             );
             continue;
         };

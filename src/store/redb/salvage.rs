@@ -474,6 +474,26 @@ impl Source {
                 name(id, Some(path.to_string()));
             }
         }
+        // Entity ids by their numbers (where the scan found one id for a number), and the ops
+        // the version rows say wrote them: these name the entity of an op whose body is lost.
+        let ids: HashMap<u64, &String> = scan
+            .entity_ids
+            .iter()
+            .filter_map(|(eid, found)| match found.as_slice() {
+                [id] => Some((*eid, id)),
+                _ => None,
+            })
+            .collect();
+        for id in ids.values() {
+            name((*id).clone(), None);
+        }
+        for (eid, tx, n) in &scan.versions {
+            if let Some(id) = ids.get(eid) {
+                self.op_entities
+                    .entry((*tx, *n))
+                    .or_insert_with(|| (*id).clone());
+            }
+        }
         for ((tx, n), found) in &scan.bodies {
             for bytes in found {
                 let Ok(op) = codec::decode_op(bytes, 0, "a scanned op") else {

@@ -57,6 +57,10 @@ pub(super) struct Scan {
     pub(super) chunks: BTreeMap<u64, Vec<Vec<u8>>>,
     /// `blob_index`: content hash → (offset, length, references).
     pub(super) blob_index: HashMap<[u8; 32], Vec<(u64, u64, u64)>>,
+    /// `entity_ids`: eid → entity ids (hash ids only: 33 bytes as `codec::id_key`).
+    pub(super) entity_ids: HashMap<u64, Vec<String>>,
+    /// `versions`: (eid, tx, op index) of each row that decodes.
+    pub(super) versions: Vec<(u64, u64, u32)>,
     /// `entities` and `stat_cache`: variable key → variable value.
     pub(super) var_var: Vec<(Vec<u8>, Vec<u8>)>,
     /// `paths`: variable key → eid.
@@ -210,6 +214,10 @@ impl Scan {
                     push(self.headers.entry(k).or_default(), header);
                 } else if codec::decode::<DocRec>(value, "a scanned document").is_ok() {
                     push(self.doc_data.entry(k).or_default(), value.to_vec());
+                } else if value.len() == 33
+                    && let Ok(id) = codec::id_of_key(value, "a scanned entity id")
+                {
+                    push(self.entity_ids.entry(k).or_default(), id);
                 } else {
                     other.push((k, *value));
                 }
@@ -220,6 +228,19 @@ impl Scan {
                     if value.len() as u64 <= BLOB_CHUNK {
                         push(self.chunks.entry(k).or_default(), value.to_vec());
                     }
+                }
+            }
+        }
+        if let Some(rows) = entries(page, Some(24), None) {
+            for (key, value) in rows {
+                if let (Some(eid), Some(tx), Ok(rec)) = (
+                    u64_at(key, 0),
+                    u64_at(key, 16),
+                    codec::decode::<codec::VersionRec>(value, "a scanned version"),
+                ) && tx > 0
+                    && tx < MAX_ID
+                {
+                    self.versions.push((eid, tx, rec.op));
                 }
             }
         }
