@@ -407,7 +407,7 @@ impl Source {
         // (the eviction removed it), the record stands only when its transaction verifiably
         // evicted the entity the op wrote: then the body goes again. A leaf of another table
         // read in this shape yields records that name no such eviction.
-        for (key, by) in &scan.evicted {
+        for (key, found) in &scan.evicted {
             if self.evicted.contains_key(key) {
                 continue;
             }
@@ -418,15 +418,14 @@ impl Source {
                 },
                 _ => None,
             };
-            match wrote {
-                None => {
-                    self.evicted.insert(*key, *by);
-                }
-                Some(entity) if self.evicts_entity(*by, &entity) => {
-                    self.bodies.remove(key);
-                    self.evicted.insert(*key, *by);
-                }
-                Some(_) => {}
+            let by = match &wrote {
+                // Of several candidates, one whose transaction holds an eviction.
+                None => found.iter().find(|by| self.evicts(**by)).or(found.first()),
+                Some(entity) => found.iter().find(|by| self.evicts_entity(**by, entity)),
+            };
+            if let Some(by) = by {
+                self.bodies.remove(key);
+                self.evicted.insert(*key, *by);
             }
         }
         // The names of files, wherever they verify.

@@ -48,7 +48,7 @@ pub(super) struct Scan {
     /// `tx_ops`: (tx, op index) → op bodies as stored.
     pub(super) bodies: BTreeMap<(u64, u32), Vec<Vec<u8>>>,
     /// `evicted_ops`: (tx, op index) → evicting tx.
-    pub(super) evicted: HashMap<(u64, u32), u64>,
+    pub(super) evicted: HashMap<(u64, u32), Vec<u64>>,
     /// `doc_data`: sequence → document records that decode.
     pub(super) doc_data: BTreeMap<u64, Vec<Vec<u8>>>,
     /// `doc_index`: object hash → (sequence, references, file bytes kept).
@@ -257,7 +257,7 @@ impl Scan {
                     && by >= tx
                     && by < MAX_ID
                 {
-                    self.evicted.insert((tx, n), by);
+                    push(self.evicted.entry((tx, n)).or_default(), by);
                 }
             }
         }
