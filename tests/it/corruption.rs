@@ -617,8 +617,7 @@ fn repair_case(fixture: &Fixture, dir: &Path, damage: Damage) -> TestResult<Repa
                 return Ok(Repaired::Failed(format!("repair failed: {text}")));
             }
             let out = dir.with_extension("salvaged");
-            let salvaged =
-                catch_unwind(AssertUnwindSafe(|| salvage_case(fixture, dir, &out)));
+            let salvaged = catch_unwind(AssertUnwindSafe(|| salvage_case(fixture, dir, &out)));
             let _ = std::fs::remove_dir_all(&out);
             match salvaged {
                 Ok(Ok(_)) => Ok(Repaired::Salvage(match &repaired {
@@ -669,6 +668,10 @@ fn damaged_pages_never_panic_hang_or_answer_wrongly() -> TestResult {
         damaged_copy(&fixture, &dir, damage)?;
         let binary = case % 24 == 0;
         let repair = case % repair_every == 0;
+        if report {
+            // Before the case: a crash of the whole process still says which one.
+            eprintln!("case {case}: {damage:?}");
+        }
         let (send, receive) = mpsc::channel();
         let shared = std::sync::Arc::clone(&fixture);
         let case_dir = dir.clone();
@@ -903,6 +906,7 @@ struct Salvaged {
 /// `ls`, `cat` and `history` as the healthy store does, unless the report names it as losing
 /// something; every file it lacks is named by the report, unless its id is nowhere in the
 /// damaged file (then nothing that survived could name it).
+#[allow(clippy::print_stderr)]
 fn salvage_case(fixture: &Fixture, dir: &Path, out: &Path) -> TestResult<Salvaged> {
     let salvaged = catch_unwind(AssertUnwindSafe(|| {
         Engine::salvage(
@@ -1002,7 +1006,11 @@ fn salvage_case(fixture: &Fixture, dir: &Path, out: &Path) -> TestResult<Salvage
         if is_named {
             continue;
         }
-        assert_eq!(got, want, "{} differs and the report does not say so", want.path);
+        assert_eq!(
+            got, want,
+            "{} differs and the report does not say so",
+            want.path
+        );
         assert_eq!(
             history(&engine, &want.path),
             history(&before, &want.path),
@@ -1136,9 +1144,16 @@ fn a_truncated_store_is_salvaged_from_its_pages() -> TestResult {
     };
     let len = pristine.len();
     let mut kept = Vec::new();
-    for (case, cut) in [len / 5, len / 2, len * 4 / 5, len - 3 * PAGE, len - PAGE - 100, len - PAGE]
-        .into_iter()
-        .enumerate()
+    for (case, cut) in [
+        len / 5,
+        len / 2,
+        len * 4 / 5,
+        len - 3 * PAGE,
+        len - PAGE - 100,
+        len - PAGE,
+    ]
+    .into_iter()
+    .enumerate()
     {
         let dir = work.path().join(format!("truncated{case}"));
         let out = work.path().join(format!("salvaged{case}"));
@@ -1150,7 +1165,10 @@ fn a_truncated_store_is_salvaged_from_its_pages() -> TestResult {
         kept.push((cut, outcome.whole));
     }
     let last = kept.last().map_or(0, |k| k.1);
-    assert_eq!(last, files, "the last page cut off: every file whole ({kept:?})");
+    assert_eq!(
+        last, files,
+        "the last page cut off: every file whole ({kept:?})"
+    );
     assert!(
         kept.iter().filter(|k| k.1 > 0).count() >= 3,
         "most truncations keep files: {kept:?}"
@@ -1171,7 +1189,8 @@ fn a_store_whose_header_is_damaged_is_salvaged_from_its_pages() -> TestResult {
         other => return Err(format!("no healthy ls: {other:?}").into()),
     };
     // redb's header: two 128-byte commit slots at 64 and 192.
-    let damages: [(&str, fn(&mut [u8])); 3] = [
+    type Damage = fn(&mut [u8]);
+    let damages: [(&str, Damage); 3] = [
         ("zeroed slots", |f| f[64..320].fill(0)),
         ("a byte flipped in each slot", |f| {
             f[64 + 40] ^= 0x5a;
@@ -1188,7 +1207,10 @@ fn a_store_whose_header_is_damaged_is_salvaged_from_its_pages() -> TestResult {
         std::fs::write(dir.join("store.redb"), &bytes)?;
         let outcome = salvage_case(&fixture, &dir, &out).map_err(|e| format!("{what}: {e:?}"))?;
         assert!(!outcome.refused, "{what}: refused");
-        assert_eq!(outcome.whole, files, "{what}: every file whole: {outcome:?}");
+        assert_eq!(
+            outcome.whole, files,
+            "{what}: every file whole: {outcome:?}"
+        );
     }
     Ok(())
 }

@@ -929,6 +929,37 @@ impl RedbStore {
     }
 }
 
+/// Runs the storage engine's own integrity check (every page of the committed trees against
+/// its checksum) on the file at `path`, opened through an [`overlay::Overlay`] so that the
+/// check's repairs never reach the file: what is wrong, or `None`.
+///
+/// # Errors
+/// [`Error::Io`] when the file cannot be read.
+pub(super) fn page_damage(path: &std::path::Path) -> Result<Option<String>> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
+        .len();
+    let backend = overlay::Overlay::new(file, len)
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let mut builder = Database::builder();
+    builder.set_cache_size(4 * 1024 * 1024);
+    Ok(match builder.create_with_backend(backend) {
+        Err(e) => Some(format!("the storage engine cannot open the file: {e}")),
+        Ok(mut db) => match db.check_integrity() {
+            Ok(true) => None,
+            Ok(false) => Some(
+                "pages fail their checksums; the storage engine would fall back to an earlier \
+                 commit"
+                    .to_string(),
+            ),
+            Err(e) => Some(format!("pages fail their checksums: {e}")),
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -999,35 +1030,4 @@ mod tests {
         );
         Ok(())
     }
-}
-
-/// Runs the storage engine's own integrity check (every page of the committed trees against
-/// its checksum) on the file at `path`, opened through an [`overlay::Overlay`] so that the
-/// check's repairs never reach the file: what is wrong, or `None`.
-///
-/// # Errors
-/// [`Error::Io`] when the file cannot be read.
-pub(super) fn page_damage(path: &std::path::Path) -> Result<Option<String>> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-    let len = file
-        .metadata()
-        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
-        .len();
-    let backend = overlay::Overlay::new(file, len)
-        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-    let mut builder = Database::builder();
-    builder.set_cache_size(4 * 1024 * 1024);
-    Ok(match builder.create_with_backend(backend) {
-        Err(e) => Some(format!("the storage engine cannot open the file: {e}")),
-        Ok(mut db) => match db.check_integrity() {
-            Ok(true) => None,
-            Ok(false) => Some(
-                "pages fail their checksums; the storage engine would fall back to an earlier \
-                 commit"
-                    .to_string(),
-            ),
-            Err(e) => Some(format!("pages fail their checksums: {e}")),
-        },
-    })
 }

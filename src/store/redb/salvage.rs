@@ -1077,13 +1077,22 @@ impl RedbStore {
 }
 
 /// A scanned body of op `n` of `tx` that hashes to the digest `header` holds for it.
-fn scanned_body<'s>(scan: &'s scan::Scan, tx: u64, n: u32, header: &TxHeaderRec) -> Option<&'s [u8]> {
+fn scanned_body<'s>(
+    scan: &'s scan::Scan,
+    tx: u64,
+    n: u32,
+    header: &TxHeaderRec,
+) -> Option<&'s [u8]> {
     let want = header.digests.get(n as usize)?;
-    scan.bodies.get(&(tx, n))?.iter().map(Vec::as_slice).find(|bytes| {
-        codec::decode_op(bytes, header.tx_time, "a scanned op")
-            .and_then(|op| log::op_digest(&op))
-            .is_ok_and(|digest| digest == *want)
-    })
+    scan.bodies
+        .get(&(tx, n))?
+        .iter()
+        .map(Vec::as_slice)
+        .find(|bytes| {
+            codec::decode_op(bytes, header.tx_time, "a scanned op")
+                .and_then(|op| log::op_digest(&op))
+                .is_ok_and(|digest| digest == *want)
+        })
 }
 
 /// The entity an op concerns.

@@ -154,7 +154,10 @@ fn op_key(key: &[u8]) -> Option<(u64, u32)> {
 pub(super) fn split_path_key(key: &[u8]) -> Option<(&[u8], &str)> {
     let (len, used) = match *key.first()? {
         n @ 0..=253 => (n as usize, 1),
-        254 => (u16::from_le_bytes(key.get(1..3)?.try_into().ok()?) as usize, 3),
+        254 => (
+            u16::from_le_bytes(key.get(1..3)?.try_into().ok()?) as usize,
+            3,
+        ),
         255 => (u32_at(key, 1)? as usize, 5),
     };
     let first = key.get(used..used + len)?;
@@ -272,7 +275,10 @@ impl Scan {
                     continue;
                 };
                 if offset < MAX_ID && len > 0 && len < 1 << 40 && refs < 1 << 40 {
-                    push(self.blob_index.entry(hash).or_default(), (offset, len, refs));
+                    push(
+                        self.blob_index.entry(hash).or_default(),
+                        (offset, len, refs),
+                    );
                 }
             }
         }
@@ -287,7 +293,10 @@ impl Scan {
                     continue;
                 };
                 if seq < MAX_ID && refs < 1 << 40 && kept <= 1 {
-                    push(self.doc_index.entry(hash).or_default(), (seq, refs, kept == 1));
+                    push(
+                        self.doc_index.entry(hash).or_default(),
+                        (seq, refs, kept == 1),
+                    );
                 }
             }
         }
@@ -343,7 +352,11 @@ impl Scan {
             }
             // A row pointing past the stream, or longer than all the chunks found, is not one
             // that can be read (and would make a read allocate its length).
-            let stream = self.chunks.keys().next_back().map_or(0, |n| (n + 1) * BLOB_CHUNK);
+            let stream = self
+                .chunks
+                .keys()
+                .next_back()
+                .map_or(0, |n| (n + 1) * BLOB_CHUNK);
             let found_bytes = self.chunks.len() as u64 * BLOB_CHUNK;
             let mut blob_index = wtx.open_table(BLOB_INDEX).db()?;
             for (hash, found) in &mut self.blob_index {
