@@ -948,15 +948,26 @@ pub(super) fn page_damage(path: &std::path::Path) -> Result<Option<String>> {
     builder.set_cache_size(4 * 1024 * 1024);
     Ok(match builder.create_with_backend(backend) {
         Err(e) => Some(format!("the storage engine cannot open the file: {e}")),
-        Ok(mut db) => match db.check_integrity() {
-            Ok(true) => None,
-            Ok(false) => Some(
-                "pages fail their checksums; the storage engine would fall back to an earlier \
-                 commit"
-                    .to_string(),
-            ),
-            Err(e) => Some(format!("pages fail their checksums: {e}")),
-        },
+        Ok(mut db) => {
+            // A panic inside the check would drop the database while unwinding, and its drop
+            // may panic again on the same damage, which aborts the process: the panic is
+            // caught here and the database leaked instead (an in-memory overlay).
+            let checked =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.check_integrity()));
+            match checked {
+                Ok(Ok(true)) => None,
+                Ok(Ok(false)) => Some(
+                    "pages fail their checksums; the storage engine would fall back to an \
+                     earlier commit"
+                        .to_string(),
+                ),
+                Ok(Err(e)) => Some(format!("pages fail their checksums: {e}")),
+                Err(_) => {
+                    std::mem::forget(db);
+                    Some("the storage engine failed while checking the pages".to_string())
+                }
+            }
+        }
     })
 }
 

@@ -179,7 +179,7 @@ fn open_damaged(path: &Path, previous: bool) -> Result<(Damaged, Option<(u64, u6
         }
     }
     Err(Error::corrupt(format!(
-        "nothing can be salvaged from {}: the storage engine cannot read even its header ({last})",
+        "the storage engine cannot read even the header of {} ({last})",
         path.display()
     )))
 }
@@ -759,7 +759,9 @@ impl RedbStore {
                 && source.entities.is_empty()
             {
                 return Err(Error::corrupt(format!(
-                    "{}; a scan of its pages found no log record and no file either",
+                    "nothing can be salvaged from {}: {}, and a scan of its pages found no log \
+                     record and no file either",
+                    path.display(),
                     refusal.full_message()
                 )));
             }
@@ -786,7 +788,7 @@ impl RedbStore {
                 None,
                 format!(
                     "store: {}; everything kept was found by a scan of its pages ({} log \
-                     records, {} op bodies)",
+                     records, {} op bodies taken)",
                     refusal.full_message(),
                     found.0,
                     found.1
