@@ -482,8 +482,17 @@ pub fn decode_op(bytes: &[u8], tx_time: i64, what: &str) -> Result<OpRec> {
     })
 }
 
-fn config() -> bincode::config::Configuration {
-    bincode::config::standard()
+/// The most a record's decoding may claim (bincode allocates a container's claimed length
+/// before reading it): a damaged length, or bytes that were never a record (salvage's page
+/// scan), fail to decode instead of aborting the process on an impossible allocation.
+const DECODE_LIMIT: usize = 1 << 30;
+
+fn config() -> bincode::config::Configuration<
+    bincode::config::LittleEndian,
+    bincode::config::Varint,
+    bincode::config::Limit<DECODE_LIMIT>,
+> {
+    bincode::config::standard().with_limit::<DECODE_LIMIT>()
 }
 
 /// Encodes a storage record with its format byte.

@@ -25,7 +25,10 @@
 //! `errors` (a command refused with an error) is not a failure: a damaged store may refuse.
 //!
 //! `STRATA_CORRUPTION_CASES` sets the number of cases (default 200), `STRATA_CORRUPTION_SEED`
-//! the seed, and `STRATA_CORRUPTION_REPORT=1` prints the class counts and every failing case.
+//! the seed, `STRATA_CORRUPTION_CASE=N` runs only case N of the seed, and
+//! `STRATA_CORRUPTION_REPORT=1` prints each case's damage before it runs, the class counts and
+//! every failing case. The fixture holds times, temporary paths and inode numbers, so one seed
+//! damages other bytes in another run: a failing case names its page and byte.
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -617,8 +620,7 @@ fn repair_case(fixture: &Fixture, dir: &Path, damage: Damage) -> TestResult<Repa
                 return Ok(Repaired::Failed(format!("repair failed: {text}")));
             }
             let out = dir.with_extension("salvaged");
-            let salvaged =
-                catch_unwind(AssertUnwindSafe(|| salvage_case(fixture, dir, &out, true)));
+            let salvaged = catch_unwind(AssertUnwindSafe(|| salvage_case(fixture, dir, &out)));
             let _ = std::fs::remove_dir_all(&out);
             match salvaged {
                 Ok(Ok(_)) => Ok(Repaired::Salvage(match &repaired {
@@ -635,22 +637,6 @@ fn repair_case(fixture: &Fixture, dir: &Path, damage: Damage) -> TestResult<Repa
         }
         Answer::Panic(text) => Ok(Repaired::Failed(format!("repair panicked: {text}"))),
     }
-}
-
-/// Whether every file a salvage of a truncated store loses must be named
-/// (`STRATA_CORRUPTION_STRICT=1`). Known gap (issue 11): redb writes new roots at the end of
-/// the file, so a truncation often loses the log's root and the tables that name files with it;
-/// those losses are printed, not failed, by default. Every other salvage is always strict.
-fn strict_truncation() -> bool {
-    std::env::var_os("STRATA_CORRUPTION_STRICT").is_some()
-}
-
-/// A salvaged file the report does not name: fails when `strict`, else printed (a truncated
-/// store: see [`strict_truncation`]).
-#[allow(clippy::print_stderr)]
-fn unnamed(what: String, strict: bool) {
-    assert!(!strict, "{what}");
-    eprintln!("salvage of a truncated store (known gap, see strict_truncation): {what:.600}");
 }
 
 fn damaged_copy(fixture: &Fixture, dir: &Path, damage: Damage) -> TestResult {
@@ -672,6 +658,11 @@ fn damaged_pages_never_panic_hang_or_answer_wrongly() -> TestResult {
     let report = std::env::var_os("STRATA_CORRUPTION_REPORT").is_some();
     // Every how many cases a flagged one is given to `fsck --repair`.
     let repair_every = env_count("STRATA_CORRUPTION_REPAIR_EVERY", 4)? as usize;
+    // Only this case of the seed (the generator still draws the others' damage).
+    let only = match std::env::var("STRATA_CORRUPTION_CASE") {
+        Ok(text) => Some(text.parse::<usize>()?),
+        Err(_) => None,
+    };
     let fixture = std::sync::Arc::new(Fixture::build()?);
     let pristine = std::fs::read(fixture.store.join("store.redb"))?;
     let mut rng = Rng(seed | 1);
@@ -681,10 +672,17 @@ fn damaged_pages_never_panic_hang_or_answer_wrongly() -> TestResult {
     let work = tempfile::tempdir()?;
     for case in 0..cases {
         let damage = Damage::pick(&mut rng, &pristine);
+        if only.is_some_and(|only| only != case) {
+            continue;
+        }
         let dir = work.path().join(format!("case{case}"));
         damaged_copy(&fixture, &dir, damage)?;
         let binary = case % 24 == 0;
         let repair = case % repair_every == 0;
+        if report {
+            // Before the case: a crash of the whole process still says which one.
+            eprintln!("case {case}: {damage:?}");
+        }
         let (send, receive) = mpsc::channel();
         let shared = std::sync::Arc::clone(&fixture);
         let case_dir = dir.clone();
@@ -902,20 +900,25 @@ fn a_damaged_content_is_named_refuses_writes_and_is_repaired_from_disk() -> Test
 /// What one salvage kept and lost.
 #[derive(Debug, Default)]
 struct Salvaged {
-    /// The salvage refused the file (not even its header reads).
+    /// The salvage refused the file (neither its header nor a scan of its pages found a log
+    /// record or a file).
     refused: bool,
     /// Files of the healthy store the new store holds, and those it lacks.
     kept: usize,
     lost: usize,
-    /// The log could not be read at all.
-    no_log: bool,
+    /// Files lost whose id is nowhere in the damaged file: nothing left could name them.
+    unnameable: usize,
+    /// Files kept with the healthy answers of `ls`, `cat` and `history`.
+    whole: usize,
 }
 
 /// Salvages the damaged store in `dir` into `out` and checks the outcome against the healthy
 /// store: no panic; the new store verifies (fsck finds nothing); every file it holds answers
-/// `ls` as the healthy store does and `cat` with the bytes on disk, unless the report names it
-/// as losing something; every file it lacks is named by the report.
-fn salvage_case(fixture: &Fixture, dir: &Path, out: &Path, strict: bool) -> TestResult<Salvaged> {
+/// `ls`, `cat` and `history` as the healthy store does, unless the report names it as losing
+/// something; every file it lacks is named by the report, unless its id is nowhere in the
+/// damaged file (then nothing that survived could name it).
+#[allow(clippy::print_stderr)]
+fn salvage_case(fixture: &Fixture, dir: &Path, out: &Path) -> TestResult<Salvaged> {
     let salvaged = catch_unwind(AssertUnwindSafe(|| {
         Engine::salvage(
             dir,
@@ -937,21 +940,25 @@ fn salvage_case(fixture: &Fixture, dir: &Path, out: &Path, strict: bool) -> Test
         Err(e) => return Err(format!("salvage failed: {e}").into()),
     };
     assert!(report.findings.is_empty(), "{:?}", report.findings);
+    if std::env::var_os("STRATA_CORRUPTION_REPORT").is_some() {
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for loss in &report.losses {
+            *kinds.entry(loss.kind.as_str()).or_default() += 1;
+        }
+        eprintln!(
+            "salvage of {}: txs {} (lost {}), ops {} (lost {}), losses {kinds:?}, first: {:?}",
+            dir.display(),
+            report.txs,
+            report.txs_lost.len(),
+            report.ops,
+            report.ops_lost,
+            report.losses.iter().take(6).collect::<Vec<_>>()
+        );
+    }
+    let damaged = std::fs::read(dir.join("store.redb"))?;
     let engine = Engine::open(out, Access::ReadOnly)?;
     let fsck = engine.call(FsckRequest::default())?;
     assert!(fsck.findings.is_empty(), "{:?}", fsck.findings);
-    // A log that could not be read at all (nothing is kept), or no table that names files
-    // (entities, paths, the stat cache) read: the files lost cannot be named.
-    let unreadable = |table: &str| {
-        report
-            .losses
-            .iter()
-            .any(|l| l.kind == "table" && l.detail.starts_with(&format!("{table} ")))
-    };
-    let no_log = (report.txs == 0 && unreadable("tx_log"))
-        || ["entities", "paths", "stat_cache"]
-            .iter()
-            .all(|t| unreadable(t));
     let mut named: std::collections::HashSet<String> = std::collections::HashSet::new();
     for loss in &report.losses {
         named.extend(loss.entity.iter().cloned());
@@ -970,39 +977,57 @@ fn salvage_case(fixture: &Fixture, dir: &Path, out: &Path, strict: bool) -> Test
         all: true,
         ..LsRequest::default()
     })?;
-    let mut outcome = Salvaged {
-        no_log,
-        ..Salvaged::default()
+    let before = Engine::open(&fixture.store, Access::ReadOnly)?;
+    let history = |engine: &Engine, path: &str| {
+        engine
+            .call(HistoryRequest {
+                reference: path.to_string(),
+                ..HistoryRequest::default()
+            })
+            .map_err(|e| e.to_string())
+            .and_then(|h| json(&h).map_err(|e| e.to_string()))
     };
+    let mut outcome = Salvaged::default();
     for want in &healthy {
-        let is_named = no_log || named.contains(&want.path) || named.contains(&want.id);
+        let is_named = named.contains(&want.path) || named.contains(&want.id);
         let Some(got) = rows.iter().find(|r| r.path == want.path) else {
-            if !is_named {
-                unnamed(
-                    format!(
-                        "{} is missing and the report does not say so: {report:?}",
-                        want.path
-                    ),
-                    strict,
-                );
-            }
             outcome.lost += 1;
+            let id = hex::decode(&want.id).unwrap_or_else(|_| want.id.as_bytes().to_vec());
+            let nameable = damaged.windows(id.len()).any(|w| w == id.as_slice());
+            outcome.unnameable += usize::from(!nameable);
+            let at: Vec<usize> = damaged
+                .windows(id.len())
+                .enumerate()
+                .filter(|(_, w)| *w == id.as_slice())
+                .map(|(at, _)| at)
+                .collect();
+            assert!(
+                is_named || !nameable,
+                "{} is missing and the report does not say so (its id is at {:?} in the file, \
+                 pages starting {:?}): {report:?}",
+                want.path,
+                at,
+                at.iter()
+                    .map(|a| &damaged[a / PAGE * PAGE..a / PAGE * PAGE + 4])
+                    .collect::<Vec<_>>()
+            );
             continue;
         };
         outcome.kept += 1;
         if is_named {
             continue;
         }
-        if got != want {
-            unnamed(
-                format!(
-                    "{} differs and the report does not say so: {got:?} against {want:?}",
-                    want.path
-                ),
-                strict,
-            );
-            continue;
-        }
+        assert_eq!(
+            got, want,
+            "{} differs and the report does not say so",
+            want.path
+        );
+        assert_eq!(
+            history(&engine, &want.path),
+            history(&before, &want.path),
+            "{}: its history differs and the report does not say so",
+            want.path
+        );
         if matches!(want.state.as_str(), "text" | "binary") {
             let cat = engine.call(CatRequest {
                 reference: want.path.clone(),
@@ -1015,6 +1040,7 @@ fn salvage_case(fixture: &Fixture, dir: &Path, out: &Path, strict: bool) -> Test
                 want.path
             );
         }
+        outcome.whole += 1;
     }
     assert!(
         rows.iter()
@@ -1036,7 +1062,7 @@ fn salvage_keeps_what_verifies_and_names_what_was_lost() -> TestResult {
     let work = tempfile::tempdir()?;
     let pristine = std::fs::read(fixture.store.join("store.redb"))?;
 
-    let whole = salvage_case(&fixture, &fixture.store, &work.path().join("whole"), true)?;
+    let whole = salvage_case(&fixture, &fixture.store, &work.path().join("whole"))?;
     assert_eq!(whole.lost, 0, "a healthy store lost files: {whole:?}");
     let healthy_head = Engine::open(&fixture.store, Access::ReadOnly)?
         .call(LogRequest::default())?
@@ -1064,7 +1090,7 @@ fn salvage_keeps_what_verifies_and_names_what_was_lost() -> TestResult {
     );
 
     let mut rng = Rng(0x5a1_7a9e);
-    let mut totals: BTreeMap<&str, (usize, usize, usize, usize, usize)> = BTreeMap::new();
+    let mut totals: BTreeMap<&str, [usize; 6]> = BTreeMap::new();
     for case in 0..cases * 3 {
         let dir = work.path().join(format!("damaged{case}"));
         let out = work.path().join(format!("salvaged{case}"));
@@ -1085,25 +1111,117 @@ fn salvage_keeps_what_verifies_and_names_what_was_lost() -> TestResult {
                 }
             }
         };
-        let strict = kind != "truncated" || strict_truncation();
-        let outcome = salvage_case(&fixture, &dir, &out, strict)
+        let outcome = salvage_case(&fixture, &dir, &out)
             .map_err(|e| format!("case {case} ({kind}): {e:?}"))?;
         let total = totals.entry(kind).or_default();
-        total.0 += 1;
-        total.1 += usize::from(outcome.refused);
-        total.2 += outcome.kept;
-        total.3 += outcome.lost;
-        total.4 += usize::from(outcome.no_log);
+        for (sum, n) in total.iter_mut().zip([
+            1,
+            usize::from(outcome.refused),
+            outcome.kept,
+            outcome.whole,
+            outcome.lost,
+            outcome.unnameable,
+        ]) {
+            *sum += n;
+        }
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_dir_all(&out);
     }
     if report {
-        for (kind, (n, refused, kept, lost, no_log)) in &totals {
+        for (kind, [n, refused, kept, whole, lost, unnameable]) in &totals {
             eprintln!(
-                "salvage {kind}: {n} cases, {refused} refused (no header), {no_log} without a \
-                 readable log, files kept {kept}, lost {lost}"
+                "salvage {kind}: {n} cases, {refused} refused, files kept {kept} ({whole} with \
+                 their healthy answers, the rest named), lost {lost} (named, or {unnameable} \
+                 whose id is nowhere in the file)"
             );
         }
+    }
+    Ok(())
+}
+
+/// A store truncated at several lengths: redb writes new roots at the end of the file, so the
+/// tables cannot be reached and salvage finds the log's leaves by a scan of the file's pages.
+/// Every file it keeps answers as the healthy store does (`ls`, `cat`, `history`) or is named,
+/// every file it lacks is named (or its id is nowhere in what is left), and the longer
+/// truncations keep files: cut off only the last page, every file comes back whole.
+#[test]
+fn a_truncated_store_is_salvaged_from_its_pages() -> TestResult {
+    let fixture = Fixture::build()?;
+    let work = tempfile::tempdir()?;
+    let pristine = std::fs::read(fixture.store.join("store.redb"))?;
+    let files = match &fixture.healthy["ls"] {
+        Answer::Ok(text) => serde_json::from_str::<Vec<LsRow>>(text)?.len(),
+        other => return Err(format!("no healthy ls: {other:?}").into()),
+    };
+    let len = pristine.len();
+    let mut kept = Vec::new();
+    for (case, cut) in [
+        len / 5,
+        len / 2,
+        len * 4 / 5,
+        len - 3 * PAGE,
+        len - PAGE - 100,
+        len - PAGE,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dir = work.path().join(format!("truncated{case}"));
+        let out = work.path().join(format!("salvaged{case}"));
+        copy_dir(&fixture.store, &dir)?;
+        std::fs::write(dir.join("store.redb"), &pristine[..cut])?;
+        let outcome = salvage_case(&fixture, &dir, &out)
+            .map_err(|e| format!("truncated to {cut} of {len} bytes: {e:?}"))?;
+        eprintln!("truncated to {cut} of {len} bytes: {outcome:?}");
+        kept.push((cut, outcome.whole));
+    }
+    let last = kept.last().map_or(0, |k| k.1);
+    assert_eq!(
+        last, files,
+        "the last page cut off: every file whole ({kept:?})"
+    );
+    assert!(
+        kept.iter().filter(|k| k.1 > 0).count() >= 3,
+        "most truncations keep files: {kept:?}"
+    );
+    Ok(())
+}
+
+/// A store whose header's commit slots are damaged (zeroed, or a byte flipped in each): the
+/// storage engine refuses it, and salvage reads it by a scan of its pages, keeping every file
+/// whole.
+#[test]
+fn a_store_whose_header_is_damaged_is_salvaged_from_its_pages() -> TestResult {
+    let fixture = Fixture::build()?;
+    let work = tempfile::tempdir()?;
+    let pristine = std::fs::read(fixture.store.join("store.redb"))?;
+    let files = match &fixture.healthy["ls"] {
+        Answer::Ok(text) => serde_json::from_str::<Vec<LsRow>>(text)?.len(),
+        other => return Err(format!("no healthy ls: {other:?}").into()),
+    };
+    // redb's header: two 128-byte commit slots at 64 and 192.
+    type Damage = fn(&mut [u8]);
+    let damages: [(&str, Damage); 3] = [
+        ("zeroed slots", |f| f[64..320].fill(0)),
+        ("a byte flipped in each slot", |f| {
+            f[64 + 40] ^= 0x5a;
+            f[192 + 40] ^= 0x5a;
+        }),
+        ("the whole header page zeroed", |f| f[..PAGE].fill(0)),
+    ];
+    for (case, (what, damage)) in damages.into_iter().enumerate() {
+        let dir = work.path().join(format!("damaged{case}"));
+        let out = work.path().join(format!("salvaged{case}"));
+        copy_dir(&fixture.store, &dir)?;
+        let mut bytes = pristine.clone();
+        damage(&mut bytes);
+        std::fs::write(dir.join("store.redb"), &bytes)?;
+        let outcome = salvage_case(&fixture, &dir, &out).map_err(|e| format!("{what}: {e:?}"))?;
+        assert!(!outcome.refused, "{what}: refused");
+        assert_eq!(
+            outcome.whole, files,
+            "{what}: every file whole: {outcome:?}"
+        );
     }
     Ok(())
 }

@@ -65,7 +65,9 @@ pub(crate) fn read_range(
     offset: u64,
     len: u64,
 ) -> Result<Option<Vec<u8>>> {
-    let mut out = Vec::with_capacity(len as usize);
+    // A damaged index row may claim any length: the buffer grows with the chunks that exist
+    // instead of being allocated at the claimed length first.
+    let mut out = Vec::with_capacity((len as usize).min(1 << 20));
     if len == 0 {
         return Ok(Some(out));
     }

@@ -755,33 +755,10 @@ impl Check {
         Ok(())
     }
 
-    /// Runs the storage engine's own integrity check (every page of the committed trees against
-    /// its checksum) on the file at `path`, opened through an [`overlay::Overlay`] so that the
-    /// check's repairs never reach the file.
+    /// Runs the storage engine's own integrity check on the file at `path` (see
+    /// [`page_damage`]).
     fn checksums(&mut self, path: &std::path::Path) -> Result<()> {
-        let file = std::fs::File::open(path)
-            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
-            .len();
-        let backend = overlay::Overlay::new(file, len)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        let mut builder = Database::builder();
-        builder.set_cache_size(4 * 1024 * 1024);
-        let problem = match builder.create_with_backend(backend) {
-            Err(e) => Some(format!("the storage engine cannot open the file: {e}")),
-            Ok(mut db) => match db.check_integrity() {
-                Ok(true) => None,
-                Ok(false) => Some(
-                    "pages fail their checksums; the storage engine would fall back to an earlier \
-                     commit"
-                        .to_string(),
-                ),
-                Err(e) => Some(format!("pages fail their checksums: {e}")),
-            },
-        };
-        if let Some(problem) = problem {
+        if let Some(problem) = page_damage(path)? {
             self.push(finding("checksum", "the store file", problem));
         }
         Ok(())
@@ -950,6 +927,48 @@ impl RedbStore {
         check.affected();
         check.out
     }
+}
+
+/// Runs the storage engine's own integrity check (every page of the committed trees against
+/// its checksum) on the file at `path`, opened through an [`overlay::Overlay`] so that the
+/// check's repairs never reach the file: what is wrong, or `None`.
+///
+/// # Errors
+/// [`Error::Io`] when the file cannot be read.
+pub(super) fn page_damage(path: &std::path::Path) -> Result<Option<String>> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
+        .len();
+    let backend = overlay::Overlay::new(file, len)
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let mut builder = Database::builder();
+    builder.set_cache_size(4 * 1024 * 1024);
+    Ok(match builder.create_with_backend(backend) {
+        Err(e) => Some(format!("the storage engine cannot open the file: {e}")),
+        Ok(mut db) => {
+            // A panic inside the check would drop the database while unwinding, and its drop
+            // may panic again on the same damage, which aborts the process: the panic is
+            // caught here and the database leaked instead (an in-memory overlay).
+            let checked =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.check_integrity()));
+            match checked {
+                Ok(Ok(true)) => None,
+                Ok(Ok(false)) => Some(
+                    "pages fail their checksums; the storage engine would fall back to an \
+                     earlier commit"
+                        .to_string(),
+                ),
+                Ok(Err(e)) => Some(format!("pages fail their checksums: {e}")),
+                Err(_) => {
+                    std::mem::forget(db);
+                    Some("the storage engine failed while checking the pages".to_string())
+                }
+            }
+        }
+    })
 }
 
 #[cfg(test)]

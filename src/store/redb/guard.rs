@@ -22,6 +22,9 @@ thread_local! {
     static GUARDED: Cell<u32> = const { Cell::new(0) };
     /// How many panics guards caught on this thread.
     static CAUGHT: Cell<u64> = const { Cell::new(0) };
+    /// Whether a guarded panic is unwinding on this thread (set by the hook, cleared by the
+    /// guard that catches it).
+    static UNWINDING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// How many panics the guards of this thread caught so far: a caller compares the count before
@@ -37,7 +40,11 @@ pub fn quiet_panics() {
     INSTALL.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if GUARDED.with(Cell::get) == 0 {
+            // A second panic while a guarded one unwinds (a destructor's) aborts the process:
+            // it is printed, so that the abort says where.
+            let guarded = GUARDED.with(Cell::get) > 0;
+            let nested = guarded && UNWINDING.with(|u| u.replace(true));
+            if !guarded || nested {
                 previous(info);
             }
         }));
@@ -65,6 +72,7 @@ pub(crate) fn guarded<T>(
     GUARDED.with(|depth| depth.set(depth.get() + 1));
     let outcome = catch_unwind(AssertUnwindSafe(f));
     GUARDED.with(|depth| depth.set(depth.get().saturating_sub(1)));
+    UNWINDING.with(|u| u.set(false));
     match outcome {
         Ok(result) => result,
         Err(payload) => {

@@ -5,8 +5,9 @@
 //! # Layout
 //! - `open`: create, open, open read-only, in memory; the format check and the lock file.
 //!   `overlay`: a backend that reads a store file and keeps writes in memory (fsck's integrity
-//!   check, salvage). `salvage`: a new store from what a damaged one still verifies. `backup`:
-//!   a verified copy of one read transaction.
+//!   check, salvage). `salvage`: a new store from what a damaged one still verifies; `scan`:
+//!   its scan of the file's pages for leaves the tables cannot reach. `backup`: a verified copy
+//!   of one read transaction.
 //! - `tables`: every table and its key layout.
 //! - `write`: the write tables of a transaction and `transact`. `evict`: erasing an entity.
 //!   `append`: another store's log records appended verbatim (migrate).
@@ -34,6 +35,7 @@ mod open;
 mod overlay;
 mod read;
 mod salvage;
+mod scan;
 mod stat;
 mod tables;
 mod temporal;

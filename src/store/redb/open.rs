@@ -344,6 +344,19 @@ impl RedbStore {
             return Ok(());
         }
         if found != FORMAT_VERSION && found != UPGRADES_FROM {
+            // A damaged meta page reads as another version (redb reads a leaf without checking
+            // its checksum): the file's page checksums tell damage from another format.
+            let flag = std::sync::atomic::AtomicBool::new(false);
+            let damage = guard::guarded(&flag, "checking the store's pages", || {
+                fsck::page_damage(path)
+            });
+            if let Ok(Some(problem)) = damage {
+                return Err(Error::corrupt(format!(
+                    "{} reads as format version {found}, but its pages are damaged ({problem}); \
+                     run `strata fsck`, and if it keeps failing, `strata fsck --salvage NEW_DIR`",
+                    path.display()
+                )));
+            }
             return Err(Error::FormatVersion {
                 path: path.to_path_buf(),
                 found,

@@ -12,6 +12,15 @@
 //! stays as an empty record, so that ids keep their meaning; a lost op leaves its transaction's
 //! record without it. Every record is chained anew, so the new store verifies; where nothing
 //! was lost its chain equals the old one.
+//!
+//! What the tables cannot give (a truncated file lost the roots redb writes at its end; a
+//! damaged header lost the commit slots) is looked for by a scan of the file's pages for the
+//! leaves of the log and content tables (`scan`). A scanned row is a candidate, kept only when
+//! it verifies: a log record that chains from the one before it (or that the one after it
+//! chains from, or whose op bodies hash to its digests), a body that hashes to its record's
+//! digest, documents and contents that hash to their names, a file whose id is the hash of its
+//! path. A stale page (freed by a later commit) holds older versions of the same rows, so for
+//! a transaction found twice the version that chains wins.
 
 use super::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -170,7 +179,7 @@ fn open_damaged(path: &Path, previous: bool) -> Result<(Damaged, Option<(u64, u6
         }
     }
     Err(Error::corrupt(format!(
-        "nothing can be salvaged from {}: the storage engine cannot read even its header ({last})",
+        "the storage engine cannot read even the header of {} ({last})",
         path.display()
     )))
 }
@@ -312,6 +321,198 @@ impl Source {
         source
     }
 
+    /// Takes from a page scan what the tables did not give, keeping only what verifies: a log
+    /// record that chains from the record before it (or that the one after it chains from,
+    /// or whose bodies hash to its digests), op bodies that hash to their record's digests,
+    /// evictions, and the names of files whose ids are the hashes of their paths. Returns the
+    /// numbers of log records and op bodies taken.
+    fn merge_scan(&mut self, scan: &scan::Scan) -> (u64, u64) {
+        let (mut records, mut bodies) = (0u64, 0u64);
+        let last = self
+            .headers
+            .keys()
+            .next_back()
+            .copied()
+            .max(scan.headers.keys().next_back().copied())
+            .unwrap_or(0);
+        let verified_bodies = |tx: u64, header: &TxHeaderRec| {
+            (0..header.digests.len() as u32)
+                .filter(|n| scanned_body(scan, tx, *n, header).is_some())
+                .count()
+        };
+        let mut previous: Option<[u8; 32]> = Some([0u8; 32]);
+        for tx in 1..=last {
+            if let Some(Ok(header)) = self.headers.get(&tx) {
+                previous = Some(header.chain);
+                continue;
+            }
+            let Some(candidates) = scan.headers.get(&tx) else {
+                previous = None;
+                continue;
+            };
+            let links = |from: &[u8; 32], tx: u64, h: &TxHeaderRec| {
+                log::next_chain(from, tx, h).is_ok_and(|c| c == h.chain)
+            };
+            let next: Vec<&TxHeaderRec> = scan
+                .headers
+                .get(&(tx + 1))
+                .into_iter()
+                .flatten()
+                .chain(self.headers.get(&(tx + 1)).and_then(|h| h.as_ref().ok()))
+                .collect();
+            let picked = candidates
+                .iter()
+                .find(|h| previous.is_some_and(|p| links(&p, tx, h)))
+                .or_else(|| {
+                    candidates
+                        .iter()
+                        .find(|h| next.iter().any(|n| links(&h.chain, tx + 1, n)))
+                })
+                .or_else(|| {
+                    candidates
+                        .iter()
+                        .map(|h| (verified_bodies(tx, h), h))
+                        .filter(|(verified, _)| *verified > 0)
+                        .max_by_key(|(verified, _)| *verified)
+                        .map(|(_, h)| h)
+                });
+            match picked {
+                Some(header) => {
+                    previous = Some(header.chain);
+                    self.headers.insert(tx, Ok(header.clone()));
+                    records += 1;
+                }
+                None => previous = None,
+            }
+        }
+        // Bodies the tables did not give (or gave damaged), unless evicted.
+        let mut taken = Vec::new();
+        for (tx, header) in &self.headers {
+            let Ok(header) = header else { continue };
+            for n in 0..header.digests.len() as u32 {
+                if matches!(self.body(*tx, n, header), Some(Ok(_)))
+                    || self.evicted.contains_key(&(*tx, n))
+                {
+                    continue;
+                }
+                if let Some(bytes) = scanned_body(scan, *tx, n, header) {
+                    taken.push(((*tx, n), bytes.to_vec()));
+                }
+            }
+        }
+        bodies += taken.len() as u64;
+        self.bodies.extend(taken);
+        // Scanned eviction records. For an op whose body is gone, the replay checks that the
+        // evicting transaction holds an eviction. For one whose body a stale page still holds
+        // (the eviction removed it), the record stands only when its transaction verifiably
+        // evicted the entity the op wrote: then the body goes again. A leaf of another table
+        // read in this shape yields records that name no such eviction.
+        for (key, found) in &scan.evicted {
+            if self.evicted.contains_key(key) {
+                continue;
+            }
+            let wrote = match self.headers.get(&key.0) {
+                Some(Ok(header)) => match self.body(key.0, key.1, header) {
+                    Some(Ok(op)) => Some(op_entity(&op).to_string()),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let by = match &wrote {
+                // Of several candidates, one whose transaction holds an eviction.
+                None => found.iter().find(|by| self.evicts(**by)).or(found.first()),
+                Some(entity) => found.iter().find(|by| self.evicts_entity(**by, entity)),
+            };
+            if let Some(by) = by {
+                self.bodies.remove(key);
+                self.evicted.insert(*key, *by);
+            }
+        }
+        // The names of files, wherever they verify.
+        let mut name = |id: String, path: Option<String>| match self.entities.get_mut(&id) {
+            Some(known @ None) => *known = path,
+            Some(Some(_)) => {}
+            None => {
+                self.entities.insert(id, path);
+            }
+        };
+        let file_id = |filesystem_id: String, path: &str| -> Option<String> {
+            let file = crate::object::Source::Filesystem(FilesystemSource {
+                filesystem_id,
+                path: path.to_string(),
+            });
+            crate::object::sourced_identity(ObjectType::File, &file)
+                .ok()
+                .map(|id| id.to_hex())
+        };
+        for (key, value) in &scan.var_var {
+            if let (Ok(id), Ok(rec)) = (
+                codec::id_of_key(key, "entity key"),
+                codec::decode::<codec::EntityRec>(value, "entity"),
+            ) {
+                match rec.source {
+                    Some((fs, path)) => {
+                        if file_id(fs.0, &path).as_ref() == Some(&id) {
+                            name(id, Some(path));
+                        }
+                    }
+                    None => name(id, None),
+                }
+            } else if let Some((fs, path)) = scan::split_path_key(key)
+                && let Ok(fs) = codec::id_of_key(fs, "filesystem id")
+                && let Some(id) = file_id(fs, path)
+            {
+                name(id, Some(path.to_string()));
+            }
+        }
+        for key in &scan.var_u64 {
+            if let Some((fs, path)) = scan::split_path_key(key)
+                && let Ok(fs) = codec::id_of_key(fs, "filesystem id")
+                && let Some(id) = file_id(fs, path)
+            {
+                name(id, Some(path.to_string()));
+            }
+        }
+        // Entity ids by their numbers (where the scan found one id for a number), and the ops
+        // the version rows say wrote them: these name the entity of an op whose body is lost.
+        let ids: HashMap<u64, &String> = scan
+            .entity_ids
+            .iter()
+            .filter_map(|(eid, found)| match found.as_slice() {
+                [id] => Some((*eid, id)),
+                _ => None,
+            })
+            .collect();
+        for id in ids.values() {
+            name((*id).clone(), None);
+        }
+        for (eid, tx, n) in &scan.versions {
+            if let Some(id) = ids.get(eid) {
+                self.op_entities
+                    .entry((*tx, *n))
+                    .or_insert_with(|| (*id).clone());
+            }
+        }
+        for ((tx, n), found) in &scan.bodies {
+            for bytes in found {
+                let Ok(op) = codec::decode_op(bytes, 0, "a scanned op") else {
+                    continue;
+                };
+                if let OpRec::Write(write) = &op
+                    && let Some(first) = &write.first
+                    && let Some((fs, path)) = &first.source
+                    && file_id(fs.0.clone(), path).as_deref() == Some(&*write.entity)
+                {
+                    name(write.entity.0.clone(), Some(path.clone()));
+                }
+                self.op_entities
+                    .entry((*tx, *n))
+                    .or_insert_with(|| op_entity(&op).to_string());
+            }
+        }
+        (records, bodies)
+    }
+
     /// How much of the log reads: log records, plus op bodies.
     fn score(&self) -> usize {
         self.headers.values().filter(|h| h.is_ok()).count() + self.bodies.len()
@@ -339,6 +540,16 @@ impl Source {
         Some(checked.map_err(|e| e.to_string()))
     }
 
+    /// Whether transaction `by` holds an eviction of `entity` whose body verifies.
+    fn evicts_entity(&self, by: u64, entity: &str) -> bool {
+        match self.headers.get(&by) {
+            Some(Ok(header)) => (0..header.digests.len() as u32).any(|m| {
+                matches!(self.body(by, m, header), Some(Ok(OpRec::Evict { entity: e })) if *e == *entity)
+            }),
+            _ => false,
+        }
+    }
+
     /// Whether transaction `by` holds an eviction whose body verifies.
     fn evicts(&self, by: u64) -> bool {
         match self.headers.get(&by) {
@@ -358,7 +569,10 @@ struct DocCopy {
 
 /// The salvage in progress: the damaged store, and what the new one received.
 struct Salvage<'a> {
-    db: &'a dyn ReadableDatabase,
+    /// The damaged store, when the storage engine opens it.
+    db: Option<&'a dyn ReadableDatabase>,
+    /// The content tables as the page scan found them, when it ran.
+    scanned: Option<Database>,
     /// Makes a file's object again from disk.
     rebuild: Rebuild<'a>,
     report: SalvageReport,
@@ -389,21 +603,21 @@ impl Salvage<'_> {
         hash: &[u8; 32],
         entity: &str,
     ) -> std::result::Result<DocCopy, (&'static str, String)> {
-        let db = self.db;
-        let (rec, file_blob) = try_read("reading a document", || {
-            let rtx = db.begin_read().db()?;
-            let index = rtx.open_table(DOC_INDEX).db()?;
-            let data = rtx.open_table(DOC_DATA).db()?;
-            let (rec, file_blob) = docs::read_doc(&index, &data, hash)?.ok_or_else(|| {
-                Error::corrupt(format!("document {} is missing", hex::encode(hash)))
-            })?;
-            verify::check_doc(hash, &rec)?;
-            Ok((rec, file_blob))
-        })
-        .map_err(|e| ("document", e))?;
+        let (rec, file_blob) = self
+            .first_read("reading a document", |db| {
+                let rtx = db.begin_read().db()?;
+                let index = rtx.open_table(DOC_INDEX).db()?;
+                let data = rtx.open_table(DOC_DATA).db()?;
+                let (rec, file_blob) = docs::read_doc(&index, &data, hash)?.ok_or_else(|| {
+                    Error::corrupt(format!("document {} is missing", hex::encode(hash)))
+                })?;
+                verify::check_doc(hash, &rec)?;
+                Ok((rec, file_blob))
+            })
+            .map_err(|e| ("document", e))?;
         let mut contents = Vec::new();
         for blob in docs::doc_blobs(&rec, file_blob) {
-            let read = try_read("reading a content", || {
+            let read = self.first_read("reading a content", |db| {
                 let rtx = db.begin_read().db()?;
                 let index = rtx.open_table(BLOB_INDEX).db()?;
                 let data = rtx.open_table(BLOB_DATA).db()?;
@@ -433,6 +647,26 @@ impl Salvage<'_> {
             file_blob,
             contents,
         })
+    }
+
+    /// Runs `read` on the damaged store, then (when that fails) on what the page scan found:
+    /// the first answer, or the first error.
+    fn first_read<T>(
+        &self,
+        what: &str,
+        read: impl Fn(&dyn ReadableDatabase) -> Result<T>,
+    ) -> std::result::Result<T, String> {
+        let mut first = None;
+        let scanned = self.scanned.as_ref().map(|db| db as &dyn ReadableDatabase);
+        for db in self.db.into_iter().chain(scanned) {
+            match try_read(what, || read(db)) {
+                Ok(value) => return Ok(value),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        Err(first.unwrap_or_else(|| format!("{what}: the store's tables do not read")))
     }
 
     /// The bytes of the file entity `entity` names, when it is a regular file (not a link)
@@ -485,20 +719,58 @@ impl RedbStore {
                 "the salvaged store must go to a new directory, not over the damaged one",
             ));
         }
-        let (mut db, padded) = open_damaged(&path, false)?;
-        let mut source = Source::read(&*db);
+        // A store whose header does not read (its commit slots damaged, or truncated to less
+        // than a header) is read by the page scan alone.
+        let (mut db, padded, mut source, refusal) = match open_damaged(&path, false) {
+            Ok((db, padded)) => {
+                let source = Source::read(&*db);
+                (Some(db), padded, source, None)
+            }
+            Err(e @ Error::Corrupt { .. }) => {
+                let source = Source {
+                    evictions_since: 1,
+                    ..Source::default()
+                };
+                (None, None, source, Some(e))
+            }
+            Err(e) => return Err(e),
+        };
         let mut previous = false;
-        if !source.unreadable.is_empty()
+        if db.is_some()
+            && !source.unreadable.is_empty()
             && let Ok((older, _)) = open_damaged(&path, true)
         {
             let other = Source::read(&*older);
             if other.score() > source.score() {
-                (db, source, previous) = (older, other, true);
+                (db, source, previous) = (Some(older), other, true);
             }
+        }
+        // What the tables do not give is looked for in the file's pages.
+        let mut scanned = None;
+        let mut found = (0, 0);
+        if db.is_none() || padded.is_some() || previous || !source.unreadable.is_empty() {
+            let io = |e: std::io::Error| Error::io(format!("reading {}", path.display()), e);
+            let file = std::fs::File::open(&path).map_err(io)?;
+            let len = file.metadata().map_err(io)?.len();
+            let mut scan = scan::Scan::file(&file, len).map_err(io)?;
+            found = source.merge_scan(&scan);
+            if let Some(refusal) = &refusal
+                && source.headers.is_empty()
+                && source.entities.is_empty()
+            {
+                return Err(Error::corrupt(format!(
+                    "nothing can be salvaged from {}: {}, and a scan of its pages found no log \
+                     record and no file either",
+                    path.display(),
+                    refusal.full_message()
+                )));
+            }
+            scanned = try_read("reading the contents the scan found", || scan.contents()).ok();
         }
         let target = RedbStore::create(new_dir)?;
         let mut salvage = Salvage {
-            db: &*db,
+            db: db.as_deref(),
+            scanned,
             rebuild,
             report: SalvageReport {
                 padded,
@@ -509,6 +781,20 @@ impl RedbStore {
             contents_lost: BTreeSet::new(),
             restored: BTreeSet::new(),
         };
+        if let Some(refusal) = &refusal {
+            salvage.lose(
+                "table",
+                None,
+                None,
+                format!(
+                    "store: {}; everything kept was found by a scan of its pages ({} log \
+                     records, {} op bodies taken)",
+                    refusal.full_message(),
+                    found.0,
+                    found.1
+                ),
+            );
+        }
         if previous {
             let last = source.headers.keys().next_back().copied().unwrap_or(0);
             salvage.lose(
@@ -517,7 +803,7 @@ impl RedbStore {
                 None,
                 format!(
                     "the latest commit does not read; salvaged the one before it (up to tx \
-                     {last}): what the latest commit wrote is lost"
+                     {last}, with what a scan of the file's pages found after it)"
                 ),
             );
         }
@@ -526,7 +812,7 @@ impl RedbStore {
                 "table",
                 None,
                 None,
-                format!("{table} could not be read through (what it held past the damage was looked up key by key): {problem}"),
+                format!("{table} could not be read through (what it held past the damage was looked up key by key and in a scan of the file's pages): {problem}"),
             );
         }
         for (id, path) in &source.entities {
@@ -790,6 +1076,25 @@ impl RedbStore {
             .db()?;
         Ok(None)
     }
+}
+
+/// A scanned body of op `n` of `tx` that hashes to the digest `header` holds for it.
+fn scanned_body<'s>(
+    scan: &'s scan::Scan,
+    tx: u64,
+    n: u32,
+    header: &TxHeaderRec,
+) -> Option<&'s [u8]> {
+    let want = header.digests.get(n as usize)?;
+    scan.bodies
+        .get(&(tx, n))?
+        .iter()
+        .map(Vec::as_slice)
+        .find(|bytes| {
+            codec::decode_op(bytes, header.tx_time, "a scanned op")
+                .and_then(|op| log::op_digest(&op))
+                .is_ok_and(|digest| digest == *want)
+        })
 }
 
 /// The entity an op concerns.
