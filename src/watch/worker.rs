@@ -64,14 +64,33 @@ pub(super) struct Worker {
     ignore: Vec<String>,
     /// The rules of the settings last used (kept: building them compiles every glob).
     rules: RefCell<Option<Rules>>,
+    /// Directory listings kept between windows (see [`Worker::listed`]).
+    listings: HashMap<PathBuf, Listing>,
     limit_said: bool,
 }
+
+/// The entries of a directory the walk enters, and the directory's stat when they were listed.
+struct Listing {
+    stat: crate::store::FileStat,
+    names: HashSet<OsString>,
+    /// The [`Rules::generation`] it was listed under.
+    generation: u64,
+}
+
+/// A listing taken this soon after its directory last changed is not kept: a change in the same
+/// clock tick would leave the directory's mtime as it was.
+const RACY_LISTING: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Listings kept at most (then they are all dropped and listed again as needed).
+const MAX_LISTINGS: usize = 4096;
 
 /// The indexer and the extra ignore globs of one version of the settings.
 struct Rules {
     settings: Settings,
     indexer: Arc<Indexer>,
     ignore: Option<Arc<Gitignore>>,
+    /// Counts the rules built so far (a listing made under other rules is not kept).
+    generation: u64,
 }
 
 /// `first` with the deliveries of its kind queued behind it (`same` takes one apart, or gives
@@ -121,6 +140,7 @@ impl Worker {
             session_files: HashSet::new(),
             session_dirs: HashSet::new(),
             rules: RefCell::new(None),
+            listings: HashMap::new(),
             limit_said: false,
         })
     }
@@ -347,10 +367,12 @@ impl Worker {
         }
         let indexer = Arc::new(Indexer::new(self.engine.store(), &settings)?);
         let ignore = extra_ignore(&settings.ignore).ok().flatten();
+        let generation = cached.as_ref().map_or(0, |r| r.generation + 1);
         *cached = Some(Rules {
             settings,
             indexer: Arc::clone(&indexer),
             ignore: ignore.clone(),
+            generation,
         });
         Ok((indexer, ignore))
     }
@@ -500,21 +522,13 @@ impl Worker {
             looked: HashSet::new(),
             summary: ScanSummary::default(),
         };
-        let mut listings: HashMap<PathBuf, Option<HashSet<OsString>>> = HashMap::new();
         let mut dirs = DirStat::new(false);
         let mut seen_hints = HashSet::new();
         for hint in hints {
             if !seen_hints.insert(hint.clone()) {
                 continue;
             }
-            self.hint(
-                &indexer,
-                &hint,
-                &mut plan,
-                &mut subtrees,
-                &mut listings,
-                &mut dirs,
-            );
+            self.hint(&indexer, &hint, &mut plan, &mut subtrees, &mut dirs);
         }
         // A subtree inside another is walked once, by the outer one.
         subtrees.sort();
@@ -552,25 +566,53 @@ impl Worker {
         Ok(summary)
     }
 
-    /// Whether the entry `name` of directory `dir` is one the walk enters (not ignored).
-    fn listed(
-        &self,
-        listings: &mut HashMap<PathBuf, Option<HashSet<OsString>>>,
-        dir: &Path,
-        name: &std::ffi::OsStr,
-    ) -> bool {
-        let listing = listings.entry(dir.to_path_buf()).or_insert_with(|| {
-            let mut builder = walk_builder(dir, self.skip_dirs.clone(), self.extra_ignore());
-            builder.max_depth(Some(1));
-            let names = builder
-                .build()
-                .flatten()
-                .filter(|e| e.depth() == 1)
-                .map(|e| e.file_name().to_os_string())
-                .collect();
-            Some(names)
+    /// Whether the entry `name` of directory `dir` is one the walk enters (not ignored). A
+    /// directory's listing is kept between windows while its stat stays what it was when it was
+    /// listed (an entry added, removed or renamed changes its mtime), unless it was listed within
+    /// [`RACY_LISTING`] of its last change (a change in the same clock tick keeps the mtime).
+    fn listed(&mut self, dir: &Path, name: &std::ffi::OsStr) -> bool {
+        let stat = std::fs::symlink_metadata(dir)
+            .ok()
+            .map(|meta| crate::store::FileStat::of(&meta));
+        let extra = self.extra_ignore();
+        let generation = self.rules.borrow().as_ref().map(|r| r.generation);
+        if let (Some(stat), Some(kept)) = (stat, self.listings.get(dir))
+            && kept.stat == stat
+            && Some(kept.generation) == generation
+        {
+            return kept.names.contains(name);
+        }
+        let started = Timestamp::now();
+        let mut builder = walk_builder(dir, self.skip_dirs.clone(), extra);
+        builder.max_depth(Some(1));
+        let names: HashSet<OsString> = builder
+            .build()
+            .flatten()
+            .filter(|e| e.depth() == 1)
+            .map(|e| e.file_name().to_os_string())
+            .collect();
+        let listed = names.contains(name);
+        let settled = stat.filter(|stat| {
+            started.as_micros().saturating_mul(1000) - stat.mtime_ns
+                > RACY_LISTING.as_nanos() as i64
         });
-        listing.as_ref().is_some_and(|names| names.contains(name))
+        match (settled, generation) {
+            (Some(stat), Some(generation)) => {
+                if self.listings.len() >= MAX_LISTINGS {
+                    self.listings.clear();
+                }
+                let listing = Listing {
+                    stat,
+                    names,
+                    generation,
+                };
+                self.listings.insert(dir.to_path_buf(), listing);
+            }
+            _ => {
+                self.listings.remove(dir);
+            }
+        }
+        listed
     }
 
     /// Reconciles one hinted path.
@@ -580,7 +622,6 @@ impl Worker {
         hint: &Path,
         plan: &mut Plan,
         subtrees: &mut Vec<PathBuf>,
-        listings: &mut HashMap<PathBuf, Option<HashSet<OsString>>>,
         dirs: &mut DirStat,
     ) {
         let (Some(path), Some(parent), Some(name)) =
@@ -589,6 +630,8 @@ impl Worker {
             return;
         };
         if IGNORE_FILES.iter().any(|n| name == *n) {
+            // Listings below it may list what it ignores now (or not what it no longer does).
+            self.listings.clear();
             subtrees.push(parent.to_path_buf());
             return;
         }
@@ -603,7 +646,7 @@ impl Worker {
             found if found.is_gone() => {
                 let is_dir = std::fs::symlink_metadata(hint).is_ok_and(|m| m.is_dir());
                 self.plan_file(indexer, path, Look::Gone(found), Timestamp::now(), plan);
-                if (is_dir && self.listed(listings, parent, name)) || held_below {
+                if (is_dir && self.listed(parent, name)) || held_below {
                     subtrees.push(hint.to_path_buf());
                 }
             }
@@ -616,7 +659,7 @@ impl Worker {
                     subtrees.push(hint.to_path_buf());
                 }
                 // A file a session holds is followed whatever the ignore rules say.
-                if !self.session_files.contains(hint) && !self.listed(listings, parent, name) {
+                if !self.session_files.contains(hint) && !self.listed(parent, name) {
                     return;
                 }
                 let start = Timestamp::now();
