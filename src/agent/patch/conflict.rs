@@ -115,11 +115,65 @@ impl Conflict {
 /// A unified diff (3 lines of context) from `seen`, what the agent saw, to `current`, what is there
 /// now, headed `--- {name} (seen)` and `+++ {name} (current)`; empty when they are equal.
 pub fn conflict_diff(seen: &str, current: &str, name: &str) -> String {
-    similar::TextDiff::from_lines(seen, current)
+    // Only the window that differs (with its context) is diffed: tokenising two whole large
+    // files cost more than the change (a one-line patch of a 10 000-line file). Where a change
+    // could sit in several places (a line inserted into a run of equal lines) the window may
+    // place it elsewhere than a diff of the whole texts would; either takes `seen` to `current`.
+    let (skipped, seen, current) = changed_window(seen, current, CONFLICT_CONTEXT_LINES);
+    let diff = similar::TextDiff::from_lines(seen, current)
         .unified_diff()
         .context_radius(CONFLICT_CONTEXT_LINES)
         .header(&format!("{name} (seen)"), &format!("{name} (current)"))
-        .to_string()
+        .to_string();
+    if skipped == 0 {
+        return diff;
+    }
+    diff.split_inclusive('\n')
+        .map(|line| match line.strip_prefix("@@ -") {
+            Some(header) => shift_header(header, skipped).unwrap_or_else(|| line.to_string()),
+            None => line.to_string(),
+        })
+        .collect()
+}
+
+/// The parts of `a` and `b` that differ, with `context` lines they share on each side: the
+/// number of lines skipped at the start, and the two windows.
+fn changed_window<'a>(a: &'a str, b: &'a str, context: usize) -> (usize, &'a str, &'a str) {
+    let lines_a: Vec<&str> = a.split_inclusive('\n').collect();
+    let lines_b: Vec<&str> = b.split_inclusive('\n').collect();
+    let shortest = lines_a.len().min(lines_b.len());
+    let prefix = (0..shortest)
+        .take_while(|&i| lines_a[i] == lines_b[i])
+        .count();
+    let suffix = (0..shortest - prefix)
+        .take_while(|&i| lines_a[lines_a.len() - 1 - i] == lines_b[lines_b.len() - 1 - i])
+        .count();
+    let skip = prefix.saturating_sub(context);
+    let cut = suffix.saturating_sub(context);
+    let window = |text: &'a str, lines: &[&str]| {
+        let start: usize = lines[..skip].iter().map(|l| l.len()).sum();
+        let tail: usize = lines[lines.len() - cut..].iter().map(|l| l.len()).sum();
+        &text[start..text.len() - tail]
+    };
+    (skip, window(a, &lines_a), window(b, &lines_b))
+}
+
+/// A hunk header (after its `@@ -`) with both ranges moved `by` lines down.
+fn shift_header(header: &str, by: usize) -> Option<String> {
+    let (ranges, rest) = header.split_once(" @@")?;
+    let (old, new) = ranges.split_once(" +")?;
+    let shift = |range: &str| -> Option<String> {
+        let (start, len) = match range.split_once(',') {
+            Some((start, len)) => (start, Some(len)),
+            None => (range, None),
+        };
+        let start = start.parse::<usize>().ok()? + by;
+        Some(match len {
+            Some(len) => format!("{start},{len}"),
+            None => start.to_string(),
+        })
+    };
+    Some(format!("@@ -{} +{} @@{rest}", shift(old)?, shift(new)?))
 }
 
 #[cfg(test)]
@@ -136,6 +190,52 @@ mod tests {
              @@ -2,7 +2,7 @@\n 2\n 3\n 4\n-5\n+five\n 6\n 7\n 8\n"
         );
         assert_eq!(conflict_diff(seen, seen, "src/a.rs"), "");
+    }
+
+    proptest::proptest! {
+        /// The windowed diff takes what the agent saw to what is there, line numbers included
+        /// (checked by applying it with the unified-diff form's own parser).
+        #[test]
+        fn the_windowed_diff_applies_to_what_was_seen(
+            base in proptest::collection::vec(0u8..7, 0..60),
+            edits in proptest::collection::vec((0usize..64, 0u8..7), 0..4),
+            final_newline in proptest::bool::ANY,
+        ) {
+            let line = |n: &u8| match n {
+                6 => String::new(),
+                n => format!("line {n}"),
+            };
+            let text = |lines: &[u8]| {
+                let mut text = lines.iter().map(line).collect::<Vec<_>>().join("\n");
+                if final_newline && !lines.is_empty() {
+                    text.push('\n');
+                }
+                text
+            };
+            let mut changed = base.clone();
+            for (at, n) in &edits {
+                let at = at % (changed.len() + 1);
+                match n % 3 {
+                    0 if at < changed.len() => {
+                        changed.remove(at);
+                    }
+                    1 if at < changed.len() => changed[at] = *n,
+                    _ => changed.insert(at, *n),
+                }
+            }
+            let (seen, current) = (text(&base), text(&changed));
+            let diff = conflict_diff(&seen, &current, "f");
+            if seen == current {
+                proptest::prop_assert_eq!(diff, "");
+            } else {
+                let applied = crate::agent::patch::apply_unified(&seen, &diff);
+                proptest::prop_assert_eq!(
+                    applied.map(|a| a.text).map_err(|e| e.to_string()),
+                    Ok(current.clone()),
+                    "{}", diff
+                );
+            }
+        }
     }
 
     #[test]
