@@ -593,7 +593,11 @@ impl Worker {
             .collect();
         let listed = names.contains(name);
         let settled = stat.filter(|stat| {
-            started.as_micros().saturating_mul(1000) - stat.mtime_ns
+            // Saturating: a file system may report any mtime, far past or future.
+            started
+                .as_micros()
+                .saturating_mul(1000)
+                .saturating_sub(stat.mtime_ns)
                 > RACY_LISTING.as_nanos() as i64
         });
         match (settled, generation) {
