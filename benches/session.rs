@@ -280,7 +280,8 @@ fn commit_adding_100_objects_to_10000_file_session(bencher: divan::Bencher) {
 }
 
 /// Baseline of a commit: one durable redb transaction writing 4 KiB into a table of a fresh
-/// file (what any commit costs at least: two fsyncs).
+/// file, committed as strata commits (quick repair, so two-phase: two fsyncs): what any commit
+/// costs at least.
 #[divan::bench(sample_count = 30, sample_size = 1)]
 fn baseline_durable_redb_commit_of_4_kib(bencher: divan::Bencher) {
     const TABLE: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("baseline");
@@ -290,7 +291,8 @@ fn baseline_durable_redb_commit_of_4_kib(bencher: divan::Bencher) {
     let mut key = 0u64;
     bencher.bench_local(|| {
         key += 1;
-        let tx = db.begin_write().unwrap();
+        let mut tx = db.begin_write().unwrap();
+        tx.set_quick_repair(true);
         {
             let mut table = tx.open_table(TABLE).unwrap();
             table.insert(key, value.as_slice()).unwrap();

@@ -32,7 +32,24 @@ impl Hash {
 
     /// The digest as 64 lowercase hex characters.
     pub fn to_hex(&self) -> String {
-        hex::encode(self.0)
+        to_hex(&self.0)
+    }
+}
+
+/// `bytes` as lowercase hex (what `hex::encode` gives, without its per-character iterator,
+/// which showed in profiles of reads that spell thousands of ids).
+pub fn to_hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    push_hex(&mut out, bytes);
+    out
+}
+
+/// Appends `bytes` to `out` as lowercase hex.
+pub fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for &byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
     }
 }
 
@@ -247,6 +264,16 @@ pub fn jcs_list_inner(items: &[String]) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn hex_spells_every_byte_as_the_hex_crate_does() {
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(to_hex(&all), hex::encode(&all));
+        assert_eq!(to_hex(&[]), "");
+        let mut out = String::from("x:");
+        push_hex(&mut out, &[0x00, 0x0f, 0xf0, 0xff]);
+        assert_eq!(out, "x:000ff0ff");
+    }
 
     #[test]
     fn seed_vectors() -> Result<()> {

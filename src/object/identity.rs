@@ -53,6 +53,10 @@ pub fn assigned_identity(object_type: ObjectType, id: &str) -> Result<Hash> {
 
 /// `object_hash`: H(JCS({file_hash, content_hash, metadata_hash})), nulls written as `null`.
 ///
+/// The canonical text is written directly: its keys in JCS order and hex strings, which need no
+/// escaping (canonicalising through `serde_json` was a fifth of a session's resume, which checks
+/// every document it reads).
+///
 /// # Errors
 /// Never in practice; the signature keeps canonicalisation errors visible.
 pub fn composite_hash(
@@ -60,11 +64,26 @@ pub fn composite_hash(
     content_hash: Option<&Hash>,
     metadata_hash: &Hash,
 ) -> Result<Hash> {
-    sha256_json(&json!({
-        "file_hash": file_hash,
-        "content_hash": content_hash,
-        "metadata_hash": metadata_hash,
-    }))
+    let mut text = String::with_capacity(230);
+    text.push('{');
+    let mut field = |name: &str, hash: Option<&Hash>, last: bool| {
+        text.push('"');
+        text.push_str(name);
+        text.push_str("\":");
+        match hash {
+            Some(hash) => {
+                text.push('"');
+                crate::hash::push_hex(&mut text, &hash.0);
+                text.push('"');
+            }
+            None => text.push_str("null"),
+        }
+        text.push(if last { '}' } else { ',' });
+    };
+    field("content_hash", content_hash, false);
+    field("file_hash", file_hash, false);
+    field("metadata_hash", Some(metadata_hash), true);
+    Ok(crate::hash::sha256(text.as_bytes()))
 }
 
 /// A file's `file_type`: the lowercase extension of the last path segment without the dot, or
@@ -147,6 +166,28 @@ pub(super) fn check_assigned_id(id: &str) -> Result<()> {
 #[cfg(test)]
 mod fast_identity_tests {
     use super::*;
+
+    /// The directly written object hash is the canonicalised one, with and without each hash.
+    #[test]
+    fn the_composite_hash_is_the_canonical_one() -> Result<()> {
+        let a = crate::hash::sha256(b"a");
+        let b = crate::hash::sha256(b"b");
+        let m = crate::hash::sha256(b"metadata");
+        for (file, content) in [
+            (None, None),
+            (Some(&a), None),
+            (None, Some(&b)),
+            (Some(&a), Some(&b)),
+        ] {
+            let general = sha256_json(&json!({
+                "file_hash": file,
+                "content_hash": content,
+                "metadata_hash": &m,
+            }))?;
+            assert_eq!(composite_hash(file, content, &m)?, general);
+        }
+        Ok(())
+    }
 
     /// The directly written canonical text gives the hash the general canonicalisation gives,
     /// for plain, non-ASCII and escaped names alike (the last take the general path).

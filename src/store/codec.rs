@@ -541,15 +541,20 @@ const ID_TEXT: u8 = 1;
 pub fn id_key(id: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(33.max(id.len() + 1));
     let is_hash = id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    match hex::decode(id) {
-        Ok(bytes) if is_hash => {
-            out.push(ID_HASH);
-            out.extend_from_slice(&bytes);
+    if is_hash {
+        let nibble = |digit: u8| match digit {
+            b'a'..=b'f' => digit - b'a' + 10,
+            _ => digit - b'0',
+        };
+        out.push(ID_HASH);
+        for pair in id.as_bytes().chunks_exact(2) {
+            if let [high, low] = pair {
+                out.push(nibble(*high) << 4 | nibble(*low));
+            }
         }
-        _ => {
-            out.push(ID_TEXT);
-            out.extend_from_slice(id.as_bytes());
-        }
+    } else {
+        out.push(ID_TEXT);
+        out.extend_from_slice(id.as_bytes());
     }
     out
 }
@@ -568,7 +573,7 @@ pub fn text_id_key(prefix: &str) -> Vec<u8> {
 /// is not UTF-8.
 pub fn id_of_key(key: &[u8], what: &str) -> Result<String> {
     match key.split_first() {
-        Some((&ID_HASH, bytes)) if bytes.len() == 32 => Ok(hex::encode(bytes)),
+        Some((&ID_HASH, bytes)) if bytes.len() == 32 => Ok(crate::hash::to_hex(bytes)),
         Some((&ID_TEXT, text)) => std::str::from_utf8(text)
             .map(str::to_string)
             .map_err(|_| Error::corrupt(format!("{what} is not UTF-8"))),
@@ -970,6 +975,8 @@ mod tests {
             assert_eq!(id_of_key(&id_key(id), "id")?, id);
         }
         assert_eq!(id_key(&hash_id).len(), 33);
+        let digits = "00ff10a9c3".repeat(6) + "7b0e";
+        assert_eq!(Ok(id_key(&digits)[1..].to_vec()), hex::decode(&digits));
         assert_eq!(id_key(&"A".repeat(64))[0], ID_TEXT);
         assert!(id_of_key(&[ID_HASH, 1, 2], "id").is_err());
         assert!(id_of_key(&[9], "id").is_err());

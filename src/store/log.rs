@@ -227,7 +227,7 @@ pub(crate) fn op_canonical_json(op: &OpRec) -> Result<String> {
             push(&mut out, &w.entity);
             if let Some(hash) = &w.object_hash {
                 out.push_str(",\"object_hash\":\"");
-                out.push_str(&hex::encode(hash));
+                crate::hash::push_hex(&mut out, hash);
                 out.push('"');
             }
             out.push_str(if w.object_hash.is_some() {
@@ -279,7 +279,7 @@ pub(crate) fn op_canonical_json(op: &OpRec) -> Result<String> {
             match expected {
                 Some(hash) => {
                     out.push_str(",\"expected\":\"");
-                    out.push_str(&hex::encode(hash));
+                    crate::hash::push_hex(&mut out, hash);
                     out.push('"');
                 }
                 None => out.push_str(",\"expected\":null"),

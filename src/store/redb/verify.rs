@@ -21,6 +21,21 @@ pub(crate) struct LogTables {
     pub(super) evicted: Option<ReadOnlyTable<(u64, u32), u64>>,
     /// The first transaction whose evictions `evicted` records.
     pub(super) since: u64,
+    /// Headers decoded so far in this read (a header lists every op's digest, so rows of one
+    /// large transaction would otherwise decode the same header once each).
+    headers: std::cell::RefCell<HeaderCache>,
+}
+
+/// Decoded log headers by tx id, holding at most [`HeaderCache::MAX_DIGESTS`] digests in all.
+#[derive(Default)]
+struct HeaderCache {
+    headers: HashMap<u64, std::rc::Rc<TxHeaderRec>>,
+    digests: usize,
+}
+
+impl HeaderCache {
+    /// Digests held at most (32 bytes each): past it the cache starts again empty.
+    const MAX_DIGESTS: usize = 1 << 20;
 }
 
 impl LogTables {
@@ -40,6 +55,7 @@ impl LogTables {
             tx_ops: rtx.open_table(TX_OPS).db()?,
             evicted,
             since,
+            headers: std::cell::RefCell::default(),
         })
     }
 
@@ -63,15 +79,28 @@ impl LogTables {
         }
     }
 
-    /// The header of transaction `tx`.
-    pub(super) fn header(&self, tx: u64) -> Result<TxHeaderRec> {
+    /// The header of transaction `tx` (decoded once per read).
+    pub(super) fn header(&self, tx: u64) -> Result<std::rc::Rc<TxHeaderRec>> {
+        if let Some(header) = self.headers.borrow().headers.get(&tx) {
+            return Ok(std::rc::Rc::clone(header));
+        }
         let bytes = self.tx_log.get(tx).db()?.ok_or_else(|| {
             Error::corrupt(format!(
                 "the log has no record of tx {tx}, which the store's tables refer to; run \
                  `strata fsck`"
             ))
         })?;
-        codec::decode_header(bytes.value(), &format!("header of tx {tx}"))
+        let header = std::rc::Rc::new(codec::decode_header(
+            bytes.value(),
+            &format!("header of tx {tx}"),
+        )?);
+        let mut cache = self.headers.borrow_mut();
+        if cache.digests + header.digests.len() > HeaderCache::MAX_DIGESTS {
+            *cache = HeaderCache::default();
+        }
+        cache.digests += header.digests.len();
+        cache.headers.insert(tx, std::rc::Rc::clone(&header));
+        Ok(header)
     }
 
     /// The body of op `n` of transaction `tx` (header `header`), checked against its digest;
