@@ -67,6 +67,54 @@ pub fn presence(dirs: &mut DirStat, path: &str) -> Presence {
     }
 }
 
+/// [`presence`] of each of `paths`, in their order: stated on up to four threads, each path in
+/// sorted order so that the files of one directory are stated through one handle on it (a
+/// session's resume stats every file it holds).
+pub fn presence_all(paths: &[&str], follow_symlinks: bool) -> Vec<Presence> {
+    /// Paths per thread at least (a thread costs about what 100 stats do).
+    const PER_THREAD: usize = 1024;
+    let mut order: Vec<usize> = (0..paths.len()).collect();
+    order.sort_unstable_by_key(|&i| paths.get(i).copied().unwrap_or_default());
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(4)
+        .min(paths.len().div_ceil(PER_THREAD))
+        .max(1);
+    let stat_part = |part: &[usize]| -> Vec<(usize, Presence)> {
+        let mut dirs = DirStat::new(follow_symlinks);
+        part.iter()
+            .filter_map(|&i| Some((i, presence(&mut dirs, paths.get(i)?))))
+            .collect()
+    };
+    let found: Vec<(usize, Presence)> = if threads == 1 {
+        stat_part(&order)
+    } else {
+        std::thread::scope(|scope| {
+            let parts: Vec<_> = order
+                .chunks(order.len().div_ceil(threads))
+                .map(|part| scope.spawn(move || stat_part(part)))
+                .collect();
+            parts
+                .into_iter()
+                .flat_map(|part| part.join().unwrap_or_default())
+                .collect()
+        })
+    };
+    let mut out: Vec<Option<Presence>> = (0..paths.len()).map(|_| None).collect();
+    for (i, presence) in found {
+        if let Some(slot) = out.get_mut(i) {
+            *slot = Some(presence);
+        }
+    }
+    out.into_iter()
+        .map(|p| {
+            p.unwrap_or_else(|| {
+                Presence::Unknown(io::Error::other("the stat of this path did not run"))
+            })
+        })
+        .collect()
+}
+
 /// Whether the parent of canonical `path` is reached through a symlink now.
 fn parent_is_linked(path: &Path) -> bool {
     path.parent()
@@ -202,6 +250,40 @@ mod tests {
     use super::*;
     use crate::index::read::read_stream;
     use std::io::Write as _;
+
+    /// Enough paths for several threads, unsorted and over several directories, with files,
+    /// missing paths and directories: each answer is the one [`presence`] gives alone.
+    #[test]
+    fn presence_all_answers_each_path_in_its_order() -> io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let root = tmp.path().to_str().ok_or(io::ErrorKind::InvalidData)?;
+        let mut paths = Vec::new();
+        for d in 0..5 {
+            fs::create_dir(tmp.path().join(format!("d{d}")))?;
+            for f in 0..500 {
+                let path = format!("{root}/d{d}/f{f}");
+                if f % 7 != 0 {
+                    fs::write(&path, format!("{d} {f}"))?;
+                }
+                paths.push(path);
+            }
+            paths.push(format!("{root}/d{d}"));
+        }
+        paths.reverse();
+        let asked: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let all = presence_all(&asked, true);
+        assert_eq!(all.len(), asked.len());
+        let mut dirs = DirStat::new(true);
+        for (path, found) in asked.iter().zip(&all) {
+            match (found, presence(&mut dirs, path)) {
+                (Presence::File(a), Presence::File(b)) => assert_eq!(*a, b, "{path}"),
+                (Presence::NotAFile, Presence::NotAFile)
+                | (Presence::Missing(_), Presence::Missing(_)) => {}
+                (a, b) => panic!("{path}: {a:?} against {b:?}"),
+            }
+        }
+        Ok(())
+    }
 
     fn stat_of(path: &Path) -> io::Result<FileStat> {
         Ok(FileStat::of(&fs::symlink_metadata(path)?))

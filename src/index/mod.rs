@@ -19,7 +19,7 @@ mod walk;
 use std::io::Read;
 
 pub use dirstat::DirStat;
-pub use disk::{Look, LookRules, Presence, StatChange, look, presence, record};
+pub use disk::{Look, LookRules, Presence, StatChange, look, presence, presence_all, record};
 pub use read::{Body, Reading, classify, read_stream};
 pub use rules::DenyRules;
 pub use scan::{ScanOptions, ScanProgress, ScanSummary, ScanThreads, Skipped, extra_ignore, scan};

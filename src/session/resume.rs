@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::index::{Action, DirStat, Look, Presence, Settings, StatChange, presence};
+use crate::index::{Action, Look, Presence, Settings, StatChange, presence_all};
 use crate::store::{FileStat, Store, Timestamp, TxReceipt};
 
 use super::{FileState, Meta, Session};
@@ -119,17 +119,9 @@ impl Session {
         // First pass, reading only: stat every file; the stat cache vouches for most. What it
         // does not vouch for is handled in a second pass, in index order, which may write.
         let mut todo: Vec<(String, Meta, Option<FileStat>)> = Vec::new();
-        let mut dirs = DirStat::new(true);
+        let mut files = Vec::new();
         for id in self.sets.index().ids() {
-            let Some(
-                meta @ Meta::File {
-                    source,
-                    file_hash,
-                    state,
-                    ..
-                },
-            ) = self.cache.get(id)
-            else {
+            let Some(meta @ Meta::File { source, .. }) = self.cache.get(id) else {
                 continue;
             };
             report.checked += 1;
@@ -138,10 +130,23 @@ impl Session {
                 continue;
             }
             // A case-insensitive mount's identity path is lowercased: open the on-disk spelling.
-            let open = self.open_path(id, &source.path);
+            files.push((id, meta, self.open_path(id, &source.path)));
+        }
+        let opens: Vec<&str> = files.iter().map(|(_, _, open)| *open).collect();
+        let presences = presence_all(&opens, true);
+        for ((id, meta, _), presence) in files.into_iter().zip(presences) {
+            let Meta::File {
+                source,
+                file_hash,
+                state,
+                ..
+            } = meta
+            else {
+                continue;
+            };
             // Gone by the one disk path's rule: nothing there, a parent that is no longer a
             // directory, or something other than a regular file there now.
-            let stat = match presence(&mut dirs, open) {
+            let stat = match presence {
                 Presence::File(stat) => stat,
                 Presence::Unknown(_) => {
                     report.unreadable += 1;

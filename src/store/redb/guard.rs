@@ -87,9 +87,45 @@ pub(crate) fn guarded<T>(
     }
 }
 
+/// Runs `f` on a helper thread of a guarded call: a panic in it is not printed by the quiet hook
+/// (as inside a guard) and is not caught here, so that it reaches the thread's `join`, whose
+/// caller resumes it under its own guard.
+pub(crate) fn quietly<T>(f: impl FnOnce() -> T) -> T {
+    GUARDED.with(|depth| depth.set(depth.get() + 1));
+    let out = f();
+    GUARDED.with(|depth| depth.set(depth.get().saturating_sub(1)));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A panic on a helper thread of a guarded call reaches the guard through the join.
+    #[test]
+    fn a_helper_threads_panic_becomes_the_guarded_calls_error() {
+        quiet_panics();
+        let damaged = AtomicBool::new(false);
+        let result: Result<u32> = guarded(&damaged, "reading in parallel", || {
+            std::thread::scope(|scope| {
+                let part = scope.spawn(|| {
+                    quietly(|| {
+                        let pages: Vec<u8> = Vec::new();
+                        // A range out of bounds, as redb's btree code meets on a zeroed page.
+                        pages[3..9].len() as u32
+                    })
+                });
+                match part.join() {
+                    Ok(n) => Ok(n),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            })
+        });
+        let err = result.map(|_| "no error").unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains("out of range"), "{err}");
+        assert!(damaged.load(Ordering::SeqCst));
+    }
 
     #[test]
     fn a_panic_becomes_a_corrupt_error_and_marks_the_handle() {
