@@ -87,6 +87,29 @@ pub(crate) fn guarded<T>(
     }
 }
 
+/// Drops `handle` (a redb database) without the commit redb makes when it closes a handle (the
+/// allocator state, recorded for the next open). For a handle that met damage: its in-memory
+/// state may be what a panic left half-changed, and committing from it can panic inside redb
+/// and again in a destructor while that unwinds, which aborts the process. redb writes nothing
+/// when the handle is dropped during an unwind, so it is dropped inside an unwind of our own
+/// ([`std::panic::resume_unwind`] runs no panic hook), caught here. The file lock is released
+/// as in any close. The next open finds the allocator state the last durable commit recorded
+/// (every commit records it); a commit made without fsync and not yet made durable is lost.
+pub(crate) fn close_without_writing<T>(handle: T) {
+    /// Drops what it holds when dropped, that is while the unwind below runs.
+    struct DroppedWhileUnwinding<T>(Option<T>);
+    impl<T> Drop for DroppedWhileUnwinding<T> {
+        fn drop(&mut self) {
+            drop(self.0.take());
+        }
+    }
+    let held = DroppedWhileUnwinding(Some(handle));
+    let _ = catch_unwind(AssertUnwindSafe(move || {
+        let _held = held;
+        std::panic::resume_unwind(Box::new("closing a damaged store handle without writing"));
+    }));
+}
+
 /// Runs `f` on a helper thread of a guarded call: a panic in it is not printed by the quiet hook
 /// (as inside a guard) and is not caught here, so that it reaches the thread's `join`, whose
 /// caller resumes it under its own guard.

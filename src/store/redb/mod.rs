@@ -198,8 +198,14 @@ impl Drop for RedbStore {
     /// write compacts it. Best effort: a failure leaves a longer file, never a wrong one.
     fn drop(&mut self) {
         let read_only = self.read_only;
+        // A handle that met damage commits nothing more, not even redb's close-time record.
+        let damaged = self.damaged.load(std::sync::atomic::Ordering::SeqCst)
+            || self
+                .reopen_pending
+                .load(std::sync::atomic::Ordering::SeqCst);
         if let Some(dir) = &self.dir
             && !read_only
+            && !damaged
         {
             let (len, allocated) = file_size(&dir.join(DB_FILE));
             let (opened_len, opened_allocated) = self.opened;
@@ -219,22 +225,27 @@ impl Drop for RedbStore {
                 });
             }
         }
-        // redb frees its allocator state when the database drops, and may panic there on a
-        // damaged page: drop it under the guard, quietly, before the lock file goes.
+        // redb records its allocator state when the database drops, and may panic there on a
+        // damaged page: drop it under the guard, quietly, before the lock file goes; a damaged
+        // handle without that commit.
         let handle = std::mem::replace(
             self.handle
                 .get_mut()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
             Handle::Closed,
         );
-        let _ = guard::guarded(
-            &std::sync::atomic::AtomicBool::new(false),
-            "closing the store",
-            move || {
-                drop(handle);
-                Ok(())
-            },
-        );
+        if damaged {
+            guard::close_without_writing(handle);
+        } else {
+            let _ = guard::guarded(
+                &std::sync::atomic::AtomicBool::new(false),
+                "closing the store",
+                move || {
+                    drop(handle);
+                    Ok(())
+                },
+            );
+        }
         if let Some(dir) = &self.dir
             && !read_only
         {

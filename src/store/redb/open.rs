@@ -409,10 +409,7 @@ impl RedbStore {
         let read_only = self.read_only;
         let old = std::mem::replace(&mut *handle, Handle::Closed);
         let quiet = std::sync::atomic::AtomicBool::new(false);
-        let _ = guard::guarded(&quiet, "closing a damaged handle", move || {
-            drop(old);
-            Ok(())
-        });
+        guard::close_without_writing(old);
         for _ in 0..50 {
             let opened = guard::guarded(&quiet, "reopening the store", || {
                 let mut builder = Database::builder();
@@ -547,6 +544,28 @@ mod tests {
             !tmp.path().join(super::super::LOCK_FILE).exists(),
             "readers write no lock file (it names the writer)"
         );
+        Ok(())
+    }
+
+    /// A handle that met damage closes without redb's close-time commit: the file is left
+    /// byte for byte as its last commit wrote it (a healthy close writes more), its lock is
+    /// released, and the next open reads what was committed.
+    #[test]
+    fn a_damaged_handle_closes_without_writing_and_frees_the_file() -> Result<()> {
+        let read = |dir: &Path| std::fs::read(dir.join(DB_FILE)).map_err(|e| Error::io("read", e));
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let (healthy, damaged) = (tmp.path().join("healthy"), tmp.path().join("damaged"));
+        let mut ids = Vec::new();
+        for (dir, damage) in [(&healthy, false), (&damaged, true)] {
+            let store = RedbStore::create(dir)?;
+            ids.push(put(&store, "/a.txt")?);
+            let committed = read(dir)?;
+            store.damaged.store(damage, Ordering::SeqCst);
+            drop(store);
+            assert_eq!(read(dir)? == committed, damage, "damaged: {damage}");
+            let again = RedbStore::open(dir)?;
+            assert!(Backend::get(&again, &ids[ids.len() - 1])?.is_some());
+        }
         Ok(())
     }
 
