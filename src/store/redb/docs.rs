@@ -660,15 +660,34 @@ mod tests {
                 .base_cache
                 .1
                 .lock()
-                .map_or(false, |d| d.contains_key(&hash))
+                .is_ok_and(|d| d.contains_key(&hash))
         );
         let at_21 = store.transact(vec![Op::put(chat(21)?)], Origin::Session)?;
         store.transact(late, Origin::Session)?;
+        // Stored as encoded on version 21, not as prepared on 20.
+        {
+            let rtx = store.read()?;
+            let index = rtx.open_table(DOC_INDEX).db()?;
+            let data = rtx.open_table(DOC_DATA).db()?;
+            let stored = read_doc_raw(&index, &data, &hash)?
+                .ok_or_else(|| Error::not_found("document"))?
+                .0
+                .fields;
+            let on_21 = encode(
+                &index,
+                &data,
+                &chat(21)?.object_hash().0,
+                None,
+                chat(22)?.metadata_json(),
+            )?;
+            assert!(is_delta(&on_21), "{on_21}");
+            assert_eq!(stored, on_21);
+        }
         // Prepared on the latest version: used as it is.
         let next = vec![Op::put(chat(23)?)];
         store.prepare_docs(&next)?;
         store.transact(next, Origin::Session)?;
-        assert!(store.base_cache.1.lock().map_or(false, |d| d.is_empty()));
+        assert!(store.base_cache.1.lock().is_ok_and(|d| d.is_empty()));
         let read = |tx: Option<TxId>| -> Result<String> {
             let version = store
                 .as_of("chat:c", None, tx)?
