@@ -10,7 +10,8 @@
 //!    large`).
 //!
 //! Run: `cargo bench --bench serve` (release). Environment: `STRATA_BENCH_SECONDS` (10),
-//! `STRATA_BENCH_CLIENTS` (16), `STRATA_BENCH_CORPUS` (none), `TMPDIR` (where the store goes).
+//! `STRATA_BENCH_CLIENTS` (16), `STRATA_BENCH_CORPUS` (none), `TMPDIR` (where the store goes),
+//! `STRATA_BENCH_STRATA` (the `strata` binary the daemon runs: this build's by default).
 //! Figures go to stdout; nothing is asserted.
 
 #![allow(
@@ -72,7 +73,9 @@ fn time<T>(n: usize, mut f: impl FnMut() -> T) -> Vec<Duration> {
 }
 
 fn strata(store: &Path) -> Command {
-    let mut command = Command::new(STRATA);
+    // `STRATA_BENCH_STRATA` runs another build's binary (an A/B of two builds).
+    let binary = std::env::var_os("STRATA_BENCH_STRATA").unwrap_or_else(|| STRATA.into());
+    let mut command = Command::new(binary);
     command
         .arg("--store")
         .arg(store)

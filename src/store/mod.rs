@@ -139,6 +139,11 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         self.transact_group(group)
     }
 
+    /// Work a write of `ops` can do before it joins a group commit, on the writer's own thread
+    /// and outside the commit's critical section; the commit uses what still holds then. The
+    /// redb backend encodes session and chat documents as deltas here. Default: nothing.
+    fn prepare(&self, _ops: &[Op]) {}
+
     /// Makes every commit written so far durable (a no-op for a backend whose commits always are).
     ///
     /// # Errors

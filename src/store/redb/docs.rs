@@ -87,15 +87,28 @@ pub(crate) fn ensure_doc(
                 file_blob = true;
             }
             // The object keeps its canonical fields JSON (it hashed it): no second serialising.
-            let fields = match delta_base {
-                Some(base) => encode(
+            // Fields the writer prepared on the same previous document hold while the delta's
+            // base is still stored (an eviction since may have erased it).
+            let prepared = match (delta_base, base_cache) {
+                (Some(previous), Some(cache)) => match cache.take_prepared(&key, previous) {
+                    Some(doc) => match doc.base {
+                        Some(base) if docs.index.get(&base).db()?.is_none() => None,
+                        _ => Some(doc.fields),
+                    },
+                    None => None,
+                },
+                _ => None,
+            };
+            let fields = match (prepared, delta_base) {
+                (Some(fields), _) => fields,
+                (None, Some(base)) => encode(
                     &docs.index,
                     &docs.data,
                     base,
                     base_cache,
                     object.metadata_json(),
                 )?,
-                None => object.metadata_json().to_string(),
+                (None, None) => object.metadata_json().to_string(),
             };
             let rec = DocRec {
                 file_hash: object.file_hash().map(|h| h.0),
@@ -233,33 +246,94 @@ const BIG_CHANGE: usize = 8;
 /// its fields (it hashes them), so an entry is never wrong, even for a document whose
 /// transaction failed; the depth of a base is always read from the store.
 #[derive(Debug, Default)]
-pub(crate) struct BaseCache(Mutex<Vec<([u8; 32], Arc<str>)>>);
+pub(crate) struct BaseCache(Mutex<Bases>, Mutex<HashMap<[u8; 32], PreparedDoc>>);
 
-/// How many documents [`BaseCache`] keeps, least recently used out first: the last few of a
-/// chain are the bases of the next deltas (a few sessions written by one handle at once).
-const CACHED_BASES: usize = 12;
+/// The stored fields of a new document, encoded by its writer before the commit
+/// ([`RedbStore::prepare_docs`]) against `previous`, the entity's latest document then.
+#[derive(Debug)]
+struct PreparedDoc {
+    previous: [u8; 32],
+    /// The delta's base, `None` when the fields are stored whole.
+    base: Option<[u8; 32]>,
+    fields: String,
+}
+
+/// How many prepared documents [`BaseCache`] keeps at most (one per writer waiting for a
+/// commit; those of failed writes are dropped with the rest when it is full).
+const PREPARED_DOCS: usize = 256;
+
+/// The entries of a [`BaseCache`]: fields and last use by hash, and their total length.
+#[derive(Debug, Default)]
+struct Bases {
+    entries: HashMap<[u8; 32], (Arc<str>, u64)>,
+    bytes: usize,
+    clock: u64,
+}
+
+/// How many documents [`BaseCache`] keeps, least recently used out first: the bases of the next
+/// deltas are the latest document of each chain and the few earlier ones its skip-deltas come
+/// back to (about log2 of its length), for every session a daemon's clients write at once (16
+/// sessions write 32 chains, a session's and its chat's).
+const CACHED_BASES: usize = 512;
+
+/// The most bytes of fields [`BaseCache`] keeps (a long chat's fields are hundreds of KB).
+const CACHED_BYTES: usize = 32 << 20;
 
 impl BaseCache {
     /// The fields of document `hash` when cached; a hit becomes the most recent entry, so the
     /// bases that skip-deltas come back to stay.
     fn get(&self, hash: &[u8; 32]) -> Option<Arc<str>> {
-        let mut entries = self.0.lock().ok()?;
-        let at = entries.iter().position(|(h, _)| h == hash)?;
-        let entry = entries.remove(at);
-        let fields = Arc::clone(&entry.1);
-        entries.push(entry);
-        Some(fields)
+        let mut bases = self.0.lock().ok()?;
+        bases.clock += 1;
+        let now = bases.clock;
+        let entry = bases.entries.get_mut(hash)?;
+        entry.1 = now;
+        Some(Arc::clone(&entry.0))
+    }
+
+    /// Keeps the fields prepared for new document `hash` on `previous`.
+    fn prepared(&self, hash: [u8; 32], doc: PreparedDoc) {
+        if let Ok(mut docs) = self.1.lock() {
+            if docs.len() >= PREPARED_DOCS {
+                docs.clear();
+            }
+            docs.insert(hash, doc);
+        }
+    }
+
+    /// The fields prepared for new document `hash` when they were encoded on `previous`.
+    fn take_prepared(&self, hash: &[u8; 32], previous: &[u8; 32]) -> Option<PreparedDoc> {
+        let doc = self.1.lock().ok()?.remove(hash)?;
+        (doc.previous == *previous).then_some(doc)
     }
 
     /// Remembers the full `fields` of document `hash` as the most recent entry.
     pub(crate) fn put(&self, hash: [u8; 32], fields: Arc<str>) {
         // A poisoned lock only loses the cache: deltas then rebuild their base from the store.
-        if let Ok(mut entries) = self.0.lock() {
-            entries.retain(|(h, _)| *h != hash);
-            if entries.len() >= CACHED_BASES {
-                entries.remove(0);
+        let Ok(mut bases) = self.0.lock() else {
+            return;
+        };
+        bases.clock += 1;
+        let now = bases.clock;
+        let len = fields.len();
+        if let Some((old, _)) = bases.entries.insert(hash, (fields, now)) {
+            bases.bytes -= old.len();
+        }
+        bases.bytes += len;
+        while bases.entries.len() > CACHED_BASES
+            || (bases.bytes > CACHED_BYTES && bases.entries.len() > 1)
+        {
+            let Some(oldest) = bases
+                .entries
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(h, _)| *h)
+            else {
+                break;
+            };
+            if let Some((gone, _)) = bases.entries.remove(&oldest) {
+                bases.bytes -= gone.len();
             }
-            entries.push((hash, fields));
         }
     }
 }
@@ -452,12 +526,178 @@ impl WriteTables<'_> {
     /// The object hash of the latest version (greatest valid time, then tx) of entity `eid`, the
     /// base of its next delta document; `None` when it has none or it is a tombstone.
     pub(super) fn delta_base(&self, eid: u64) -> Result<Option<[u8; 32]>> {
-        let Some((vt, tx)) = self.latest_row(eid)? else {
-            return Ok(None);
-        };
-        match self.versions.get((eid, vt, tx)).db()? {
-            Some(v) => Ok(codec::decode::<VersionRec>(v.value(), "version record")?.object_hash),
-            None => Ok(None),
+        delta_base_of(&self.versions, &self.by_tx, eid)
+    }
+}
+
+/// [`WriteTables::delta_base`] on any tables.
+fn delta_base_of(
+    versions: &impl ReadableTable<(u64, i64, u64), &'static [u8]>,
+    by_tx: &impl ReadableTable<(u64, u64), (i64, u64)>,
+    eid: u64,
+) -> Result<Option<[u8; 32]>> {
+    let latest = by_tx
+        .range((eid, 0u64)..=(eid, u64::MAX))
+        .db()?
+        .next_back()
+        .transpose()
+        .db()?
+        .map(|(_, v)| v.value());
+    let Some((vt, tx)) = latest else {
+        return Ok(None);
+    };
+    match versions.get((eid, vt, tx)).db()? {
+        Some(v) => Ok(codec::decode::<VersionRec>(v.value(), "version record")?.object_hash),
+        None => Ok(None),
+    }
+}
+
+impl RedbStore {
+    /// Encodes the new session, chat and session configuration documents of `ops` as the
+    /// commit would (a delta on the entity's latest document, [`encode`]), in a read
+    /// transaction of the writer's own, and keeps them for the commit: the group commit's leader
+    /// then only checks that the entity's latest document is still the one encoded on.
+    ///
+    /// # Errors
+    /// Storage errors and damage met reading the tables.
+    pub(super) fn prepare_docs(&self, ops: &[Op]) -> Result<()> {
+        let mut puts = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Put(put)
+                    if matches!(
+                        put.object.object_type(),
+                        ObjectType::Session | ObjectType::Chat | ObjectType::SessionConfig
+                    ) =>
+                {
+                    Some(put)
+                }
+                _ => None,
+            })
+            .peekable();
+        if puts.peek().is_none() {
+            return Ok(());
         }
+        let rtx = self.read()?;
+        let entities = rtx.open_table(ENTITIES).db()?;
+        let versions = rtx.open_table(VERSIONS).db()?;
+        let by_tx = rtx.open_table(VERSIONS_BY_TX).db()?;
+        let index = rtx.open_table(DOC_INDEX).db()?;
+        let data = rtx.open_table(DOC_DATA).db()?;
+        for put in puts {
+            let object = &put.object;
+            let key = object.object_hash().0;
+            if index.get(&key).db()?.is_some() {
+                continue;
+            }
+            let Some(rec) = entity_rec(&entities, object.id())? else {
+                continue;
+            };
+            let Some(previous) = delta_base_of(&versions, &by_tx, rec.eid)? else {
+                continue;
+            };
+            let fields = encode(
+                &index,
+                &data,
+                &previous,
+                Some(&self.base_cache),
+                object.metadata_json(),
+            )?;
+            let base = if is_delta(&fields) {
+                Some(hash_of(&parse_head(&fields)?.b)?)
+            } else {
+                None
+            };
+            self.base_cache.prepared(
+                key,
+                PreparedDoc {
+                    previous,
+                    base,
+                    fields,
+                },
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::{Role, Turn};
+
+    fn chat(turns: usize) -> Result<Object> {
+        let turns = (0..turns)
+            .map(|n| Turn {
+                role: if n % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                },
+                content: format!("turn {n} {}", "words ".repeat(20)),
+                toolcall_refs: None,
+            })
+            .collect();
+        Object::chat("c", turns)
+    }
+
+    #[test]
+    fn a_document_prepared_on_an_older_version_is_encoded_again_at_its_commit() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let store = RedbStore::create(tmp.path())?;
+        for k in 1..=20 {
+            store.transact(vec![Op::put(chat(k)?)], Origin::Session)?;
+        }
+        // Prepared on version 20; version 21 is committed first.
+        let late = vec![Op::put(chat(22)?)];
+        store.prepare_docs(&late)?;
+        let hash = match &late[0] {
+            Op::Put(put) => put.object.object_hash().0,
+            _ => return Err(Error::invariant("not a put")),
+        };
+        assert!(
+            store
+                .base_cache
+                .1
+                .lock()
+                .is_ok_and(|d| d.contains_key(&hash))
+        );
+        let at_21 = store.transact(vec![Op::put(chat(21)?)], Origin::Session)?;
+        store.transact(late, Origin::Session)?;
+        // Stored as encoded on version 21, not as prepared on 20.
+        {
+            let rtx = store.read()?;
+            let index = rtx.open_table(DOC_INDEX).db()?;
+            let data = rtx.open_table(DOC_DATA).db()?;
+            let stored = read_doc_raw(&index, &data, &hash)?
+                .ok_or_else(|| Error::not_found("document"))?
+                .0
+                .fields;
+            let on_21 = encode(
+                &index,
+                &data,
+                &chat(21)?.object_hash().0,
+                None,
+                chat(22)?.metadata_json(),
+            )?;
+            assert!(is_delta(&on_21), "{on_21}");
+            assert_eq!(stored, on_21);
+        }
+        // Prepared on the latest version: used as it is.
+        let next = vec![Op::put(chat(23)?)];
+        store.prepare_docs(&next)?;
+        store.transact(next, Origin::Session)?;
+        assert!(store.base_cache.1.lock().is_ok_and(|d| d.is_empty()));
+        let read = |tx: Option<TxId>| -> Result<String> {
+            let version = store
+                .as_of("chat:c", None, tx)?
+                .ok_or_else(|| Error::not_found("chat"))?;
+            let object = version.object.ok_or_else(|| Error::not_found("object"))?;
+            Ok(object.metadata_json().to_string())
+        };
+        assert_eq!(read(Some(at_21.tx_id))?, chat(21)?.metadata_json());
+        assert_eq!(read(None)?, chat(23)?.metadata_json());
+        assert_eq!(store.fsck(), vec![]);
+        Ok(())
     }
 }

@@ -461,6 +461,11 @@ impl Backend for RedbStore {
         self.transact_group_durably(group, false)
     }
 
+    fn prepare(&self, ops: &[Op]) {
+        // Best effort: what fails here is done (or fails) again in the commit.
+        let _ = self.guarded("preparing a write", || self.prepare_docs(ops));
+    }
+
     fn sync(&self) -> Result<()> {
         self.check_writable()?;
         self.guarded("making lazy commits durable", || {

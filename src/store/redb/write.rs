@@ -106,7 +106,7 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    /// Writes what the transaction's ops deferred (new `paths` rows, in key order; the byte
+    /// Writes what the transactions' ops deferred (new `paths` rows, in key order; the byte
     /// counters).
     pub(super) fn finish(&mut self) -> Result<()> {
         let (put, stored) = std::mem::take(&mut self.pending_bytes);
@@ -116,6 +116,12 @@ impl<'t> WriteTables<'t> {
         if stored != 0 {
             self.add_counter(STORED_BYTES, stored)?;
         }
+        self.write_paths()
+    }
+
+    /// Writes the new `paths` rows deferred so far, in key order (the byte counters stay
+    /// pending: a group commit adds them once, in [`WriteTables::finish`]).
+    pub(super) fn write_paths(&mut self) -> Result<()> {
         let mut rows = std::mem::take(&mut self.new_paths);
         rows.sort();
         for (fs, path, eid) in &rows {
@@ -404,7 +410,10 @@ impl RedbStore {
     ) -> Result<TxReceipt> {
         check_ops(&ops)?;
         let wtx = self.begin_write()?;
-        let receipt = self.write_tx(&wtx, &ops, &origin)?;
+        let mut w = WriteTables::open(&wtx)?;
+        let receipt = self.write_tx(&wtx, &mut w, &ops, &origin)?;
+        w.finish()?;
+        drop(w);
         if let Some(stat) = stat {
             stat::apply(&wtx, stat)?;
         }
@@ -412,11 +421,18 @@ impl RedbStore {
         Ok(receipt)
     }
 
-    /// Writes `ops` as the next transaction inside the open redb transaction `wtx`: its tx id,
-    /// log record and chain value follow those already written in `wtx`. On error `wtx` holds a
-    /// partial write and must be dropped, not committed.
-    fn write_tx(&self, wtx: &WriteTransaction, ops: &[Op], origin: &Origin) -> Result<TxReceipt> {
-        let mut w = WriteTables::open(wtx)?;
+    /// Writes `ops` as the next transaction through `w`, the tables of the open redb
+    /// transaction `wtx`: its tx id, log record and chain value follow those already written in
+    /// `wtx`. The byte counters stay pending in `w` ([`WriteTables::finish`] writes them once for
+    /// every transaction of a commit). On error `wtx` holds a partial write and must be dropped,
+    /// not committed.
+    fn write_tx<'t>(
+        &'t self,
+        wtx: &WriteTransaction,
+        w: &mut WriteTables<'t>,
+        ops: &[Op],
+        origin: &Origin,
+    ) -> Result<TxReceipt> {
         w.base_cache = Some(&self.base_cache);
         let last = match w.tx_log.last().db()? {
             Some((k, v)) => Some((k.value(), codec::decode_header(v.value(), "tx header")?)),
@@ -493,7 +509,7 @@ impl RedbStore {
         w.tx_log
             .insert(tx, codec::encode_header(&header)?.as_slice())
             .db()?;
-        w.finish()?;
+        w.write_paths()?;
         if !evicted_paths.is_empty() {
             let mut cache = wtx.open_table(STAT_CACHE).db()?;
             for (filesystem_id, path) in &evicted_paths {
@@ -553,35 +569,25 @@ impl RedbStore {
                     break;
                 }
             };
-            let mut receipts = Vec::with_capacity(pending.len());
-            let mut failed = None;
-            for &i in &pending {
-                let request = &group[i];
-                let written = if request.ops.is_empty() {
-                    Ok(None)
-                } else {
-                    self.write_tx(&wtx, &request.ops, &request.origin).map(Some)
-                };
-                let written = written.and_then(|receipt| {
-                    if let Some(stat) = &request.stat {
-                        stat::apply(&wtx, stat)?;
-                    }
-                    Ok(receipt)
-                });
-                match written {
-                    Ok(receipt) => receipts.push((i, receipt)),
-                    Err(e) => {
-                        failed = Some((i, e));
-                        break;
-                    }
+            // The tables are opened once for the whole group (not once per request).
+            let written = self.write_group(&wtx, &group, &pending);
+            let receipts = match written {
+                Ok(receipts) => receipts,
+                Err((Some(i), e)) => {
+                    // Dropped uncommitted: redb aborts it, and the others are written again.
+                    drop(wtx);
+                    results[i] = Some(Err(e));
+                    continue;
                 }
-            }
-            if let Some((i, e)) = failed {
-                // Dropped uncommitted: redb aborts it, and the others are written again.
-                drop(wtx);
-                results[i] = Some(Err(e));
-                continue;
-            }
+                Err((None, e)) => {
+                    drop(wtx);
+                    let message = e.to_string();
+                    for i in pending {
+                        results[i] = Some(Err(Error::storage("writing a group", message.clone())));
+                    }
+                    break;
+                }
+            };
             match wtx.commit() {
                 Ok(()) => {
                     for (i, receipt) in receipts {
@@ -606,6 +612,43 @@ impl RedbStore {
                 })
             })
             .collect()
+    }
+}
+
+impl RedbStore {
+    /// Writes the requests `pending` of `group` inside `wtx`, one transaction each, through one
+    /// set of open tables; the byte counters are added once at the end. On error, the request
+    /// that failed (`None`: the group as a whole) and why; `wtx` must then be dropped.
+    #[allow(clippy::type_complexity)]
+    fn write_group(
+        &self,
+        wtx: &WriteTransaction,
+        group: &[TxRequest],
+        pending: &[usize],
+    ) -> std::result::Result<Vec<(usize, Option<TxReceipt>)>, (Option<usize>, Error)> {
+        let mut w = WriteTables::open(wtx).map_err(|e| (None, e))?;
+        let mut receipts = Vec::with_capacity(pending.len());
+        for &i in pending {
+            let request = &group[i];
+            let written = if request.ops.is_empty() {
+                Ok(None)
+            } else {
+                self.write_tx(wtx, &mut w, &request.ops, &request.origin)
+                    .map(Some)
+            };
+            let written = written.and_then(|receipt| {
+                if let Some(stat) = &request.stat {
+                    stat::apply(wtx, stat)?;
+                }
+                Ok(receipt)
+            });
+            match written {
+                Ok(receipt) => receipts.push((i, receipt)),
+                Err(e) => return Err((Some(i), e)),
+            }
+        }
+        w.finish().map_err(|e| (None, e))?;
+        Ok(receipts)
     }
 }
 
