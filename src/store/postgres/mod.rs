@@ -12,16 +12,20 @@
 //! takes the head row `FOR UPDATE`, checks its matches inside the lock (a conflict changes
 //! nothing), extends the chain, writes, `NOTIFY`s `strata_<schema>` with the tx id, and commits:
 //! commits from any number of processes and machines are serialized by the database, ids
-//! gapless. A group of transactions shares one database transaction, a savepoint each.
+//! gapless. A group of transactions shares one database transaction, and each is written in
+//! two statements (`commit`); the head's lock is released before the WAL flush, and a request
+//! is answered after it.
 //!
 //! The sync `postgres` client runs its own small runtime: it is called from plain threads (the
 //! daemon calls the engine through `spawn_blocking`), never from inside an async task.
 //!
 //! # Layout
 //! - `schema`: the tables, created and migrated here. `rule`: the write rule and history over
-//!   rows in memory. `write`: commits. `read`: queries. `maintain`: evict, gc, fsck, rebuild.
-//!   `damage`: the damage marker (a row every handle sees).
+//!   rows in memory. `commit`: group commits in few round trips. `write`: op-by-op writes.
+//!   `read`: queries. `maintain`: evict, gc, fsck, rebuild. `damage`: the damage marker (a row
+//!   every handle sees).
 
+mod commit;
 mod damage;
 mod maintain;
 mod read;
