@@ -353,6 +353,12 @@ impl Engine {
             .into_iter()
             .next()
             .ok_or_else(|| Error::not_found(format!("tx {tx}")))?;
+        Ok(self.event_of(&record))
+    }
+
+    /// The event of the transaction of log record `record`.
+    fn event_of(&self, record: &crate::store::TxRecord) -> CommitEvent {
+        let tx = record.tx_id.0;
         let mut event = CommitEvent {
             tx_id: tx,
             origin: record.origin.as_str().to_string(),
@@ -395,7 +401,7 @@ impl Engine {
                 event.paths.push(path);
             }
         }
-        Ok(event)
+        event
     }
 
     /// The live session `sid`, loaded from the store when no request holds it yet.

@@ -742,6 +742,11 @@ fn write_tx(t: &mut impl GenericClient, ops: &[Op], origin: &Origin, head: Head)
         apply(t, tx, tx_time, n, &body, &mut state)?;
         digests.push(log::op_digest(&body)?);
     }
+    if !state.evicted.is_empty() {
+        // An eviction before a put of the same content released it (no document used it
+        // yet): the put's document needs it again.
+        recheck_contents(t, ops)?;
+    }
     count_put_bytes(t, given)?;
     let header = log::seal_header(&head.chain, tx, tx_time, origin, digests)?;
     let chain = header.chain;
