@@ -138,8 +138,13 @@ fn attempt(
     pending: &[usize],
     channel: &str,
 ) -> Result<Attempt> {
-    c.batch_execute("BEGIN; SET LOCAL synchronous_commit = off")
-        .pg("beginning a commit")?;
+    // Its statements are planned once per connection: each gets the same plan whatever its
+    // arrays hold, and planning them again at every commit cost more than running them.
+    c.batch_execute(
+        "BEGIN; SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = \
+         force_generic_plan",
+    )
+    .pg("beginning a commit")?;
     let mut failed: Vec<(usize, Error)> = Vec::new();
     let mut uploaded: Vec<(usize, Vec<[u8; 32]>)> = Vec::new();
     for &i in pending {

@@ -265,8 +265,14 @@ impl PgLocation {
         } else {
             ""
         };
+        // No JIT: strata's statements read and write a few rows by index, and a generic
+        // plan's guesses (a log read's LIMIT, an unnest's 100 rows) made some look costly
+        // enough to be compiled at every execution.
         client
-            .batch_execute(&format!("SET search_path TO {}{only}", self.schema))
+            .batch_execute(&format!(
+                "SET search_path TO {}; SET jit = off{only}",
+                self.schema
+            ))
             .pg("setting the search path")?;
         Ok(client)
     }
