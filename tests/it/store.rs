@@ -490,7 +490,11 @@ fn a_group_commits_each_request_or_nothing_of_it(backend: &dyn StoreFactory) -> 
     ]);
     let ids: Vec<Option<u64>> = results
         .iter()
-        .map(|r| r.as_ref().ok().and_then(|receipt| receipt.map(|r| r.tx_id.0)))
+        .map(|r| {
+            r.as_ref()
+                .ok()
+                .and_then(|receipt| receipt.map(|r| r.tx_id.0))
+        })
         .collect();
     assert_eq!(ids, vec![Some(1), None, Some(2)], "{results:?}");
     assert!(

@@ -82,9 +82,8 @@ impl PgStore {
         let channel = self.location.channel();
         let outcome = self.with_client(|client| {
             loop {
-                let pending: Vec<usize> = (0..group.len())
-                    .filter(|&i| results[i].is_none())
-                    .collect();
+                let pending: Vec<usize> =
+                    (0..group.len()).filter(|&i| results[i].is_none()).collect();
                 if pending.is_empty() {
                     return Ok(Vec::new());
                 }
@@ -302,8 +301,16 @@ struct Rows {
     entities: (Vec<Vec<u8>>, Vec<i64>, Vec<Vec<u8>>),
     paths: (Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<i64>),
     docs: Vec<DocRow>,
-    versions: (Vec<i64>, Vec<i64>, Vec<Option<[u8; 32]>>, Vec<Vec<u8>>),
+    versions: Versions,
 }
+
+/// Version rows by column: entity number, valid_from, object hash, record.
+#[derive(Default)]
+struct Versions(Vec<i64>, Vec<i64>, Vec<Option<[u8; 32]>>, Vec<Vec<u8>>);
+
+/// What the read statement reads for one op: its entity id, the valid time its rows are
+/// needed from, and (filesystem id, path) when it puts a file.
+type Wanted<'a> = (&'a str, i64, Option<(Vec<u8>, Vec<u8>)>);
 
 /// Writes a request without evictions in two statements (see the module); the new head when
 /// it wrote a transaction.
@@ -341,7 +348,7 @@ fn window(rows: &[Row], start: i64) -> &[Row] {
 /// of `contents` are there and the number the next new entity gets.
 fn read_ops(
     c: &mut Client,
-    wanted: &[(&str, i64, Option<(Vec<u8>, Vec<u8>)>)],
+    wanted: &[Wanted<'_>],
     contents: &[&[u8]],
 ) -> std::result::Result<(Vec<Seen>, usize, i64), Failed> {
     let ids: Vec<&[u8]> = wanted.iter().map(|(id, _, _)| id.as_bytes()).collect();
@@ -528,7 +535,9 @@ fn batched_tx(
                         rows.entity(&w.entity, eid, first).map_err(clean)?;
                         unbig(eid)
                     }
-                    (None, None) => return Err(clean(super::super::redb::unknown_entity(&w.entity))),
+                    (None, None) => {
+                        return Err(clean(super::super::redb::unknown_entity(&w.entity)));
+                    }
                 };
                 for (vt, rec) in
                     write::planned_versions(w, n, window(&s.rows, w.valid_from), tx_time)

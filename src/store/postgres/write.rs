@@ -186,14 +186,7 @@ fn insert_batch(
              $3::bytea[]) ON CONFLICT DO NOTHING) INSERT INTO strata_contents SELECT * FROM \
              unnest($4::bytea[], $5::bigint[], $6::int[]) ON CONFLICT DO NOTHING RETURNING hash, \
              len",
-            &[
-                &chunk_hash,
-                &chunk_n,
-                &chunk_data,
-                &hashes,
-                &lens,
-                &counts,
-            ],
+            &[&chunk_hash, &chunk_n, &chunk_data, &hashes, &lens, &counts],
         )
         .pg("uploading contents")?
         .iter()
