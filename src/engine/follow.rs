@@ -144,7 +144,7 @@ impl Engine {
         for record in records.iter().filter(|r| foreign.contains(&r.tx_id.0)) {
             let event = self.event_of(record);
             for sid in &event.sessions {
-                self.forget_session(sid);
+                self.forget_session_before(sid, event.tx_id);
             }
             self.refresh_sessions(&event.paths);
             lock(&self.subscribers).retain(|s| s.send(event.clone()).is_ok());

@@ -429,6 +429,19 @@ impl Engine {
         lock(&self.sessions).remove(sid);
     }
 
+    /// Forgets the live session `sid` unless it committed transaction `tx` (or a later one)
+    /// itself: a commit of this engine whose notification came before its answer (the
+    /// request holds the session until its commit is answered, so this waits for that).
+    fn forget_session_before(&self, sid: &str, tx: u64) {
+        let live = lock(&self.sessions).get(sid).cloned();
+        if let Some(session) = live
+            && lock(&session).last_commit().is_some_and(|last| last.0 >= tx)
+        {
+            return;
+        }
+        self.forget_session(sid);
+    }
+
     /// Runs `change` on live session `sid` and commits it as one transaction. On any error the
     /// live session is dropped, so nothing of the failed request stays in memory.
     fn with_session<T>(
