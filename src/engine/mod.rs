@@ -435,7 +435,9 @@ impl Engine {
     fn forget_session_before(&self, sid: &str, tx: u64) {
         let live = lock(&self.sessions).get(sid).cloned();
         if let Some(session) = live
-            && lock(&session).last_commit().is_some_and(|last| last.0 >= tx)
+            && lock(&session)
+                .last_commit()
+                .is_some_and(|last| last.0 >= tx)
         {
             return;
         }
