@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::{Engine, Result, lock};
+use crate::store::TxId;
 use crate::store::{PgListener, PgLocation};
 
 /// How long the following thread waits for a notification before it looks at its stop flag.
@@ -131,13 +132,19 @@ impl Engine {
             followed.own.retain(|&t| t > tx);
             foreign
         };
-        for tx in foreign {
-            // Best effort, as for the engine's own commits: the log has what cannot be read.
-            let Ok(event) = self.commit_event(tx) else {
-                continue;
-            };
+        let (Some(&first), Some(&last)) = (foreign.first(), foreign.last()) else {
+            return;
+        };
+        // One read of the log for all of them (a notification often names several).
+        // Best effort, as for the engine's own commits: the log has what cannot be read.
+        let span = usize::try_from(last - first + 1).unwrap_or(usize::MAX);
+        let Ok(records) = self.store.log(Some(TxId(first - 1)), span) else {
+            return;
+        };
+        for record in records.iter().filter(|r| foreign.contains(&r.tx_id.0)) {
+            let event = self.event_of(record);
             for sid in &event.sessions {
-                self.forget_session(sid);
+                self.forget_session_before(sid, event.tx_id);
             }
             self.refresh_sessions(&event.paths);
             lock(&self.subscribers).retain(|s| s.send(event.clone()).is_ok());

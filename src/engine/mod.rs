@@ -353,6 +353,12 @@ impl Engine {
             .into_iter()
             .next()
             .ok_or_else(|| Error::not_found(format!("tx {tx}")))?;
+        Ok(self.event_of(&record))
+    }
+
+    /// The event of the transaction of log record `record`.
+    fn event_of(&self, record: &crate::store::TxRecord) -> CommitEvent {
+        let tx = record.tx_id.0;
         let mut event = CommitEvent {
             tx_id: tx,
             origin: record.origin.as_str().to_string(),
@@ -395,7 +401,7 @@ impl Engine {
                 event.paths.push(path);
             }
         }
-        Ok(event)
+        event
     }
 
     /// The live session `sid`, loaded from the store when no request holds it yet.
@@ -421,6 +427,21 @@ impl Engine {
     /// Forgets the live session `sid`: its next request loads it from the store again.
     fn forget_session(&self, sid: &str) {
         lock(&self.sessions).remove(sid);
+    }
+
+    /// Forgets the live session `sid` unless it committed transaction `tx` (or a later one)
+    /// itself: a commit of this engine whose notification came before its answer (the
+    /// request holds the session until its commit is answered, so this waits for that).
+    fn forget_session_before(&self, sid: &str, tx: u64) {
+        let live = lock(&self.sessions).get(sid).cloned();
+        if let Some(session) = live
+            && lock(&session)
+                .last_commit()
+                .is_some_and(|last| last.0 >= tx)
+        {
+            return;
+        }
+        self.forget_session(sid);
     }
 
     /// Runs `change` on live session `sid` and commits it as one transaction. On any error the

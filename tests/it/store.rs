@@ -436,6 +436,80 @@ fn a_failed_match_aborts_the_whole_transaction(backend: &dyn StoreFactory) -> Te
 }
 backend_tests!(a_failed_match_aborts_the_whole_transaction: redb_in_memory, postgres);
 
+/// An eviction before a put of the same content in one transaction: the eviction releases the
+/// content (no document used it any more), the put's document needs it again.
+fn an_eviction_before_a_put_of_the_same_content_keeps_it(backend: &dyn StoreFactory) -> TestResult {
+    let store = backend.fresh()?;
+    store.transact(vec![Op::put(prompt("a", "shared")?)], Origin::Cli)?;
+    let b = prompt("b", "shared")?;
+    store.transact(
+        vec![
+            Op::Evict {
+                entity: "system_prompt:a".into(),
+            },
+            Op::put(b.clone()),
+        ],
+        Origin::Cli,
+    )?;
+    assert_eq!(store.fsck()?, vec![]);
+    let hash = b.content_hash().ok_or("a prompt has content")?;
+    assert!(store.content(hash)?.is_some(), "b's content stays");
+    assert!(store.get("system_prompt:b")?.is_some());
+    Ok(())
+}
+backend_tests!(an_eviction_before_a_put_of_the_same_content_keeps_it: redb_in_memory, postgres);
+
+/// A group of requests: each gets its own tx id in order, and one that fails (a match
+/// conflict, after a request before it wrote) changes nothing, its new content included,
+/// while the ones after it commit and see what the ones before wrote.
+fn a_group_commits_each_request_or_nothing_of_it(backend: &dyn StoreFactory) -> TestResult {
+    let store = backend.fresh()?;
+    let x = prompt("x", "one")?;
+    let lost = prompt("lost", "a content only the failed request has")?;
+    let request = |ops| strata::TxRequest {
+        ops,
+        origin: Origin::Cli,
+        stat: None,
+    };
+    let results = store.transact_group(vec![
+        request(vec![Op::put(x.clone())]),
+        request(vec![
+            Op::put(lost.clone()),
+            Op::Match {
+                entity: x.id().into(),
+                expected: None,
+            },
+        ]),
+        request(vec![
+            Op::Match {
+                entity: x.id().into(),
+                expected: Some(*x.object_hash()),
+            },
+            Op::put(prompt("x", "two")?),
+        ]),
+    ]);
+    let ids: Vec<Option<u64>> = results
+        .iter()
+        .map(|r| {
+            r.as_ref()
+                .ok()
+                .and_then(|receipt| receipt.map(|r| r.tx_id.0))
+        })
+        .collect();
+    assert_eq!(ids, vec![Some(1), None, Some(2)], "{results:?}");
+    assert!(
+        matches!(&results[1], Err(Error::Conflict { .. })),
+        "{:?}",
+        results[1]
+    );
+    assert!(store.get("system_prompt:lost").is_err(), "nothing of it");
+    let hash = lost.content_hash().ok_or("a prompt has content")?;
+    assert_eq!(store.content(hash)?, None, "its content went too");
+    assert_eq!(store.fsck()?, vec![]);
+    Ok(())
+}
+backend_tests!(a_group_commits_each_request_or_nothing_of_it: redb_in_memory, redb_on_disk, postgres);
+
 fn mtime_clamped_stays_between_the_previous_version_and_tx_time(
     backend: &dyn StoreFactory,
 ) -> TestResult {

@@ -12,16 +12,20 @@
 //! takes the head row `FOR UPDATE`, checks its matches inside the lock (a conflict changes
 //! nothing), extends the chain, writes, `NOTIFY`s `strata_<schema>` with the tx id, and commits:
 //! commits from any number of processes and machines are serialized by the database, ids
-//! gapless. A group of transactions shares one database transaction, a savepoint each.
+//! gapless. A group of transactions shares one database transaction, and each is written in
+//! two statements (`commit`); the head's lock is released before the WAL flush, and a request
+//! is answered after it.
 //!
 //! The sync `postgres` client runs its own small runtime: it is called from plain threads (the
 //! daemon calls the engine through `spawn_blocking`), never from inside an async task.
 //!
 //! # Layout
 //! - `schema`: the tables, created and migrated here. `rule`: the write rule and history over
-//!   rows in memory. `write`: commits. `read`: queries. `maintain`: evict, gc, fsck, rebuild.
-//!   `damage`: the damage marker (a row every handle sees).
+//!   rows in memory. `commit`: group commits in few round trips. `write`: op-by-op writes.
+//!   `read`: queries. `maintain`: evict, gc, fsck, rebuild. `damage`: the damage marker (a row
+//!   every handle sees).
 
+mod commit;
 mod damage;
 mod maintain;
 mod read;
@@ -261,8 +265,14 @@ impl PgLocation {
         } else {
             ""
         };
+        // No JIT: strata's statements read and write a few rows by index, and a generic
+        // plan's guesses (a log read's LIMIT, an unnest's 100 rows) made some look costly
+        // enough to be compiled at every execution.
         client
-            .batch_execute(&format!("SET search_path TO {}{only}", self.schema))
+            .batch_execute(&format!(
+                "SET search_path TO {}; SET jit = off{only}",
+                self.schema
+            ))
             .pg("setting the search path")?;
         Ok(client)
     }
@@ -381,6 +391,27 @@ impl Drop for PgStore {
     }
 }
 
+/// A read's answer `out`; "not found" comes with the store's damage mark (read on `t`, only
+/// then; layouts before 2 have none).
+fn marked_if_not_found<T>(
+    t: &mut impl GenericClient,
+    layout: i64,
+    out: Result<T>,
+) -> Result<std::result::Result<T, (String, Option<String>)>> {
+    match out {
+        Ok(out) => Ok(Ok(out)),
+        Err(Error::NotFound { what }) if layout >= 2 => {
+            let marked: Option<String> = t
+                .maybe_row("SELECT reason FROM strata_damage WHERE id = 1", &[])
+                .pg("reading the damage marker")?
+                .map(|row| row.get(0));
+            Ok(Err((what, marked)))
+        }
+        Err(Error::NotFound { what }) => Ok(Err((what, None))),
+        Err(e) => Err(e),
+    }
+}
+
 fn ts(micros: i64) -> Timestamp {
     Timestamp::saturating_from_micros(micros)
 }
@@ -494,22 +525,36 @@ impl PgStore {
                 .isolation_level(postgres::IsolationLevel::RepeatableRead)
                 .start()
                 .pg("beginning a read")?;
-            match f(&mut tx) {
-                Ok(out) => {
-                    tx.commit().pg("ending a read")?;
-                    Ok(Ok(out))
-                }
-                Err(Error::NotFound { what }) if layout >= 2 => {
-                    let marked: Option<String> = tx
-                        .maybe_row("SELECT reason FROM strata_damage WHERE id = 1", &[])
-                        .pg("reading the damage marker")?
-                        .map(|row| row.get(0));
-                    Ok(Err((what, marked)))
-                }
-                Err(Error::NotFound { what }) => Ok(Err((what, None))),
-                Err(e) => Err(e),
+            let out = f(&mut tx);
+            let out = marked_if_not_found(&mut tx, layout, out)?;
+            if out.is_ok() {
+                tx.commit().pg("ending a read")?;
             }
+            Ok(out)
         });
+        self.settle_read(result)
+    }
+
+    /// [`PgStore::read`] for a read of one statement, which is a snapshot of its own: without
+    /// a transaction around it (two round trips fewer).
+    fn read_statement<T: Send>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<T> + Send,
+    ) -> Result<T> {
+        let layout = self.layout;
+        let result = self.with_client(|client| {
+            let out = f(client);
+            marked_if_not_found(client, layout, out)
+        });
+        self.settle_read(result)
+    }
+
+    /// What a read came to: its answer, or "not found" with the damage mark when the store
+    /// is marked damaged, or its error (damage it met marks the store).
+    fn settle_read<T>(
+        &self,
+        result: Result<std::result::Result<T, (String, Option<String>)>>,
+    ) -> Result<T> {
         match result {
             Ok(Ok(out)) => Ok(out),
             Ok(Err((what, marked))) => match marked.or_else(|| self.remembered_damage()) {
@@ -642,14 +687,14 @@ impl Backend for PgStore {
     }
 
     fn entity(&self, id: &str) -> Result<EntityInfo> {
-        self.read(|t| {
+        self.read_statement(|t| {
             let (_, rec) = read::entity(t, id)?.ok_or_else(|| super::redb::unknown_entity(id))?;
             super::redb::entity_info(id, &rec)
         })
     }
 
     fn entity_exists(&self, id: &str) -> Result<bool> {
-        self.read(|t| Ok(read::entity(t, id)?.is_some()))
+        self.read_statement(|t| Ok(read::entity(t, id)?.is_some()))
     }
 
     fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {

@@ -354,41 +354,52 @@ pub(super) fn log(
     limit: usize,
 ) -> Result<Vec<TxRecord>> {
     let start = since.map_or(1, |t| t.0.saturating_add(1)).max(1);
-    let mut previous = match start {
-        1 => [0u8; 32],
-        _ => header(t, start - 1)?.chain,
-    };
+    // One statement: the record before `start` (for its chain value), then the records with
+    // their op bodies and evictions.
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let headers = t
+    let mut headers = t
         .rows(
-            "SELECT tx_id, header FROM strata_log WHERE tx_id >= $1 ORDER BY tx_id LIMIT $2",
-            &[&big(start), &limit],
+            "SELECT l.tx_id, l.header, ARRAY(SELECT n FROM strata_ops o WHERE o.tx_id = l.tx_id \
+             AND l.tx_id >= $2 ORDER BY n), ARRAY(SELECT body FROM strata_ops o WHERE o.tx_id = \
+             l.tx_id AND l.tx_id >= $2 ORDER BY n), ARRAY(SELECT n FROM strata_evicted_ops e \
+             WHERE e.tx_id = l.tx_id AND l.tx_id >= $2 ORDER BY n), ARRAY(SELECT by_tx FROM \
+             strata_evicted_ops e WHERE e.tx_id = l.tx_id AND l.tx_id >= $2 ORDER BY n) FROM \
+             strata_log l WHERE l.tx_id >= $1 ORDER BY l.tx_id LIMIT $3",
+            &[&big(start - 1), &big(start), &limit.saturating_add(1)],
         )
         .pg("reading the log")?;
-    let Some(last) = headers.last().map(|r| unbig(r.get(0))) else {
-        return Ok(Vec::new());
-    };
-    let mut bodies = std::collections::HashMap::new();
-    for row in t
-        .rows(
-            "SELECT tx_id, n, body FROM strata_ops WHERE tx_id >= $1 AND tx_id <= $2",
-            &[&big(start), &big(last)],
-        )
-        .pg("reading op bodies")?
-    {
-        let n: i32 = row.get(1);
-        bodies.insert((unbig(row.get(0)), n as u32), row.get::<_, Vec<u8>>(2));
+    let mut previous = [0u8; 32];
+    if start > 1 {
+        match headers.first() {
+            Some(row) if unbig(row.get(0)) == start - 1 => {
+                let tx = start - 1;
+                previous = codec::decode_header(row.get(1), &format!("header of tx {tx}"))?.chain;
+                headers.remove(0);
+            }
+            _ => {
+                return Err(Error::corrupt(format!(
+                    "the log has no record of tx {}; run `strata fsck`",
+                    start - 1
+                )));
+            }
+        }
+    } else {
+        headers.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     }
+    let mut bodies = std::collections::HashMap::new();
     let mut evicted = std::collections::HashMap::new();
-    for row in t
-        .rows(
-            "SELECT tx_id, n, by_tx FROM strata_evicted_ops WHERE tx_id >= $1 AND tx_id <= $2",
-            &[&big(start), &big(last)],
-        )
-        .pg("reading evictions")?
-    {
-        let n: i32 = row.get(1);
-        evicted.insert((unbig(row.get(0)), n as u32), TxId(unbig(row.get(2))));
+    for row in &headers {
+        let tx = unbig(row.get(0));
+        let ns: Vec<i32> = row.get(2);
+        let bs: Vec<Vec<u8>> = row.get(3);
+        for (n, body) in ns.into_iter().zip(bs) {
+            bodies.insert((tx, n as u32), body);
+        }
+        let ns: Vec<i32> = row.get(4);
+        let by: Vec<i64> = row.get(5);
+        for (n, by) in ns.into_iter().zip(by) {
+            evicted.insert((tx, n as u32), TxId(unbig(by)));
+        }
     }
     let mut expected = start;
     let mut out = Vec::with_capacity(headers.len());

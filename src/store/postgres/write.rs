@@ -1,11 +1,11 @@
-//! Commits: contents uploaded first (idempotent by hash), then one database transaction that
-//! locks the head row, writes each request of the group under its own savepoint (a request that
-//! fails is rolled back alone; a request alone needs none), extends the chain, and `NOTIFY`s.
-//! Every statement goes through the connection's prepared statements (`Cached`).
+//! Writes op by op: what the batched commit (`commit`) does not take (a request that evicts),
+//! replaying the log (`append_log`, rebuild), and the pieces commits share (the head, contents
+//! uploads, documents, version rows). Every statement goes through the connection's prepared
+//! statements (`Cached`).
 
 use std::collections::HashSet;
 
-use postgres::{GenericClient, Transaction};
+use postgres::GenericClient;
 
 use super::rule::{self, Row};
 use super::schema::CHUNK;
@@ -97,29 +97,20 @@ pub(super) fn ensure_content(
     hash: &[u8; 32],
     record: impl FnOnce() -> Vec<u8>,
 ) -> Result<u64> {
-    let there = client
-        .maybe_row(
-            "SELECT 1 FROM strata_contents WHERE hash = $1",
-            &[&hash.as_slice()],
-        )
-        .pg("looking up a content")?
-        .is_some();
-    if there {
-        return Ok(0);
-    }
-    let mut tx = client.transaction().pg("beginning a content upload")?;
-    let stored = upload_one(&mut tx, hash, &record())?;
-    tx.commit().pg("committing a content upload")?;
-    Ok(stored)
+    let blobs: Vec<Blob<'_>> = vec![(*hash, Box::new(record))];
+    Ok(ensure_contents(client, blobs)?
+        .into_iter()
+        .map(|(_, bytes)| bytes)
+        .sum())
 }
 
 /// A content to store: its hash, and what makes its blob record when it must be uploaded.
-type Blob<'a> = ([u8; 32], Box<dyn FnOnce() -> Vec<u8> + 'a>);
+pub(super) type Blob<'a> = ([u8; 32], Box<dyn FnOnce() -> Vec<u8> + 'a>);
 
-/// Stores each of `blobs` (hash, its blob record when it must be made) that is not there, all
-/// in one database transaction (one commit, one fsync, however many): one statement finds
-/// which are there. The hashes it stored, with their bytes.
-fn ensure_contents<'a>(
+/// Stores each of `blobs` (hash, its blob record when it must be made) that is not there: one
+/// statement finds which are there, one more (per 32 MiB) stores the others. The hashes it
+/// stored, with their bytes.
+pub(super) fn ensure_contents<'a>(
     client: &mut impl GenericClient,
     blobs: Vec<Blob<'a>>,
 ) -> Result<Vec<([u8; 32], u64)>> {
@@ -136,57 +127,75 @@ fn ensure_contents<'a>(
         .into_iter()
         .map(|row| row.get(0))
         .collect();
-    let mut missing: Vec<_> = blobs
-        .into_iter()
-        .filter(|(hash, _)| !there.contains(hash.as_slice()))
-        .collect();
-    if missing.is_empty() {
-        return Ok(Vec::new());
-    }
     let mut seen = HashSet::new();
-    missing.retain(|(hash, _)| seen.insert(*hash));
-    let mut tx = client.transaction().pg("beginning a content upload")?;
+    let records = blobs
+        .into_iter()
+        .filter(|(hash, _)| !there.contains(hash.as_slice()) && seen.insert(*hash))
+        .map(|(hash, record)| (hash, record()));
+    insert_contents(client, records)
+}
+
+/// The most record bytes one upload statement carries (a larger record goes alone).
+const UPLOAD_BATCH: usize = 32 << 20;
+
+/// Inserts contents (hash, blob record) unless there, cut into chunks: one statement per
+/// [`UPLOAD_BATCH`] of records, each atomic on its own (a content is whole or absent). The
+/// hashes it inserted, with their bytes.
+pub(super) fn insert_contents(
+    client: &mut impl GenericClient,
+    records: impl IntoIterator<Item = ([u8; 32], Vec<u8>)>,
+) -> Result<Vec<([u8; 32], u64)>> {
     let mut stored = Vec::new();
-    for (hash, record) in missing {
-        let bytes = upload_one(&mut tx, &hash, &record())?;
-        if bytes > 0 {
-            stored.push((hash, bytes));
+    let mut batch: Vec<([u8; 32], Vec<u8>)> = Vec::new();
+    let mut size = 0;
+    for (hash, record) in records {
+        if size > 0 && size + record.len() > UPLOAD_BATCH {
+            stored.extend(insert_batch(client, &std::mem::take(&mut batch))?);
+            size = 0;
         }
+        size += record.len();
+        batch.push((hash, record));
     }
-    tx.commit().pg("committing a content upload")?;
+    if !batch.is_empty() {
+        stored.extend(insert_batch(client, &batch)?);
+    }
     Ok(stored)
 }
 
-/// Inserts content `hash` (its blob record `record`) unless a concurrent upload did: the bytes
-/// stored (0 when it was there).
-fn upload_one(t: &mut impl GenericClient, hash: &[u8; 32], record: &[u8]) -> Result<u64> {
-    let chunks: Vec<&[u8]> = record.chunks(CHUNK).collect();
-    for (n, chunk) in chunks.iter().enumerate() {
-        t.run(
-            "INSERT INTO strata_chunks VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-            &[&hash.as_slice(), &(n as i32), chunk],
-        )
-        .pg("uploading a content chunk")?;
+/// One statement of [`insert_contents`].
+fn insert_batch(
+    client: &mut impl GenericClient,
+    batch: &[([u8; 32], Vec<u8>)],
+) -> Result<Vec<([u8; 32], u64)>> {
+    let (mut chunk_hash, mut chunk_n, mut chunk_data) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut hashes, mut lens, mut counts) = (Vec::new(), Vec::new(), Vec::new());
+    for (hash, record) in batch {
+        let chunks: Vec<&[u8]> = record.chunks(CHUNK).collect();
+        for (n, chunk) in chunks.iter().enumerate() {
+            chunk_hash.push(hash.as_slice());
+            chunk_n.push(n as i32);
+            chunk_data.push(*chunk);
+        }
+        hashes.push(hash.as_slice());
+        lens.push(record.len() as i64);
+        counts.push(chunks.len() as i32);
     }
-    let inserted = t
-        .run(
-            "INSERT INTO strata_contents VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-            &[
-                &hash.as_slice(),
-                &(record.len() as i64),
-                &(chunks.len() as i32),
-            ],
+    client
+        .rows(
+            "WITH c AS (INSERT INTO strata_chunks SELECT * FROM unnest($1::bytea[], $2::int[], \
+             $3::bytea[]) ON CONFLICT DO NOTHING) INSERT INTO strata_contents SELECT * FROM \
+             unnest($4::bytea[], $5::bigint[], $6::int[]) ON CONFLICT DO NOTHING RETURNING hash, \
+             len",
+            &[&chunk_hash, &chunk_n, &chunk_data, &hashes, &lens, &counts],
         )
-        .pg("recording a content")?;
-    Ok(if inserted == 1 {
-        record.len() as u64
-    } else {
-        0
-    })
+        .pg("uploading contents")?
+        .iter()
+        .map(|row| Ok((hash32(row.get(0), "a content hash")?, unbig(row.get(1)))))
+        .collect()
 }
 
 /// The contents a put stores: (hash, bytes), the content or the kept raw bytes.
-fn put_blobs(put: &Put) -> Result<Vec<([u8; 32], &[u8])>> {
+pub(super) fn put_blobs(put: &Put) -> Result<Vec<([u8; 32], &[u8])>> {
     blobs_of(&put.object, put.bytes.as_deref())
 }
 
@@ -213,37 +222,10 @@ fn blobs_of<'a>(object: &'a Object, bytes: Option<&'a [u8]>) -> Result<Vec<([u8;
     Ok(out)
 }
 
-/// Uploads the contents of every put of `ops` (before any lock is taken), noting in `new` the
-/// ones it stored (a request that fails takes them out again).
-fn upload(client: &mut Client, ops: &[Op], new: &mut Vec<[u8; 32]>) -> Result<()> {
-    let mut blobs: Vec<Blob<'_>> = Vec::new();
-    for op in ops {
-        if let Op::Put(put) = op {
-            for (hash, bytes) in put_blobs(put)? {
-                blobs.push((
-                    hash,
-                    Box::new(move || {
-                        put.encoded
-                            .as_ref()
-                            .and_then(|e| e.record_for(&hash))
-                            .map_or_else(|| codec::encode_blob(bytes), <[u8]>::to_vec)
-                    }),
-                ));
-            }
-        }
-    }
-    new.extend(
-        ensure_contents(client, blobs)?
-            .into_iter()
-            .map(|(hash, _)| hash),
-    );
-    Ok(())
-}
-
 /// Makes sure, under the head lock, that the contents of every put of `ops` are there (they
 /// were uploaded before the lock; an eviction or gc in between may have removed one): one
 /// statement, and an upload only of what went.
-fn recheck_contents(t: &mut impl GenericClient, ops: &[Op]) -> Result<()> {
+pub(super) fn recheck_contents(t: &mut impl GenericClient, ops: &[Op]) -> Result<()> {
     let mut blobs: Vec<Blob<'_>> = Vec::new();
     for op in ops {
         if let Op::Put(put) = op {
@@ -254,20 +236,6 @@ fn recheck_contents(t: &mut impl GenericClient, ops: &[Op]) -> Result<()> {
     }
     ensure_contents(t, blobs)?;
     Ok(())
-}
-
-/// Removes the contents failed requests uploaded that no document uses, under the head lock
-/// (no commit is then between its upload and its document).
-fn take_back(client: &mut Client, hashes: &[[u8; 32]]) -> Result<()> {
-    if hashes.is_empty() {
-        return Ok(());
-    }
-    let mut t = client.transaction().pg("beginning a clean-up")?;
-    head(&mut t, true)?;
-    for hash in hashes {
-        release_content(&mut t, hash)?;
-    }
-    t.commit().pg("committing a clean-up")
 }
 
 /// The entity row of `id`: (eid, record).
@@ -317,17 +285,8 @@ pub(super) fn apply(
                 (None, Some(first)) => create_entity(t, &w.entity, first, &mut state.next_eid)?,
                 (None, None) => return Err(super::super::redb::unknown_entity(&w.entity)),
             };
-            let new = VersionRec {
-                object_hash: w.object_hash,
-                tx_after: 0,
-                op: n,
-                restored: false,
-                size: w.size,
-                spelling: w.spelling.clone(),
-                content_omitted: w.content_omitted,
-            };
             let window = window(t, eid, w.valid_from)?;
-            for (vt, rec) in rule::plan_write(&window, w.valid_from, w.valid_to, &new, tx_time) {
+            for (vt, rec) in planned_versions(w, n, &window, tx_time) {
                 t.run(
                     "INSERT INTO strata_versions VALUES ($1, $2, $3, $4, $5)",
                     &[
@@ -362,6 +321,26 @@ pub(super) fn apply(
     Ok(())
 }
 
+/// The version rows write `w` (op `n`) makes, given the `window` of rows it can touch (see
+/// [`window`]) and its transaction's time.
+pub(super) fn planned_versions(
+    w: &WriteRec,
+    n: u32,
+    window: &[Row],
+    tx_time: i64,
+) -> Vec<(i64, VersionRec)> {
+    let new = VersionRec {
+        object_hash: w.object_hash,
+        tx_after: 0,
+        op: n,
+        restored: false,
+        size: w.size,
+        spelling: w.spelling.clone(),
+        content_omitted: w.content_omitted,
+    };
+    rule::plan_write(window, w.valid_from, w.valid_to, &new, tx_time)
+}
+
 /// The rows of `eid` a write starting at `start` can touch: from the greatest valid_from at
 /// or before `start` on (all rows when there is none).
 fn window(t: &mut impl GenericClient, eid: u64, start: i64) -> Result<Vec<Row>> {
@@ -375,6 +354,15 @@ fn window(t: &mut impl GenericClient, eid: u64, start: i64) -> Result<Vec<Row>> 
     .iter()
     .map(|row| read::row_of(row.get(0), row.get(1), row.get(2)))
     .collect()
+}
+
+/// The record of new entity number `eid` made by a write whose first record is `first`.
+pub(super) fn entity_rec(eid: u64, first: &FirstRec) -> EntityRec {
+    EntityRec {
+        eid,
+        object_type: first.object_type.clone(),
+        source: first.source.clone(),
+    }
 }
 
 fn create_entity(
@@ -391,11 +379,7 @@ fn create_entity(
             .get(0),
     };
     *next_eid = Some(next + 1);
-    let rec = EntityRec {
-        eid: unbig(next),
-        object_type: first.object_type.clone(),
-        source: first.source.clone(),
-    };
+    let rec = entity_rec(unbig(next), first);
     t.run(
         "INSERT INTO strata_entities VALUES ($1, $2, $3)",
         &[&id.as_bytes(), &next, &codec::encode(&rec)?],
@@ -554,9 +538,12 @@ fn current_hash(t: &mut impl GenericClient, id: &str, now: i64) -> Result<Option
     })
 }
 
-/// Stores the document of `object` (with `bytes` kept for a file whose content is null),
-/// whose contents are there: the bytes put, for the store's count.
-fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) -> Result<i64> {
+/// A document row: object hash, content hash, kept bytes' hash, record (codec DocRec).
+pub(super) type DocRow = ([u8; 32], Option<[u8; 32]>, Option<[u8; 32]>, Vec<u8>);
+
+/// The document row of `object` (with `bytes` kept for a file whose content is null), and the
+/// bytes it puts, for the store's count.
+pub(super) fn doc_row(object: &Object, bytes: Option<&[u8]>) -> Result<(DocRow, i64)> {
     let kept = bytes
         .filter(|_| object.content().is_none())
         .and(object.file_hash());
@@ -565,18 +552,33 @@ fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) 
         content_hash: object.content_hash().map(|h| h.0),
         fields: object.metadata_json().to_string(),
     };
+    let given =
+        object.content().map_or(0, str::len) as i64 + kept.and(bytes).map_or(0, |b| b.len() as i64);
+    let row = (
+        object.object_hash().0,
+        object.content_hash().map(|h| h.0),
+        kept.map(|h| h.0),
+        codec::encode(&doc)?,
+    );
+    Ok((row, given))
+}
+
+/// Stores the document of `object` (with `bytes` kept for a file whose content is null),
+/// whose contents are there: the bytes put, for the store's count.
+fn store_doc(t: &mut impl GenericClient, object: &Object, bytes: Option<&[u8]>) -> Result<i64> {
+    let ((hash, content, kept, rec), given) = doc_row(object, bytes)?;
     t.run(
         "INSERT INTO strata_docs VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO UPDATE SET \
          kept_hash = coalesce(strata_docs.kept_hash, EXCLUDED.kept_hash)",
         &[
-            &object.object_hash().0.as_slice(),
-            &object.content_hash().map(|h| h.0.as_slice()),
-            &kept.map(|h| h.0.as_slice()),
-            &codec::encode(&doc)?,
+            &hash.as_slice(),
+            &content.as_ref().map(<[u8; 32]>::as_slice),
+            &kept.as_ref().map(<[u8; 32]>::as_slice),
+            &rec,
         ],
     )
     .pg("storing a document")?;
-    Ok(object.content().map_or(0, str::len) as i64 + kept.and(bytes).map_or(0, |b| b.len() as i64))
+    Ok(given)
 }
 
 /// Adds `given` to the count of bytes put.
@@ -662,7 +664,7 @@ fn resolve_put(
 }
 
 /// Writes `ops` as the transaction after `head` inside `t`; the new head.
-fn write_tx(t: &mut Transaction<'_>, ops: &[Op], origin: &Origin, head: Head) -> Result<Head> {
+fn write_tx(t: &mut impl GenericClient, ops: &[Op], origin: &Origin, head: Head) -> Result<Head> {
     let tx = head.tx + 1;
     let now = Timestamp::now().as_micros();
     let tx_time = if head.tx == 0 {
@@ -733,6 +735,11 @@ fn write_tx(t: &mut Transaction<'_>, ops: &[Op], origin: &Origin, head: Head) ->
         apply(t, tx, tx_time, n, &body, &mut state)?;
         digests.push(log::op_digest(&body)?);
     }
+    if !state.evicted.is_empty() {
+        // An eviction before a put of the same content released it (no document used it
+        // yet): the put's document needs it again.
+        recheck_contents(t, ops)?;
+    }
     count_put_bytes(t, given)?;
     let header = log::seal_header(&head.chain, tx, tx_time, origin, digests)?;
     let chain = header.chain;
@@ -744,13 +751,21 @@ fn write_tx(t: &mut Transaction<'_>, ops: &[Op], origin: &Origin, head: Head) ->
     Ok(Head { tx, tx_time, chain })
 }
 
-/// Writes one request of a group (its transaction, when it has ops, after `head`; its stat
-/// cache changes) inside `t`; the new head when it wrote a transaction.
-fn write_request(t: &mut Transaction<'_>, request: &TxRequest, head: Head) -> Result<Option<Head>> {
+/// Writes one request of a group op by op (its transaction, when it has ops, after `head`,
+/// moving the head to it and `NOTIFY`ing `channel`; its stat cache changes) inside `t`; the
+/// new head when it wrote a transaction. What the batched writer does not take (evictions).
+pub(super) fn write_request(
+    t: &mut impl GenericClient,
+    request: &TxRequest,
+    head: Head,
+    channel: &str,
+) -> Result<Option<Head>> {
     let written = if request.ops.is_empty() {
         None
     } else {
-        Some(write_tx(t, &request.ops, &request.origin, head)?)
+        let new = write_tx(t, &request.ops, &request.origin, head)?;
+        move_head(t, new.tx, channel)?;
+        Some(new)
     };
     if let Some(stat) = &request.stat {
         apply_stat(t, stat)?;
@@ -759,7 +774,7 @@ fn write_request(t: &mut Transaction<'_>, request: &TxRequest, head: Head) -> Re
 }
 
 /// Applies stat cache changes.
-fn apply_stat(t: &mut impl GenericClient, update: &StatUpdate) -> Result<()> {
+pub(super) fn apply_stat(t: &mut impl GenericClient, update: &StatUpdate) -> Result<()> {
     let fs = update.filesystem_id.as_bytes();
     for (path, entry) in &update.puts {
         let rec = StatRec {
@@ -862,112 +877,5 @@ impl PgStore {
             move_head(&mut t, head.tx, &self.location.channel())?;
             t.commit().pg("committing an append")
         })
-    }
-
-    /// Writes a group of requests in one database transaction, each under its own savepoint
-    /// and with its own tx id, as if one after another; a request that fails changes nothing.
-    pub(super) fn commit_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
-        if self.check_writable().is_err() {
-            return group
-                .iter()
-                .map(|_| self.check_writable().map(|()| None))
-                .collect();
-        }
-        if let Some(reason) = self.remembered_damage() {
-            return group
-                .iter()
-                .map(|_| Err(crate::store::damage::refusal(&reason)))
-                .collect();
-        }
-        let mut results: Vec<Option<Result<Option<TxReceipt>>>> =
-            group.iter().map(|_| None).collect();
-        let mut uploaded: Vec<Vec<[u8; 32]>> = group.iter().map(|_| Vec::new()).collect();
-        let outcome = self.with_client(|client| {
-            for (i, request) in group.iter().enumerate() {
-                if !request.ops.is_empty() || request.stat.is_none() {
-                    let checked = super::super::redb::check_ops(&request.ops)
-                        .and_then(|()| upload(client, &request.ops, &mut uploaded[i]));
-                    if let Err(e) = checked {
-                        results[i] = Some(Err(e));
-                    }
-                }
-            }
-            let mut t = client.transaction().pg("beginning a commit")?;
-            let mut head = head_for_write(&mut t)?;
-            let mut receipts = Vec::new();
-            // A request alone needs no savepoint: when it fails, the transaction is rolled back.
-            let alone = results.iter().filter(|r| r.is_none()).count() == 1;
-            for (i, request) in group.iter().enumerate() {
-                if results[i].is_some() {
-                    continue;
-                }
-                let written = if alone {
-                    write_request(&mut t, request, head)
-                } else {
-                    let mut sp = t.savepoint("request").pg("beginning a request")?;
-                    let written = write_request(&mut sp, request, head);
-                    match &written {
-                        Ok(_) => sp.commit().pg("ending a request")?,
-                        Err(_) => sp.rollback().pg("rolling back a request")?,
-                    }
-                    written
-                };
-                match written {
-                    Ok(Some(new)) => {
-                        head = new;
-                        receipts.push((
-                            i,
-                            Some(TxReceipt {
-                                tx_id: TxId(new.tx),
-                                tx_time: ts(new.tx_time),
-                            }),
-                        ));
-                    }
-                    Ok(None) => receipts.push((i, None)),
-                    Err(e) => results[i] = Some(Err(e)),
-                }
-            }
-            if receipts.is_empty() {
-                t.rollback().pg("rolling back a commit")?;
-                return Ok(receipts);
-            }
-            move_head(&mut t, head.tx, &self.location.channel())?;
-            t.commit().pg("committing")?;
-            Ok(receipts)
-        });
-        match outcome {
-            Ok(receipts) => {
-                for (i, receipt) in receipts {
-                    results[i] = Some(Ok(receipt));
-                }
-            }
-            Err(e) => {
-                // Each request gets the error, of its kind (a damaged store's refusal stays one).
-                let message = e.full_message();
-                for result in results.iter_mut().filter(|r| r.is_none()) {
-                    *result = Some(Err(match &e {
-                        Error::Corrupt { what } => Error::corrupt(what.clone()),
-                        _ => Error::storage("committing a group", message.clone()),
-                    }));
-                }
-            }
-        }
-        // Contents uploaded for requests that failed go again (nothing of a failed request
-        // stays); best effort, gc takes what is left.
-        let orphans: Vec<[u8; 32]> = results
-            .iter()
-            .zip(&uploaded)
-            .filter(|(r, _)| !matches!(r, Some(Ok(_))))
-            .flat_map(|(_, hashes)| hashes.iter().copied())
-            .collect();
-        if !orphans.is_empty() {
-            let _ = self.with_client(|client| take_back(client, &orphans));
-        }
-        results
-            .into_iter()
-            .map(|r| {
-                r.unwrap_or_else(|| Err(Error::invariant("a commit left a request unanswered")))
-            })
-            .collect()
     }
 }
