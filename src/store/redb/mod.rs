@@ -87,7 +87,56 @@ impl<T, E: std::error::Error + Send + Sync + 'static> StorageResult<T>
     for std::result::Result<T, E>
 {
     fn db(self) -> Result<T> {
-        self.map_err(|e| Error::storage("redb", e))
+        self.map_err(|e| {
+            if reports_damage(&e) {
+                Error::corrupt(format!(
+                    "the store file is damaged: the storage engine reports \"{e}\"; run `strata \
+                     fsck` to see what is affected"
+                ))
+            } else {
+                Error::storage("redb", e)
+            }
+        })
+    }
+}
+
+/// Whether a redb error says the file is damaged: a page that fails its checks (redb returns
+/// `Corrupted` where a debug build panics), or a table whose stored definition is not the one
+/// strata opens it with (strata never changes a table's types).
+fn reports_damage(error: &dyn std::any::Any) -> bool {
+    use redb::{StorageError, TableError};
+    let storage = |e: &StorageError| matches!(e, StorageError::Corrupted(_));
+    let table = |e: &TableError| match e {
+        TableError::Storage(e) => storage(e),
+        TableError::TableTypeMismatch { .. }
+        | TableError::TypeDefinitionChanged { .. }
+        | TableError::TableIsMultimap(_)
+        | TableError::TableIsNotMultimap(_) => true,
+        _ => false,
+    };
+    if let Some(e) = error.downcast_ref::<StorageError>() {
+        storage(e)
+    } else if let Some(e) = error.downcast_ref::<TableError>() {
+        table(e)
+    } else if let Some(redb::TransactionError::Storage(e)) = error.downcast_ref() {
+        storage(e)
+    } else if let Some(redb::CommitError::Storage(e)) = error.downcast_ref() {
+        storage(e)
+    } else if let Some(redb::DatabaseError::Storage(e)) = error.downcast_ref() {
+        storage(e)
+    } else if let Some(redb::CompactionError::Storage(e)) = error.downcast_ref() {
+        storage(e)
+    } else if let Some(e) = error.downcast_ref::<redb::Error>() {
+        matches!(
+            e,
+            redb::Error::Corrupted(_)
+                | redb::Error::TableTypeMismatch { .. }
+                | redb::Error::TypeDefinitionChanged { .. }
+                | redb::Error::TableIsMultimap(_)
+                | redb::Error::TableIsNotMultimap(_)
+        )
+    } else {
+        false
     }
 }
 
@@ -636,5 +685,43 @@ impl Backend for RedbStore {
         guard::guarded(&self.damaged, "restoring contents", || {
             RedbStore::restore_contents(self, contents)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// redb's errors that say the file is damaged become `Corrupt` (pointing at fsck), others stay
+    /// storage errors.
+    #[test]
+    fn redb_errors_that_report_damage_are_corrupt() {
+        let corrupted = || redb::StorageError::Corrupted("a checksum failed".into());
+        let kind =
+            |result: Result<()>| result.map_or_else(|e| e.kind().to_string(), |()| "ok".into());
+        let damaged: Vec<Result<()>> = vec![
+            Err::<(), _>(corrupted()).db(),
+            Err::<(), _>(redb::TableError::Storage(corrupted())).db(),
+            Err::<(), _>(redb::TransactionError::Storage(corrupted())).db(),
+            Err::<(), _>(redb::CommitError::Storage(corrupted())).db(),
+            Err::<(), _>(redb::DatabaseError::Storage(corrupted())).db(),
+            Err::<(), _>(redb::Error::Corrupted("x".into())).db(),
+        ];
+        for result in damaged {
+            let message = result
+                .as_ref()
+                .map_or_else(|e| e.to_string(), |()| String::new());
+            assert_eq!(kind(result), "corrupt");
+            assert!(message.contains("strata fsck"), "{message}");
+        }
+        let other: Vec<Result<()>> = vec![
+            Err::<(), _>(redb::StorageError::Io(std::io::Error::other("disk"))).db(),
+            Err::<(), _>(redb::TableError::TableDoesNotExist("t".into())).db(),
+            Err::<(), _>(redb::TransactionError::WouldBlock).db(),
+            Err::<(), _>(redb::CommitError::TransactionPoisoned).db(),
+        ];
+        for result in other {
+            assert_eq!(kind(result), "storage");
+        }
     }
 }
