@@ -28,7 +28,9 @@
 //! the seed, `STRATA_CORRUPTION_CASE=N` runs only case N of the seed, and
 //! `STRATA_CORRUPTION_REPORT=1` prints each case's damage before it runs, the class counts and
 //! every failing case. The fixture holds times, temporary paths and inode numbers, so one seed
-//! damages other bytes in another run: a failing case names its page and byte.
+//! damages other bytes in another run: a failing case names its page and byte. With the report
+//! on, a case that hangs prints every thread's stack (through `gdb`, when installed), and
+//! `STRATA_CORRUPTION_KEEP=DIR` keeps a copy of its damaged store in `DIR/caseN` to rerun.
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -639,6 +641,31 @@ fn repair_case(fixture: &Fixture, dir: &Path, damage: Damage) -> TestResult<Repa
     }
 }
 
+/// What can be learnt of a case that hung while it still hangs: every thread's stack (the hung
+/// one among them) when `gdb` can attach, and a copy of its damaged store when
+/// `STRATA_CORRUPTION_KEEP` names a directory.
+#[allow(clippy::print_stderr)]
+fn diagnose_hang(case: usize, dir: &Path) {
+    let pid = std::process::id().to_string();
+    let stacks = Command::new("gdb")
+        .args(["-batch", "-p", &pid, "-ex", "thread apply all bt 40"])
+        .output();
+    match stacks {
+        Ok(out) => eprintln!(
+            "case {case} hung; the threads of the test process:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        ),
+        Err(e) => eprintln!("case {case} hung; gdb could not be run to show where ({e})"),
+    }
+    if let Some(keep) = std::env::var_os("STRATA_CORRUPTION_KEEP") {
+        let to = Path::new(&keep).join(format!("case{case}"));
+        match copy_dir(dir, &to) {
+            Ok(()) => eprintln!("case {case}: its damaged store is kept in {}", to.display()),
+            Err(e) => eprintln!("case {case}: its store could not be kept ({e:?})"),
+        }
+    }
+}
+
 fn damaged_copy(fixture: &Fixture, dir: &Path, damage: Damage) -> TestResult {
     copy_dir(&fixture.store, dir)?;
     let path = dir.join("store.redb");
@@ -698,13 +725,18 @@ fn damaged_pages_never_panic_hang_or_answer_wrongly() -> TestResult {
         });
         let (mut outcome, repaired) = match receive.recv_timeout(Duration::from_secs(90)) {
             Ok(outcome) => outcome?,
-            Err(_) => (
-                Outcome {
-                    hang: true,
-                    ..Outcome::default()
-                },
-                None,
-            ),
+            Err(_) => {
+                if report {
+                    diagnose_hang(case, &dir);
+                }
+                (
+                    Outcome {
+                        hang: true,
+                        ..Outcome::default()
+                    },
+                    None,
+                )
+            }
         };
         if let Some(repaired) = repaired {
             counts.repair_tried += 1;
