@@ -343,6 +343,27 @@ impl WriteRec {
             content_omitted: None,
         }
     }
+
+    /// The write of `put` (whose object is `object`) to entity `id` from `valid_from` (µs, as
+    /// resolved), `first` when it creates the entity.
+    pub fn put(
+        id: &str,
+        valid_from: i64,
+        first: Option<FirstRec>,
+        put: &super::Put,
+        object: &crate::object::Object,
+    ) -> Self {
+        WriteRec {
+            entity: id.into(),
+            valid_from,
+            valid_to: put.valid_to.map(super::Timestamp::as_micros),
+            object_hash: Some(object.object_hash().0),
+            first,
+            size: put.size,
+            spelling: put.spelling.clone(),
+            content_omitted: object.content_omitted().map(Omitted::from),
+        }
+    }
 }
 
 /// The body of one op, with its valid times resolved (stored by [`encode_op`]).

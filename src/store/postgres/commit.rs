@@ -601,16 +601,7 @@ fn put_body(put: &Put, s: &Seen, tx_time: i64, rows: &mut Rows) -> Result<(OpRec
         Some(same) => same.2 = same.2.or(doc.2),
         None => rows.docs.push(doc),
     }
-    let body = OpRec::Write(WriteRec {
-        entity: id.into(),
-        valid_from,
-        valid_to: put.valid_to.map(Timestamp::as_micros),
-        object_hash: Some(object.object_hash().0),
-        first,
-        size: put.size,
-        spelling: put.spelling.clone(),
-        content_omitted: object.content_omitted().map(codec::Omitted::from),
-    });
+    let body = OpRec::Write(WriteRec::put(id, valid_from, first, put, object));
     Ok((body, given))
 }
 

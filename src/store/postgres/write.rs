@@ -650,16 +650,7 @@ fn resolve_put(
     };
     super::super::redb::check_range(id, valid_from, put.valid_to)?;
     *given += store_doc(t, object, put.bytes.as_deref())?;
-    let body = OpRec::Write(WriteRec {
-        entity: id.into(),
-        valid_from,
-        valid_to: put.valid_to.map(Timestamp::as_micros),
-        object_hash: Some(object.object_hash().0),
-        first,
-        size: put.size,
-        spelling: put.spelling.clone(),
-        content_omitted: object.content_omitted().map(codec::Omitted::from),
-    });
+    let body = OpRec::Write(WriteRec::put(id, valid_from, first, put, object));
     Ok((body, existing.map(|(eid, _)| eid)))
 }
 

@@ -362,16 +362,9 @@ impl WriteTables<'_> {
             put.encoded.as_ref(),
             existing.as_ref(),
         )?;
-        Ok(OpRec::Write(codec::WriteRec {
-            entity: id.into(),
-            valid_from,
-            valid_to: put.valid_to.map(Timestamp::as_micros),
-            object_hash: Some(object.object_hash().0),
-            first,
-            size: put.size,
-            spelling: put.spelling.clone(),
-            content_omitted: object.content_omitted().map(codec::Omitted::from),
-        }))
+        Ok(OpRec::Write(codec::WriteRec::put(
+            id, valid_from, first, put, object,
+        )))
     }
 }
 
