@@ -195,6 +195,22 @@ pub struct VersionRec {
     pub content_omitted: Option<Omitted>,
 }
 
+impl VersionRec {
+    /// The row op `op` of a transaction writes for `write` (its tx time not yet known: the
+    /// write rule sets it).
+    pub fn of_write(write: &WriteRec, op: u32) -> Self {
+        VersionRec {
+            object_hash: write.object_hash,
+            tx_after: 0,
+            op,
+            restored: false,
+            size: write.size,
+            spelling: write.spelling.clone(),
+            content_omitted: write.content_omitted,
+        }
+    }
+}
+
 /// A document: the hashed fields of an object, content by reference, no identity.
 #[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
 pub struct DocRec {

@@ -329,15 +329,7 @@ pub(super) fn planned_versions(
     window: &[Row],
     tx_time: i64,
 ) -> Vec<(i64, VersionRec)> {
-    let new = VersionRec {
-        object_hash: w.object_hash,
-        tx_after: 0,
-        op: n,
-        restored: false,
-        size: w.size,
-        spelling: w.spelling.clone(),
-        content_omitted: w.content_omitted,
-    };
+    let new = VersionRec::of_write(w, n);
     rule::plan_write(window, w.valid_from, w.valid_to, &new, tx_time)
 }
 

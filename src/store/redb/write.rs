@@ -151,15 +151,7 @@ impl WriteTables<'_> {
                     (None, Some(first)) => self.create_entity(&w.entity, first)?,
                     (None, None) => return Err(unknown_entity(&w.entity)),
                 };
-                let new = VersionRec {
-                    object_hash: w.object_hash,
-                    tx_after: 0,
-                    op: n,
-                    restored: false,
-                    size: w.size,
-                    spelling: w.spelling.clone(),
-                    content_omitted: w.content_omitted,
-                };
+                let new = VersionRec::of_write(w, n);
                 let rows = temporal::plan_write(
                     &self.versions,
                     eid,
