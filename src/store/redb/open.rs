@@ -307,7 +307,7 @@ impl RedbStore {
             tx.commit().db()?;
             return Ok(());
         }
-        self.check_format(path)
+        self.check_format(path).map_err(|e| damage_or(path, e))
     }
 
     /// Refuses a file that is not a strata store or has another format version; a format 3
@@ -436,6 +436,36 @@ impl RedbStore {
     }
 }
 
+/// `err`, a failure of the first read of the store file at `path`, as damage when it is a
+/// storage engine error and the file's pages fail their checksums: redb returns some damage as
+/// plain errors (a name in its table tree that is not UTF-8, in one case), which would
+/// otherwise reach the user as a storage failure with nothing saying the file is damaged.
+fn damage_or(path: &Path, err: Error) -> Error {
+    if !matches!(err, Error::Storage { .. }) {
+        return err;
+    }
+    let quiet = std::sync::atomic::AtomicBool::new(false);
+    let checked = guard::guarded(&quiet, "checking the store's pages", || {
+        fsck::page_damage(path)
+    });
+    let damage = match checked {
+        Ok(found) => found,
+        // The check itself failed inside the storage engine: damage too.
+        Err(Error::Corrupt { what }) => Some(what),
+        Err(_) => None,
+    };
+    match damage {
+        Some(problem) => Error::corrupt(format!(
+            "{} cannot be read ({}) and its pages are damaged ({problem}); run `strata fsck`, \
+             and if it keeps failing, `{}`",
+            path.display(),
+            err.full_message(),
+            crate::store::damage::SALVAGE
+        )),
+        None => err,
+    }
+}
+
 /// The error of a failed open of the store file at `path`: an I/O failure as such, anything
 /// else the storage engine refuses (a damaged header, a file that is not a store) as damage.
 fn open_error(path: &Path, e: redb::DatabaseError) -> Error {
@@ -488,7 +518,7 @@ impl RedbStore {
                     reopens: std::sync::atomic::AtomicU64::new(0),
                     live: std::sync::Arc::default(),
                 };
-                store.check_format(&path)?;
+                store.check_format(&path).map_err(|e| damage_or(&path, e))?;
                 store.load_damage();
                 Ok(store)
             }
@@ -566,6 +596,34 @@ mod tests {
             let again = RedbStore::open(dir)?;
             assert!(Backend::get(&again, &ids[ids.len() - 1])?.is_some());
         }
+        Ok(())
+    }
+
+    /// A storage error at open is reported as damage only when the file's pages are damaged.
+    #[test]
+    fn a_storage_error_at_open_is_damage_when_the_pages_are_damaged() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        {
+            let store = RedbStore::create(tmp.path())?;
+            for n in 0..20 {
+                put(&store, &format!("/f{n}.txt"))?;
+            }
+        }
+        let path = tmp.path().join(DB_FILE);
+        let failure = || Error::storage("redb", std::io::Error::other("a read failed"));
+        assert_eq!(damage_or(&path, failure()).kind(), "storage");
+        let missing = Error::not_found("x");
+        assert_eq!(damage_or(&path, missing).kind(), "not_found");
+        let mut bytes = std::fs::read(&path).map_err(|e| Error::io("read", e))?;
+        for page in (4096..bytes.len()).step_by(4096) {
+            if let Some(byte) = bytes.get_mut(page + 100) {
+                *byte ^= 0x5a;
+            }
+        }
+        std::fs::write(&path, bytes).map_err(|e| Error::io("write", e))?;
+        let err = damage_or(&path, failure());
+        assert_eq!(err.kind(), "corrupt", "{err}");
+        assert!(err.to_string().contains("a read failed"), "{err}");
         Ok(())
     }
 
