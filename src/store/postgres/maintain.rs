@@ -218,12 +218,7 @@ type Stored = HashMap<String, (EntityRec, BTreeMap<(i64, u64), VersionRec>)>;
 
 /// Verifies the whole store (of layout version `layout`); one finding per problem.
 pub(super) fn fsck(client: &mut Client, layout: i64) -> Result<Vec<Finding>> {
-    let mut t = client
-        .build_transaction()
-        .read_only(true)
-        .isolation_level(postgres::IsolationLevel::RepeatableRead)
-        .start()
-        .pg("beginning fsck")?;
+    let mut t = super::snapshot(client, "beginning fsck")?;
     let mut out = Vec::new();
     let log = check_log(&mut t, layout, &mut out)?;
     let expected = replay(&log);

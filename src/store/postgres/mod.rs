@@ -412,6 +412,17 @@ fn marked_if_not_found<T>(
     }
 }
 
+/// A read-only transaction on one snapshot of the database (repeatable read); `what` names the
+/// step in an error.
+fn snapshot<'c>(client: &'c mut Client, what: &str) -> Result<postgres::Transaction<'c>> {
+    client
+        .build_transaction()
+        .read_only(true)
+        .isolation_level(postgres::IsolationLevel::RepeatableRead)
+        .start()
+        .pg(what)
+}
+
 fn ts(micros: i64) -> Timestamp {
     Timestamp::saturating_from_micros(micros)
 }
@@ -519,12 +530,7 @@ impl PgStore {
     ) -> Result<T> {
         let layout = self.layout;
         let result = self.with_client(|client| {
-            let mut tx = client
-                .build_transaction()
-                .read_only(true)
-                .isolation_level(postgres::IsolationLevel::RepeatableRead)
-                .start()
-                .pg("beginning a read")?;
+            let mut tx = snapshot(client, "beginning a read")?;
             let out = f(&mut tx);
             let out = marked_if_not_found(&mut tx, layout, out)?;
             if out.is_ok() {
@@ -580,12 +586,7 @@ impl PgStore {
         f: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<T> + Send,
     ) -> Result<T> {
         self.with_client(|client| {
-            let mut tx = client
-                .build_transaction()
-                .read_only(true)
-                .isolation_level(postgres::IsolationLevel::RepeatableRead)
-                .start()
-                .pg("beginning a read")?;
+            let mut tx = snapshot(client, "beginning a read")?;
             let out = f(&mut tx)?;
             tx.commit().pg("ending a read")?;
             Ok(out)
