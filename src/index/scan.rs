@@ -484,7 +484,10 @@ fn plan_found(
                 files: summary.files,
                 bytes_read: summary.bytes_read,
             });
-            if batch.files >= options.batch_files || batch.bytes >= options.batch_bytes {
+            if batch.files >= options.batch_files
+                || batch.bytes >= options.batch_bytes
+                || batch_is_full_beside_others(indexer, batch)
+            {
                 hand_over(to_writer, batch)?;
             }
         }
@@ -492,6 +495,19 @@ fn plan_found(
     // The last batch stays with the scan: the deletions found after the walk join it, so that a
     // scan that ends with few changes writes them in one transaction.
     Ok(())
+}
+
+/// The largest batch while other writers use the store (files, content bytes): a commit of it
+/// takes a few milliseconds, so a session commit queued behind it is not held up for long.
+const BATCH_BESIDE_OTHERS: (usize, u64) = (128, 1024 * 1024);
+
+/// How recently another writer must have written for [`BATCH_BESIDE_OTHERS`] to apply.
+const OTHERS_WITHIN: Duration = Duration::from_secs(1);
+
+/// Whether `batch` is as large as a batch may be while other writers use the store.
+fn batch_is_full_beside_others(indexer: &Indexer, batch: &Batch) -> bool {
+    (batch.files >= BATCH_BESIDE_OTHERS.0 || batch.bytes >= BATCH_BESIDE_OTHERS.1)
+        && indexer.store().others_writing(OTHERS_WITHIN)
 }
 
 /// Gives the batch to the writer thread and starts a new one.

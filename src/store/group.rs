@@ -15,12 +15,20 @@
 //! [`MAX_GATHER`]. Without it, 16 writers settle into two batches of 8 taking turns, each paying
 //! the commit's fsyncs, where one batch of 16 pays them once for all. The target follows the
 //! batches actually committed, so a writer left alone stops waiting after one commit.
+//!
+//! An index run's batches are bulk: one of them may take far longer to commit than a session
+//! commit. A leader that finds both kinds queued commits the interactive requests first and
+//! leaves the bulk one for the next commit, where it goes alone (a bulk request is passed over
+//! once, so an index always advances); and the indexer asks [`GroupCommit::interactive_recently`]
+//! to make its batches small while others write. A session commit then waits behind one small
+//! batch at most, never a whole scan nor a commit of thousands of files.
 
 use std::collections::HashMap;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::{Backend, TxReceipt, TxRequest};
+use super::{Backend, Origin, TxReceipt, TxRequest};
 use crate::error::{Error, Result};
 
 /// How long lazy commits ([`super::Store::transact_with_stat_lazily`]) may stay not durable:
@@ -30,6 +38,9 @@ pub const LAZY_FOR: Duration = Duration::from_millis(500);
 /// The longest a leader waits for the writers of the last batch to queue again.
 const MAX_GATHER: Duration = Duration::from_millis(2);
 
+/// The instant [`GroupCommit::interactive_at`] counts from.
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
 /// The queue and results of one store's group commits.
 #[derive(Debug, Default)]
 pub(super) struct GroupCommit {
@@ -37,12 +48,18 @@ pub(super) struct GroupCommit {
     finished: Condvar,
     /// Signalled when a request queues while a leader gathers its batch.
     arrived: Condvar,
+    /// When an interactive (not bulk) request last queued: microseconds since [`EPOCH`] plus
+    /// one (0: never). Read without the lock by the indexer, once per file.
+    interactive_at: AtomicU64,
 }
 
 #[derive(Debug, Default)]
 struct State {
     /// Requests waiting for the next commit, by ticket, each with whether it must be durable.
     queue: Vec<(u64, TxRequest, bool)>,
+    /// The bulk request a leader passed over to commit interactive ones first: the next commit
+    /// takes it, alone.
+    passed_over: Option<u64>,
     /// Results of committed requests whose writers have not picked them up yet.
     results: HashMap<u64, Result<Option<TxReceipt>>>,
     /// Whether a leader is committing now.
@@ -96,6 +113,18 @@ impl GroupCommit {
         self.lock().queue.len()
     }
 
+    /// Whether an interactive request (anything but an index run's batch) queued within
+    /// `within`: the indexer then commits small batches.
+    pub(super) fn interactive_recently(&self, within: Duration) -> bool {
+        match self.interactive_at.load(Ordering::Relaxed) {
+            0 => false,
+            at => {
+                let now = EPOCH.elapsed().as_micros();
+                now.saturating_sub(u128::from(at - 1)) <= within.as_micros()
+            }
+        }
+    }
+
     /// Whether lazy commits wait for a durable one.
     pub(super) fn has_lazy_commits(&self) -> bool {
         self.lock().unsynced.is_some()
@@ -128,6 +157,10 @@ impl GroupCommit {
     ) -> Result<Option<TxReceipt>> {
         // Before queueing: the leader commits alone, and writers prepare side by side.
         backend.prepare(&request.ops);
+        if !is_bulk(&request) {
+            let now = u64::try_from(EPOCH.elapsed().as_micros()).unwrap_or(u64::MAX - 1);
+            self.interactive_at.store(now + 1, Ordering::Relaxed);
+        }
         let mut state = self.lock();
         let ticket = state.next_ticket;
         state.next_ticket += 1;
@@ -165,7 +198,7 @@ impl GroupCommit {
                 }
                 state.gathering = false;
             }
-            let batch = std::mem::take(&mut state.queue);
+            let batch = take_batch(&mut state);
             state.last_batch = batch.len();
             // Durable when one of its requests must be, or lazy commits have waited long enough.
             let durable = batch.iter().any(|(_, _, durable)| *durable)
@@ -212,6 +245,33 @@ impl GroupCommit {
     }
 }
 
+/// Whether `request` is a batch of an index run, which may take long to commit.
+fn is_bulk(request: &TxRequest) -> bool {
+    matches!(request.origin, Origin::IndexRun(_))
+}
+
+/// The requests the next commit takes from the queue: all of them, except that interactive
+/// requests go before a bulk one queued with them (which then stays for the next commit), and a
+/// bulk request once passed over goes alone, first.
+fn take_batch(state: &mut State) -> Vec<(u64, TxRequest, bool)> {
+    if let Some(ticket) = state.passed_over.take()
+        && let Some(at) = state.queue.iter().position(|(t, _, _)| *t == ticket)
+    {
+        return vec![state.queue.remove(at)];
+    }
+    let bulk = state.queue.iter().any(|(_, r, _)| is_bulk(r));
+    let interactive = state.queue.iter().any(|(_, r, _)| !is_bulk(r));
+    if !(bulk && interactive) {
+        return std::mem::take(&mut state.queue);
+    }
+    let (bulk, now): (Vec<_>, Vec<_>) = std::mem::take(&mut state.queue)
+        .into_iter()
+        .partition(|(_, r, _)| is_bulk(r));
+    state.passed_over = bulk.first().map(|(t, _, _)| *t);
+    state.queue = bulk;
+    now
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{Op, Origin, Store};
@@ -227,6 +287,62 @@ mod tests {
             },
             text.into(),
         )
+    }
+
+    fn request(origin: Origin) -> super::TxRequest {
+        super::TxRequest {
+            ops: Vec::new(),
+            origin,
+            stat: None,
+        }
+    }
+
+    fn tickets(batch: &[(u64, super::TxRequest, bool)]) -> Vec<u64> {
+        batch.iter().map(|(t, _, _)| *t).collect()
+    }
+
+    /// Interactive requests go before an index batch queued with them; the batch then goes
+    /// alone, and is passed over only once (an index always advances).
+    #[test]
+    fn interactive_requests_commit_before_a_bulk_batch_which_then_goes_alone() {
+        let bulk = || request(Origin::IndexRun(None));
+        let mut state = super::State::default();
+        state.queue = vec![
+            (1, bulk(), true),
+            (2, request(Origin::Session), true),
+            (3, request(Origin::Cli), true),
+        ];
+        assert_eq!(tickets(&super::take_batch(&mut state)), [2, 3]);
+        assert_eq!(tickets(&state.queue), [1]);
+        state.queue.push((4, request(Origin::Session), true));
+        assert_eq!(tickets(&super::take_batch(&mut state)), [1], "alone");
+        assert_eq!(tickets(&super::take_batch(&mut state)), [4]);
+        // Only one kind queued: everything at once, in order.
+        state.queue = vec![(5, bulk(), true), (6, bulk(), true)];
+        assert_eq!(tickets(&super::take_batch(&mut state)), [5, 6]);
+        state.queue = vec![
+            (7, request(Origin::Watcher), false),
+            (8, request(Origin::Cli), true),
+        ];
+        assert_eq!(tickets(&super::take_batch(&mut state)), [7, 8]);
+        assert!(state.queue.is_empty() && state.passed_over.is_none());
+    }
+
+    /// `others_writing` sees a session commit, not an index run's own batches.
+    #[test]
+    fn others_writing_sees_interactive_commits_only() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let store = Store::create(tmp.path())?;
+        let within = std::time::Duration::from_secs(3600);
+        assert!(!store.others_writing(within));
+        store.transact(vec![Op::put(file("/a", "a")?)], Origin::IndexRun(None))?;
+        assert!(
+            !store.others_writing(within),
+            "an index batch is not another writer"
+        );
+        store.transact(vec![Op::put(file("/b", "b")?)], Origin::Session)?;
+        assert!(store.others_writing(within));
+        Ok(())
     }
 
     #[test]

@@ -559,6 +559,12 @@ impl Store {
         self.group.queued()
     }
 
+    /// Whether a write other than an index run's batch was submitted within `within`: an index
+    /// then commits small batches, so that those writers never wait behind a large one.
+    pub fn others_writing(&self, within: std::time::Duration) -> bool {
+        self.group.interactive_recently(within)
+    }
+
     /// Creates a new redb store in directory `dir` (made if missing).
     ///
     /// # Errors

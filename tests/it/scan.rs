@@ -141,3 +141,67 @@ fn any_thread_count_batch_and_budget_gives_the_same_store() -> TestResult {
     })?;
     Ok(())
 }
+
+/// An index beside another writer commits small batches, and the other writer's commits land
+/// between them: a session commit never waits behind a commit of the whole tree.
+#[test]
+fn an_index_beside_another_writer_commits_small_batches_between_its_commits() -> TestResult {
+    let tmp = tempfile::tempdir()?;
+    let root = fs::canonicalize(tmp.path())?;
+    let tree = root.join("tree");
+    for i in 0..1000 {
+        let dir = tree.join(format!("d{}", i % 10));
+        fs::create_dir_all(&dir)?;
+        fs::write(dir.join(format!("f{i}.txt")), format!("file {i}\n"))?;
+    }
+    let store = Store::open_or_create(root.join("s.strata"))?;
+    let settings = Settings::default();
+    let indexing = std::sync::atomic::AtomicBool::new(true);
+    let (summary, others) = std::thread::scope(|scope| -> TestResult<(ScanSummary, Vec<u64>)> {
+        // The other writer: one small commit after another until the index ends.
+        let writer = scope.spawn(|| -> TestResult<Vec<u64>> {
+            let mut tx_ids = Vec::new();
+            let mut n = 0;
+            while indexing.load(std::sync::atomic::Ordering::Relaxed) || tx_ids.len() < 2 {
+                n += 1;
+                let object = strata::object::Object::file_text(
+                    FilesystemSource {
+                        filesystem_id: "other".into(),
+                        path: format!("/other/{n}"),
+                    },
+                    format!("other {n}"),
+                )?;
+                let receipt =
+                    store.transact(vec![strata::Op::put(object)], strata::Origin::Session)?;
+                tx_ids.push(receipt.tx_id.0);
+            }
+            Ok(tx_ids)
+        });
+        while !store.others_writing(std::time::Duration::from_secs(1)) {
+            std::thread::yield_now();
+        }
+        let indexer = Indexer::new(&store, &settings)?;
+        let summary = scan(
+            &indexer,
+            &[tree.clone()],
+            &ScanOptions::default(),
+            &mut |_| {},
+        );
+        indexing.store(false, std::sync::atomic::Ordering::Relaxed);
+        let others = writer.join().map_err(|_| "the writer panicked")??;
+        Ok((summary?, others))
+    })?;
+    assert_eq!(summary.created, 1000);
+    // 1 000 files in batches of at most 128 (the default batch holds 4 096).
+    assert!(
+        summary.tx_ids.len() >= 1000 / 128,
+        "{} index transactions",
+        summary.tx_ids.len()
+    );
+    let (first, last) = (summary.tx_ids[0], summary.tx_ids[summary.tx_ids.len() - 1]);
+    assert!(
+        others.iter().any(|tx| (first..last).contains(tx)),
+        "no other commit between the index's first ({first}) and last ({last}) transactions"
+    );
+    Ok(())
+}
