@@ -306,12 +306,14 @@ mod tests {
     #[test]
     fn interactive_requests_commit_before_a_bulk_batch_which_then_goes_alone() {
         let bulk = || request(Origin::IndexRun(None));
-        let mut state = super::State::default();
-        state.queue = vec![
-            (1, bulk(), true),
-            (2, request(Origin::Session), true),
-            (3, request(Origin::Cli), true),
-        ];
+        let mut state = super::State {
+            queue: vec![
+                (1, bulk(), true),
+                (2, request(Origin::Session), true),
+                (3, request(Origin::Cli), true),
+            ],
+            ..super::State::default()
+        };
         assert_eq!(tickets(&super::take_batch(&mut state)), [2, 3]);
         assert_eq!(tickets(&state.queue), [1]);
         state.queue.push((4, request(Origin::Session), true));

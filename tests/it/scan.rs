@@ -183,7 +183,7 @@ fn an_index_beside_another_writer_commits_small_batches_between_its_commits() ->
         let indexer = Indexer::new(&store, &settings)?;
         let summary = scan(
             &indexer,
-            &[tree.clone()],
+            std::slice::from_ref(&tree),
             &ScanOptions::default(),
             &mut |_| {},
         );
