@@ -290,6 +290,11 @@ fn span_diff(
         return Vec::new();
     }
     if o.len() > 1 && !n.is_empty() || n.len() > 1 && !o.is_empty() {
+        if o.len() + n.len() >= GREEDY_FROM
+            && let Some(ops) = few_changes(old, o.clone(), new, n.clone())
+        {
+            return ops;
+        }
         // Ranges over the whole slices: the ops carry absolute indices.
         return capture_diff(Algorithm::Myers, old, o, new, n);
     }
@@ -311,6 +316,84 @@ fn span_diff(
             new_len,
         },
     }]
+}
+
+/// Spans of at least this many tokens (old and new together) try [`few_changes`] before Myers.
+const GREEDY_FROM: usize = 64;
+
+/// The most change points [`few_changes`] handles before it leaves the span to Myers.
+const GREEDY_CHANGES: usize = 16;
+
+/// The ops of a span changed in a few places (a chat: a tool call ref appended mid-document,
+/// the turn count, a turn at the end), found in one pass without Myers' hashing of every
+/// token: equal tokens are skipped; at a difference, a run of new tokens before the old token
+/// is an insertion, a run of old tokens before the new one a deletion, anything else a
+/// one-token replacement. `None` when there are more than [`GREEDY_CHANGES`] change points, or
+/// the ops remove or insert more than a little beyond the difference of the lengths (repeated
+/// tokens misled it): Myers then finds the smallest edit. Any ops that rebuild `new` are a
+/// correct delta; these only have to be small.
+fn few_changes(
+    old: &[&str],
+    o: std::ops::Range<usize>,
+    new: &[&str],
+    n: std::ops::Range<usize>,
+) -> Option<Vec<DiffOp>> {
+    let (mut i, mut j) = (o.start, n.start);
+    let mut ops = Vec::new();
+    let mut changed = 0usize;
+    while i < o.end && j < n.end {
+        if old[i] == new[j] {
+            i += 1;
+            j += 1;
+            continue;
+        }
+        if ops.len() >= GREEDY_CHANGES {
+            return None;
+        }
+        if let Some(k) = new[j + 1..n.end].iter().position(|t| *t == old[i]) {
+            ops.push(DiffOp::Insert {
+                old_index: i,
+                new_index: j,
+                new_len: k + 1,
+            });
+            changed += k + 1;
+            j += k + 1;
+        } else if let Some(k) = old[i + 1..o.end].iter().position(|t| *t == new[j]) {
+            ops.push(DiffOp::Delete {
+                old_index: i,
+                old_len: k + 1,
+                new_index: j,
+            });
+            changed += k + 1;
+            i += k + 1;
+        } else {
+            ops.push(DiffOp::Replace {
+                old_index: i,
+                old_len: 1,
+                new_index: j,
+                new_len: 1,
+            });
+            changed += 2;
+            i += 1;
+            j += 1;
+        }
+    }
+    if j < n.end {
+        ops.push(DiffOp::Insert {
+            old_index: i,
+            new_index: j,
+            new_len: n.end - j,
+        });
+        changed += n.end - j;
+    } else if i < o.end {
+        ops.push(DiffOp::Delete {
+            old_index: i,
+            old_len: o.end - i,
+            new_index: j,
+        });
+        changed += o.end - i;
+    }
+    (changed <= o.len().abs_diff(n.len()) + 4 * GREEDY_CHANGES).then_some(ops)
 }
 
 #[cfg(test)]
@@ -387,6 +470,55 @@ mod tests {
             let delta = Delta { b: "00".repeat(32), d: 1, e: edits_of(&base, &next) };
             proptest::prop_assert_eq!(apply(tokens(&base), &delta)?.join(","), next);
         }
+    }
+
+    proptest::proptest! {
+        /// Long documents of few distinct tokens (repeats mislead a one-pass diff), the new one
+        /// changed in a few places: whichever diff runs, the edits rebuild it.
+        #[test]
+        fn edits_of_long_documents_with_repeated_tokens_round_trip(
+            old in proptest::collection::vec("[ab]{1,2}", 40..300),
+            changes in proptest::collection::vec((0usize..300, 0usize..4, 0usize..40), 0..20),
+        ) {
+            let mut new = old.clone();
+            for (at, removed, inserted) in changes {
+                let at = at.min(new.len());
+                let removed = removed.min(new.len() - at);
+                let tokens: Vec<String> = (0..inserted).map(|k| format!("{}", k % 3)).collect();
+                new.splice(at..at + removed, tokens);
+            }
+            let (base, next) = (old.join(","), new.join(","));
+            let delta = Delta { b: "00".repeat(32), d: 1, e: edits_of(&base, &next) };
+            proptest::prop_assert_eq!(apply(tokens(&base), &delta)?.join(","), next);
+        }
+    }
+
+    /// A chat's commit (a tool call ref appended to the refs, the turn count, a turn appended)
+    /// on a chat of 300 turns: a few small edits, found without Myers.
+    #[test]
+    fn a_chat_commit_is_a_few_small_edits() -> Result<()> {
+        let chat = |turns: usize, refs: usize| -> String {
+            let refs: Vec<String> = (0..refs).map(|r| format!("\"toolcall:{r}\"")).collect();
+            let turns: Vec<String> = (0..turns)
+                .map(|t| format!(r#"{{"content":"step {t}, done","role":"assistant"}}"#))
+                .collect();
+            format!(
+                r#"{{"session_ref":"session:s","toolcall_refs":[{}],"turn_count":{},"turns":[{}]}}"#,
+                refs.join(","),
+                turns.len(),
+                turns.join(",")
+            )
+        };
+        let (old, new) = (chat(300, 150), chat(301, 151));
+        let (o, n) = (tokens(&old), tokens(&new));
+        assert!(few_changes(&o, 0..o.len(), &n, 0..n.len()).is_some());
+        let edits = edits_of(&old, &new);
+        assert!(edits.len() <= 4, "{edits:?}");
+        let inserted: usize = edits.iter().map(|(_, _, i)| i.len()).sum();
+        assert!(inserted <= 6, "{edits:?}");
+        round_trip(&old, &new)?;
+        round_trip(&new, &old)?;
+        Ok(())
     }
 
     #[test]
