@@ -474,10 +474,16 @@ fn stale(
 /// rollback link of content the target no longer needs. Those of a live process other than
 /// this one are kept; this process's own are leftovers too, as every write of this process
 /// holds the write lock. Best effort: what cannot be listed or removed stays.
+///
+/// A target is swept at most once every [`SWEEP_EVERY`] in a process: listing a directory of
+/// 10 000 entries costs milliseconds, and leftovers only appear when a writer is killed.
 fn sweep_leftovers(path: &Path) {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
         return;
     };
+    if !sweep_due(path, std::time::Instant::now()) {
+        return;
+    }
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
@@ -498,6 +504,30 @@ fn sweep_leftovers(path: &Path) {
             let _ = fs::remove_file(entry.path());
         }
     }
+}
+
+/// How long a target swept for leftovers stays swept in this process.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether `path` is due a sweep at `now` (not swept within [`SWEEP_EVERY`]); records it as
+/// swept when it is. The record is bounded: it starts again past 4 096 targets.
+fn sweep_due(path: &Path, now: std::time::Instant) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, PoisonError};
+    static SWEPT: Mutex<Option<HashMap<PathBuf, std::time::Instant>>> = Mutex::new(None);
+    let mut swept = SWEPT.lock().unwrap_or_else(PoisonError::into_inner);
+    let swept = swept.get_or_insert_with(HashMap::new);
+    if swept
+        .get(path)
+        .is_some_and(|at| now.saturating_duration_since(*at) < SWEEP_EVERY)
+    {
+        return false;
+    }
+    if swept.len() >= 4096 {
+        swept.clear();
+    }
+    swept.insert(path.to_path_buf(), now);
+    true
 }
 
 /// A name beside `path` for strata's own temporary files: hidden, with the pid and a counter.
@@ -632,5 +662,27 @@ fn sync_dir(path: &Path) {
         && let Ok(dir) = fs::File::open(dir)
     {
         let _ = dir.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod sweep_tests {
+    use super::*;
+
+    /// A target is swept at its first write, not again within a minute, and again after.
+    #[test]
+    fn a_target_is_swept_once_a_minute_at_most() {
+        let now = std::time::Instant::now();
+        let path = Path::new("/nonexistent/sweep-test/a.txt");
+        assert!(sweep_due(path, now));
+        assert!(!sweep_due(path, now + std::time::Duration::from_secs(59)));
+        assert!(sweep_due(
+            Path::new("/nonexistent/sweep-test/b.txt"),
+            now + std::time::Duration::from_secs(1)
+        ));
+        assert!(sweep_due(
+            path,
+            now + SWEEP_EVERY + std::time::Duration::from_secs(1)
+        ));
     }
 }
