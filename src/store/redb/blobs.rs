@@ -21,42 +21,123 @@ use crate::error::{Error, Result};
 use crate::hash::sha256;
 
 /// The blob tables of a write transaction.
+///
+/// Appends keep the stream's last chunk in memory ([`BlobTables::append`]) and write it once it
+/// is full or when the tables are flushed, instead of reading and rewriting it for every record
+/// (a scan appends thousands of records of a few hundred bytes to the same 4 KiB chunk). Every
+/// other use of `blob_chunks` goes through [`BlobTables::data`] or [`BlobTables::parts`], which
+/// write the pending chunk first; dropping the tables writes it too, so a commit (which needs
+/// the tables dropped) always holds it.
 pub(crate) struct BlobTables<'t> {
     /// `blob_index`.
     pub index: Table<'t, [u8; 32], (u64, u64, u64)>,
-    /// `blob_chunks`.
-    pub data: Table<'t, u64, &'static [u8]>,
+    /// `blob_chunks`, as of the last flush.
+    data: Table<'t, u64, &'static [u8]>,
+    /// The stream's last chunk as appends left it: its number, its bytes, and whether they
+    /// differ from the table's row.
+    tail: Option<(u64, Vec<u8>, bool)>,
+}
+
+impl<'t> BlobTables<'t> {
+    /// The blob tables of `tx`.
+    pub(crate) fn open(tx: &'t redb::WriteTransaction) -> Result<Self> {
+        Ok(BlobTables {
+            index: tx.open_table(super::tables::BLOB_INDEX).db()?,
+            data: tx.open_table(super::tables::BLOB_DATA).db()?,
+            tail: None,
+        })
+    }
+
+    /// `blob_chunks` with every append written, to read or change (the cached last chunk is
+    /// forgotten: the caller may change it).
+    ///
+    /// # Errors
+    /// A storage error writing the pending chunk.
+    pub(crate) fn data(&mut self) -> Result<&mut Table<'t, u64, &'static [u8]>> {
+        self.flush()?;
+        self.tail = None;
+        Ok(&mut self.data)
+    }
+
+    /// `blob_index` and `blob_chunks` with every append written (see [`BlobTables::data`]).
+    ///
+    /// # Errors
+    /// A storage error writing the pending chunk.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn parts(
+        &mut self,
+    ) -> Result<(
+        &mut Table<'t, [u8; 32], (u64, u64, u64)>,
+        &mut Table<'t, u64, &'static [u8]>,
+    )> {
+        self.flush()?;
+        self.tail = None;
+        Ok((&mut self.index, &mut self.data))
+    }
+
+    /// Appends `record` to the blob stream; returns its offset. Only full chunks are written
+    /// now; the last one waits in memory for the next append or [`BlobTables::flush`].
+    ///
+    /// # Errors
+    /// A storage error reading the last chunk or writing a full one.
+    pub(crate) fn append(&mut self, record: &[u8]) -> Result<u64> {
+        let (mut chunk_no, mut tail, mut dirty) = match self.tail.take() {
+            Some(tail) => tail,
+            None => match self.data.last().db()? {
+                Some((k, v)) if (v.value().len() as u64) < BLOB_CHUNK => {
+                    (k.value(), v.value().to_vec(), false)
+                }
+                Some((k, _)) => (k.value() + 1, Vec::new(), false),
+                None => (0, Vec::new(), false),
+            },
+        };
+        let offset = chunk_no * BLOB_CHUNK + tail.len() as u64;
+        let mut rest = record;
+        while !rest.is_empty() {
+            if tail.capacity() < BLOB_CHUNK as usize {
+                tail.reserve_exact(BLOB_CHUNK as usize - tail.len());
+            }
+            let room = BLOB_CHUNK as usize - tail.len();
+            let (now, later) = rest.split_at(room.min(rest.len()));
+            tail.extend_from_slice(now);
+            dirty = true;
+            rest = later;
+            if tail.len() as u64 == BLOB_CHUNK {
+                self.data.insert(chunk_no, tail.as_slice()).db()?;
+                chunk_no += 1;
+                tail.clear();
+                dirty = false;
+            }
+        }
+        self.tail = Some((chunk_no, tail, dirty));
+        Ok(offset)
+    }
+
+    /// Writes the pending last chunk of the stream, if appends changed it.
+    ///
+    /// # Errors
+    /// A storage error writing it.
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        if let Some((no, bytes, dirty)) = &mut self.tail
+            && *dirty
+        {
+            self.data.insert(*no, bytes.as_slice()).db()?;
+            *dirty = false;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for BlobTables<'_> {
+    /// Writes the pending chunk: the paths that commit flush first and see any error; on the
+    /// others the transaction is being abandoned and what is written here does not matter.
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
 }
 
 pub(crate) fn next_seq(data: &impl ReadableTable<u64, &'static [u8]>) -> Result<u64> {
     Ok(data.last().db()?.map_or(1, |(k, _)| k.value() + 1))
-}
-
-/// Appends `record` to the blob stream; returns its offset.
-pub(crate) fn append(chunks: &mut Table<'_, u64, &'static [u8]>, record: &[u8]) -> Result<u64> {
-    let last = chunks
-        .last()
-        .db()?
-        .map(|(k, v)| (k.value(), v.value().to_vec()));
-    let (mut chunk_no, mut tail) = match last {
-        Some((no, bytes)) if (bytes.len() as u64) < BLOB_CHUNK => (no, bytes),
-        Some((no, _)) => (no + 1, Vec::new()),
-        None => (0, Vec::new()),
-    };
-    let offset = chunk_no * BLOB_CHUNK + tail.len() as u64;
-    let mut rest = record;
-    while !rest.is_empty() {
-        let room = BLOB_CHUNK as usize - tail.len();
-        let (now, later) = rest.split_at(room.min(rest.len()));
-        tail.extend_from_slice(now);
-        chunks.insert(chunk_no, tail.as_slice()).db()?;
-        rest = later;
-        if tail.len() as u64 == BLOB_CHUNK {
-            chunk_no += 1;
-            tail.clear();
-        }
-    }
-    Ok(offset)
 }
 
 /// Reads `len` bytes at `offset` of the blob stream; `None` when a chunk is missing or short.
@@ -144,7 +225,7 @@ pub(crate) fn acquire_blob(
                 Some(record) => record.to_vec(),
                 None => codec::encode_blob(bytes),
             };
-            let offset = append(&mut t.data, &record)?;
+            let offset = t.append(&record)?;
             t.index
                 .insert(hash, (offset, record.len() as u64, 1))
                 .db()?;
@@ -174,7 +255,7 @@ pub(crate) fn acquire_blob_after(
     }
     // A blob an eighth or more longer than the previous one starts a new chain: a large growth
     // stays out of every later suffix on the chain's start (see `doc_delta::BIG_CHANGE`).
-    let previous_len = header_of(&t.index, &t.data, previous)?.and_then(|h| h.len);
+    let previous_len = header_of(t, previous)?.and_then(|h| h.len);
     if previous_len.is_none_or(|len| (bytes.len() as u64).abs_diff(len) * 8 >= bytes.len() as u64) {
         return acquire_blob(t, hash, bytes, None);
     }
@@ -192,7 +273,7 @@ pub(crate) fn acquire_blob_after(
     }
     let record =
         codec::encode_suffix_blob(seq, bytes.len() as u64, &base, &bytes[base_len as usize..]);
-    let offset = append(&mut t.data, &record)?;
+    let offset = t.append(&record)?;
     t.index
         .insert(hash, (offset, record.len() as u64, 1))
         .db()?;
@@ -210,8 +291,8 @@ pub(crate) fn acquire_blob_after(
 /// new record's number, the base's length). Record `n` is based on record `n & (n - 1)`, which
 /// is always on the chain of record `n - 1`. `None` when `previous` is not stored or its chain is
 /// as long as a `u32` counts.
-fn suffix_base(t: &BlobTables<'_>, previous: &[u8; 32]) -> Result<Option<([u8; 32], u32, u64)>> {
-    let Some(mut header) = header_of(&t.index, &t.data, previous)? else {
+fn suffix_base(t: &mut BlobTables<'_>, previous: &[u8; 32]) -> Result<Option<([u8; 32], u32, u64)>> {
+    let Some(mut header) = header_of(t, previous)? else {
         return Ok(None);
     };
     let Some(seq) = header.seq.checked_add(1) else {
@@ -224,7 +305,7 @@ fn suffix_base(t: &BlobTables<'_>, previous: &[u8; 32]) -> Result<Option<([u8; 3
             return Ok(None);
         };
         at = base;
-        let Some(next) = header_of(&t.index, &t.data, &at)? else {
+        let Some(next) = header_of(t, &at)? else {
             return Err(Error::corrupt(format!(
                 "blob {} is based on missing blob {}",
                 hex::encode(previous),
@@ -246,21 +327,21 @@ fn suffix_base(t: &BlobTables<'_>, previous: &[u8; 32]) -> Result<Option<([u8; 3
     }
     let len = match header.len {
         Some(len) => len,
-        None => read_blob(&t.index, &t.data, &at)?.map_or(0, |b| b.len() as u64),
+        None => {
+            let (index, data) = t.parts()?;
+            read_blob(&*index, &*data, &at)?.map_or(0, |b| b.len() as u64)
+        }
     };
     Ok(Some((at, seq, len)))
 }
 
 /// The header of the record of blob `hash`; `None` when it is not stored.
-fn header_of(
-    index: &impl ReadableTable<[u8; 32], (u64, u64, u64)>,
-    data: &impl ReadableTable<u64, &'static [u8]>,
-    hash: &[u8; 32],
-) -> Result<Option<codec::BlobHeader>> {
+fn header_of(t: &mut BlobTables<'_>, hash: &[u8; 32]) -> Result<Option<codec::BlobHeader>> {
+    let (index, data) = t.parts()?;
     let Some((offset, len, _)) = index.get(hash).db()?.map(|v| v.value()) else {
         return Ok(None);
     };
-    record_header(data, hash, offset, len).map(Some)
+    record_header(&*data, hash, offset, len).map(Some)
 }
 
 /// The header of the blob record of `hash` at (`offset`, `len`), read without its payload.
@@ -302,7 +383,7 @@ pub(crate) fn release_blob(t: &mut BlobTables<'_>, hash: &[u8; 32]) -> Result<u6
             t.index.insert(&hash, (offset, len, refs - 1)).db()?;
             break;
         }
-        next = record_header(&t.data, &hash, offset, len)?.base;
+        next = record_header(t.data()?, &hash, offset, len)?.base;
         t.index.remove(&hash).db()?;
         erase_blob(t, offset, len)?;
         freed += len;
@@ -337,7 +418,7 @@ pub(crate) fn unbase(t: &mut BlobTables<'_>, candidates: &[[u8; 32]]) -> Result<
         all.push((key.value(), value.value()));
     }
     for (hash, (offset, len, _)) in all {
-        if let Some(base) = record_header(&t.data, &hash, offset, len)?.base
+        if let Some(base) = record_header(t.data()?, &hash, offset, len)?.base
             && left.contains(&base)
         {
             dependents.entry(base).or_default().push(hash);
@@ -349,8 +430,9 @@ pub(crate) fn unbase(t: &mut BlobTables<'_>, candidates: &[[u8; 32]]) -> Result<
         // The records still based on it (an earlier release may have erased some).
         let mut live = Vec::new();
         for hash in on_it {
-            if let Some((offset, len, refs)) = t.index.get(&hash).db()?.map(|v| v.value())
-                && record_header(&t.data, &hash, offset, len)?.base == Some(base)
+            let row = t.index.get(&hash).db()?.map(|v| v.value());
+            if let Some((offset, len, refs)) = row
+                && record_header(t.data()?, &hash, offset, len)?.base == Some(base)
             {
                 live.push((hash, offset, len, refs));
             }
@@ -363,9 +445,10 @@ pub(crate) fn unbase(t: &mut BlobTables<'_>, candidates: &[[u8; 32]]) -> Result<
             continue;
         }
         for (hash, offset, len, refs) in live {
-            let bytes = read_at(&t.index, &t.data, &hash, offset, len)?;
+            let (index, data) = t.parts()?;
+            let bytes = read_at(&*index, &*data, &hash, offset, len)?;
             let record = codec::encode_blob(&bytes);
-            let at = append(&mut t.data, &record)?;
+            let at = t.append(&record)?;
             t.index
                 .insert(&hash, (at, record.len() as u64, refs))
                 .db()?;
@@ -380,7 +463,7 @@ pub(crate) fn unbase(t: &mut BlobTables<'_>, candidates: &[[u8; 32]]) -> Result<
 
 /// Erases a blob's record from the stream (its index row is the caller's).
 pub(crate) fn erase_blob(t: &mut BlobTables<'_>, offset: u64, len: u64) -> Result<()> {
-    erase_range(&mut t.data, offset, len)
+    erase_range(t.data()?, offset, len)
 }
 
 /// Reads a blob's bytes, following a suffix record back to its whole base.
@@ -469,7 +552,6 @@ pub(crate) fn read_at(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::redb::tables::{BLOB_DATA, BLOB_INDEX};
 
     /// Runs `test` on the blob tables of a write transaction on a fresh redb file, with
     /// `records` (hash, suffix record on base) appended first.
@@ -480,13 +562,10 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let db = redb::Database::create(dir.path().join("t.redb")).db()?;
         let wtx = db.begin_write().db()?;
-        let mut t = BlobTables {
-            index: wtx.open_table(BLOB_INDEX).db()?,
-            data: wtx.open_table(BLOB_DATA).db()?,
-        };
+        let mut t = BlobTables::open(&wtx)?;
         for (hash, base) in records {
             let record = codec::encode_suffix_blob(5, 600, base, b"more");
-            let offset = append(&mut t.data, &record)?;
+            let offset = t.append(&record)?;
             t.index
                 .insert(hash, (offset, record.len() as u64, 1))
                 .db()?;
@@ -500,7 +579,8 @@ mod tests {
     fn a_suffix_record_with_a_missing_base_is_corrupt() -> Result<()> {
         let (a, gone) = ([1u8; 32], [9u8; 32]);
         with_suffix_records(&[(a, gone)], |t| {
-            let read = read_blob(&t.index, &t.data, &a);
+            let (index, data) = t.parts()?;
+            let read = read_blob(&*index, &*data, &a);
             assert!(
                 matches!(&read, Err(Error::Corrupt { what }) if what.contains(&hex::encode(gone)) && what.contains("missing")),
                 "{read:?}"
@@ -527,8 +607,9 @@ mod tests {
                 matches!(&result, Err(Error::Corrupt { what }) if what.contains("does not descend")),
                 "{result:?}"
             );
+            let (index, data) = t.parts()?;
             assert!(matches!(
-                read_blob(&t.index, &t.data, &a),
+                read_blob(&*index, &*data, &a),
                 Err(Error::Corrupt { .. })
             ));
             Ok(())
