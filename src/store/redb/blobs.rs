@@ -221,9 +221,11 @@ pub(crate) fn acquire_blob(
             Ok(None)
         }
         None => {
-            let record = match encoded.and_then(|e| e.record_for(hash)) {
-                Some(record) => record.to_vec(),
-                None => codec::encode_blob(bytes),
+            // A record compressed by the caller is appended from where it is, not copied.
+            let record: std::borrow::Cow<'_, [u8]> = match encoded.and_then(|e| e.record_for(hash))
+            {
+                Some(record) => record.into(),
+                None => codec::encode_blob(bytes).into(),
             };
             let offset = t.append(&record)?;
             t.index
