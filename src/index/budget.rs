@@ -5,6 +5,9 @@
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
+/// How long a reservation waits without any release before it goes through anyway.
+const STALL: Duration = Duration::from_millis(500);
+
 /// Bytes in flight between the walkers and the writer, bounded by a budget.
 #[derive(Debug)]
 pub struct Budget {
@@ -17,6 +20,8 @@ pub struct Budget {
 struct State {
     in_flight: u64,
     waiting: usize,
+    /// Releases so far: a waiter that sees them go up knows the writer is making room.
+    releases: u64,
 }
 
 impl Budget {
@@ -41,8 +46,11 @@ impl Budget {
             state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             state.waiting += 1;
             // Bounded: bytes may sit in another walker's unsent batch while that walker waits for
-            // work, so past the deadline the reservation goes through (the budget is then soft).
-            let deadline = std::time::Instant::now() + Duration::from_millis(500);
+            // work, so once nothing was released for a while the reservation goes through (the
+            // budget is then soft). While the writer keeps releasing, the wait goes on: a large
+            // file waits for the pipeline to drain rather than joining a full budget.
+            let mut deadline = std::time::Instant::now() + STALL;
+            let mut releases = state.releases;
             while state.in_flight > 0
                 && state.in_flight.saturating_add(bytes) > self.limit
                 && std::time::Instant::now() < deadline
@@ -53,6 +61,10 @@ impl Budget {
                     .wait_timeout(state, Duration::from_millis(50))
                     .unwrap_or_else(PoisonError::into_inner)
                     .0;
+                if state.releases != releases {
+                    releases = state.releases;
+                    deadline = std::time::Instant::now() + STALL;
+                }
             }
             state.waiting -= 1;
         }
@@ -66,6 +78,7 @@ impl Budget {
         }
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.in_flight = state.in_flight.saturating_sub(bytes);
+        state.releases += 1;
         drop(state);
         self.freed.notify_all();
     }

@@ -19,6 +19,7 @@ use super::codec;
 use super::tables::BLOB_CHUNK;
 use crate::error::{Error, Result};
 use crate::hash::sha256;
+use crate::store::ops::Encoded;
 
 /// The blob tables of a write transaction.
 ///
@@ -81,6 +82,14 @@ impl<'t> BlobTables<'t> {
     /// # Errors
     /// A storage error reading the last chunk or writing a full one.
     pub(crate) fn append(&mut self, record: &[u8]) -> Result<u64> {
+        self.append_all(&[record])
+    }
+
+    /// Appends the record made of `parts` one after another (see [`BlobTables::append`]).
+    ///
+    /// # Errors
+    /// A storage error reading the last chunk or writing a full one.
+    pub(crate) fn append_all(&mut self, parts: &[&[u8]]) -> Result<u64> {
         let (mut chunk_no, mut tail, mut dirty) = match self.tail.take() {
             Some(tail) => tail,
             None => match self.data.last().db()? {
@@ -92,21 +101,23 @@ impl<'t> BlobTables<'t> {
             },
         };
         let offset = chunk_no * BLOB_CHUNK + tail.len() as u64;
-        let mut rest = record;
-        while !rest.is_empty() {
-            if tail.capacity() < BLOB_CHUNK as usize {
-                tail.reserve_exact(BLOB_CHUNK as usize - tail.len());
-            }
-            let room = BLOB_CHUNK as usize - tail.len();
-            let (now, later) = rest.split_at(room.min(rest.len()));
-            tail.extend_from_slice(now);
-            dirty = true;
-            rest = later;
-            if tail.len() as u64 == BLOB_CHUNK {
-                self.data.insert(chunk_no, tail.as_slice()).db()?;
-                chunk_no += 1;
-                tail.clear();
-                dirty = false;
+        for &part in parts {
+            let mut rest = part;
+            while !rest.is_empty() {
+                if tail.capacity() < BLOB_CHUNK as usize {
+                    tail.reserve_exact(BLOB_CHUNK as usize - tail.len());
+                }
+                let room = BLOB_CHUNK as usize - tail.len();
+                let (now, later) = rest.split_at(room.min(rest.len()));
+                tail.extend_from_slice(now);
+                dirty = true;
+                rest = later;
+                if tail.len() as u64 == BLOB_CHUNK {
+                    self.data.insert(chunk_no, tail.as_slice()).db()?;
+                    chunk_no += 1;
+                    tail.clear();
+                    dirty = false;
+                }
             }
         }
         self.tail = Some((chunk_no, tail, dirty));
@@ -221,17 +232,20 @@ pub(crate) fn acquire_blob(
             Ok(None)
         }
         None => {
-            // A record compressed by the caller is appended from where it is, not copied.
-            let record: std::borrow::Cow<'_, [u8]> = match encoded.and_then(|e| e.record_for(hash))
-            {
-                Some(record) => record.into(),
-                None => codec::encode_blob(bytes).into(),
+            // A record made by the caller is appended from where it is, not copied; a raw one
+            // is its header and the bytes.
+            let (offset, len) = match encoded.and_then(|e| e.encoded_for(hash)) {
+                Some(Encoded::Record(record)) => (t.append(record)?, record.len()),
+                Some(Encoded::Raw) => {
+                    (t.append_all(&[&codec::RAW_HEADER, bytes])?, bytes.len() + 2)
+                }
+                None => {
+                    let record = codec::encode_blob(bytes);
+                    (t.append(&record)?, record.len())
+                }
             };
-            let offset = t.append(&record)?;
-            t.index
-                .insert(hash, (offset, record.len() as u64, 1))
-                .db()?;
-            Ok(Some(record.len() as u64))
+            t.index.insert(hash, (offset, len as u64, 1)).db()?;
+            Ok(Some(len as u64))
         }
     }
 }
@@ -293,7 +307,10 @@ pub(crate) fn acquire_blob_after(
 /// new record's number, the base's length). Record `n` is based on record `n & (n - 1)`, which
 /// is always on the chain of record `n - 1`. `None` when `previous` is not stored or its chain is
 /// as long as a `u32` counts.
-fn suffix_base(t: &mut BlobTables<'_>, previous: &[u8; 32]) -> Result<Option<([u8; 32], u32, u64)>> {
+fn suffix_base(
+    t: &mut BlobTables<'_>,
+    previous: &[u8; 32],
+) -> Result<Option<([u8; 32], u32, u64)>> {
     let Some(mut header) = header_of(t, previous)? else {
         return Ok(None);
     };

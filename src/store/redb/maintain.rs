@@ -195,7 +195,8 @@ impl RedbStore {
                 let Some((offset, len)) = locations.get(&hash) else {
                     continue;
                 };
-                if let Some(base) = blobs::record_header(w.blobs.data()?, &hash, *offset, *len)?.base
+                if let Some(base) =
+                    blobs::record_header(w.blobs.data()?, &hash, *offset, *len)?.base
                 {
                     let count = blob_counts.entry(base).or_default();
                     *count += 1;

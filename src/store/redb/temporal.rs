@@ -158,7 +158,9 @@ pub(crate) fn plan_first_write(
     tx_time: i64,
 ) -> Vec<(i64, VersionRec)> {
     match end {
-        Some(end) => rule::plan_write::<Row>(Seen::Ranged { end, before: &[] }, start, new, tx_time),
+        Some(end) => {
+            rule::plan_write::<Row>(Seen::Ranged { end, before: &[] }, start, new, tx_time)
+        }
         None => rule::plan_write::<Row>(
             Seen::Open {
                 visible: None,
