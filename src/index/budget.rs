@@ -137,4 +137,30 @@ mod tests {
         budget.release(150);
         assert_eq!(budget.in_flight(), 0);
     }
+
+    /// A reservation keeps waiting past the stall limit while the writer keeps releasing bytes
+    /// (a large file waits for the pipeline to drain), and goes through once there is room.
+    #[test]
+    fn a_reservation_waits_on_while_bytes_are_being_released() {
+        let budget = Arc::new(Budget::new(1000));
+        budget.reserve(990, &mut || {});
+        let other = Arc::clone(&budget);
+        let waiter = std::thread::spawn(move || other.reserve(500, &mut || {}));
+        while !budget.has_waiters() {
+            std::thread::yield_now();
+        }
+        // Three stall limits of small releases that never make room for the 500.
+        let until = std::time::Instant::now() + STALL * 3;
+        let mut released = 0;
+        while std::time::Instant::now() < until {
+            std::thread::sleep(STALL / 10);
+            budget.release(1);
+            released += 1;
+        }
+        assert!(budget.has_waiters(), "it went through without room");
+        assert_eq!(budget.in_flight(), 990 - released);
+        budget.release(990 - released);
+        assert!(waiter.join().is_ok());
+        assert_eq!(budget.in_flight(), 500);
+    }
 }

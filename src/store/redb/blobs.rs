@@ -634,4 +634,90 @@ mod tests {
             Ok(())
         })
     }
+
+    /// Appends keep the stream's last chunk in memory: records read back whole inside the
+    /// transaction (reads write the pending chunk first) and after the commit, and the chunks
+    /// are laid out as when every append wrote its chunk (full chunks, then the rest).
+    #[test]
+    fn appended_records_read_back_before_and_after_the_commit() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let db = redb::Database::create(dir.path().join("t.redb")).db()?;
+        let records: Vec<Vec<u8>> = [100usize, 5000, 10, 4032, 3]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (i * 7 + j) as u8).collect())
+            .collect();
+        let wtx = db.begin_write().db()?;
+        let mut offsets = Vec::new();
+        {
+            let mut t = BlobTables::open(&wtx)?;
+            for (i, record) in records.iter().enumerate() {
+                offsets.push(t.append(record)?);
+                if i == 2 {
+                    // A read in the middle sees every record so far.
+                    let got = read_range(&*t.data()?, offsets[1], records[1].len() as u64)?;
+                    assert_eq!(got.as_deref(), Some(records[1].as_slice()));
+                }
+            }
+            t.flush()?;
+        }
+        wtx.commit().db()?;
+        let total: usize = records.iter().map(Vec::len).sum();
+        assert_eq!(offsets[4] as usize, total - 3);
+        let rtx = db.begin_read().db()?;
+        let data = rtx.open_table(super::super::tables::BLOB_DATA).db()?;
+        for (record, offset) in records.iter().zip(&offsets) {
+            let got = read_range(&data, *offset, record.len() as u64)?;
+            assert_eq!(got.as_deref(), Some(record.as_slice()));
+        }
+        let last = data.last().db()?.map(|(k, v)| (k.value(), v.value().len()));
+        let chunk = BLOB_CHUNK as usize;
+        assert_eq!(last, Some(((total / chunk) as u64, total % chunk)));
+        Ok(())
+    }
+
+    /// Dropping the tables without a flush still writes the pending chunk (a commit needs them
+    /// dropped first, so it always holds it).
+    #[test]
+    fn a_drop_writes_the_pending_chunk() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let db = redb::Database::create(dir.path().join("t.redb")).db()?;
+        let wtx = db.begin_write().db()?;
+        {
+            let mut t = BlobTables::open(&wtx)?;
+            t.append(b"hello")?;
+            t.append_all(&[b"wor", b"ld"])?;
+        }
+        wtx.commit().db()?;
+        let rtx = db.begin_read().db()?;
+        let data = rtx.open_table(super::super::tables::BLOB_DATA).db()?;
+        assert_eq!(read_range(&data, 0, 10)?.as_deref(), Some(b"helloworld".as_slice()));
+        Ok(())
+    }
+
+    /// A blob that does not compress is stored raw from the caller's encoding (no record
+    /// built): it reads back as its bytes, two bytes longer than them in the stream.
+    #[test]
+    fn an_incompressible_blob_is_stored_raw_and_reads_back() -> Result<()> {
+        let bytes: Vec<u8> = (0..300_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let object = crate::object::Object::file_bytes(
+            crate::object::FilesystemSource {
+                filesystem_id: "ab".repeat(32),
+                path: "/r.bin".into(),
+            },
+            bytes.clone(),
+        )?;
+        let encoded = EncodedBlob::of(&object, Some(&bytes));
+        assert!(encoded.as_ref().is_some_and(|e| e.len() == 2), "{encoded:?}");
+        let hash = sha256(&bytes).0;
+        with_suffix_records(&[], |t| {
+            let stored = acquire_blob(t, &hash, &bytes, encoded.as_ref())?;
+            assert_eq!(stored, Some(bytes.len() as u64 + 2));
+            let (index, data) = t.parts()?;
+            assert_eq!(read_blob(&*index, &*data, &hash)?, Some(bytes.clone()));
+            Ok(())
+        })
+    }
 }
