@@ -571,6 +571,7 @@ pub(crate) fn read_at(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use redb::ReadableDatabase as _;
 
     /// Runs `test` on the blob tables of a write transaction on a fresh redb file, with
     /// `records` (hash, suffix record on base) appended first.
@@ -691,7 +692,10 @@ mod tests {
         wtx.commit().db()?;
         let rtx = db.begin_read().db()?;
         let data = rtx.open_table(super::super::tables::BLOB_DATA).db()?;
-        assert_eq!(read_range(&data, 0, 10)?.as_deref(), Some(b"helloworld".as_slice()));
+        assert_eq!(
+            read_range(&data, 0, 10)?.as_deref(),
+            Some(b"helloworld".as_slice())
+        );
         Ok(())
     }
 
@@ -710,7 +714,10 @@ mod tests {
             bytes.clone(),
         )?;
         let encoded = EncodedBlob::of(&object, Some(&bytes));
-        assert!(encoded.as_ref().is_some_and(|e| e.len() == 2), "{encoded:?}");
+        assert!(
+            encoded.as_ref().is_some_and(|e| e.len() == 2),
+            "{encoded:?}"
+        );
         let hash = sha256(&bytes).0;
         with_suffix_records(&[], |t| {
             let stored = acquire_blob(t, &hash, &bytes, encoded.as_ref())?;
