@@ -502,19 +502,13 @@ impl RedbStore {
         let mut evicted_paths: Vec<(String, String)> = Vec::new();
         for (n, op) in ops.iter().enumerate() {
             let n = n as u32;
-            if let Op::Put(put) = op {
-                // The entity was read by `resolve_put`: applied without reading it again.
-                let (write, existing) = w.resolve_put(put, tx_time)?;
-                w.apply_write(tx, tx_time, n, &write, existing)?;
-                let body = OpRec::Write(write);
-                w.tx_ops
-                    .insert((tx, n), codec::encode_op(&body, tx_time)?.as_slice())
-                    .db()?;
-                bodies.push(body);
-                continue;
-            }
             let body = match op {
-                Op::Put(_) => return Err(Error::invariant("a put is resolved above")),
+                Op::Put(put) => {
+                    // The entity was read by `resolve_put`: applied without reading it again.
+                    let (write, existing) = w.resolve_put(put, tx_time)?;
+                    w.apply_write(tx, tx_time, n, &write, existing)?;
+                    OpRec::Write(write)
+                }
                 Op::Delete {
                     entity,
                     valid_from,
@@ -547,7 +541,9 @@ impl RedbStore {
                     expected: expected.map(|h| h.0),
                 },
             };
-            w.apply(tx, tx_time, n, &body)?;
+            if !matches!(op, Op::Put(_)) {
+                w.apply(tx, tx_time, n, &body)?;
+            }
             w.tx_ops
                 .insert((tx, n), codec::encode_op(&body, tx_time)?.as_slice())
                 .db()?;
