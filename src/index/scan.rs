@@ -314,9 +314,6 @@ pub fn scan(
         }
     }
     commit(indexer, &mut batch, &mut summary)?;
-    // The writer's lazy commits are durable once the scan returns (a no-op when the last commit
-    // above was durable, which made them so).
-    store.sync()?;
     let workers = plan
         .thread_cpu
         .into_inner()
@@ -351,16 +348,11 @@ fn write_batches(indexer: &Indexer, budget: &Budget, inbox: Receiver<Batch>) -> 
         let receipt = if batch.is_empty() {
             Ok(None)
         } else {
-            // The run's transactions name its first one in their log records. They are
-            // committed lazily (a durable commit at least every half second rather than an
-            // fsync each): the scan's last commit is durable, and with it every earlier one, so
-            // each transaction the summary names is durable when the scan returns; a crash
-            // before then loses at most the last half second of batches, which the next scan
-            // reads again (the stat cache is committed with them).
+            // The run's transactions name its first one in their log records.
             let origin = Origin::IndexRun(tx_ids.first().map(|&first| TxId(first)));
             indexer
                 .store()
-                .transact_with_stat_lazily(batch.ops, origin, batch.stat)
+                .transact_with_stat(batch.ops, origin, batch.stat)
         };
         budget.release(reserved);
         if let Some(receipt) = receipt? {
