@@ -221,7 +221,11 @@ mod tests {
         while budget.waiters() < 2 {
             std::thread::yield_now();
         }
-        assert_eq!(budget.in_flight(), 90, "the 5 fitted but must wait its turn");
+        assert_eq!(
+            budget.in_flight(),
+            90,
+            "the 5 fitted but must wait its turn"
+        );
         budget.release(90);
         assert!(large.join().is_ok() && small.join().is_ok());
         assert_eq!(budget.in_flight(), 55);
