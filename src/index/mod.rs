@@ -272,6 +272,11 @@ impl Indexer {
 
     /// The object hash of the entity's live version; `None` when it is unknown or deleted.
     fn current_hash(&self, id: &str) -> Result<Option<crate::hash::Hash>> {
+        // Most files a scan plans are new: one table answers that, where a version lookup opens
+        // the dozen tables of a read.
+        if !self.store.entity_exists(id)? {
+            return Ok(None);
+        }
         match self.store.version_info(id, None, None) {
             Ok(info) => Ok(info.and_then(|info| info.object_hash)),
             Err(Error::NotFound { .. }) => Ok(None),

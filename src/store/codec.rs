@@ -801,26 +801,34 @@ pub fn decode_blob_record(record: &[u8], what: &str) -> Result<BlobRecord> {
 /// at least an eighth of the bytes (source text: about 0.27 of its size), else stored raw
 /// (binary and already-compressed files cost two bytes more than their size).
 pub fn encode_blob(bytes: &[u8]) -> Vec<u8> {
+    compress_blob(bytes).unwrap_or_else(|| {
+        let mut out = Vec::with_capacity(bytes.len() + 2);
+        out.extend_from_slice(&RAW_HEADER);
+        out.extend_from_slice(bytes);
+        out
+    })
+}
+
+/// The header of a raw blob record: the record is these two bytes and then the blob's.
+pub const RAW_HEADER: [u8; 2] = [RECORD_FORMAT, METHOD_RAW];
+
+/// The record [`encode_blob`] makes of `bytes` when it compresses them; `None` when it would
+/// store them raw ([`RAW_HEADER`] and the bytes), which a writer appends without building it.
+pub fn compress_blob(bytes: &[u8]) -> Option<Vec<u8>> {
     let shrinks = |compressed: &[u8], len: usize| {
         !compressed.is_empty() && compressed.len() + compressed.len() / 7 <= len
     };
     let probe_fails = bytes.len() >= PROBE_AT
         && !zstd_compress(&bytes[..PROBE]).is_some_and(|probe| shrinks(&probe, PROBE));
-    let compressed = if probe_fails {
-        Vec::new()
-    } else {
-        zstd_compress(bytes).unwrap_or_default()
-    };
-    let (method, payload) = if shrinks(&compressed, bytes.len()) {
-        (METHOD_ZSTD, compressed.as_slice())
-    } else {
-        (METHOD_RAW, bytes)
-    };
-    let mut out = Vec::with_capacity(payload.len() + 2);
+    if probe_fails {
+        return None;
+    }
+    let compressed = zstd_compress(bytes).filter(|c| shrinks(c, bytes.len()))?;
+    let mut out = Vec::with_capacity(compressed.len() + 2);
     out.push(RECORD_FORMAT);
-    out.push(method);
-    out.extend_from_slice(payload);
-    out
+    out.push(METHOD_ZSTD);
+    out.extend_from_slice(&compressed);
+    Some(out)
 }
 
 /// Decodes a whole blob record into its bytes; `what` names it for the error.

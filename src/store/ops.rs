@@ -69,11 +69,21 @@ impl Put {
 }
 
 /// A blob record made ahead of a write: the compressed content of an object (or its kept raw
-/// bytes), keyed by the hash the object itself carries, so the two cannot disagree.
+/// bytes), keyed by the hash the object itself carries, so the two cannot disagree. Bytes that
+/// do not compress are not copied into a raw record: the writer appends them after the header.
 #[derive(Clone, Debug)]
 pub struct EncodedBlob {
     hash: [u8; 32],
-    record: Vec<u8>,
+    /// The compressed record; `None` when the blob is stored raw.
+    record: Option<Vec<u8>>,
+}
+
+/// What an [`EncodedBlob`] holds for a blob.
+pub(crate) enum Encoded<'a> {
+    /// The whole record, compressed.
+    Record(&'a [u8]),
+    /// A raw record: [`codec::RAW_HEADER`] then the blob's own bytes.
+    Raw,
 }
 
 impl EncodedBlob {
@@ -88,29 +98,44 @@ impl EncodedBlob {
         ) {
             (Some(content), Some(hash), _, _) => Some(EncodedBlob {
                 hash: hash.0,
-                record: codec::encode_blob(content.as_bytes()),
+                record: codec::compress_blob(content.as_bytes()),
             }),
             (None, _, Some(bytes), Some(file_hash)) => Some(EncodedBlob {
                 hash: file_hash.0,
-                record: codec::encode_blob(bytes),
+                record: codec::compress_blob(bytes),
             }),
             _ => None,
         }
     }
 
-    /// The record's length in bytes (what it holds in memory).
+    /// The bytes the record holds in memory (a raw record: its header only).
     pub fn len(&self) -> u64 {
-        self.record.len() as u64
+        self.record.as_ref().map_or(2, |r| r.len() as u64)
     }
 
     /// Whether the record is empty (it never is: a record has at least its header).
     pub fn is_empty(&self) -> bool {
-        self.record.is_empty()
+        false
     }
 
-    /// The record, if it is the one for the blob of `hash`.
-    pub(crate) fn record_for(&self, hash: &[u8; 32]) -> Option<&[u8]> {
-        (self.hash == *hash).then_some(self.record.as_slice())
+    /// What is encoded for the blob of `hash`, if this is the record for it.
+    pub(crate) fn encoded_for(&self, hash: &[u8; 32]) -> Option<Encoded<'_>> {
+        (self.hash == *hash).then(|| match &self.record {
+            Some(record) => Encoded::Record(record),
+            None => Encoded::Raw,
+        })
+    }
+
+    /// The record for the blob of `hash` whose bytes are `bytes`, if this is the one for it.
+    pub(crate) fn record_for<'a>(
+        &'a self,
+        hash: &[u8; 32],
+        bytes: &[u8],
+    ) -> Option<std::borrow::Cow<'a, [u8]>> {
+        Some(match self.encoded_for(hash)? {
+            Encoded::Record(record) => record.into(),
+            Encoded::Raw => [codec::RAW_HEADER.as_slice(), bytes].concat().into(),
+        })
     }
 }
 

@@ -239,8 +239,8 @@ fn upload(c: &mut Client, ops: &[Op]) -> std::result::Result<Vec<[u8; 32]>, Fail
         let record = put
             .encoded
             .as_ref()
-            .and_then(|e| e.record_for(&hash))
-            .map_or_else(|| codec::encode_blob(bytes), <[u8]>::to_vec);
+            .and_then(|e| e.record_for(&hash, bytes))
+            .map_or_else(|| codec::encode_blob(bytes), std::borrow::Cow::into_owned);
         (hash, record)
     });
     Ok(write::insert_contents(c, records)

@@ -19,44 +19,136 @@ use super::codec;
 use super::tables::BLOB_CHUNK;
 use crate::error::{Error, Result};
 use crate::hash::sha256;
+use crate::store::ops::Encoded;
 
 /// The blob tables of a write transaction.
+///
+/// Appends keep the stream's last chunk in memory ([`BlobTables::append`]) and write it once it
+/// is full or when the tables are flushed, instead of reading and rewriting it for every record
+/// (a scan appends thousands of records of a few hundred bytes to the same 4 KiB chunk). Every
+/// other use of `blob_chunks` goes through [`BlobTables::data`] or [`BlobTables::parts`], which
+/// write the pending chunk first; dropping the tables writes it too, so a commit (which needs
+/// the tables dropped) always holds it.
 pub(crate) struct BlobTables<'t> {
     /// `blob_index`.
     pub index: Table<'t, [u8; 32], (u64, u64, u64)>,
-    /// `blob_chunks`.
-    pub data: Table<'t, u64, &'static [u8]>,
+    /// `blob_chunks`, as of the last flush.
+    data: Table<'t, u64, &'static [u8]>,
+    /// The stream's last chunk as appends left it: its number, its bytes, and whether they
+    /// differ from the table's row.
+    tail: Option<(u64, Vec<u8>, bool)>,
+}
+
+impl<'t> BlobTables<'t> {
+    /// The blob tables of `tx`.
+    pub(crate) fn open(tx: &'t redb::WriteTransaction) -> Result<Self> {
+        Ok(BlobTables {
+            index: tx.open_table(super::tables::BLOB_INDEX).db()?,
+            data: tx.open_table(super::tables::BLOB_DATA).db()?,
+            tail: None,
+        })
+    }
+
+    /// `blob_chunks` with every append written, to read or change (the cached last chunk is
+    /// forgotten: the caller may change it).
+    ///
+    /// # Errors
+    /// A storage error writing the pending chunk.
+    pub(crate) fn data(&mut self) -> Result<&mut Table<'t, u64, &'static [u8]>> {
+        self.flush()?;
+        self.tail = None;
+        Ok(&mut self.data)
+    }
+
+    /// `blob_index` and `blob_chunks` with every append written (see [`BlobTables::data`]).
+    ///
+    /// # Errors
+    /// A storage error writing the pending chunk.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn parts(
+        &mut self,
+    ) -> Result<(
+        &mut Table<'t, [u8; 32], (u64, u64, u64)>,
+        &mut Table<'t, u64, &'static [u8]>,
+    )> {
+        self.flush()?;
+        self.tail = None;
+        Ok((&mut self.index, &mut self.data))
+    }
+
+    /// Appends `record` to the blob stream; returns its offset. Only full chunks are written
+    /// now; the last one waits in memory for the next append or [`BlobTables::flush`].
+    ///
+    /// # Errors
+    /// A storage error reading the last chunk or writing a full one.
+    pub(crate) fn append(&mut self, record: &[u8]) -> Result<u64> {
+        self.append_all(&[record])
+    }
+
+    /// Appends the record made of `parts` one after another (see [`BlobTables::append`]).
+    ///
+    /// # Errors
+    /// A storage error reading the last chunk or writing a full one.
+    pub(crate) fn append_all(&mut self, parts: &[&[u8]]) -> Result<u64> {
+        let (mut chunk_no, mut tail, mut dirty) = match self.tail.take() {
+            Some(tail) => tail,
+            None => match self.data.last().db()? {
+                Some((k, v)) if (v.value().len() as u64) < BLOB_CHUNK => {
+                    (k.value(), v.value().to_vec(), false)
+                }
+                Some((k, _)) => (k.value() + 1, Vec::new(), false),
+                None => (0, Vec::new(), false),
+            },
+        };
+        let offset = chunk_no * BLOB_CHUNK + tail.len() as u64;
+        for &part in parts {
+            let mut rest = part;
+            while !rest.is_empty() {
+                if tail.capacity() < BLOB_CHUNK as usize {
+                    tail.reserve_exact(BLOB_CHUNK as usize - tail.len());
+                }
+                let room = BLOB_CHUNK as usize - tail.len();
+                let (now, later) = rest.split_at(room.min(rest.len()));
+                tail.extend_from_slice(now);
+                dirty = true;
+                rest = later;
+                if tail.len() as u64 == BLOB_CHUNK {
+                    self.data.insert(chunk_no, tail.as_slice()).db()?;
+                    chunk_no += 1;
+                    tail.clear();
+                    dirty = false;
+                }
+            }
+        }
+        self.tail = Some((chunk_no, tail, dirty));
+        Ok(offset)
+    }
+
+    /// Writes the pending last chunk of the stream, if appends changed it.
+    ///
+    /// # Errors
+    /// A storage error writing it.
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        if let Some((no, bytes, dirty)) = &mut self.tail
+            && *dirty
+        {
+            self.data.insert(*no, bytes.as_slice()).db()?;
+            *dirty = false;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for BlobTables<'_> {
+    /// Writes the pending chunk: the paths that commit flush first and see any error; on the
+    /// others the transaction is being abandoned and what is written here does not matter.
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
 }
 
 pub(crate) fn next_seq(data: &impl ReadableTable<u64, &'static [u8]>) -> Result<u64> {
     Ok(data.last().db()?.map_or(1, |(k, _)| k.value() + 1))
-}
-
-/// Appends `record` to the blob stream; returns its offset.
-pub(crate) fn append(chunks: &mut Table<'_, u64, &'static [u8]>, record: &[u8]) -> Result<u64> {
-    let last = chunks
-        .last()
-        .db()?
-        .map(|(k, v)| (k.value(), v.value().to_vec()));
-    let (mut chunk_no, mut tail) = match last {
-        Some((no, bytes)) if (bytes.len() as u64) < BLOB_CHUNK => (no, bytes),
-        Some((no, _)) => (no + 1, Vec::new()),
-        None => (0, Vec::new()),
-    };
-    let offset = chunk_no * BLOB_CHUNK + tail.len() as u64;
-    let mut rest = record;
-    while !rest.is_empty() {
-        let room = BLOB_CHUNK as usize - tail.len();
-        let (now, later) = rest.split_at(room.min(rest.len()));
-        tail.extend_from_slice(now);
-        chunks.insert(chunk_no, tail.as_slice()).db()?;
-        rest = later;
-        if tail.len() as u64 == BLOB_CHUNK {
-            chunk_no += 1;
-            tail.clear();
-        }
-    }
-    Ok(offset)
 }
 
 /// Reads `len` bytes at `offset` of the blob stream; `None` when a chunk is missing or short.
@@ -140,15 +232,20 @@ pub(crate) fn acquire_blob(
             Ok(None)
         }
         None => {
-            let record = match encoded.and_then(|e| e.record_for(hash)) {
-                Some(record) => record.to_vec(),
-                None => codec::encode_blob(bytes),
+            // A record made by the caller is appended from where it is, not copied; a raw one
+            // is its header and the bytes.
+            let (offset, len) = match encoded.and_then(|e| e.encoded_for(hash)) {
+                Some(Encoded::Record(record)) => (t.append(record)?, record.len()),
+                Some(Encoded::Raw) => {
+                    (t.append_all(&[&codec::RAW_HEADER, bytes])?, bytes.len() + 2)
+                }
+                None => {
+                    let record = codec::encode_blob(bytes);
+                    (t.append(&record)?, record.len())
+                }
             };
-            let offset = append(&mut t.data, &record)?;
-            t.index
-                .insert(hash, (offset, record.len() as u64, 1))
-                .db()?;
-            Ok(Some(record.len() as u64))
+            t.index.insert(hash, (offset, len as u64, 1)).db()?;
+            Ok(Some(len as u64))
         }
     }
 }
@@ -174,7 +271,7 @@ pub(crate) fn acquire_blob_after(
     }
     // A blob an eighth or more longer than the previous one starts a new chain: a large growth
     // stays out of every later suffix on the chain's start (see `doc_delta::BIG_CHANGE`).
-    let previous_len = header_of(&t.index, &t.data, previous)?.and_then(|h| h.len);
+    let previous_len = header_of(t, previous)?.and_then(|h| h.len);
     if previous_len.is_none_or(|len| (bytes.len() as u64).abs_diff(len) * 8 >= bytes.len() as u64) {
         return acquire_blob(t, hash, bytes, None);
     }
@@ -192,7 +289,7 @@ pub(crate) fn acquire_blob_after(
     }
     let record =
         codec::encode_suffix_blob(seq, bytes.len() as u64, &base, &bytes[base_len as usize..]);
-    let offset = append(&mut t.data, &record)?;
+    let offset = t.append(&record)?;
     t.index
         .insert(hash, (offset, record.len() as u64, 1))
         .db()?;
@@ -210,8 +307,11 @@ pub(crate) fn acquire_blob_after(
 /// new record's number, the base's length). Record `n` is based on record `n & (n - 1)`, which
 /// is always on the chain of record `n - 1`. `None` when `previous` is not stored or its chain is
 /// as long as a `u32` counts.
-fn suffix_base(t: &BlobTables<'_>, previous: &[u8; 32]) -> Result<Option<([u8; 32], u32, u64)>> {
-    let Some(mut header) = header_of(&t.index, &t.data, previous)? else {
+fn suffix_base(
+    t: &mut BlobTables<'_>,
+    previous: &[u8; 32],
+) -> Result<Option<([u8; 32], u32, u64)>> {
+    let Some(mut header) = header_of(t, previous)? else {
         return Ok(None);
     };
     let Some(seq) = header.seq.checked_add(1) else {
@@ -224,7 +324,7 @@ fn suffix_base(t: &BlobTables<'_>, previous: &[u8; 32]) -> Result<Option<([u8; 3
             return Ok(None);
         };
         at = base;
-        let Some(next) = header_of(&t.index, &t.data, &at)? else {
+        let Some(next) = header_of(t, &at)? else {
             return Err(Error::corrupt(format!(
                 "blob {} is based on missing blob {}",
                 hex::encode(previous),
@@ -246,21 +346,21 @@ fn suffix_base(t: &BlobTables<'_>, previous: &[u8; 32]) -> Result<Option<([u8; 3
     }
     let len = match header.len {
         Some(len) => len,
-        None => read_blob(&t.index, &t.data, &at)?.map_or(0, |b| b.len() as u64),
+        None => {
+            let (index, data) = t.parts()?;
+            read_blob(&*index, &*data, &at)?.map_or(0, |b| b.len() as u64)
+        }
     };
     Ok(Some((at, seq, len)))
 }
 
 /// The header of the record of blob `hash`; `None` when it is not stored.
-fn header_of(
-    index: &impl ReadableTable<[u8; 32], (u64, u64, u64)>,
-    data: &impl ReadableTable<u64, &'static [u8]>,
-    hash: &[u8; 32],
-) -> Result<Option<codec::BlobHeader>> {
+fn header_of(t: &mut BlobTables<'_>, hash: &[u8; 32]) -> Result<Option<codec::BlobHeader>> {
+    let (index, data) = t.parts()?;
     let Some((offset, len, _)) = index.get(hash).db()?.map(|v| v.value()) else {
         return Ok(None);
     };
-    record_header(data, hash, offset, len).map(Some)
+    record_header(&*data, hash, offset, len).map(Some)
 }
 
 /// The header of the blob record of `hash` at (`offset`, `len`), read without its payload.
@@ -302,7 +402,7 @@ pub(crate) fn release_blob(t: &mut BlobTables<'_>, hash: &[u8; 32]) -> Result<u6
             t.index.insert(&hash, (offset, len, refs - 1)).db()?;
             break;
         }
-        next = record_header(&t.data, &hash, offset, len)?.base;
+        next = record_header(t.data()?, &hash, offset, len)?.base;
         t.index.remove(&hash).db()?;
         erase_blob(t, offset, len)?;
         freed += len;
@@ -337,7 +437,7 @@ pub(crate) fn unbase(t: &mut BlobTables<'_>, candidates: &[[u8; 32]]) -> Result<
         all.push((key.value(), value.value()));
     }
     for (hash, (offset, len, _)) in all {
-        if let Some(base) = record_header(&t.data, &hash, offset, len)?.base
+        if let Some(base) = record_header(t.data()?, &hash, offset, len)?.base
             && left.contains(&base)
         {
             dependents.entry(base).or_default().push(hash);
@@ -349,8 +449,9 @@ pub(crate) fn unbase(t: &mut BlobTables<'_>, candidates: &[[u8; 32]]) -> Result<
         // The records still based on it (an earlier release may have erased some).
         let mut live = Vec::new();
         for hash in on_it {
-            if let Some((offset, len, refs)) = t.index.get(&hash).db()?.map(|v| v.value())
-                && record_header(&t.data, &hash, offset, len)?.base == Some(base)
+            let row = t.index.get(&hash).db()?.map(|v| v.value());
+            if let Some((offset, len, refs)) = row
+                && record_header(t.data()?, &hash, offset, len)?.base == Some(base)
             {
                 live.push((hash, offset, len, refs));
             }
@@ -363,9 +464,10 @@ pub(crate) fn unbase(t: &mut BlobTables<'_>, candidates: &[[u8; 32]]) -> Result<
             continue;
         }
         for (hash, offset, len, refs) in live {
-            let bytes = read_at(&t.index, &t.data, &hash, offset, len)?;
+            let (index, data) = t.parts()?;
+            let bytes = read_at(&*index, &*data, &hash, offset, len)?;
             let record = codec::encode_blob(&bytes);
-            let at = append(&mut t.data, &record)?;
+            let at = t.append(&record)?;
             t.index
                 .insert(&hash, (at, record.len() as u64, refs))
                 .db()?;
@@ -380,7 +482,7 @@ pub(crate) fn unbase(t: &mut BlobTables<'_>, candidates: &[[u8; 32]]) -> Result<
 
 /// Erases a blob's record from the stream (its index row is the caller's).
 pub(crate) fn erase_blob(t: &mut BlobTables<'_>, offset: u64, len: u64) -> Result<()> {
-    erase_range(&mut t.data, offset, len)
+    erase_range(t.data()?, offset, len)
 }
 
 /// Reads a blob's bytes, following a suffix record back to its whole base.
@@ -469,7 +571,7 @@ pub(crate) fn read_at(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::redb::tables::{BLOB_DATA, BLOB_INDEX};
+    use redb::ReadableDatabase as _;
 
     /// Runs `test` on the blob tables of a write transaction on a fresh redb file, with
     /// `records` (hash, suffix record on base) appended first.
@@ -480,13 +582,10 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let db = redb::Database::create(dir.path().join("t.redb")).db()?;
         let wtx = db.begin_write().db()?;
-        let mut t = BlobTables {
-            index: wtx.open_table(BLOB_INDEX).db()?,
-            data: wtx.open_table(BLOB_DATA).db()?,
-        };
+        let mut t = BlobTables::open(&wtx)?;
         for (hash, base) in records {
             let record = codec::encode_suffix_blob(5, 600, base, b"more");
-            let offset = append(&mut t.data, &record)?;
+            let offset = t.append(&record)?;
             t.index
                 .insert(hash, (offset, record.len() as u64, 1))
                 .db()?;
@@ -500,7 +599,8 @@ mod tests {
     fn a_suffix_record_with_a_missing_base_is_corrupt() -> Result<()> {
         let (a, gone) = ([1u8; 32], [9u8; 32]);
         with_suffix_records(&[(a, gone)], |t| {
-            let read = read_blob(&t.index, &t.data, &a);
+            let (index, data) = t.parts()?;
+            let read = read_blob(&*index, &*data, &a);
             assert!(
                 matches!(&read, Err(Error::Corrupt { what }) if what.contains(&hex::encode(gone)) && what.contains("missing")),
                 "{read:?}"
@@ -527,10 +627,102 @@ mod tests {
                 matches!(&result, Err(Error::Corrupt { what }) if what.contains("does not descend")),
                 "{result:?}"
             );
+            let (index, data) = t.parts()?;
             assert!(matches!(
-                read_blob(&t.index, &t.data, &a),
+                read_blob(&*index, &*data, &a),
                 Err(Error::Corrupt { .. })
             ));
+            Ok(())
+        })
+    }
+
+    /// Appends keep the stream's last chunk in memory: records read back whole inside the
+    /// transaction (reads write the pending chunk first) and after the commit, and the chunks
+    /// are laid out as when every append wrote its chunk (full chunks, then the rest).
+    #[test]
+    fn appended_records_read_back_before_and_after_the_commit() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let db = redb::Database::create(dir.path().join("t.redb")).db()?;
+        let records: Vec<Vec<u8>> = [100usize, 5000, 10, 4032, 3]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (i * 7 + j) as u8).collect())
+            .collect();
+        let wtx = db.begin_write().db()?;
+        let mut offsets = Vec::new();
+        {
+            let mut t = BlobTables::open(&wtx)?;
+            for (i, record) in records.iter().enumerate() {
+                offsets.push(t.append(record)?);
+                if i == 2 {
+                    // A read in the middle sees every record so far.
+                    let got = read_range(&*t.data()?, offsets[1], records[1].len() as u64)?;
+                    assert_eq!(got.as_deref(), Some(records[1].as_slice()));
+                }
+            }
+            t.flush()?;
+        }
+        wtx.commit().db()?;
+        let total: usize = records.iter().map(Vec::len).sum();
+        assert_eq!(offsets[4] as usize, total - 3);
+        let rtx = db.begin_read().db()?;
+        let data = rtx.open_table(super::super::tables::BLOB_DATA).db()?;
+        for (record, offset) in records.iter().zip(&offsets) {
+            let got = read_range(&data, *offset, record.len() as u64)?;
+            assert_eq!(got.as_deref(), Some(record.as_slice()));
+        }
+        let last = data.last().db()?.map(|(k, v)| (k.value(), v.value().len()));
+        let chunk = BLOB_CHUNK as usize;
+        assert_eq!(last, Some(((total / chunk) as u64, total % chunk)));
+        Ok(())
+    }
+
+    /// Dropping the tables without a flush still writes the pending chunk (a commit needs them
+    /// dropped first, so it always holds it).
+    #[test]
+    fn a_drop_writes_the_pending_chunk() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let db = redb::Database::create(dir.path().join("t.redb")).db()?;
+        let wtx = db.begin_write().db()?;
+        {
+            let mut t = BlobTables::open(&wtx)?;
+            t.append(b"hello")?;
+            t.append_all(&[b"wor", b"ld"])?;
+        }
+        wtx.commit().db()?;
+        let rtx = db.begin_read().db()?;
+        let data = rtx.open_table(super::super::tables::BLOB_DATA).db()?;
+        assert_eq!(
+            read_range(&data, 0, 10)?.as_deref(),
+            Some(b"helloworld".as_slice())
+        );
+        Ok(())
+    }
+
+    /// A blob that does not compress is stored raw from the caller's encoding (no record
+    /// built): it reads back as its bytes, two bytes longer than them in the stream.
+    #[test]
+    fn an_incompressible_blob_is_stored_raw_and_reads_back() -> Result<()> {
+        // 320 KB of SHA-256 output: nothing for zstd to find.
+        let bytes: Vec<u8> = (0..10_000u32)
+            .flat_map(|i| sha256(&i.to_le_bytes()).0)
+            .collect();
+        let object = crate::object::Object::file_bytes(
+            crate::object::FilesystemSource {
+                filesystem_id: "ab".repeat(32),
+                path: "/r.bin".into(),
+            },
+            bytes.clone(),
+        )?;
+        let encoded = EncodedBlob::of(&object, Some(&bytes));
+        let held = encoded.as_ref().map(EncodedBlob::len);
+        assert_eq!(held, Some(2), "only the raw header is held");
+        let hash = sha256(&bytes).0;
+        with_suffix_records(&[], |t| {
+            let stored = acquire_blob(t, &hash, &bytes, encoded.as_ref())?;
+            assert_eq!(stored, Some(bytes.len() as u64 + 2));
+            let (index, data) = t.parts()?;
+            assert_eq!(read_blob(&*index, &*data, &hash)?, Some(bytes.clone()));
             Ok(())
         })
     }

@@ -20,6 +20,9 @@ pub(crate) struct DocTables<'t> {
     pub index: Table<'t, [u8; 32], (u64, u64, bool)>,
     /// `doc_data`.
     pub data: Table<'t, u64, &'static [u8]>,
+    /// The `doc_index` row the last [`ensure_doc`] call created, with no reference yet: the
+    /// write's first [`reference_doc`] sets its count without reading it back.
+    pub fresh: Option<([u8; 32], (u64, bool))>,
 }
 
 /// The bytes the new document of `object` brings (its content, and the kept raw bytes of a
@@ -44,6 +47,7 @@ pub(crate) fn ensure_doc(
     base_cache: Option<&BaseCache>,
 ) -> Result<NewDoc> {
     let key = object.object_hash().0;
+    docs.fresh = None;
     let mut stored = 0;
     if let Some(bytes) = bytes {
         let actual = sha256(bytes);
@@ -119,6 +123,7 @@ pub(crate) fn ensure_doc(
             let seq = next_seq(&docs.data)?;
             docs.data.insert(seq, record.as_slice()).db()?;
             docs.index.insert(&key, (seq, 0, file_blob)).db()?;
+            docs.fresh = Some((key, (seq, file_blob)));
             stored += record.len() as u64;
         }
     }
@@ -186,6 +191,12 @@ pub(crate) fn read_doc_raw(
 
 /// Adds one version reference to a document.
 pub(crate) fn reference_doc(docs: &mut DocTables<'_>, hash: &[u8; 32]) -> Result<()> {
+    if let Some((fresh, (seq, file_blob))) = docs.fresh.take()
+        && fresh == *hash
+    {
+        docs.index.insert(hash, (seq, 1, file_blob)).db()?;
+        return Ok(());
+    }
     let (seq, refs, file_blob) =
         docs.index
             .get(hash)
@@ -208,6 +219,7 @@ pub(crate) fn release_doc(
     blobs: &mut BlobTables<'_>,
     hash: &[u8; 32],
 ) -> Result<u64> {
+    docs.fresh = None;
     let Some((seq, refs, file_blob)) = docs.index.get(hash).db()?.map(|v| v.value()) else {
         return Ok(0);
     };

@@ -96,6 +96,7 @@ impl WriteTables<'_> {
         }
         self.entities.remove(codec::id_key(id).as_slice()).db()?;
         self.entity_ids.remove(eid).db()?;
+        self.next_eid = None;
         if let Some((filesystem_id, path)) = &rec.source {
             self.paths
                 .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
@@ -181,6 +182,7 @@ impl WriteTables<'_> {
         }
         self.entities.remove(codec::id_key(id).as_slice()).db()?;
         self.entity_ids.remove(eid).db()?;
+        self.next_eid = None;
         if let Some((filesystem_id, path)) = &rec.source {
             self.paths
                 .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))

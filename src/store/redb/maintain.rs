@@ -114,19 +114,21 @@ impl RedbStore {
                     let first = offset / BLOB_CHUNK;
                     let last = (offset + len.max(1) - 1) / BLOB_CHUNK;
                     for no in first..=last.min(first + 1 + len / BLOB_CHUNK) {
-                        let chunk = w.blobs.data.get(no).db()?.map(|v| v.value().to_vec());
+                        let data = w.blobs.data()?;
+                        let chunk = data.get(no).db()?.map(|v| v.value().to_vec());
                         if let Some(chunk) = chunk {
-                            w.blobs.data.insert(no, chunk.as_slice()).db()?;
+                            data.insert(no, chunk.as_slice()).db()?;
                         }
                     }
                 }
                 let record = codec::encode_blob(&bytes);
-                let offset = blobs::append(&mut w.blobs.data, &record)?;
+                let offset = w.blobs.append(&record)?;
                 w.blobs
                     .index
                     .insert(&hash, (offset, record.len() as u64, refs))
                     .db()?;
             }
+            w.blobs.flush()?;
         }
         wtx.commit().db()?;
         Ok(())
@@ -193,7 +195,8 @@ impl RedbStore {
                 let Some((offset, len)) = locations.get(&hash) else {
                     continue;
                 };
-                if let Some(base) = blobs::record_header(&w.blobs.data, &hash, *offset, *len)?.base
+                if let Some(base) =
+                    blobs::record_header(w.blobs.data()?, &hash, *offset, *len)?.base
                 {
                     let count = blob_counts.entry(base).or_default();
                     *count += 1;

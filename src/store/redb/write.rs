@@ -42,6 +42,9 @@ pub(crate) struct WriteTables<'t> {
     /// [`WriteTables::finish`] rather than read and written back per put (four B-tree
     /// operations of each file of a scan).
     pub(super) pending_bytes: (i64, i64),
+    /// The next entity number `create_entity` gives without a hint (`entity_ids`' last + 1),
+    /// once read; forgotten when an eviction removes an entity number.
+    pub(super) next_eid: Option<u64>,
 }
 
 impl<'t> WriteTables<'t> {
@@ -56,13 +59,11 @@ impl<'t> WriteTables<'t> {
         }
         Ok(WriteTables {
             meta,
-            blobs: BlobTables {
-                index: tx.open_table(BLOB_INDEX).db()?,
-                data: tx.open_table(BLOB_DATA).db()?,
-            },
+            blobs: BlobTables::open(tx)?,
             docs: DocTables {
                 index: tx.open_table(DOC_INDEX).db()?,
                 data: tx.open_table(DOC_DATA).db()?,
+                fresh: None,
             },
             entities: tx.open_table(ENTITIES).db()?,
             entity_ids: tx.open_table(ENTITY_IDS).db()?,
@@ -81,6 +82,7 @@ impl<'t> WriteTables<'t> {
             absent_match_ids: HashMap::new(),
             eid_hints: HashMap::new(),
             pending_bytes: (0, 0),
+            next_eid: None,
         })
     }
 
@@ -107,8 +109,9 @@ impl<'t> WriteTables<'t> {
     }
 
     /// Writes what the transactions' ops deferred (new `paths` rows, in key order; the byte
-    /// counters).
+    /// counters; the blob stream's last chunk).
     pub(super) fn finish(&mut self) -> Result<()> {
+        self.blobs.flush()?;
         let (put, stored) = std::mem::take(&mut self.pending_bytes);
         if put != 0 {
             self.add_counter(PUT_BYTES, put)?;
@@ -146,23 +149,8 @@ impl WriteTables<'_> {
     pub(super) fn apply(&mut self, tx: u64, tx_time: i64, n: u32, op: &OpRec) -> Result<()> {
         match op {
             OpRec::Write(w) => {
-                let eid = match (entity_rec(&self.entities, &w.entity)?, &w.first) {
-                    (Some(rec), _) => rec.eid,
-                    (None, Some(first)) => self.create_entity(&w.entity, first)?,
-                    (None, None) => return Err(unknown_entity(&w.entity)),
-                };
-                let new = VersionRec::of_write(w, n);
-                let rows = temporal::plan_write(
-                    &self.versions,
-                    eid,
-                    w.valid_from,
-                    w.valid_to,
-                    &new,
-                    tx_time,
-                )?;
-                for (vt, rec) in rows {
-                    self.insert_row(eid, vt, tx, &rec)?;
-                }
+                let existing = entity_rec(&self.entities, &w.entity)?;
+                self.apply_write(tx, tx_time, n, w, existing)?;
             }
             OpRec::Evict { entity } => {
                 if let Some(rec) = entity_rec(&self.entities, entity)? {
@@ -180,6 +168,51 @@ impl WriteTables<'_> {
         Ok(())
     }
 
+    /// Applies the write body `w` of transaction `tx` (op index `n`) to the entity whose record
+    /// was read just before (`existing`; `None`: absent, so `w` creates it).
+    pub(super) fn apply_write(
+        &mut self,
+        tx: u64,
+        tx_time: i64,
+        n: u32,
+        w: &codec::WriteRec,
+        existing: Option<EntityRec>,
+    ) -> Result<()> {
+        let new = VersionRec::of_write(w, n);
+        match (existing, &w.first) {
+            (Some(rec), _) => {
+                let rows = temporal::plan_write(
+                    &self.versions,
+                    rec.eid,
+                    w.valid_from,
+                    w.valid_to,
+                    &new,
+                    tx_time,
+                )?;
+                for (vt, row) in rows {
+                    self.insert_row(rec.eid, vt, tx, &row)?;
+                }
+            }
+            (None, Some(first)) => {
+                // A new entity has no rows yet: its first ones are planned and placed without
+                // reading `versions` or `versions_by_tx` (a scan's files are mostly new).
+                let eid = self.create_entity(&w.entity, first)?;
+                let mut latest: Option<(i64, u64)> = None;
+                for (vt, row) in temporal::plan_first_write(w.valid_from, w.valid_to, &new, tx_time)
+                {
+                    let max = match latest {
+                        Some((max_vt, max_tx)) if max_vt > vt => (max_vt, max_tx),
+                        _ => (vt, tx),
+                    };
+                    latest = Some(max);
+                    self.write_row(eid, vt, tx, &row, max)?;
+                }
+            }
+            (None, None) => return Err(unknown_entity(&w.entity)),
+        }
+        Ok(())
+    }
+
     pub(super) fn create_entity(&mut self, id: &str, first: &FirstRec) -> Result<u64> {
         let hinted = match self.eid_hints.get(id) {
             Some(&eid) if eid != ABSENT_EID && self.entity_ids.get(eid).db()?.is_none() => {
@@ -187,14 +220,19 @@ impl WriteTables<'_> {
             }
             _ => None,
         };
-        let eid = match hinted {
-            Some(eid) => eid,
-            None => self
+        let eid = match (hinted, self.next_eid) {
+            (Some(eid), _) | (None, Some(eid)) => eid,
+            (None, None) => self
                 .entity_ids
                 .last()
                 .db()?
                 .map_or(1, |(k, _)| k.value() + 1),
         };
+        if hinted.is_none() {
+            self.next_eid = Some(eid + 1);
+        } else if let Some(next) = self.next_eid {
+            self.next_eid = Some(next.max(eid + 1));
+        }
         let rec = EntityRec {
             eid,
             object_type: first.object_type.clone(),
@@ -219,16 +257,29 @@ impl WriteTables<'_> {
         tx: u64,
         rec: &VersionRec,
     ) -> Result<()> {
+        let max = match self.latest_row(eid)? {
+            Some((max_vt, max_tx)) if max_vt > vt => (max_vt, max_tx),
+            _ => (vt, tx),
+        };
+        self.write_row(eid, vt, tx, rec, max)
+    }
+
+    /// Writes version row (`eid`, `vt`, `tx`) and its `versions_by_tx` row, `max` being the
+    /// (valid_from, tx) of the entity's latest row once it is written.
+    fn write_row(
+        &mut self,
+        eid: u64,
+        vt: i64,
+        tx: u64,
+        rec: &VersionRec,
+        max: (i64, u64),
+    ) -> Result<()> {
         if let Some(hash) = &rec.object_hash {
             docs::reference_doc(&mut self.docs, hash)?;
         }
         self.versions
             .insert((eid, vt, tx), codec::encode(rec)?.as_slice())
             .db()?;
-        let max = match self.latest_row(eid)? {
-            Some((max_vt, max_tx)) if max_vt > vt => (max_vt, max_tx),
-            _ => (vt, tx),
-        };
         self.by_tx.insert((eid, tx), max).db()?;
         Ok(())
     }
@@ -296,8 +347,13 @@ impl WriteTables<'_> {
         Ok(())
     }
 
-    /// Resolves a put into its op body, storing its document and contents.
-    pub(super) fn resolve_put(&mut self, put: &Put, tx_time: i64) -> Result<OpRec> {
+    /// Resolves a put into its op body, storing its document and contents; also returns the
+    /// entity's record as it was before (`None`: a new entity), for [`WriteTables::apply_write`].
+    pub(super) fn resolve_put(
+        &mut self,
+        put: &Put,
+        tx_time: i64,
+    ) -> Result<(codec::WriteRec, Option<EntityRec>)> {
         let object = &put.object;
         let id = object.id();
         let existing = entity_rec(&self.entities, id)?;
@@ -354,9 +410,10 @@ impl WriteTables<'_> {
             put.encoded.as_ref(),
             existing.as_ref(),
         )?;
-        Ok(OpRec::Write(codec::WriteRec::put(
-            id, valid_from, first, put, object,
-        )))
+        Ok((
+            codec::WriteRec::put(id, valid_from, first, put, object),
+            existing,
+        ))
     }
 }
 
@@ -444,8 +501,14 @@ impl RedbStore {
         // An evicted file's stat cache entry goes too, so that the next scan reads it again.
         let mut evicted_paths: Vec<(String, String)> = Vec::new();
         for (n, op) in ops.iter().enumerate() {
+            let n = n as u32;
             let body = match op {
-                Op::Put(put) => w.resolve_put(put, tx_time)?,
+                Op::Put(put) => {
+                    // The entity was read by `resolve_put`: applied without reading it again.
+                    let (write, existing) = w.resolve_put(put, tx_time)?;
+                    w.apply_write(tx, tx_time, n, &write, existing)?;
+                    OpRec::Write(write)
+                }
                 Op::Delete {
                     entity,
                     valid_from,
@@ -478,8 +541,9 @@ impl RedbStore {
                     expected: expected.map(|h| h.0),
                 },
             };
-            let n = n as u32;
-            w.apply(tx, tx_time, n, &body)?;
+            if !matches!(op, Op::Put(_)) {
+                w.apply(tx, tx_time, n, &body)?;
+            }
             w.tx_ops
                 .insert((tx, n), codec::encode_op(&body, tx_time)?.as_slice())
                 .db()?;
