@@ -35,6 +35,11 @@ impl IndexRequest {
         engine: &Engine,
         progress: &mut dyn FnMut(ScanProgress),
     ) -> Result<ScanSummary> {
+        // A write command: refused on a store marked damaged even when nothing changed, since
+        // "unchanged" would be the damaged stat cache's word.
+        if let Some(reason) = engine.store.damage() {
+            return Err(crate::store::damage::refusal(&reason));
+        }
         let settings = engine.settings();
         let cwd = std::path::PathBuf::from(self.cwd.as_deref().unwrap_or("/"));
         let roots: Vec<std::path::PathBuf> = self.paths.iter().map(|p| cwd.join(p)).collect();
@@ -72,8 +77,9 @@ impl Apply for IndexRequest {
     type Response = IndexResponse;
 
     /// # Errors
-    /// [`crate::Error::InvalidPath`] for a root that does not exist or is not UTF-8; store errors
-    /// from committing (what was committed before stays committed).
+    /// [`crate::Error::InvalidPath`] for a root that does not exist or is not UTF-8;
+    /// [`crate::Error::Corrupt`] on a store marked damaged (before anything is read); store
+    /// errors from committing (what was committed before stays committed).
     fn apply(self, engine: &Engine) -> Result<ScanSummary> {
         self.apply_with_progress(engine, &mut |_| {})
     }

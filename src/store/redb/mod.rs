@@ -108,7 +108,11 @@ fn reports_damage(error: &dyn std::any::Any) -> bool {
     let storage = |e: &StorageError| matches!(e, StorageError::Corrupted(_));
     let table = |e: &TableError| match e {
         TableError::Storage(e) => storage(e),
-        TableError::TableTypeMismatch { .. }
+        // Every table exists from the store's creation (`tables::create_all`; the one a format
+        // 3 store may lack, `evicted_ops`, is opened without this mapping): a missing one is a
+        // damaged name in redb's table tree.
+        TableError::TableDoesNotExist(_)
+        | TableError::TableTypeMismatch { .. }
         | TableError::TypeDefinitionChanged { .. }
         | TableError::TableIsMultimap(_)
         | TableError::TableIsNotMultimap(_) => true,
@@ -130,6 +134,7 @@ fn reports_damage(error: &dyn std::any::Any) -> bool {
         matches!(
             e,
             redb::Error::Corrupted(_)
+                | redb::Error::TableDoesNotExist(_)
                 | redb::Error::TableTypeMismatch { .. }
                 | redb::Error::TypeDefinitionChanged { .. }
                 | redb::Error::TableIsMultimap(_)
@@ -706,6 +711,7 @@ mod tests {
             Err::<(), _>(redb::CommitError::Storage(corrupted())).db(),
             Err::<(), _>(redb::DatabaseError::Storage(corrupted())).db(),
             Err::<(), _>(redb::Error::Corrupted("x".into())).db(),
+            Err::<(), _>(redb::TableError::TableDoesNotExist("t".into())).db(),
         ];
         for result in damaged {
             let message = result
@@ -716,7 +722,6 @@ mod tests {
         }
         let other: Vec<Result<()>> = vec![
             Err::<(), _>(redb::StorageError::Io(std::io::Error::other("disk"))).db(),
-            Err::<(), _>(redb::TableError::TableDoesNotExist("t".into())).db(),
             Err::<(), _>(redb::TransactionError::WouldBlock).db(),
             Err::<(), _>(redb::CommitError::TransactionPoisoned).db(),
         ];
