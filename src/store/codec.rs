@@ -483,6 +483,23 @@ pub fn encode_op(op: &OpRec, tx_time: i64) -> Result<Vec<u8>> {
 /// # Errors
 /// [`Error::Corrupt`] when the bytes do not decode or a write names no entity and implies none.
 pub fn decode_op(bytes: &[u8], tx_time: i64, what: &str) -> Result<OpRec> {
+    decode_op_of(bytes, tx_time, what, None)
+}
+
+/// [`decode_op`] for a read that expects the op to write entity `expected`: a body whose entity
+/// its source implies is given that id instead of computing it (a hash of the source per op
+/// showed in profiles of a resume). Only for a caller that then checks the body against its
+/// digest in the log, which covers the entity: a body whose source implies another entity then
+/// fails that check.
+///
+/// # Errors
+/// As [`decode_op`].
+pub fn decode_op_of(
+    bytes: &[u8],
+    tx_time: i64,
+    what: &str,
+    expected: Option<&str>,
+) -> Result<OpRec> {
     Ok(match decode::<OpDisk>(bytes, what)? {
         OpDisk::Write {
             entity,
@@ -494,13 +511,22 @@ pub fn decode_op(bytes: &[u8], tx_time: i64, what: &str) -> Result<OpRec> {
             spelling,
             content_omitted,
         } => {
-            let entity = match (entity, &first) {
-                (Some(entity), _) => entity,
-                (None, Some(first)) => implied_id(first)
+            let entity = match (entity, &first, expected) {
+                (Some(entity), _, _) => entity,
+                // A file's entity id: the digest check this caller makes covers it.
+                (None, Some(first), Some(expected))
+                    if first.source.is_some()
+                        && first.object_type.0 == ObjectType::File.as_str() =>
+                {
+                    IdStr(expected.to_string())
+                }
+                (None, Some(first), _) => implied_id(first)
                     .map_err(|e| Error::corrupt(format!("{what}: {e}")))?
                     .map(IdStr)
                     .ok_or_else(|| Error::corrupt(format!("{what} names no entity")))?,
-                (None, None) => return Err(Error::corrupt(format!("{what} names no entity"))),
+                (None, None, _) => {
+                    return Err(Error::corrupt(format!("{what} names no entity")));
+                }
             };
             let valid_from = tx_time.saturating_sub(before_tx);
             OpRec::Write(WriteRec {

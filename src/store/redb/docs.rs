@@ -265,7 +265,7 @@ const PREPARED_DOCS: usize = 256;
 /// The entries of a [`BaseCache`]: fields and last use by hash, and their total length.
 #[derive(Debug, Default)]
 struct Bases {
-    entries: HashMap<[u8; 32], (Arc<str>, u64)>,
+    entries: HashMap<[u8; 32], (Arc<String>, u64)>,
     bytes: usize,
     clock: u64,
 }
@@ -282,7 +282,7 @@ const CACHED_BYTES: usize = 32 << 20;
 impl BaseCache {
     /// The fields of document `hash` when cached; a hit becomes the most recent entry, so the
     /// bases that skip-deltas come back to stay.
-    fn get(&self, hash: &[u8; 32]) -> Option<Arc<str>> {
+    fn get(&self, hash: &[u8; 32]) -> Option<Arc<String>> {
         let mut bases = self.0.lock().ok()?;
         bases.clock += 1;
         let now = bases.clock;
@@ -308,7 +308,7 @@ impl BaseCache {
     }
 
     /// Remembers the full `fields` of document `hash` as the most recent entry.
-    pub(crate) fn put(&self, hash: [u8; 32], fields: Arc<str>) {
+    pub(crate) fn put(&self, hash: [u8; 32], fields: Arc<String>) {
         // A poisoned lock only loses the cache: deltas then rebuild their base from the store.
         let Ok(mut bases) = self.0.lock() else {
             return;
@@ -401,13 +401,13 @@ pub(crate) fn encode(
     let Some((base, number)) = skip_base(index, data, previous)? else {
         return Ok(fields.to_string());
     };
-    let base_fields: Arc<str> = match cache.and_then(|c| c.get(&base)) {
+    let base_fields: Arc<String> = match cache.and_then(|c| c.get(&base)) {
         Some(full) => full,
         None => {
             let (raw, _) = read_doc_raw(index, data, &base)?.ok_or_else(|| {
                 Error::corrupt(format!("delta base {} is missing", hex::encode(base)))
             })?;
-            let full: Arc<str> = resolved(index, data, raw)?.fields.into();
+            let full = Arc::new(resolved(index, data, raw)?.fields);
             if let Some(cache) = cache {
                 cache.put(base, Arc::clone(&full));
             }
