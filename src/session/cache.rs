@@ -73,10 +73,9 @@ pub(super) fn meta_of(resolver: &FilesystemResolver, object: &Object) -> Option<
 /// The metadata cache entry of a version read with [`Store::metadata_many`] (no content read),
 /// taken by value: its strings move into the entry (a resume builds 10 000 of them).
 pub(super) fn meta_of_stored(resolver: &FilesystemResolver, stored: ObjectMeta) -> Option<Meta> {
-    let source = match stored.source {
-        Some(crate::object::Source::Filesystem(source)) => Some(source),
-        None => None,
-    };
+    let source = stored
+        .source
+        .map(|crate::object::Source::Filesystem(source)| source);
     let Some(doc) = stored.document else {
         return source.map(|s| deleted_meta(resolver, s));
     };

@@ -222,6 +222,18 @@ pub struct DocRec {
     pub fields: String,
 }
 
+/// A [`DocRec`] read in place, its fields borrowed from the stored bytes: for a reader that only
+/// looks at the start of the fields or at the hashes (a full session document is megabytes).
+#[derive(Debug, bincode::BorrowDecode)]
+pub struct DocRecRef<'a> {
+    /// SHA-256 of the file's bytes (decoded to reach what follows; no reader needs it yet).
+    _file_hash: Option<[u8; 32]>,
+    /// SHA-256 of the content.
+    pub content_hash: Option<[u8; 32]>,
+    /// The metadata fields (canonical JSON, or a delta).
+    pub fields: &'a str,
+}
+
 /// The header of one transaction in the log (stored by [`encode_header`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TxHeaderRec {
@@ -567,6 +579,33 @@ pub fn encode<T: Encode>(value: &T) -> Result<Vec<u8>> {
     bincode::encode_into_std_write(value, &mut out, config())
         .map_err(|e| Error::storage("encoding a record", e))?;
     Ok(out)
+}
+
+/// [`decode`] borrowing from `bytes` (a [`DocRecRef`]): the same checks, no copies.
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_borrowed<'a, T: bincode::BorrowDecode<'a, ()>>(
+    bytes: &'a [u8],
+    what: &str,
+) -> Result<T> {
+    match bytes.split_first() {
+        Some((&RECORD_FORMAT, rest)) => {
+            let (value, used) = bincode::borrow_decode_from_slice(rest, config())
+                .map_err(|e| Error::corrupt(format!("{what} does not decode: {e}")))?;
+            if used != rest.len() {
+                return Err(Error::corrupt(format!(
+                    "{what} has {} bytes after its record",
+                    rest.len() - used
+                )));
+            }
+            Ok(value)
+        }
+        Some((other, _)) => Err(Error::corrupt(format!(
+            "{what} has record format {other}, this strata reads {RECORD_FORMAT}"
+        ))),
+        None => Err(Error::corrupt(format!("{what} is empty"))),
+    }
 }
 
 /// Decodes a storage record; `what` names it for the error.

@@ -69,8 +69,10 @@ pub(crate) fn ensure_doc(
         None => {
             if let (Some(content), Some(hash)) = (object.content(), object.content_hash()) {
                 let previous = match delta_base {
-                    Some(base) => read_doc_raw(&docs.index, &docs.data, base)?
-                        .and_then(|(rec, _)| rec.content_hash),
+                    Some(base) => {
+                        with_doc_ref(&docs.index, &docs.data, base, |rec| Ok(rec.content_hash))?
+                            .flatten()
+                    }
                     None => None,
                 };
                 stored += match previous {
@@ -182,6 +184,30 @@ pub(crate) fn read_doc_raw(
         other => other,
     })?;
     Ok(Some((rec, file_blob)))
+}
+
+/// `f` of document `hash` read in place, its fields borrowed from the stored record (a full
+/// session document is megabytes; a caller that looks at its start or its hashes copies none of
+/// it); `None` when the document is not stored.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the index points nowhere or the record does not decode; `f`'s errors.
+fn with_doc_ref<T>(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    hash: &[u8; 32],
+    f: impl FnOnce(codec::DocRecRef<'_>) -> Result<T>,
+) -> Result<Option<T>> {
+    let Some((seq, _, _)) = index.get(hash).db()?.map(|v| v.value()) else {
+        return Ok(None);
+    };
+    let record = data.get(seq).db()?.ok_or_else(|| {
+        Error::corrupt(format!(
+            "document {} points at missing record {seq}",
+            hex::encode(hash)
+        ))
+    })?;
+    f(codec::decode_borrowed(record.value(), "document")?).map(Some)
 }
 
 /// Adds one version reference to a document.
@@ -439,15 +465,16 @@ fn skip_base(
     data: &impl ReadableTable<u64, &'static [u8]>,
     previous: &[u8; 32],
 ) -> Result<Option<([u8; 32], u32)>> {
+    // Read in place: the full document at a chain's start is megabytes, and only whether it
+    // is a delta (and a delta's head) is looked at.
     let number_of = |hash: &[u8; 32]| -> Result<Option<(u32, Option<[u8; 32]>)>> {
-        let Some((raw, _)) = read_doc_raw(index, data, hash)? else {
-            return Ok(None);
-        };
-        if !is_delta(&raw.fields) {
-            return Ok(Some((0, None)));
-        }
-        let head = parse_head(&raw.fields)?;
-        Ok(Some((head.d, Some(hash_of(&head.b)?))))
+        with_doc_ref(index, data, hash, |raw| {
+            if !is_delta(raw.fields) {
+                return Ok((0, None));
+            }
+            let head = parse_head(raw.fields)?;
+            Ok((head.d, Some(hash_of(&head.b)?)))
+        })
     };
     let Some((mut at_number, mut base)) = number_of(previous)? else {
         return Ok(None);
