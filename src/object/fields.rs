@@ -224,9 +224,10 @@ pub(crate) struct SessionJsonParts<'a> {
 
 /// `len` rounded up to the next of eight steps per power of two (at most an eighth more). A
 /// session's document grows by a little each commit and the store keeps the latest ones as delta
-/// bases: buffers of one class fit the next documents once freed, where exact sizes never do,
-/// and a fresh buffer of megabytes costs a page fault per 4 KiB on its first write (a fifth of
-/// a 10 000-file session's commit).
+/// bases: buffers of one class fit the next documents once freed (when the allocator keeps
+/// them mapped), where exact sizes never do, and a fresh buffer of megabytes costs a page fault
+/// per 4 KiB on its first write (a fifth of a 10 000-file session's commit before; still about
+/// a twentieth).
 fn size_class(len: usize) -> usize {
     let step = (len.next_power_of_two() / 16).max(1);
     len.div_ceil(step) * step
