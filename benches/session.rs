@@ -156,8 +156,9 @@ fn bytes_per_turn_commit(turns: usize, commits: usize) {
     );
 }
 
-/// Profiling aid: `SESSION_PROFILE=resume|commit SESSION_PROFILE_DIR=/tmp/x` runs only that
-/// operation in a loop over a fixture kept in the directory (built on first use), for `perf`.
+/// Profiling aid: `SESSION_PROFILE=resume|phases|commit SESSION_PROFILE_DIR=/tmp/x` runs only
+/// that operation in a loop (`SESSION_PROFILE_N` rounds, 20 by default) over a fixture kept in
+/// the directory (built on first use), for `perf`; each round prints its time.
 fn profile(what: &str, dir: &str) {
     let store_dir = PathBuf::from(dir).join("store");
     let sid_file = PathBuf::from(dir).join("sid");
@@ -178,7 +179,14 @@ fn profile(what: &str, dir: &str) {
         (Store::open(&store_dir).unwrap(), sid)
     };
     let settings = Settings::default();
-    for _ in 0..20 {
+    let rounds = std::env::var("SESSION_PROFILE_N")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(20);
+    // The commit profile loads once and commits `rounds` times: its samples are the commits'
+    // (and the tool calls' recording), not the loads'.
+    let mut loaded = None;
+    for _ in 0..rounds {
         let t = std::time::Instant::now();
         match what {
             "phases" => {
@@ -202,15 +210,25 @@ fn profile(what: &str, dir: &str) {
                 }
                 eprintln!("stat {:?}", t1.elapsed());
                 let t1 = std::time::Instant::now();
-                divan::black_box(session.document().unwrap());
+                let document = session.document().unwrap();
                 eprintln!("document {:?}", t1.elapsed());
+                let sets = session.sets();
+                eprintln!(
+                    "sets: index {}, pool {}, active {}, pinned {}; document JSON {} bytes",
+                    sets.index().len(),
+                    sets.pool().len(),
+                    sets.active().len(),
+                    sets.pinned().len(),
+                    document.metadata_json().len()
+                );
             }
             "resume" => {
                 let (_s, report) = Session::resume(&store, &settings, &sid).unwrap();
                 assert_eq!(report.vouched, FILES);
             }
             _ => {
-                let mut session = Session::load(&store, &settings, &sid).unwrap();
+                let session =
+                    loaded.get_or_insert_with(|| Session::load(&store, &settings, &sid).unwrap());
                 session
                     .append_turn(Role::Assistant, "calls".into(), vec![])
                     .unwrap();
@@ -220,6 +238,7 @@ fn profile(what: &str, dir: &str) {
                 let t = std::time::Instant::now();
                 session.commit().unwrap();
                 eprintln!("commit {:?}", t.elapsed());
+                continue;
             }
         }
         eprintln!("{what} {:?}", t.elapsed());

@@ -64,26 +64,32 @@ pub fn composite_hash(
     content_hash: Option<&Hash>,
     metadata_hash: &Hash,
 ) -> Result<Hash> {
-    let mut text = String::with_capacity(230);
-    text.push('{');
-    let mut field = |name: &str, hash: Option<&Hash>, last: bool| {
-        text.push('"');
-        text.push_str(name);
-        text.push_str("\":");
-        match hash {
-            Some(hash) => {
-                text.push('"');
-                crate::hash::push_hex(&mut text, &hash.0);
-                text.push('"');
+    use sha2::Digest;
+    // The JSON text fed to the hash in pieces (no string is built: every read checks a
+    // document's object hash this way).
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(b"{");
+    {
+        let mut buf = [0u8; 64];
+        let mut field = |name: &str, hash: Option<&Hash>, last: bool| {
+            hasher.update(b"\"");
+            hasher.update(name.as_bytes());
+            hasher.update(b"\":");
+            match hash {
+                Some(hash) => {
+                    hasher.update(b"\"");
+                    hasher.update(crate::hash::hex_into(&hash.0, &mut buf).as_bytes());
+                    hasher.update(b"\"");
+                }
+                None => hasher.update(b"null"),
             }
-            None => text.push_str("null"),
-        }
-        text.push(if last { '}' } else { ',' });
-    };
-    field("content_hash", content_hash, false);
-    field("file_hash", file_hash, false);
-    field("metadata_hash", Some(metadata_hash), true);
-    Ok(crate::hash::sha256(text.as_bytes()))
+            hasher.update(if last { b"}" } else { b"," });
+        };
+        field("content_hash", content_hash, false);
+        field("file_hash", file_hash, false);
+        field("metadata_hash", Some(metadata_hash), true);
+    }
+    Ok(Hash(hasher.finalize().into()))
 }
 
 /// A file's `file_type`: the lowercase extension of the last path segment without the dot, or

@@ -25,7 +25,7 @@ mod fields;
 mod identity;
 mod types;
 
-pub use fields::{ChatFields, Fields, FileFields, SessionFields, ToolcallFields};
+pub use fields::{ChatFields, Fields, FileFields, SessionFields, SessionIds, ToolcallFields};
 pub(crate) use fields::{SessionJsonParts, session_json_of_parts};
 pub use identity::{
     assigned_identity, composite_hash, file_type_of, sourced_identity, transcript, utf16_len,
@@ -47,8 +47,9 @@ pub struct Object {
     content_hash: Option<Hash>,
     fields: Fields,
     /// The canonical JSON of `fields` (what `metadata_hash` hashes), kept so that the store
-    /// writes it without serialising the fields again; shared by clones.
-    metadata_json: Arc<str>,
+    /// writes it without serialising the fields again; shared by clones. An `Arc<String>`, not an
+    /// `Arc<str>`: the text moves in without a copy (a session document is megabytes).
+    metadata_json: Arc<String>,
     metadata_hash: Hash,
     object_hash: Hash,
     content_omitted: Option<ContentOmitted>,
@@ -144,16 +145,16 @@ impl Object {
             &fields,
             content_omitted,
         )?;
-        let metadata_json: Arc<str> = match metadata_json {
+        let metadata_json: Arc<String> = match metadata_json {
             Some(json) => {
                 debug_assert_eq!(
                     Some(json.as_str()),
                     fields.canonical_json().ok().as_deref(),
                     "assemble given JSON that is not the fields' canonical JSON"
                 );
-                json.into()
+                Arc::new(json)
             }
-            None => fields.canonical_json()?.into(),
+            None => Arc::new(fields.canonical_json()?),
         };
         let metadata_hash = sha256(metadata_json.as_bytes());
         let object_hash =
@@ -545,7 +546,7 @@ impl Object {
     }
 
     /// The canonical JSON of the fields, shared (the store keeps it as a delta base).
-    pub fn metadata_json_shared(&self) -> Arc<str> {
+    pub fn metadata_json_shared(&self) -> Arc<String> {
         Arc::clone(&self.metadata_json)
     }
 

@@ -174,10 +174,16 @@ fn session_fields(ids: Vec<String>, sid: String) -> SessionFields {
         chat_ref: format!("chat:{sid}"),
         system_prompt_ref: format!("system_prompt:{sid}"),
         session_id: sid,
-        session_index: ids.clone(),
-        metadata_pool: ids[n / 3..].to_vec(),
-        active_set: ids.iter().rev().take(n / 2).cloned().collect(),
-        pinned_set: ids.iter().step_by(3).cloned().collect(),
+        session_index: ids.clone().into(),
+        metadata_pool: ids[n / 3..].to_vec().into(),
+        active_set: ids
+            .iter()
+            .rev()
+            .take(n / 2)
+            .cloned()
+            .collect::<Vec<_>>()
+            .into(),
+        pinned_set: ids.iter().step_by(3).cloned().collect::<Vec<_>>().into(),
     }
 }
 

@@ -70,24 +70,26 @@ pub(super) fn meta_of(resolver: &FilesystemResolver, object: &Object) -> Option<
     }
 }
 
-/// The metadata cache entry of a version read with [`Store::metadata_many`] (no content read).
-pub(super) fn meta_of_stored(resolver: &FilesystemResolver, stored: &ObjectMeta) -> Option<Meta> {
-    let Some(doc) = &stored.document else {
-        return stored
-            .source
-            .as_ref()
-            .map(|s| deleted_meta(resolver, s.as_filesystem().clone()));
+/// The metadata cache entry of a version read with [`Store::metadata_many`] (no content read),
+/// taken by value: its strings move into the entry (a resume builds 10 000 of them).
+pub(super) fn meta_of_stored(resolver: &FilesystemResolver, stored: ObjectMeta) -> Option<Meta> {
+    let source = stored
+        .source
+        .map(|crate::object::Source::Filesystem(source)| source);
+    let Some(doc) = stored.document else {
+        return source.map(|s| deleted_meta(resolver, s));
     };
-    match &doc.fields {
-        Fields::File(f) => Some(file_meta(
+    match doc.fields {
+        Fields::File(f) => Some(file_meta_owned(
             resolver,
-            stored.source.as_ref()?.as_filesystem().clone(),
-            f,
+            source?,
+            f.file_type,
+            f.char_count,
             doc.file_hash,
             stored.info.content_omitted,
         )),
         Fields::Toolcall(f) => Some(Meta::Toolcall {
-            tool: f.tool.clone(),
+            tool: f.tool,
             status: f.status,
         }),
         _ => None,
@@ -103,6 +105,25 @@ pub(super) fn file_meta(
     file_hash: Option<crate::hash::Hash>,
     content_omitted: Option<ContentOmitted>,
 ) -> Meta {
+    file_meta_owned(
+        resolver,
+        source,
+        fields.file_type.clone(),
+        fields.char_count,
+        file_hash,
+        content_omitted,
+    )
+}
+
+/// [`file_meta`] with the file type given by value.
+fn file_meta_owned(
+    resolver: &FilesystemResolver,
+    source: FilesystemSource,
+    file_type: String,
+    char_count: u64,
+    file_hash: Option<crate::hash::Hash>,
+    content_omitted: Option<ContentOmitted>,
+) -> Meta {
     let state = match content_omitted {
         Some(ContentOmitted::Denied) => FileState::Denied,
         Some(ContentOmitted::Binary) => FileState::Binary,
@@ -113,8 +134,8 @@ pub(super) fn file_meta(
     Meta::File {
         path: resolver.reverse_resolve(&source.filesystem_id, &source.path),
         source,
-        file_type: fields.file_type.clone(),
-        char_count: fields.char_count,
+        file_type,
+        char_count,
         file_hash,
         state,
     }

@@ -17,10 +17,10 @@ impl Session {
             session_id: self.session_id.clone(),
             chat_ref: format!("chat:{}", self.session_id),
             system_prompt_ref: format!("system_prompt:{}", self.session_id),
-            session_index: self.sets.index().ids().to_vec(),
-            metadata_pool: self.sets.pool().ids().to_vec(),
-            active_set: self.sets.active().ids().to_vec(),
-            pinned_set: self.sets.pinned().ids().to_vec(),
+            session_index: self.sets.index().shared_ids(),
+            metadata_pool: self.sets.pool().shared_ids(),
+            active_set: self.sets.active().shared_ids(),
+            pinned_set: self.sets.pinned().shared_ids(),
         }
     }
 

@@ -379,7 +379,7 @@ impl Session {
             return Ok(false);
         }
         let meta = match self.store.metadata(&id, None)? {
-            Some(stored) => meta_of_stored(&self.resolver, &stored),
+            Some(stored) => meta_of_stored(&self.resolver, stored),
             None => Some(deleted_meta(&self.resolver, source)),
         };
         if let Some(meta) = meta {

@@ -477,11 +477,11 @@ impl Session {
         let mut cache = FxHashMap::with_capacity_and_hasher(ids.len(), Default::default());
         let mut spellings = HashMap::new();
         for (id, stored) in ids.iter().zip(stored) {
-            let Some(stored) = stored else { continue };
-            if let Some(spelling) = &stored.info.spelling {
-                spellings.insert(id.to_string(), spelling.clone());
+            let Some(mut stored) = stored else { continue };
+            if let Some(spelling) = stored.info.spelling.take() {
+                spellings.insert(id.to_string(), spelling);
             }
-            if let Some(meta) = meta_of_stored(&self.resolver, &stored) {
+            if let Some(meta) = meta_of_stored(&self.resolver, stored) {
                 cache.insert(id.to_string(), meta);
             }
         }

@@ -3,8 +3,11 @@
 //! Each set keeps insertion order (the active set in activation order) with a hash set beside it
 //! for membership, so a set's JSON array is reproducible and "most recently activated" is defined.
 
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
 use crate::hash::{jcs_string_len, push_jcs_string};
+use crate::object::SessionIds;
 
 /// Membership by FxHash: ids are hashes and short names, and a resumed session of 10 000 files
 /// hashes each of them once per set (SipHash made that a tenth of a resume).
@@ -13,7 +16,9 @@ type Members = rustc_hash::FxHashSet<String>;
 /// One ordered set of ids.
 #[derive(Clone, Debug, Default)]
 pub struct OrderedSet {
-    order: Vec<String>,
+    /// The ids in order, shared with the documents built from them (copied on the first change
+    /// while one still holds them).
+    order: SessionIds,
     members: Members,
     /// The JCS strings of the first `json_ids` ids joined by commas: the inside of the set's
     /// canonical JSON array, kept between commits and brought up to date lazily. An append
@@ -35,12 +40,29 @@ impl OrderedSet {
     pub fn from_ids(ids: impl IntoIterator<Item = String>) -> Self {
         let ids = ids.into_iter();
         let mut set = OrderedSet::default();
-        set.order.reserve(ids.size_hint().0);
+        Arc::make_mut(&mut set.order).reserve(ids.size_hint().0);
         set.members.reserve(ids.size_hint().0);
         for id in ids {
             set.push(id);
         }
         set
+    }
+
+    /// A set holding `ids` in this order, keeping the shared list itself when it repeats no id
+    /// (a restored session's sets are the lists its document decoded to).
+    pub fn from_shared(ids: SessionIds) -> Self {
+        let mut members = Members::default();
+        members.reserve(ids.len());
+        let unique = ids.iter().all(|id| members.insert(id.clone()));
+        if !unique {
+            return OrderedSet::from_ids(ids.iter().cloned());
+        }
+        OrderedSet {
+            order: ids,
+            members,
+            json: String::new(),
+            json_ids: 0,
+        }
     }
 
     /// Whether `id` is a member.
@@ -51,6 +73,11 @@ impl OrderedSet {
     /// The ids in order.
     pub fn ids(&self) -> &[String] {
         &self.order
+    }
+
+    /// The ids in order, shared (no copy): what a session document holds.
+    pub fn shared_ids(&self) -> SessionIds {
+        Arc::clone(&self.order)
     }
 
     /// The number of members.
@@ -93,7 +120,7 @@ impl OrderedSet {
         }
         debug_assert_eq!(
             inner,
-            OrderedSet::from_ids(self.order.clone()).json_inner(),
+            OrderedSet::from_ids(self.order.iter().cloned()).json_inner(),
             "a seeded JSON text that is not the set's"
         );
         self.json = inner.to_string();
@@ -123,7 +150,7 @@ impl OrderedSet {
         if !self.members.insert(id.clone()) {
             return false;
         }
-        self.order.push(id);
+        Arc::make_mut(&mut self.order).push(id);
         true
     }
 
@@ -132,9 +159,9 @@ impl OrderedSet {
         if self.members.contains(&id) {
             if let Some(at) = self.order.iter().rposition(|x| *x == id) {
                 self.json_cut(at);
-                self.order.remove(at);
+                Arc::make_mut(&mut self.order).remove(at);
             }
-            self.order.push(id);
+            Arc::make_mut(&mut self.order).push(id);
         } else {
             self.push(id);
         }
@@ -147,7 +174,7 @@ impl OrderedSet {
         }
         if let Some(at) = self.order.iter().rposition(|x| x == id) {
             self.json_cut(at);
-            self.order.remove(at);
+            Arc::make_mut(&mut self.order).remove(at);
         }
         true
     }
@@ -182,16 +209,16 @@ impl Sets {
     /// # Errors
     /// [`Error::Corrupt`] naming the first id that breaks an invariant.
     pub fn restore(
-        index: Vec<String>,
-        pool: Vec<String>,
-        active: Vec<String>,
-        pinned: Vec<String>,
+        index: SessionIds,
+        pool: SessionIds,
+        active: SessionIds,
+        pinned: SessionIds,
     ) -> Result<Self> {
         let sets = Sets {
-            index: OrderedSet::from_ids(index),
-            pool: OrderedSet::from_ids(pool),
-            active: OrderedSet::from_ids(active),
-            pinned: OrderedSet::from_ids(pinned),
+            index: OrderedSet::from_shared(index),
+            pool: OrderedSet::from_shared(pool),
+            active: OrderedSet::from_shared(active),
+            pinned: OrderedSet::from_shared(pinned),
             revision: 0,
         };
         sets.check()
@@ -361,10 +388,10 @@ mod tests {
         assert!(sets.pool().contains("b"));
         sets.check()?;
         let broken = Sets::restore(
-            vec!["a".into()],
-            vec!["a".into(), "z".into()],
-            vec![],
-            vec![],
+            vec!["a".into()].into(),
+            vec!["a".into(), "z".into()].into(),
+            Default::default(),
+            Default::default(),
         );
         assert!(matches!(broken, Err(Error::Corrupt { .. })), "{broken:?}");
         Ok(())
@@ -430,10 +457,10 @@ mod tests {
                             session_id: "s".into(),
                             chat_ref: "chat:s".into(),
                             system_prompt_ref: "system_prompt:s".into(),
-                            session_index: sets.index().ids().to_vec(),
-                            metadata_pool: sets.pool().ids().to_vec(),
-                            active_set: sets.active().ids().to_vec(),
-                            pinned_set: sets.pinned().ids().to_vec(),
+                            session_index: sets.index().shared_ids(),
+                            metadata_pool: sets.pool().shared_ids(),
+                            active_set: sets.active().shared_ids(),
+                            pinned_set: sets.pinned().shared_ids(),
                         };
                         let stored = crate::object::Fields::Session(fields.clone()).canonical_json()?;
                         let [index, pool, active, pinned] = sets.json_inners();

@@ -222,6 +222,18 @@ pub struct DocRec {
     pub fields: String,
 }
 
+/// A [`DocRec`] read in place, its fields borrowed from the stored bytes: for a reader that only
+/// looks at the start of the fields or at the hashes (a full session document is megabytes).
+#[derive(Debug, bincode::BorrowDecode)]
+pub struct DocRecRef<'a> {
+    /// SHA-256 of the file's bytes (decoded to reach what follows; no reader needs it yet).
+    _file_hash: Option<[u8; 32]>,
+    /// SHA-256 of the content.
+    pub content_hash: Option<[u8; 32]>,
+    /// The metadata fields (canonical JSON, or a delta).
+    pub fields: &'a str,
+}
+
 /// The header of one transaction in the log (stored by [`encode_header`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TxHeaderRec {
@@ -483,6 +495,23 @@ pub fn encode_op(op: &OpRec, tx_time: i64) -> Result<Vec<u8>> {
 /// # Errors
 /// [`Error::Corrupt`] when the bytes do not decode or a write names no entity and implies none.
 pub fn decode_op(bytes: &[u8], tx_time: i64, what: &str) -> Result<OpRec> {
+    decode_op_of(bytes, tx_time, what, None)
+}
+
+/// [`decode_op`] for a read that expects the op to write entity `expected`: a body whose entity
+/// its source implies is given that id instead of computing it (a hash of the source per op
+/// showed in profiles of a resume). Only for a caller that then checks the body against its
+/// digest in the log, which covers the entity: a body whose source implies another entity then
+/// fails that check.
+///
+/// # Errors
+/// As [`decode_op`].
+pub fn decode_op_of(
+    bytes: &[u8],
+    tx_time: i64,
+    what: &str,
+    expected: Option<&str>,
+) -> Result<OpRec> {
     Ok(match decode::<OpDisk>(bytes, what)? {
         OpDisk::Write {
             entity,
@@ -494,13 +523,22 @@ pub fn decode_op(bytes: &[u8], tx_time: i64, what: &str) -> Result<OpRec> {
             spelling,
             content_omitted,
         } => {
-            let entity = match (entity, &first) {
-                (Some(entity), _) => entity,
-                (None, Some(first)) => implied_id(first)
+            let entity = match (entity, &first, expected) {
+                (Some(entity), _, _) => entity,
+                // A file's entity id: the digest check this caller makes covers it.
+                (None, Some(first), Some(expected))
+                    if first.source.is_some()
+                        && first.object_type.0 == ObjectType::File.as_str() =>
+                {
+                    IdStr(expected.to_string())
+                }
+                (None, Some(first), _) => implied_id(first)
                     .map_err(|e| Error::corrupt(format!("{what}: {e}")))?
                     .map(IdStr)
                     .ok_or_else(|| Error::corrupt(format!("{what} names no entity")))?,
-                (None, None) => return Err(Error::corrupt(format!("{what} names no entity"))),
+                (None, None, _) => {
+                    return Err(Error::corrupt(format!("{what} names no entity")));
+                }
             };
             let valid_from = tx_time.saturating_sub(before_tx);
             OpRec::Write(WriteRec {
@@ -541,6 +579,33 @@ pub fn encode<T: Encode>(value: &T) -> Result<Vec<u8>> {
     bincode::encode_into_std_write(value, &mut out, config())
         .map_err(|e| Error::storage("encoding a record", e))?;
     Ok(out)
+}
+
+/// [`decode`] borrowing from `bytes` (a [`DocRecRef`]): the same checks, no copies.
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_borrowed<'a, T: bincode::BorrowDecode<'a, ()>>(
+    bytes: &'a [u8],
+    what: &str,
+) -> Result<T> {
+    match bytes.split_first() {
+        Some((&RECORD_FORMAT, rest)) => {
+            let (value, used) = bincode::borrow_decode_from_slice(rest, config())
+                .map_err(|e| Error::corrupt(format!("{what} does not decode: {e}")))?;
+            if used != rest.len() {
+                return Err(Error::corrupt(format!(
+                    "{what} has {} bytes after its record",
+                    rest.len() - used
+                )));
+            }
+            Ok(value)
+        }
+        Some((other, _)) => Err(Error::corrupt(format!(
+            "{what} has record format {other}, this strata reads {RECORD_FORMAT}"
+        ))),
+        None => Err(Error::corrupt(format!("{what} is empty"))),
+    }
 }
 
 /// Decodes a storage record; `what` names it for the error.

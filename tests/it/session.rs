@@ -314,7 +314,7 @@ fn failed_activation_of_an_unpooled_stub_leaves_the_session_as_it_was() -> TestR
         strata::object::Fields::Session(f) => f.clone(),
         _ => return Err("not a session".into()),
     };
-    fields.metadata_pool.retain(|p| *p != id);
+    std::sync::Arc::make_mut(&mut fields.metadata_pool).retain(|p| *p != id);
     let sid = s.id().to_string();
     drop(s);
     store.transact(

@@ -234,8 +234,8 @@ fn a_stored_document_with_a_repeated_id_loads_and_commits_canonically() -> TestR
         strata::object::Fields::Session(f) => f.clone(),
         other => return Err(format!("not a session: {other:?}").into()),
     };
-    fields.active_set.push(id.clone());
-    fields.metadata_pool.push(id.clone());
+    std::sync::Arc::make_mut(&mut fields.active_set).push(id.clone());
+    std::sync::Arc::make_mut(&mut fields.metadata_pool).push(id.clone());
     store.transact(
         vec![strata::Op::put(strata::object::Object::session(fields)?)],
         strata::Origin::Session,

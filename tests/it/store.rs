@@ -426,10 +426,10 @@ fn a_failed_match_aborts_the_whole_transaction(backend: &dyn StoreFactory) -> Te
         session_id: "x".into(),
         chat_ref: "chat:x".into(),
         system_prompt_ref: "system_prompt:x".into(),
-        session_index: vec![],
-        metadata_pool: vec![],
-        active_set: vec![],
-        pinned_set: vec![],
+        session_index: Default::default(),
+        metadata_pool: Default::default(),
+        active_set: Default::default(),
+        pinned_set: Default::default(),
     })?;
     store.transact(vec![Op::put(clash)], Origin::Session)?;
     Ok(())

@@ -141,11 +141,13 @@ fn commas(bytes: &[u8]) -> usize {
 
 /// The length of the common prefix of `a` and `b`, compared a block at a time.
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    const BLOCK: usize = 128;
     let n = a.len().min(b.len());
     let mut i = 0;
-    while i + BLOCK <= n && a[i..i + BLOCK] == b[i..i + BLOCK] {
-        i += BLOCK;
+    // Large blocks first (a set of 10 000 ids is 670 KB, mostly equal), then small ones.
+    for block in [16_384, 128] {
+        while i + block <= n && a[i..i + block] == b[i..i + block] {
+            i += block;
+        }
     }
     while i < n && a[i] == b[i] {
         i += 1;
@@ -155,12 +157,13 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
 
 /// The length of the common suffix of `a` and `b`, compared a block at a time.
 fn common_suffix(a: &[u8], b: &[u8]) -> usize {
-    const BLOCK: usize = 128;
     let n = a.len().min(b.len());
     let (la, lb) = (a.len(), b.len());
     let mut i = 0;
-    while i + BLOCK <= n && a[la - i - BLOCK..la - i] == b[lb - i - BLOCK..lb - i] {
-        i += BLOCK;
+    for block in [16_384, 128] {
+        while i + block <= n && a[la - i - block..la - i] == b[lb - i - block..lb - i] {
+            i += block;
+        }
     }
     while i < n && a[la - i - 1] == b[lb - i - 1] {
         i += 1;
@@ -174,11 +177,16 @@ fn common_suffix(a: &[u8], b: &[u8]) -> usize {
 /// When both start their keys in the same sequence (a session document: the same seven sets),
 /// each key's span is diffed on its own, and an unchanged span is skipped by one comparison of
 /// its bytes: a commit that appends to three sets then costs about one pass over the document
-/// (byte comparisons and comma counts), not a split of it into tokens. Any split gives a
-/// correct delta; this one only makes it cheap.
+/// (byte comparisons and comma counts), not a split of it into tokens. When one has keys past
+/// the other's last (a chat with a turn appended: each turn's keys are keys here), the last
+/// span of the shorter is paired with the rest of the longer, so the turns before are still
+/// skipped span by span rather than diffed token by token. Any split gives a correct delta;
+/// this one only makes it cheap.
 pub(crate) fn edits_of(old: &str, new: &str) -> Vec<Edit> {
     let (a, b) = (sections(old), sections(new));
-    let same_keys = a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.1 == y.1);
+    let k = a.len().min(b.len());
+    let same_keys = a[..k].iter().zip(&b[..k]).all(|(x, y)| x.1 == y.1);
+    let (a, b) = (&a[..k], &b[..k]);
     let mut edits = Vec::new();
     if !same_keys || a.is_empty() {
         span_edits(old, 0, new, &mut edits);
@@ -192,7 +200,7 @@ pub(crate) fn edits_of(old: &str, new: &str) -> Vec<Edit> {
         spans.extend(starts.last().map(|s| (*s, len)));
         spans
     };
-    let (ob, nb) = (bounds(&a, old.len()), bounds(&b, new.len()));
+    let (ob, nb) = (bounds(a, old.len()), bounds(b, new.len()));
     if ob.len() != nb.len() {
         span_edits(old, 0, new, &mut edits);
         return edits;
@@ -413,6 +421,40 @@ mod tests {
         Ok(())
     }
 
+    /// The block-wise common prefix and suffix equal a byte-by-byte count, wherever the first
+    /// difference falls (inside or at the edge of a large or a small block).
+    #[test]
+    fn common_prefix_and_suffix_count_bytes() {
+        let a: Vec<u8> = (0..50_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let naive_prefix = |a: &[u8], b: &[u8]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let naive_suffix = |a: &[u8], b: &[u8]| {
+            a.iter()
+                .rev()
+                .zip(b.iter().rev())
+                .take_while(|(x, y)| x == y)
+                .count()
+        };
+        for at in [0, 1, 127, 128, 16_383, 16_384, 16_500, 32_768, 49_999] {
+            let mut b = a.clone();
+            b[at] ^= 0xff;
+            assert_eq!(common_prefix(&a, &b), naive_prefix(&a, &b), "{at}");
+            assert_eq!(common_suffix(&a, &b), naive_suffix(&a, &b), "{at}");
+            let longer = [b.as_slice(), b"tail"].concat();
+            assert_eq!(
+                common_prefix(&a, &longer),
+                naive_prefix(&a, &longer),
+                "{at}"
+            );
+            assert_eq!(
+                common_suffix(&longer[4..], &a),
+                naive_suffix(&longer[4..], &a),
+                "{at}"
+            );
+        }
+        assert_eq!(common_prefix(&a, &a), a.len());
+        assert_eq!(common_suffix(&a, &a), a.len());
+    }
+
     #[test]
     fn sectioned_diffs_round_trip() -> Result<()> {
         let base = r#"{"active_set":["a","b"],"chat_ref":"c","pinned_set":[],"x":["a","b","c"]}"#;
@@ -439,6 +481,26 @@ mod tests {
         );
         round_trip(&long, &changed)?;
         round_trip(&changed, &long)?;
+        // A chat with a turn appended: the new document has keys past the old one's last.
+        let turn = |n: u32| {
+            format!(
+                r#"{{"content":"t{n}","role":"user","toolcall_refs":[{}]}}"#,
+                ids(n..n + 3)
+            )
+        };
+        let chat = |turns: u32| {
+            let all: Vec<String> = (0..turns).map(turn).collect();
+            format!(
+                r#"{{"session_ref":"s","toolcall_refs":[{}],"turn_count":{turns},"turns":[{}]}}"#,
+                ids(0..turns * 3),
+                all.join(",")
+            )
+        };
+        round_trip(&chat(40), &chat(41))?;
+        round_trip(&chat(41), &chat(40))?;
+        round_trip(&chat(0), &chat(2))?;
+        // Three edits: the refs appended, the count replaced, the turn appended.
+        assert_eq!(edits_of(&chat(40), &chat(41)).len(), 3);
         assert_eq!(key_of(r#"{"active_set":["a""#), Some("active_set"));
         assert_eq!(key_of(r#""a""#), None);
         Ok(())

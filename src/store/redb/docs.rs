@@ -73,8 +73,10 @@ pub(crate) fn ensure_doc(
         None => {
             if let (Some(content), Some(hash)) = (object.content(), object.content_hash()) {
                 let previous = match delta_base {
-                    Some(base) => read_doc_raw(&docs.index, &docs.data, base)?
-                        .and_then(|(rec, _)| rec.content_hash),
+                    Some(base) => {
+                        with_doc_ref(&docs.index, &docs.data, base, |rec| Ok(rec.content_hash))?
+                            .flatten()
+                    }
                     None => None,
                 };
                 stored += match previous {
@@ -189,6 +191,30 @@ pub(crate) fn read_doc_raw(
     Ok(Some((rec, file_blob)))
 }
 
+/// `f` of document `hash` read in place, its fields borrowed from the stored record (a full
+/// session document is megabytes; a caller that looks at its start or its hashes copies none of
+/// it); `None` when the document is not stored.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the index points nowhere or the record does not decode; `f`'s errors.
+fn with_doc_ref<T>(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    hash: &[u8; 32],
+    f: impl FnOnce(codec::DocRecRef<'_>) -> Result<T>,
+) -> Result<Option<T>> {
+    let Some((seq, _, _)) = index.get(hash).db()?.map(|v| v.value()) else {
+        return Ok(None);
+    };
+    let record = data.get(seq).db()?.ok_or_else(|| {
+        Error::corrupt(format!(
+            "document {} points at missing record {seq}",
+            hex::encode(hash)
+        ))
+    })?;
+    f(codec::decode_borrowed(record.value(), "document")?).map(Some)
+}
+
 /// Adds one version reference to a document.
 pub(crate) fn reference_doc(docs: &mut DocTables<'_>, hash: &[u8; 32]) -> Result<()> {
     if let Some((fresh, (seq, file_blob))) = docs.fresh.take()
@@ -277,7 +303,7 @@ const PREPARED_DOCS: usize = 256;
 /// The entries of a [`BaseCache`]: fields and last use by hash, and their total length.
 #[derive(Debug, Default)]
 struct Bases {
-    entries: HashMap<[u8; 32], (Arc<str>, u64)>,
+    entries: HashMap<[u8; 32], (Arc<String>, u64)>,
     bytes: usize,
     clock: u64,
 }
@@ -294,7 +320,7 @@ const CACHED_BYTES: usize = 32 << 20;
 impl BaseCache {
     /// The fields of document `hash` when cached; a hit becomes the most recent entry, so the
     /// bases that skip-deltas come back to stay.
-    fn get(&self, hash: &[u8; 32]) -> Option<Arc<str>> {
+    fn get(&self, hash: &[u8; 32]) -> Option<Arc<String>> {
         let mut bases = self.0.lock().ok()?;
         bases.clock += 1;
         let now = bases.clock;
@@ -320,7 +346,7 @@ impl BaseCache {
     }
 
     /// Remembers the full `fields` of document `hash` as the most recent entry.
-    pub(crate) fn put(&self, hash: [u8; 32], fields: Arc<str>) {
+    pub(crate) fn put(&self, hash: [u8; 32], fields: Arc<String>) {
         // A poisoned lock only loses the cache: deltas then rebuild their base from the store.
         let Ok(mut bases) = self.0.lock() else {
             return;
@@ -413,13 +439,13 @@ pub(crate) fn encode(
     let Some((base, number)) = skip_base(index, data, previous)? else {
         return Ok(fields.to_string());
     };
-    let base_fields: Arc<str> = match cache.and_then(|c| c.get(&base)) {
+    let base_fields: Arc<String> = match cache.and_then(|c| c.get(&base)) {
         Some(full) => full,
         None => {
             let (raw, _) = read_doc_raw(index, data, &base)?.ok_or_else(|| {
                 Error::corrupt(format!("delta base {} is missing", hex::encode(base)))
             })?;
-            let full: Arc<str> = resolved(index, data, raw)?.fields.into();
+            let full = Arc::new(resolved(index, data, raw)?.fields);
             if let Some(cache) = cache {
                 cache.put(base, Arc::clone(&full));
             }
@@ -451,15 +477,16 @@ fn skip_base(
     data: &impl ReadableTable<u64, &'static [u8]>,
     previous: &[u8; 32],
 ) -> Result<Option<([u8; 32], u32)>> {
+    // Read in place: the full document at a chain's start is megabytes, and only whether it
+    // is a delta (and a delta's head) is looked at.
     let number_of = |hash: &[u8; 32]| -> Result<Option<(u32, Option<[u8; 32]>)>> {
-        let Some((raw, _)) = read_doc_raw(index, data, hash)? else {
-            return Ok(None);
-        };
-        if !is_delta(&raw.fields) {
-            return Ok(Some((0, None)));
-        }
-        let head = parse_head(&raw.fields)?;
-        Ok(Some((head.d, Some(hash_of(&head.b)?))))
+        with_doc_ref(index, data, hash, |raw| {
+            if !is_delta(raw.fields) {
+                return Ok((0, None));
+            }
+            let head = parse_head(raw.fields)?;
+            Ok((head.d, Some(hash_of(&head.b)?)))
+        })
     };
     let Some((mut at_number, mut base)) = number_of(previous)? else {
         return Ok(None);

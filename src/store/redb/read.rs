@@ -170,7 +170,7 @@ impl RedbStore {
             let mut ops = Vec::with_capacity(header.digests.len());
             for (n, digest) in header.digests.iter().enumerate() {
                 let body = log_tables
-                    .body(tx, n as u32, &header)?
+                    .body(tx, n as u32, &header, None)?
                     .map(|op| log::op_json(&op));
                 let evicted_by = match body {
                     Some(_) => None,

@@ -104,12 +104,19 @@ impl LogTables {
     }
 
     /// The body of op `n` of transaction `tx` (header `header`), checked against its digest;
-    /// `None` when it was evicted.
+    /// `None` when it was evicted. `expected`: the entity the caller expects it to write (see
+    /// [`codec::decode_op_of`]; the digest check covers it).
     ///
     /// # Errors
     /// [`Error::Corrupt`] when it is missing without an eviction, does not decode or does not
     /// hash to its digest.
-    pub(super) fn body(&self, tx: u64, n: u32, header: &TxHeaderRec) -> Result<Option<OpRec>> {
+    pub(super) fn body(
+        &self,
+        tx: u64,
+        n: u32,
+        header: &TxHeaderRec,
+        expected: Option<&str>,
+    ) -> Result<Option<OpRec>> {
         let Some(digest) = header.digests.get(n as usize) else {
             return Err(Error::corrupt(format!(
                 "op {n} of tx {tx} is past the {} ops its log record lists; run `strata fsck`",
@@ -125,7 +132,15 @@ impl LogTables {
                  `strata fsck`"
             )));
         };
-        let op = codec::decode_op(bytes.value(), header.tx_time, &format!("op {n} of tx {tx}"))?;
+        // The label is built only on failure: this runs once per row a resume reads.
+        let op = codec::decode_op_of(bytes.value(), header.tx_time, "op", expected).map_err(
+            |e| match e {
+                Error::Corrupt { what } => {
+                    Error::corrupt(what.replacen("op", &format!("op {n} of tx {tx}"), 1))
+                }
+                other => other,
+            },
+        )?;
         if log::op_digest(&op)? != *digest {
             return Err(Error::corrupt(format!(
                 "op {n} of tx {tx} does not hash to the digest its log record holds; run \
@@ -142,7 +157,7 @@ impl LogTables {
     /// [`Error::Corrupt`] naming the row when any of that fails.
     pub(super) fn check_row(&self, id: &str, row: &temporal::Row) -> Result<()> {
         let header = self.header(row.tx)?;
-        let op = self.body(row.tx, row.rec.op, &header)?;
+        let op = self.body(row.tx, row.rec.op, &header, Some(id))?;
         crate::store::rule::check_row(id, row, header.tx_time, op.as_ref())
     }
 }
@@ -206,4 +221,43 @@ pub(crate) fn check_path_row(
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::{FilesystemSource, Object};
+
+    /// A body whose entity its source implies is read with the id the caller expects; the digest
+    /// check still catches a body that does not write that entity.
+    #[test]
+    fn an_expected_entity_is_checked_by_the_digest() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        let file = Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: "/a/b.rs".into(),
+            },
+            "fn main() {}\n".into(),
+        )?;
+        let id = file.id().to_string();
+        store.transact(vec![Op::put(file)], Origin::Cli)?;
+        let rtx = store.read()?;
+        let log = LogTables::open(&rtx)?;
+        let header = log.header(1)?;
+        let entity = |op: Option<OpRec>| match op {
+            Some(OpRec::Write(w)) => Ok(w.entity.0),
+            other => Err(Error::invariant(format!("not a write: {other:?}"))),
+        };
+        assert_eq!(entity(log.body(1, 0, &header, None)?)?, id);
+        assert_eq!(entity(log.body(1, 0, &header, Some(&id))?)?, id);
+        let other = "0".repeat(64);
+        let err = log
+            .body(1, 0, &header, Some(&other))
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains("op 0 of tx 1"), "{err}");
+        Ok(())
+    }
 }
