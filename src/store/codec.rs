@@ -589,23 +589,12 @@ pub fn decode_borrowed<'a, T: bincode::BorrowDecode<'a, ()>>(
     bytes: &'a [u8],
     what: &str,
 ) -> Result<T> {
-    match bytes.split_first() {
-        Some((&RECORD_FORMAT, rest)) => {
-            let (value, used) = bincode::borrow_decode_from_slice(rest, config())
-                .map_err(|e| Error::corrupt(format!("{what} does not decode: {e}")))?;
-            if used != rest.len() {
-                return Err(Error::corrupt(format!(
-                    "{what} has {} bytes after its record",
-                    rest.len() - used
-                )));
-            }
-            Ok(value)
-        }
-        Some((other, _)) => Err(Error::corrupt(format!(
-            "{what} has record format {other}, this strata reads {RECORD_FORMAT}"
-        ))),
-        None => Err(Error::corrupt(format!("{what} is empty"))),
-    }
+    let rest = record_body(bytes, what)?;
+    whole(
+        bincode::borrow_decode_from_slice(rest, config()),
+        rest.len(),
+        what,
+    )
 }
 
 /// Decodes a storage record; `what` names it for the error.
@@ -613,23 +602,36 @@ pub fn decode_borrowed<'a, T: bincode::BorrowDecode<'a, ()>>(
 /// # Errors
 /// [`Error::Corrupt`] when the format byte is unknown or the bytes do not decode entirely.
 pub fn decode<T: Decode<()>>(bytes: &[u8], what: &str) -> Result<T> {
+    let rest = record_body(bytes, what)?;
+    whole(bincode::decode_from_slice(rest, config()), rest.len(), what)
+}
+
+/// The bytes of a storage record after its format byte, checked to be this build's format.
+fn record_body<'a>(bytes: &'a [u8], what: &str) -> Result<&'a [u8]> {
     match bytes.split_first() {
-        Some((&RECORD_FORMAT, rest)) => {
-            let (value, used) = bincode::decode_from_slice(rest, config())
-                .map_err(|e| Error::corrupt(format!("{what} does not decode: {e}")))?;
-            if used != rest.len() {
-                return Err(Error::corrupt(format!(
-                    "{what} has {} bytes after its record",
-                    rest.len() - used
-                )));
-            }
-            Ok(value)
-        }
+        Some((&RECORD_FORMAT, rest)) => Ok(rest),
         Some((other, _)) => Err(Error::corrupt(format!(
             "{what} has record format {other}, this strata reads {RECORD_FORMAT}"
         ))),
         None => Err(Error::corrupt(format!("{what} is empty"))),
     }
+}
+
+/// The value bincode decoded from a record body of `len` bytes, refused unless it used them all.
+fn whole<T>(
+    decoded: std::result::Result<(T, usize), bincode::error::DecodeError>,
+    len: usize,
+    what: &str,
+) -> Result<T> {
+    let (value, used) =
+        decoded.map_err(|e| Error::corrupt(format!("{what} does not decode: {e}")))?;
+    if used != len {
+        return Err(Error::corrupt(format!(
+            "{what} has {} bytes after its record",
+            len - used
+        )));
+    }
+    Ok(value)
 }
 
 /// Key tag of an id that is a SHA-256 in lowercase hex: the 32 bytes follow.

@@ -163,15 +163,19 @@ pub(crate) fn read_doc(
     }
 }
 
-/// Reads a document record as stored (a delta document's fields stay a delta).
+/// A document's stored record (borrowed from its table) and whether its content is a file's blob.
+type StoredDoc<'t> = (redb::AccessGuard<'t, &'static [u8]>, bool);
+
+/// The stored record of document `hash` and whether its content is a file's blob; `None` when
+/// the document is not stored.
 ///
 /// # Errors
-/// [`Error::Corrupt`] when the index points nowhere or the record does not decode.
-pub(crate) fn read_doc_raw(
+/// [`Error::Corrupt`] when the index points at a record that is not there.
+fn doc_record<'t>(
     index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
-    data: &impl ReadableTable<u64, &'static [u8]>,
+    data: &'t impl ReadableTable<u64, &'static [u8]>,
     hash: &[u8; 32],
-) -> Result<Option<(DocRec, bool)>> {
+) -> Result<Option<StoredDoc<'t>>> {
     let Some((seq, _, file_blob)) = index.get(hash).db()?.map(|v| v.value()) else {
         return Ok(None);
     };
@@ -181,6 +185,21 @@ pub(crate) fn read_doc_raw(
             hex::encode(hash)
         ))
     })?;
+    Ok(Some((record, file_blob)))
+}
+
+/// Reads a document record as stored (a delta document's fields stay a delta).
+///
+/// # Errors
+/// [`Error::Corrupt`] when the index points nowhere or the record does not decode.
+pub(crate) fn read_doc_raw(
+    index: &impl ReadableTable<[u8; 32], (u64, u64, bool)>,
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    hash: &[u8; 32],
+) -> Result<Option<(DocRec, bool)>> {
+    let Some((record, file_blob)) = doc_record(index, data, hash)? else {
+        return Ok(None);
+    };
     // The label is built only on failure: this runs once per document of a session's resume.
     let rec = codec::decode(record.value(), "document").map_err(|e| match e {
         Error::Corrupt { what } => {
@@ -203,15 +222,9 @@ fn with_doc_ref<T>(
     hash: &[u8; 32],
     f: impl FnOnce(codec::DocRecRef<'_>) -> Result<T>,
 ) -> Result<Option<T>> {
-    let Some((seq, _, _)) = index.get(hash).db()?.map(|v| v.value()) else {
+    let Some((record, _)) = doc_record(index, data, hash)? else {
         return Ok(None);
     };
-    let record = data.get(seq).db()?.ok_or_else(|| {
-        Error::corrupt(format!(
-            "document {} points at missing record {seq}",
-            hex::encode(hash)
-        ))
-    })?;
     f(codec::decode_borrowed(record.value(), "document")?).map(Some)
 }
 
