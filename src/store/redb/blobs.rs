@@ -164,7 +164,7 @@ pub(crate) fn read_range(
         return Ok(Some(out));
     }
     let first = offset / BLOB_CHUNK;
-    let last = (offset + len - 1) / BLOB_CHUNK;
+    let last = offset.saturating_add(len - 1) / BLOB_CHUNK;
     for no in first..=last {
         let Some(chunk) = chunks.get(no).db()? else {
             return Ok(None);
@@ -196,14 +196,15 @@ pub(crate) fn erase_range(
     }
     let last_no = chunks.last().db()?.map_or(0, |(k, _)| k.value());
     let first = offset / BLOB_CHUNK;
-    let last = (offset + len - 1) / BLOB_CHUNK;
+    // No further than the last chunk there is: a damaged index row may claim any length.
+    let last = (offset.saturating_add(len - 1) / BLOB_CHUNK).min(last_no);
     for no in first..=last {
         let Some(mut bytes) = chunks.get(no).db()?.map(|v| v.value().to_vec()) else {
             continue;
         };
         let chunk_start = no * BLOB_CHUNK;
         let from = offset.max(chunk_start) - chunk_start;
-        let to = (offset + len).min(chunk_start + BLOB_CHUNK) - chunk_start;
+        let to = offset.saturating_add(len).min(chunk_start + BLOB_CHUNK) - chunk_start;
         let to = (to as usize).min(bytes.len());
         if let Some(range) = bytes.get_mut(from as usize..to) {
             range.fill(0);
@@ -378,7 +379,7 @@ pub(crate) fn record_header(
         read_range(data, offset, len.min(codec::SUFFIX_HEADER as u64))?.ok_or_else(|| {
             Error::corrupt(format!(
                 "{what} points at bytes {offset}..{} of the blob stream, which are missing",
-                offset + len
+                offset.saturating_add(len)
             ))
         })?;
     let mut header = codec::blob_header(&prefix, &what)?;
@@ -525,7 +526,7 @@ pub(crate) fn read_at(
         let record = read_range(data, offset, len)?.ok_or_else(|| {
             Error::corrupt(format!(
                 "{what} points at bytes {offset}..{} of the blob stream, which are missing",
-                offset + len
+                offset.saturating_add(len)
             ))
         })?;
         match codec::decode_blob_record(&record, &what)? {
@@ -591,6 +592,21 @@ mod tests {
                 .db()?;
         }
         test(&mut t)
+    }
+
+    /// A range whose length a damaged index row claims (up to `u64::MAX` past its offset) is
+    /// read and erased only as far as the chunks there are: both end at once, never overflow.
+    #[test]
+    fn a_damaged_length_reads_and_erases_only_the_chunks_there_are() -> Result<()> {
+        with_suffix_records(&[([1u8; 32], [9u8; 32])], |t| {
+            let data = t.data()?;
+            assert!(read_range(data, 0, u64::MAX)?.is_none(), "past the stream");
+            erase_range(data, 0, u64::MAX)?;
+            erase_range(data, u64::MAX - 1, u64::MAX)?;
+            let last = data.last().db()?.map(|(_, v)| v.value().to_vec());
+            assert!(last.is_some_and(|bytes| bytes.iter().all(|b| *b == 0)));
+            Ok(())
+        })
     }
 
     /// A suffix record whose base is gone (a corrupted store) reads as corrupt, naming the
