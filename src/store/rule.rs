@@ -87,6 +87,24 @@ pub(crate) enum Seen<'a, R> {
     },
 }
 
+/// What [`plan_write`] plans for an entity without rows (one its transaction created), so a
+/// backend need not read its versions to place the first ones.
+pub(crate) fn plan_first_write(
+    start: i64,
+    end: Option<i64>,
+    new: &VersionRec,
+    tx_time: i64,
+) -> Vec<(i64, VersionRec)> {
+    let seen = match end {
+        Some(end) => Seen::Ranged { end, before: &[] },
+        None => Seen::Open {
+            visible: None,
+            after: &[],
+        },
+    };
+    plan_write::<Row>(seen, start, new, tx_time)
+}
+
 /// The rows one put or delete writes, as (valid_from, record), in valid-time order. Over
 /// `[start, end)`: the new value at `start` and at every change point inside the range, and
 /// at `end` the value that was visible there (a tombstone when none), unless a row already

@@ -149,30 +149,6 @@ fn visible_desc_until(
     Ok(rows)
 }
 
-/// What [`plan_write`] plans for an entity without rows (one its transaction created), without
-/// reading `versions`.
-pub(crate) fn plan_first_write(
-    start: i64,
-    end: Option<i64>,
-    new: &VersionRec,
-    tx_time: i64,
-) -> Vec<(i64, VersionRec)> {
-    match end {
-        Some(end) => {
-            rule::plan_write::<Row>(Seen::Ranged { end, before: &[] }, start, new, tx_time)
-        }
-        None => rule::plan_write::<Row>(
-            Seen::Open {
-                visible: None,
-                after: &[],
-            },
-            start,
-            new,
-            tx_time,
-        ),
-    }
-}
-
 /// The rows one put or delete writes, XTDB v1's rule, as (valid_from, record).
 ///
 /// With an end: the new value at `start` and at every visible change point in (start, end), and

@@ -198,7 +198,8 @@ impl WriteTables<'_> {
                 // reading `versions` or `versions_by_tx` (a scan's files are mostly new).
                 let eid = self.create_entity(&w.entity, first)?;
                 let mut latest: Option<(i64, u64)> = None;
-                for (vt, row) in temporal::plan_first_write(w.valid_from, w.valid_to, &new, tx_time)
+                for (vt, row) in
+                    crate::store::rule::plan_first_write(w.valid_from, w.valid_to, &new, tx_time)
                 {
                     let max = match latest {
                         Some((max_vt, max_tx)) if max_vt > vt => (max_vt, max_tx),
