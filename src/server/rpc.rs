@@ -290,6 +290,10 @@ pub async fn run(
     tokio::pin!(shutdown);
     let mut stopping = shared.stopping.subscribe();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    // Commits made under load skip redb's quick-repair record; once they stop, a checkpoint
+    // makes reopening after a crash quick again (and lazy commits durable).
+    let mut sync_tick = tokio::time::interval(Duration::from_millis(50));
+    sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -304,6 +308,16 @@ pub async fn run(
             _ = tick.tick() => {
                 if idle(&shared) || !socket.exists() {
                     break;
+                }
+            }
+            _ = sync_tick.tick() => {
+                if shared.engine.store().sync_due() {
+                    let engine = Arc::clone(&shared.engine);
+                    tokio::task::spawn_blocking(move || {
+                        if let Err(e) = engine.store().sync() {
+                            tracing::warn!(error = %e, "the checkpoint after commits failed");
+                        }
+                    });
                 }
             }
         }

@@ -35,6 +35,10 @@ use crate::error::{Error, Result};
 /// the first commit after that is durable, whatever it holds.
 pub const LAZY_FOR: Duration = Duration::from_millis(500);
 
+/// How long the store stays quiet after a commit made under load before [`GroupCommit::sync_due`]
+/// says a checkpoint is due.
+pub const CHECKPOINT_AFTER: Duration = Duration::from_millis(100);
+
 /// The longest a leader waits for the writers of the last batch to queue again.
 const MAX_GATHER: Duration = Duration::from_millis(2);
 
@@ -73,6 +77,9 @@ struct State {
     queued_at_end: usize,
     /// Since when lazy commits wait for a durable one, and how many lazy commits were made.
     unsynced: Option<Instant>,
+    /// When the last commit made under load ended, while no checkpointed commit followed it: a
+    /// crash now would make the next open repair the whole file.
+    unchecked: Option<Instant>,
     lazy_commits: u64,
     next_ticket: u64,
 }
@@ -130,21 +137,51 @@ impl GroupCommit {
         self.lock().unsynced.is_some()
     }
 
-    /// Makes the lazy commits so far durable through `backend`; nothing when there are none.
+    /// Makes the lazy commits so far durable through `backend`, and reopening after a crash
+    /// quick again after commits made under load (a checkpoint): one empty commit, made as the
+    /// leader, so that no other commit runs meanwhile. Nothing when neither is needed.
     pub(super) fn sync(&self, backend: &dyn Backend) -> Result<()> {
-        let made = {
-            let state = self.lock();
-            if state.unsynced.is_none() {
-                return Ok(());
-            }
-            state.lazy_commits
-        };
-        backend.sync()?;
         let mut state = self.lock();
-        if state.lazy_commits == made {
-            state.unsynced = None;
+        while state.committing {
+            state = self
+                .finished
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
         }
-        Ok(())
+        if state.unsynced.is_none() && state.unchecked.is_none() {
+            return Ok(());
+        }
+        state.committing = true;
+        drop(state);
+        let mut leader = Leader {
+            group: self,
+            tickets: Vec::new(),
+            done: false,
+        };
+        let result = backend.sync();
+        if result.is_ok() {
+            let mut state = self.lock();
+            state.unsynced = None;
+            state.unchecked = None;
+        }
+        leader.done = true;
+        drop(leader);
+        result
+    }
+
+    /// Whether [`GroupCommit::sync`] is due: the commits made under load have been quiet for
+    /// [`CHECKPOINT_AFTER`], or lazy commits have waited [`LAZY_FOR`] for a durable one. Nothing
+    /// is due while a commit runs or requests wait for one (the next commit or check will do).
+    pub(super) fn sync_due(&self) -> bool {
+        let state = self.lock();
+        !state.committing
+            && state.queue.is_empty()
+            && (state
+                .unchecked
+                .is_some_and(|at| at.elapsed() >= CHECKPOINT_AFTER)
+                || state
+                    .unsynced
+                    .is_some_and(|since| since.elapsed() >= LAZY_FOR))
     }
 
     /// Commits `request` through `backend`, sharing the commit with whatever else is queued;
@@ -200,6 +237,9 @@ impl GroupCommit {
             }
             let batch = take_batch(&mut state);
             state.last_batch = batch.len();
+            // Under load when it shares the commit or others wait behind it: the commit then
+            // skips the quick-repair record, and a checkpoint follows once the load stops.
+            let under_load = batch.len() > 1 || !state.queue.is_empty();
             // Durable when one of its requests must be, or lazy commits have waited long enough.
             let durable = batch.iter().any(|(_, _, durable)| *durable)
                 || state
@@ -214,10 +254,12 @@ impl GroupCommit {
                 tickets: tickets.clone(),
                 done: false,
             };
-            let results = if durable {
-                backend.transact_group(requests)
-            } else {
+            let results = if !durable {
                 backend.transact_group_lazily(requests)
+            } else if under_load {
+                backend.transact_group_under_load(requests)
+            } else {
+                backend.transact_group(requests)
             };
             let committed = results.iter().any(Result::is_ok);
             let mut results = results.into_iter();
@@ -227,6 +269,7 @@ impl GroupCommit {
                 state.queued_at_end = state.queue.len();
                 if committed && durable {
                     state.unsynced = None;
+                    state.unchecked = under_load.then(Instant::now);
                 } else if committed {
                     state.lazy_commits += 1;
                     state.unsynced.get_or_insert_with(Instant::now);
@@ -374,6 +417,50 @@ mod tests {
         let ids: Vec<u64> = log.iter().map(|r| r.tx_id.0).collect();
         assert_eq!(ids, (1..=160).collect::<Vec<_>>());
         assert!(store.fsck()?.is_empty());
+        Ok(())
+    }
+
+    /// Writers at once commit under load (no quick-repair record); once they stop, a sync is
+    /// due after the quiet time and makes the store quick to reopen again; a lone writer's
+    /// commit is checkpointed itself.
+    #[test]
+    fn commits_under_load_are_followed_by_a_checkpoint_once_quiet() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let store = Store::create(tmp.path())?;
+        let unchecked = |store: &Store| store.group.lock().unchecked.is_some();
+        store.transact(vec![Op::put(file("/alone", "a")?)], Origin::Cli)?;
+        assert!(!unchecked(&store), "a lone commit is checkpointed");
+        assert!(!store.sync_due());
+        let threads: Vec<_> = (0..16)
+            .map(|i| {
+                let store = store.clone();
+                std::thread::spawn(move || -> Result<()> {
+                    for n in 0..10 {
+                        let object = file(&format!("/t{i}/f{n}"), &format!("{i} {n}"))?;
+                        store.transact(vec![Op::put(object)], Origin::Cli)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread
+                .join()
+                .map_err(|_| Error::invariant("a writer panicked"))??;
+        }
+        // 16 writers of 10 commits each cannot all have committed alone.
+        let last = store.group.lock().unchecked;
+        let Some(at) = last else {
+            return Err(Error::invariant("no commit was made under load"));
+        };
+        std::thread::sleep(super::CHECKPOINT_AFTER.saturating_sub(at.elapsed()));
+        assert!(
+            store.sync_due(),
+            "quiet for the checkpoint time: a sync is due"
+        );
+        store.sync()?;
+        assert!(!unchecked(&store) && !store.sync_due());
+        assert_eq!(store.log(None, usize::MAX)?.len(), 161);
         Ok(())
     }
 

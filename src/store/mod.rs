@@ -131,6 +131,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
             .collect()
     }
 
+    /// [`Backend::transact_group`] for commits made under load (several writers at once): as
+    /// durable, but the backend may leave out what only makes reopening after a crash quick
+    /// (redb: its quick-repair record and second fsync); [`Backend::sync`] puts it back once the
+    /// load stops. The default is [`Backend::transact_group`].
+    fn transact_group_under_load(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
+        self.transact_group(group)
+    }
+
     /// [`Backend::transact_group`] for writes that may be answered before they are durable (the
     /// records of read-only agent tool calls): the backend may skip the commit's fsync, and a
     /// crash before the next durable commit or [`Backend::sync`] may lose them, whole
@@ -144,7 +152,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// redb backend encodes session and chat documents as deltas here. Default: nothing.
     fn prepare(&self, _ops: &[Op]) {}
 
-    /// Makes every commit written so far durable (a no-op for a backend whose commits always are).
+    /// Makes every commit written so far durable, and reopening after a crash quick (a no-op
+    /// for a backend whose commits always are both).
     ///
     /// # Errors
     /// [`crate::Error::Storage`] when the storage engine fails.
@@ -541,12 +550,20 @@ impl Store {
         self.group.submit(&*self.backend, request, durable)
     }
 
-    /// Makes the lazy commits so far durable ([`Backend::sync`]); nothing when there are none.
+    /// Makes the lazy commits so far durable, and reopening after a crash quick again after
+    /// commits made under load ([`Backend::sync`]); nothing when neither is needed.
     ///
     /// # Errors
     /// As [`Backend::sync`].
     pub fn sync(&self) -> Result<()> {
         self.group.sync(&*self.backend)
+    }
+
+    /// Whether [`Store::sync`] is due now: the last commit made under load (several writers at
+    /// once) ended 100 ms ago or more, or lazy commits have waited half a second. A long-running
+    /// holder of the store (the daemon) asks this on a timer.
+    pub fn sync_due(&self) -> bool {
+        self.group.sync_due()
     }
 
     /// Whether lazy commits wait for a durable one (they would be lost by a crash now).

@@ -167,11 +167,17 @@ pub(crate) struct RedbStore {
     reopens: std::sync::atomic::AtomicU64,
     /// Transactions of the handle still running ([`open::Live`]).
     live: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Whether opening the file took redb's full repair (a crash after a commit made under load,
+    /// see [`Backend::transact_group_under_load`]) rather than its quick one.
+    full_repair: bool,
 }
 
 impl std::fmt::Debug for RedbStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedbStore").field("dir", &self.dir).finish()
+        f.debug_struct("RedbStore")
+            .field("dir", &self.dir)
+            .field("full_repair", &self.full_repair)
+            .finish()
     }
 }
 
@@ -310,11 +316,20 @@ impl Drop for RedbStore {
 }
 
 impl RedbStore {
-    /// [`Backend::transact_group`], with the commit's fsync when `durable`.
-    fn transact_group_durably(
+    /// Whether opening the file took redb's full repair: the process before crashed after a
+    /// commit made under load, before the checkpoint that follows such commits.
+    #[cfg(test)]
+    pub(crate) fn full_repair_on_open(&self) -> bool {
+        self.full_repair
+    }
+}
+
+impl RedbStore {
+    /// [`Backend::transact_group`], made durable as `mode` says.
+    fn transact_group_as(
         &self,
         group: Vec<TxRequest>,
-        durable: bool,
+        mode: write::CommitMode,
     ) -> Vec<Result<Option<TxReceipt>>> {
         if let Err(e) = self.check_writable() {
             let message = e.to_string();
@@ -325,7 +340,7 @@ impl RedbStore {
         }
         let count = group.len();
         match self.guarded("writing a group of transactions", || {
-            Ok(RedbStore::transact_group(self, group, durable))
+            Ok(RedbStore::transact_group(self, group, mode))
         }) {
             Ok(results) => results,
             Err(e) => {
@@ -508,11 +523,15 @@ impl Backend for RedbStore {
     }
 
     fn transact_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
-        self.transact_group_durably(group, true)
+        self.transact_group_as(group, write::CommitMode::Checkpointed)
+    }
+
+    fn transact_group_under_load(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
+        self.transact_group_as(group, write::CommitMode::UnderLoad)
     }
 
     fn transact_group_lazily(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
-        self.transact_group_durably(group, false)
+        self.transact_group_as(group, write::CommitMode::Lazy)
     }
 
     fn prepare(&self, ops: &[Op]) {

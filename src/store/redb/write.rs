@@ -143,6 +143,20 @@ impl<'t> WriteTables<'t> {
     }
 }
 
+/// How a group commit is made durable ([`RedbStore::transact_group`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CommitMode {
+    /// Durable, with redb's quick-repair record (the allocator state, and a second fsync):
+    /// reopening the file after a crash that follows it is quick.
+    Checkpointed,
+    /// Durable, without the quick-repair record: one fsync. A crash before the next
+    /// checkpointed commit makes the next open check every page of the file (a full repair).
+    UnderLoad,
+    /// Not synced: the next durable commit (or closing the store) makes it durable, and a crash
+    /// before then loses it.
+    Lazy,
+}
+
 /// Everything a writer needs to apply op bodies: shared by `transact` and `fsck_rebuild`.
 impl WriteTables<'_> {
     /// Applies one resolved op body of transaction `tx` (op index `n`).
@@ -574,16 +588,14 @@ impl RedbStore {
         })
     }
 
-    /// Writes a group of transactions in one redb commit (one fsync), each with its own tx id,
-    /// log record and chain value, as if they had been written one after another: a request
-    /// that fails is answered with its error and the group is written again without it, so
-    /// nothing of it stays and the others do not see it. Without `durable` the commit is not
-    /// synced: the next durable commit (or closing the store) makes it durable, and a crash
-    /// before then loses it.
+    /// Writes a group of transactions in one redb commit, each with its own tx id, log record
+    /// and chain value, as if they had been written one after another: a request that fails is
+    /// answered with its error and the group is written again without it, so nothing of it
+    /// stays and the others do not see it. `mode` says how the commit is made durable.
     pub fn transact_group(
         &self,
         group: Vec<TxRequest>,
-        durable: bool,
+        mode: CommitMode,
     ) -> Vec<Result<Option<TxReceipt>>> {
         let mut results: Vec<Option<Result<Option<TxReceipt>>>> =
             group.iter().map(|_| None).collect();
@@ -602,9 +614,13 @@ impl RedbStore {
             }
             let wtx = match self.begin_write() {
                 Ok(mut wtx) => {
-                    if !durable {
+                    match mode {
+                        CommitMode::Checkpointed => {}
+                        CommitMode::UnderLoad => wtx.set_quick_repair(false),
                         // Refused only after a persistent savepoint changed: then it is durable.
-                        wtx.set_durability(redb::Durability::None).ok();
+                        CommitMode::Lazy => {
+                            wtx.set_durability(redb::Durability::None).ok();
+                        }
                     }
                     wtx
                 }
