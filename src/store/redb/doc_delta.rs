@@ -183,6 +183,9 @@ fn common_suffix(a: &[u8], b: &[u8]) -> usize {
 /// skipped span by span rather than diffed token by token. Any split gives a correct delta;
 /// this one only makes it cheap.
 pub(crate) fn edits_of(old: &str, new: &str) -> Vec<Edit> {
+    if let Some(edits) = byte_edits(old, new) {
+        return edits;
+    }
     let (a, b) = (sections(old), sections(new));
     let k = a.len().min(b.len());
     let same_keys = a[..k].iter().zip(&b[..k]).all(|(x, y)| x.1 == y.1);
@@ -217,6 +220,133 @@ pub(crate) fn edits_of(old: &str, new: &str) -> Vec<Edit> {
         span_edits(o, token, n, &mut edits);
     }
     edits
+}
+
+/// The most change points [`byte_edits`] follows before it leaves the documents to the
+/// sectioned diff.
+const BYTE_CHANGES: usize = 16;
+
+/// How many tokens on each side of a change point [`byte_edits`] tries as its extent.
+const BYTE_REACH: usize = 4;
+
+/// How many equal bytes after a change point's extent make [`byte_edits`] take it (fewer when a
+/// document ends sooner).
+const BYTE_RESYNC: usize = 24;
+
+/// Where the tokens of `text` from `at` (a token's start) begin, up to `reach` tokens on: entry
+/// `k` is the start of token `k` counted from `at`, and `None` once the text has no more tokens.
+fn token_starts(text: &[u8], at: usize, reach: usize) -> Vec<Option<usize>> {
+    let mut starts = vec![Some(at)];
+    let mut from = at;
+    for _ in 0..reach {
+        match memchr::memchr(b',', &text[from..]) {
+            Some(c) => {
+                from += c + 1;
+                starts.push(Some(from));
+            }
+            None => {
+                starts.push(None);
+                break;
+            }
+        }
+    }
+    starts
+}
+
+/// The edits of a document changed in a few places, found on its bytes alone: the common byte
+/// prefix is skipped (back to a token's start), the change there is the fewest old tokens
+/// removed and new ones inserted (up to [`BYTE_REACH`] each, or the rest of the one document
+/// when the other ends within that reach) after which both go on with [`BYTE_RESYNC`] equal
+/// bytes, and so on to the end. No split of the documents into tokens or sections, so a chat
+/// commit costs a few comparisons of its bytes. `None` past [`BYTE_CHANGES`] change points or
+/// when no extent resynchronises: the sectioned diff then runs. Skipped bytes are equal and cut
+/// at token starts, so any extents chosen give a correct delta.
+fn byte_edits(old: &str, new: &str) -> Option<Vec<Edit>> {
+    let (ob, nb) = (old.as_bytes(), new.as_bytes());
+    let (mut o, mut n) = (0usize, 0usize);
+    // The index of the old token that starts at `counted` (`o` at a loop's start).
+    let (mut token, mut counted) = (0usize, 0usize);
+    let mut edits = Vec::new();
+    loop {
+        let p = common_prefix(&ob[o..], &nb[n..]);
+        if o + p == ob.len() && n + p == nb.len() {
+            return Some(edits);
+        }
+        if edits.len() >= BYTE_CHANGES {
+            return None;
+        }
+        // Back to the start of the token the difference is in (equal on both sides).
+        let back = memchr::memrchr(b',', &ob[o..o + p]).map_or(0, |c| c + 1);
+        let (o2, n2) = (o + back, n + back);
+        token += commas(&ob[counted..o2]);
+        let (os, ns) = (
+            token_starts(ob, o2, BYTE_REACH),
+            token_starts(nb, n2, BYTE_REACH),
+        );
+        let resyncs = |i: usize, j: usize| -> bool {
+            match (os[i], ns[j]) {
+                (None, None) => true,
+                (Some(a), Some(b)) => {
+                    let need = BYTE_RESYNC.min(ob.len() - a).min(nb.len() - b);
+                    (need > 0 || (a == ob.len() && b == nb.len()))
+                        && ob[a..a + need] == nb[b..b + need]
+                }
+                _ => false,
+            }
+        };
+        let mut extent = None;
+        'search: for sum in 1..=(os.len() - 1 + ns.len() - 1) {
+            for i in sum.saturating_sub(ns.len() - 1)..=sum.min(os.len() - 1) {
+                if resyncs(i, sum - i) {
+                    extent = Some((i, sum - i));
+                    break 'search;
+                }
+            }
+        }
+        // One document ends within reach: the rest of the other replaces it.
+        let extent = extent.or_else(|| {
+            let old_end = os.iter().position(Option::is_none);
+            let new_end = ns.iter().position(Option::is_none);
+            match (old_end, new_end) {
+                (Some(i), _) => Some((i, usize::MAX)),
+                (_, Some(j)) => Some((usize::MAX, j)),
+                _ => None,
+            }
+        })?;
+        let rest = |text: &str, from: usize| -> Vec<String> {
+            text[from..].split(',').map(str::to_string).collect()
+        };
+        let (removed, inserted, next_o, next_n) = match extent {
+            (i, usize::MAX) => (i, rest(new, n2), ob.len(), nb.len()),
+            (usize::MAX, j) => {
+                let removed = commas(&ob[o2..]) + 1;
+                let inserted = nb[n2..]
+                    .split(|b| *b == b',')
+                    .take(j)
+                    .map(|t| String::from_utf8_lossy(t).into_owned())
+                    .collect();
+                (removed, inserted, ob.len(), nb.len())
+            }
+            (i, j) => {
+                let inserted = new[n2..].split(',').take(j).map(str::to_string).collect();
+                (
+                    i,
+                    inserted,
+                    os[i].unwrap_or(ob.len()),
+                    ns[j].unwrap_or(nb.len()),
+                )
+            }
+        };
+        edits.push((token, removed, inserted));
+        if extent.0 == usize::MAX || extent.1 == usize::MAX {
+            return Some(edits);
+        }
+        token += removed;
+        (o, n, counted) = (next_o, next_n, next_o);
+        if os[extent.0].is_none() && ns[extent.1].is_none() {
+            return Some(edits);
+        }
+    }
 }
 
 /// Appends the edits that turn the tokens of `o` (the first being token `base` of the old
@@ -574,6 +704,8 @@ mod tests {
         let (old, new) = (chat(300, 150), chat(301, 151));
         let (o, n) = (tokens(&old), tokens(&new));
         assert!(few_changes(&o, 0..o.len(), &n, 0..n.len()).is_some());
+        // Found on the bytes alone, without sections or tokens.
+        assert!(byte_edits(&old, &new).is_some_and(|e| e.len() <= 3));
         let edits = edits_of(&old, &new);
         assert!(edits.len() <= 4, "{edits:?}");
         let inserted: usize = edits.iter().map(|(_, _, i)| i.len()).sum();
