@@ -43,7 +43,7 @@ pub struct ToolcallFields {
 #[serde(deny_unknown_fields)]
 pub struct ChatFields {
     /// The turns, oldest first.
-    pub turns: Vec<Turn>,
+    pub turns: ChatTurns,
     /// The session the chat belongs to (`session:{sid}`).
     pub session_ref: String,
     /// The number of turns.
@@ -51,6 +51,10 @@ pub struct ChatFields {
     /// Every tool call id of every turn, in order.
     pub toolcall_refs: Vec<String>,
 }
+
+/// A chat's turns, shared: a chat object holds the very list its session keeps (a commit would
+/// otherwise copy every turn of the chat). Change it with [`std::sync::Arc::make_mut`].
+pub type ChatTurns = std::sync::Arc<Vec<Turn>>;
 
 /// The ids of one of a session's sets, shared: a session's document holds the very lists the
 /// session keeps (a commit of a 10 000-file session would otherwise copy, and then free, some

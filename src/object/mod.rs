@@ -25,7 +25,9 @@ mod fields;
 mod identity;
 mod types;
 
-pub use fields::{ChatFields, Fields, FileFields, SessionFields, SessionIds, ToolcallFields};
+pub use fields::{
+    ChatFields, ChatTurns, Fields, FileFields, SessionFields, SessionIds, ToolcallFields,
+};
 pub(crate) use fields::{SessionJsonParts, session_json_of_parts};
 pub use identity::{
     assigned_identity, composite_hash, file_type_of, sourced_identity, transcript, utf16_len,
@@ -428,7 +430,7 @@ impl Object {
         let fields = ChatFields {
             session_ref: format!("session:{session_id}"),
             turn_count: turns.len() as u64,
-            turns,
+            turns: turns.into(),
             toolcall_refs,
         };
         Object::from_parts(
@@ -449,7 +451,7 @@ impl Object {
     /// See [`Object::from_parts`].
     pub(crate) fn chat_with_json(
         session_id: &str,
-        turns: Vec<Turn>,
+        turns: fields::ChatTurns,
         json: String,
         transcript: String,
     ) -> Result<Self> {

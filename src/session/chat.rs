@@ -64,7 +64,7 @@ impl Session {
             .turns
             .iter()
             .any(|t| t.toolcall_refs.iter().flatten().any(|r| *r == id));
-        if !already && let Some(turn) = self.turns.last_mut() {
+        if !already && let Some(turn) = std::sync::Arc::make_mut(&mut self.turns).last_mut() {
             turn.toolcall_refs
                 .get_or_insert_with(Vec::new)
                 .push(id.clone());
@@ -129,7 +129,7 @@ impl Session {
                 )));
             }
         }
-        self.turns.push(Turn {
+        std::sync::Arc::make_mut(&mut self.turns).push(Turn {
             role,
             content,
             toolcall_refs: (!toolcall_refs.is_empty()).then_some(toolcall_refs),

@@ -23,7 +23,7 @@ impl ChatText {
     /// The chat object of session `session_id` with `turns`, from the kept texts plus the turns
     /// since. The first `settled` turns must be those the texts were made from (turns are only
     /// ever appended; a session whose turns are replaced starts with a new `ChatText`).
-    pub(super) fn object(&mut self, session_id: &str, turns: &[Turn]) -> Result<Object> {
+    pub(super) fn object(&mut self, session_id: &str, turns: &ChatTurns) -> Result<Object> {
         let settle = turns.len().saturating_sub(1);
         if self.settled > settle {
             *self = ChatText::default();
@@ -64,7 +64,7 @@ impl ChatText {
             push_block(&mut transcript, last);
         }
         json.push_str("]}");
-        Object::chat_with_json(session_id, turns.to_vec(), json, transcript)
+        Object::chat_with_json(session_id, std::sync::Arc::clone(turns), json, transcript)
     }
 
     /// Adds `turn` to the settled texts.
@@ -138,7 +138,7 @@ mod tests {
         let mut kept = ChatText::default();
         for n in 0..=turns.len() {
             let mut now = turns[..n].to_vec();
-            let built = kept.object("s\"1", &now)?;
+            let built = kept.object("s\"1", &now.clone().into())?;
             let whole = Object::chat("s\"1", now.clone())?;
             assert_eq!(built.metadata_json(), whole.metadata_json(), "{n} turns");
             assert_eq!(built.object_hash(), whole.object_hash(), "{n} turns");
@@ -147,7 +147,7 @@ mod tests {
                 last.toolcall_refs
                     .get_or_insert_with(Vec::new)
                     .push(format!("toolcall:late{n}"));
-                let built = kept.object("s\"1", &now)?;
+                let built = kept.object("s\"1", &now.clone().into())?;
                 let whole = Object::chat("s\"1", now.clone())?;
                 assert_eq!(
                     built.object_hash(),
@@ -158,7 +158,7 @@ mod tests {
         }
         // Fewer turns than settled (a session given other turns): rebuilt from the start.
         let short = turns[..1].to_vec();
-        let built = kept.object("s\"1", &short)?;
+        let built = kept.object("s\"1", &short.clone().into())?;
         assert_eq!(
             built.object_hash(),
             Object::chat("s\"1", short)?.object_hash()

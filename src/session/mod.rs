@@ -65,8 +65,8 @@ use crate::index::{
     read_stream, record,
 };
 use crate::object::{
-    Fields, FilesystemSource, Object, ObjectType, Role, SessionFields, SessionJsonParts, Source,
-    ToolStatus, ToolcallFields, Turn, session_json_of_parts,
+    ChatTurns, Fields, FilesystemSource, Object, ObjectType, Role, SessionFields, SessionJsonParts,
+    Source, ToolStatus, ToolcallFields, Turn, session_json_of_parts,
 };
 use crate::resolve::{FilesystemResolver, MountMapping, machine_filesystem_id};
 use crate::store::{
@@ -209,7 +209,7 @@ pub struct Session {
     agent_cache: descriptors::AgentCache,
     session_id: String,
     sets: Sets,
-    turns: Vec<Turn>,
+    turns: ChatTurns,
     /// The chat's JSON and transcript up to its last turn, kept between commits.
     chat_text: chat_text::ChatText,
     /// Tool calls of the index no turn referenced when auto-collapse last looked, in index
@@ -332,7 +332,7 @@ impl Session {
             agent_cache: descriptors::AgentCache::default(),
             session_id,
             sets: Sets::default(),
-            turns: Vec::new(),
+            turns: ChatTurns::default(),
             chat_text: chat_text::ChatText::default(),
             unreferenced: (Vec::new(), 0),
             system_prompt: String::new(),
@@ -438,7 +438,7 @@ impl Session {
                 Fields::Chat(c) => c.turns,
                 _ => return Err(Error::corrupt(format!("{} is not a chat", fields.chat_ref))),
             },
-            None => Vec::new(),
+            None => ChatTurns::default(),
         };
         let system_prompt = read(&fields.system_prompt_ref)?
             .and_then(|v| v.object)

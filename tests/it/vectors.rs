@@ -284,7 +284,10 @@ fn through_constructor(case: &Value, p: Parts) -> TestResult<Vec<Object>> {
             built
         }
         Fields::Toolcall(fields) => vec![Object::toolcall(&p.id, fields, content?)?],
-        Fields::Chat(fields) => vec![Object::chat(&sid("chat:")?, fields.turns)?],
+        Fields::Chat(fields) => vec![Object::chat(
+            &sid("chat:")?,
+            std::sync::Arc::unwrap_or_clone(fields.turns),
+        )?],
         Fields::SystemPrompt => vec![Object::system_prompt(&sid("system_prompt:")?, content?)?],
         Fields::Session(fields) => vec![Object::session(fields)?],
         Fields::SessionConfig => vec![Object::session_config(&p.id, content?)?],
