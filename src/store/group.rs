@@ -39,6 +39,9 @@ pub const LAZY_FOR: Duration = Duration::from_millis(500);
 /// says a checkpoint is due.
 pub const CHECKPOINT_AFTER: Duration = Duration::from_millis(100);
 
+/// How long after a failed sync (a damaged or read-only store, a full disk) none is due again.
+const SYNC_RETRY: Duration = Duration::from_secs(5);
+
 /// The longest a leader waits for the writers of the last batch to queue again.
 const MAX_GATHER: Duration = Duration::from_millis(2);
 
@@ -80,6 +83,8 @@ struct State {
     /// When the last commit made under load ended, while no checkpointed commit followed it: a
     /// crash now would make the next open repair the whole file.
     unchecked: Option<Instant>,
+    /// When the last [`GroupCommit::sync`] failed: none is due again for [`SYNC_RETRY`].
+    sync_failed: Option<Instant>,
     lazy_commits: u64,
     next_ticket: u64,
 }
@@ -159,10 +164,15 @@ impl GroupCommit {
             done: false,
         };
         let result = backend.sync();
-        if result.is_ok() {
+        {
             let mut state = self.lock();
-            state.unsynced = None;
-            state.unchecked = None;
+            if result.is_ok() {
+                state.unsynced = None;
+                state.unchecked = None;
+                state.sync_failed = None;
+            } else {
+                state.sync_failed = Some(Instant::now());
+            }
         }
         leader.done = true;
         drop(leader);
@@ -171,11 +181,15 @@ impl GroupCommit {
 
     /// Whether [`GroupCommit::sync`] is due: the commits made under load have been quiet for
     /// [`CHECKPOINT_AFTER`], or lazy commits have waited [`LAZY_FOR`] for a durable one. Nothing
-    /// is due while a commit runs or requests wait for one (the next commit or check will do).
+    /// is due while a commit runs or requests wait for one (the next commit or check will do),
+    /// nor for [`SYNC_RETRY`] after a sync failed.
     pub(super) fn sync_due(&self) -> bool {
         let state = self.lock();
         !state.committing
             && state.queue.is_empty()
+            && state
+                .sync_failed
+                .is_none_or(|at| at.elapsed() >= SYNC_RETRY)
             && (state
                 .unchecked
                 .is_some_and(|at| at.elapsed() >= CHECKPOINT_AFTER)
