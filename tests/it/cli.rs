@@ -342,12 +342,26 @@ fn a_held_store_names_its_holder() -> TestResult {
     f.write("a.txt", b"a\n")?;
     f.index()?;
     let held = strata::Store::open(&f.store)?;
-    let err = f.fails(&["ls"], 2)?;
-    assert!(err.contains("locked"), "{err}");
+    // No daemon can start on a held store, so `ls` runs here and waits for the store: two
+    // seconds here instead of the default minute, long enough to say that it waits.
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--store")
+        .arg(&f.store)
+        .arg("ls")
+        .current_dir(&f.tree)
+        .env_remove("STRATA_STORE")
+        .env("STRATA_LOCK_TIMEOUT", "2")
+        .output()?;
+    let err = String::from_utf8(output.stderr)?;
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    let pid = std::process::id().to_string();
     assert!(
-        err.contains(&std::process::id().to_string()),
-        "names the holder pid: {err}"
+        err.contains("waiting for the store") && err.contains("up to 2 s"),
+        "says that it waits: {err}"
     );
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.contains("locked"), "{err}");
+    assert!(last.contains(&pid), "names the holder pid: {err}");
     drop(held);
     f.ok(&["ls"])?;
     Ok(())

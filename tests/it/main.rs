@@ -15,6 +15,9 @@
 //!   per writer of the two-writer test (default 40); the oracle's default on PostgreSQL is 16.
 //! - `STRATA_SCAN_CASES=100`: thread counts, batch sizes and budgets of the scan property
 //!   (`scan`; default 6).
+//! - `STRATA_TEST_MCP_VENV=DIR`: the virtualenv with the official Python MCP SDK (`mcp`; made
+//!   and `pip install`ed on the first run); default `~/.cache/strata-tests/mcp-python-sdk`, kept
+//!   across clones and target directories so that only the first run downloads it.
 //! - `PROPTEST_CASES` (proptest's own) sets the cases of the one property test that does not fix
 //!   its count (`resolve`).
 //!

@@ -693,10 +693,28 @@ fn index_unreachable(output: &str) -> bool {
     .any(|needle| output.contains(needle))
 }
 
-/// A virtualenv with the official MCP SDK in the target's temp directory (made and `pip install
-/// mcp`ed on the first run, reused after); `Err` with a reason when it cannot be made.
+/// Where the Python SDK's virtualenv lives: `STRATA_TEST_MCP_VENV` when set, else the user's cache
+/// (`$XDG_CACHE_HOME` or `~/.cache`, under `strata-tests/`), so that a fresh clone or a new target
+/// directory does not download the SDK again; the target's temp directory when there is no home.
+fn mcp_venv_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("STRATA_TEST_MCP_VENV") {
+        return PathBuf::from(dir);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")));
+    match cache {
+        Some(cache) => cache.join("strata-tests").join("mcp-python-sdk"),
+        None => Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-python-sdk"),
+    }
+}
+
+/// A virtualenv with the official MCP SDK (made and `pip install mcp`ed on the first run, reused
+/// after; delete it to take a newer SDK); `Err` with a reason when it cannot be made. It is made
+/// beside its place and renamed into it, so that test runs at once never see half of one.
 fn python_with_mcp() -> Result<PathBuf, String> {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-python-sdk");
+    let venv = mcp_venv_dir();
     let python = venv.join("bin").join("python");
     let has_mcp = |python: &Path| {
         Command::new(python)
@@ -708,9 +726,14 @@ fn python_with_mcp() -> Result<PathBuf, String> {
     if has_mcp(&python) {
         return Ok(python);
     }
+    let parent = venv
+        .parent()
+        .ok_or("the virtualenv has no parent directory")?;
+    fs::create_dir_all(parent).map_err(|e| format!("cannot make {} ({e})", parent.display()))?;
+    let building = parent.join(format!("mcp-python-sdk.{}", std::process::id()));
     let made = Command::new("python3")
         .args(["-m", "venv", "--clear"])
-        .arg(&venv)
+        .arg(&building)
         .output()
         .map_err(|e| format!("python3 cannot run ({e})"))?;
     if !made.status.success() {
@@ -719,12 +742,20 @@ fn python_with_mcp() -> Result<PathBuf, String> {
             String::from_utf8_lossy(&made.stderr).trim()
         ));
     }
-    let pip = Command::new(venv.join("bin").join("pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check"])
+    // `python -m pip`: the venv's own pip script names its path in its first line.
+    let pip = Command::new(building.join("bin").join("python"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
         .args(["--timeout", "20", "--retries", "1", "mcp"])
         .output()
         .map_err(|e| format!("pip cannot run ({e})"))?;
     if !pip.status.success() {
+        let _ = fs::remove_dir_all(&building);
         let output = format!(
             "{}{}",
             String::from_utf8_lossy(&pip.stdout),
@@ -738,7 +769,22 @@ fn python_with_mcp() -> Result<PathBuf, String> {
         }
         panic!("pip install mcp failed:\n{output}");
     }
-    Ok(python)
+    // A venv left without the SDK (an interrupted run) is replaced; one another run has just
+    // put in place is kept, and this one removed.
+    if venv.exists() && !has_mcp(&python) {
+        let _ = fs::remove_dir_all(&venv);
+    }
+    if fs::rename(&building, &venv).is_err() {
+        let _ = fs::remove_dir_all(&building);
+    }
+    if has_mcp(&python) {
+        Ok(python)
+    } else {
+        Err(format!(
+            "no MCP SDK in {} after installing it",
+            venv.display()
+        ))
+    }
 }
 
 #[test]
