@@ -186,6 +186,34 @@ pub fn scan(
     options: &ScanOptions,
     progress: &mut dyn FnMut(ScanProgress),
 ) -> Result<ScanSummary> {
+    scan_or_probe(indexer, roots, options, progress, false)?
+        .ok_or_else(|| Error::invariant("a scan that writes stopped as a probe"))
+}
+
+/// [`scan`] that writes nothing: the summary a scan would give when it would write nothing (no
+/// new, changed or deleted file, no stat cache entry to refresh), else `None`, as soon as it
+/// meets the first such file. Works on a store opened read-only: a front end tries it before it
+/// opens the store to write, which costs the storage engine several syncs.
+///
+/// # Errors
+/// As [`scan`].
+pub fn scan_unchanged(
+    indexer: &Indexer,
+    roots: &[PathBuf],
+    options: &ScanOptions,
+    progress: &mut dyn FnMut(ScanProgress),
+) -> Result<Option<ScanSummary>> {
+    scan_or_probe(indexer, roots, options, progress, true)
+}
+
+/// [`scan`], or with `probe` [`scan_unchanged`].
+fn scan_or_probe(
+    indexer: &Indexer,
+    roots: &[PathBuf],
+    options: &ScanOptions,
+    progress: &mut dyn FnMut(ScanProgress),
+    probe: bool,
+) -> Result<Option<ScanSummary>> {
     let started = Instant::now();
     let scan_start = Timestamp::now();
     let store = indexer.store();
@@ -249,7 +277,7 @@ pub fn scan(
     // The writer commits one batch while the planner fills the next: at most one waits.
     let (to_writer, writer_inbox) = sync_channel::<Batch>(1);
     let budget = Arc::clone(&plan.budget);
-    let written = std::thread::scope(|scope| -> Result<Written> {
+    let written = std::thread::scope(|scope| -> Result<(bool, Written)> {
         let plan = &plan;
         scope.spawn(move || walk(plan, sender));
         let writer = scope.spawn(|| write_batches(indexer, &budget, writer_inbox));
@@ -266,6 +294,7 @@ pub fn scan(
                 batch: &mut batch,
                 tree_known,
                 progress,
+                probe,
             },
         );
         // The walk stops once its receiver is gone; the writer once its inbox is.
@@ -277,9 +306,13 @@ pub fn scan(
         match (planned, written) {
             // A writer error is the cause of a planner that could not hand over its batch.
             (_, Err(err)) | (Err(err), _) => Err(err),
-            (Ok(()), Ok(written)) => Ok(written),
+            (Ok(stopped), Ok(written)) => Ok((stopped, written)),
         }
     })?;
+    let (stopped, written) = written;
+    if stopped {
+        return Ok(None);
+    }
     summary.tx_ids.extend(written.tx_ids);
 
     let mut dirs = DirStat::new(false);
@@ -303,6 +336,9 @@ pub fn scan(
             let change = StatChange::of(&gone, scan_start);
             let planned = indexer.plan_look(source, gone)?;
             record(&mut batch.stat, &path, change);
+            if probe && !batch.is_empty() {
+                return Ok(None);
+            }
             if planned.action != Action::Deleted {
                 // Deleted before: not a file of this scan, so not "unchanged" either.
                 continue;
@@ -328,7 +364,7 @@ pub fn scan(
         _ => None,
     };
     summary.seconds = started.elapsed().as_secs_f64();
-    Ok(summary)
+    Ok(Some(summary))
 }
 
 /// What the writer thread did: its transactions in order and its CPU seconds.
@@ -377,13 +413,16 @@ struct PlanState<'a> {
     batch: &'a mut Batch,
     tree_known: bool,
     progress: &'a mut dyn FnMut(ScanProgress),
+    /// Stop at the first file that would be written ([`scan_unchanged`]).
+    probe: bool,
 }
 
 /// How long the planner waits for the walk before it checks whether walkers wait for budget.
 const WAIT_TICK: Duration = Duration::from_millis(20);
 
 /// Plans what the walk finds (on the caller's thread) and hands full batches to the writer;
-/// a batch also goes early when a walker waits for budget bytes it holds.
+/// a batch also goes early when a walker waits for budget bytes it holds. Returns whether a
+/// probe stopped at a file to write.
 fn plan_found(
     indexer: &Indexer,
     plan: &WalkPlan,
@@ -391,7 +430,7 @@ fn plan_found(
     receiver: &Receiver<Vec<Found>>,
     to_writer: &SyncSender<Batch>,
     state: PlanState<'_>,
-) -> Result<()> {
+) -> Result<bool> {
     let PlanState {
         summary,
         seen,
@@ -399,6 +438,7 @@ fn plan_found(
         batch,
         tree_known,
         progress,
+        probe,
     } = state;
     let filesystem_id = &plan.filesystem_id;
     loop {
@@ -484,6 +524,9 @@ fn plan_found(
                 files: summary.files,
                 bytes_read: summary.bytes_read,
             });
+            if probe && !batch.is_empty() {
+                return Ok(true);
+            }
             if batch.files >= options.batch_files
                 || batch.bytes >= options.batch_bytes
                 || batch_is_full_beside_others(indexer, batch)
@@ -494,7 +537,7 @@ fn plan_found(
     }
     // The last batch stays with the scan: the deletions found after the walk join it, so that a
     // scan that ends with few changes writes them in one transaction.
-    Ok(())
+    Ok(false)
 }
 
 /// The largest batch while other writers use the store (files, content bytes): a commit of it

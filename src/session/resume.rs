@@ -86,7 +86,7 @@ impl Session {
     /// # Errors
     /// As [`Session::load`]; store errors from the commit.
     pub fn resume(store: &Store, settings: &Settings, sid: &str) -> Result<(Self, ResumeReport)> {
-        let mut session = Session::load(store, settings, sid)?;
+        let mut session = Session::load_at(store, settings, sid, None, true)?;
         let report = session.reconcile()?;
         Ok((session, report))
     }

@@ -205,3 +205,152 @@ fn an_index_beside_another_writer_commits_small_batches_between_its_commits() ->
     );
     Ok(())
 }
+
+/// What a change does to the tree of [`the_probe_answers_exactly_the_scans_that_write_nothing`].
+#[derive(Clone, Debug)]
+enum TreeChange {
+    /// New bytes (another length).
+    Edit(usize),
+    /// Same length, other bytes, the old mtime back (only the ctime tells).
+    EditKeepMtime(usize),
+    /// The mtime moved, the bytes the same.
+    Touch(usize),
+    Delete(usize),
+    /// A new file beside the others.
+    Add(usize),
+}
+
+/// Everything an index run can write: the log's length and the stat cache.
+fn written_state(store: &Store, root: &Path) -> TestResult<(usize, Vec<(String, String)>)> {
+    let filesystem_id = strata::resolve::machine_filesystem_id();
+    let log = store.log(None, usize::MAX)?.len();
+    let prefix = root.to_str().ok_or("not UTF-8")?;
+    let mut cache: Vec<(String, String)> = store
+        .stat_cache(&filesystem_id, prefix)?
+        .into_iter()
+        .map(|(path, entry)| (path, format!("{entry:?}")))
+        .collect();
+    cache.sort();
+    Ok((log, cache))
+}
+
+/// The probe that answers an index run on a store opened read-only
+/// ([`strata::scan_unchanged`]) answers exactly when the scan itself would write nothing, and
+/// then with the scan's counts: after any changes (edits, edits that keep the size and mtime,
+/// touches, deletions, new files), some made in the same clock tick as the scan before, so that
+/// the stat cache holds racy entries.
+#[test]
+fn the_probe_answers_exactly_the_scans_that_write_nothing() -> TestResult {
+    let config = ProptestConfig {
+        cases: env_count("STRATA_PROBE_CASES", 12)?,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    let change = prop_oneof![
+        (0usize..41).prop_map(TreeChange::Edit),
+        (0usize..41).prop_map(TreeChange::EditKeepMtime),
+        (0usize..41).prop_map(TreeChange::Touch),
+        (0usize..41).prop_map(TreeChange::Delete),
+        (0usize..4).prop_map(TreeChange::Add),
+    ];
+    // Changes before the first scan (so that some entries are racy), then after it.
+    let strategy = (
+        proptest::collection::vec(change.clone(), 0..3),
+        proptest::collection::vec(change, 0..4),
+    );
+    TestRunner::new(config).run(&strategy, |(before, after)| {
+        let run = || -> TestResult {
+            let tmp = tempfile::tempdir()?;
+            let root = fs::canonicalize(tmp.path())?;
+            let tree = root.join("tree");
+            let files = make_tree(&tree, 11)?;
+            let dir = root.join("s.strata");
+            let settings = Settings {
+                max_content_bytes: 1024,
+                ..Settings::default()
+            };
+            let apply = |changes: &[TreeChange]| -> TestResult {
+                for change in changes {
+                    match change {
+                        TreeChange::Edit(k) => fs::write(&files[*k], format!("edit {k}\n"))?,
+                        TreeChange::EditKeepMtime(k) => {
+                            let Ok(old) = fs::metadata(&files[*k]) else {
+                                continue;
+                            };
+                            fs::write(&files[*k], vec![b'z'; usize::try_from(old.len())?])?;
+                            fs::File::options()
+                                .write(true)
+                                .open(&files[*k])?
+                                .set_modified(old.modified()?)?;
+                        }
+                        TreeChange::Touch(k) => {
+                            if let Ok(file) = fs::File::options().write(true).open(&files[*k]) {
+                                file.set_modified(
+                                    std::time::SystemTime::now()
+                                        - std::time::Duration::from_secs(60),
+                                )?;
+                            }
+                        }
+                        TreeChange::Delete(k) => {
+                            let _ = fs::remove_file(&files[*k]);
+                        }
+                        TreeChange::Add(k) => fs::write(tree.join(format!("new{k}.txt")), "new\n")?,
+                    }
+                }
+                Ok(())
+            };
+            let options = ScanOptions::default();
+            {
+                let store = Store::open_or_create(&dir)?;
+                let indexer = Indexer::new(&store, &settings)?;
+                apply(&before)?;
+                scan(&indexer, &[tree.clone()], &options, &mut |_| {})?;
+            }
+            apply(&after)?;
+            let probed = {
+                let store = Store::open_read_only(&dir)?;
+                let indexer = Indexer::new(&store, &settings)?;
+                strata::scan_unchanged(&indexer, &[tree.clone()], &options, &mut |_| {})?
+            };
+            let store = Store::open(&dir)?;
+            let indexer = Indexer::new(&store, &settings)?;
+            let state = written_state(&store, &tree)?;
+            let scanned = scan(&indexer, &[tree.clone()], &options, &mut |_| {})?;
+            let wrote = written_state(&store, &tree)? != state;
+            match probed {
+                Some(probed) => {
+                    if wrote {
+                        return Err(format!(
+                            "the probe answered {probed:?} but the scan wrote: {scanned:?}"
+                        )
+                        .into());
+                    }
+                    let view = |s: &ScanSummary| {
+                        (
+                            counts(s),
+                            s.skipped,
+                            s.denied,
+                            s.bytes_read,
+                            s.tx_ids.clone(),
+                        )
+                    };
+                    if view(&probed) != view(&scanned) {
+                        return Err(
+                            format!("the probe answered {probed:?}, the scan {scanned:?}").into(),
+                        );
+                    }
+                }
+                None if !wrote => {
+                    return Err(format!(
+                        "the probe stopped but the scan wrote nothing: {scanned:?}"
+                    )
+                    .into());
+                }
+                None => {}
+            }
+            Ok(())
+        };
+        run().map_err(|e| TestCaseError::fail(format!("{e:?}")))
+    })?;
+    Ok(())
+}
