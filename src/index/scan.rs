@@ -335,7 +335,7 @@ fn scan_or_probe(
             let gone = Look::Gone(presence);
             let change = StatChange::of(&gone, scan_start);
             let planned = indexer.plan_look(source, gone)?;
-            record(&mut batch.stat, &path, change);
+            record_new(&plan.cache, &mut batch.stat, &path, change);
             if probe && !batch.is_empty() {
                 return Ok(None);
             }
@@ -491,7 +491,7 @@ fn plan_found(
                     add(summary, batch, planned);
                     // A file still changing after several reads is stored as read, but the next
                     // scan reads it again.
-                    record(&mut batch.stat, &path, change);
+                    record_new(&plan.cache, &mut batch.stat, &path, change);
                     seen.insert(path);
                 }
                 Found::Denied { path, .. } => {
@@ -607,6 +607,26 @@ pub fn extra_ignore(globs: &[String]) -> Result<Option<Arc<ignore::gitignore::Gi
         .build()
         .map_err(|e| Error::invalid_input(format!("ignore globs: {e}")))?;
     Ok(Some(Arc::new(rules)))
+}
+
+/// Records `change` of `path` unless it leaves the stat cache as `cache` (read when the scan
+/// began) holds it: a put of the same entry (a racy file read again within the second its entry
+/// was recorded in), or the removal of an entry there is none of (a file deleted before). Such
+/// a change writes nothing, and a scan of only those needs no write transaction.
+fn record_new(
+    cache: &rustc_hash::FxHashMap<String, crate::store::StatEntry>,
+    update: &mut StatUpdate,
+    path: &str,
+    change: StatChange,
+) {
+    let same = match &change {
+        StatChange::Put(entry) => cache.get(path) == Some(entry),
+        StatChange::Remove => !cache.contains_key(path),
+        StatChange::Keep => true,
+    };
+    if !same {
+        record(update, path, change);
+    }
 }
 
 /// Counts a planned file and queues its ops.

@@ -1446,9 +1446,10 @@ fn resume_case(changes: &[FileChange]) -> TestResult {
                         .set_modified(old.modified()?)?;
                 }
                 FileChange::RereadNow(k) => {
+                    // Another length each time: a render from stale metadata would show it.
                     tree.write_aged(
                         &format!("d{}/f{k}.txt", k % 3),
-                        &text(*k, n),
+                        &format!("{}{}", text(*k, n), "r".repeat(n)),
                         Duration::ZERO,
                     )?;
                     let mut s = Session::load(&store, &settings(), &sid)?;
@@ -1486,15 +1487,33 @@ fn resume_case(changes: &[FileChange]) -> TestResult {
         let versions: Vec<_> = store
             .metadata_many(&ids, None)?
             .into_iter()
-            .map(|m| m.map(|m| (m.info.entity, m.info.valid_from, m.info.object_hash)))
+            // A tombstone is dated by the resume's clock, which differs between the two.
+            .map(|m| {
+                m.map(|m| {
+                    let valid_from = m.info.object_hash.is_some().then_some(m.info.valid_from);
+                    (m.info.entity, valid_from, m.info.object_hash)
+                })
+            })
             .collect();
         let (again, report_again) = Session::resume(&store, &settings(), &sid)?;
+        // Whether a racy file is vouched for or read again depends on the second the resume
+        // runs in: only their sum is compared.
+        let seen = |r: &strata::ResumeReport| {
+            (
+                r.checked,
+                r.vouched + r.read,
+                r.unreachable,
+                r.unreadable,
+                r.changes.clone(),
+                r.tx_id,
+            )
+        };
         outcomes.push((
-            report,
+            seen(&report),
             s.render_metadata(),
             versions,
             again.render_metadata(),
-            report_again,
+            seen(&report_again),
         ));
     }
     assert_eq!(
@@ -1514,7 +1533,7 @@ proptest! {
     fn resume_through_the_snapshot_answers_as_row_by_row(
         changes in proptest::collection::vec(file_change(), 0..8),
     ) {
-        resume_case(&changes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        resume_case(&changes).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
     }
 }
 

@@ -195,9 +195,12 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotRec> {
     codec::decode(body, "metadata snapshot")
 }
 
-/// Ops after the snapshot's transaction read at most: one per this many ids asked (past it,
-/// reading row by row costs less than finding what they wrote).
+/// Ops after the snapshot's transaction read at most: one per this many ids asked, and at least
+/// [`MIN_OPS`] (past it, reading row by row costs less than finding what they wrote).
 const IDS_PER_OP: usize = 4;
+
+/// Ops after the snapshot's transaction read at least (a few session commits).
+const MIN_OPS: usize = 256;
 
 /// Ids a read may miss in a snapshot before it makes a new one.
 fn refresh_after(ids: usize) -> usize {
@@ -308,7 +311,7 @@ impl RedbStore {
             .filter(|s| r.snapshot_fits(s, now, head));
         let usable = match snapshot {
             Some(s) => r
-                .written_since(s.tx, ids.len() / IDS_PER_OP)?
+                .written_since(s.tx, (ids.len() / IDS_PER_OP).max(MIN_OPS))?
                 .map(|written| (s.rows, written)),
             None => None,
         };
