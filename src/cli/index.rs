@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 use std::io::Write as _;
 
 use strata::engine::IndexResponse;
-use strata::engine::{Access, Engine, IndexRequest, store_exists};
+use strata::engine::{Access, Engine, IndexProgress, IndexRequest, store_exists};
 
 use super::args::IndexArgs;
 use super::{Invocation, output};
@@ -19,7 +19,7 @@ impl Invocation<'_> {
     fn unchanged(
         &self,
         request: &IndexRequest,
-        progress: &mut dyn FnMut(strata::ScanProgress),
+        progress: &mut dyn FnMut(IndexProgress),
     ) -> Option<IndexResponse> {
         if !store_exists(self.dir()) {
             return None;
@@ -61,7 +61,7 @@ impl Invocation<'_> {
             bar
         });
         let mut last_tick = 0u64;
-        let mut progress = |progress: strata::ScanProgress| {
+        let mut progress = |progress: IndexProgress| {
             if let Some(bar) = &bar
                 && progress.files - last_tick >= 64
             {

@@ -25,6 +25,9 @@ pub struct IndexRequest {
 /// What `index` answers: the scan's counts, its transactions and the first skipped files.
 pub type IndexResponse = ScanSummary;
 
+/// How far an `index` run got: files seen and bytes read so far.
+pub type IndexProgress = ScanProgress;
+
 impl IndexRequest {
     /// Answers the request, calling `progress` after every file.
     ///

@@ -304,18 +304,23 @@ fn the_probe_answers_exactly_the_scans_that_write_nothing() -> TestResult {
                 let store = Store::open_or_create(&dir)?;
                 let indexer = Indexer::new(&store, &settings)?;
                 apply(&before)?;
-                scan(&indexer, &[tree.clone()], &options, &mut |_| {})?;
+                scan(&indexer, std::slice::from_ref(&tree), &options, &mut |_| {})?;
             }
             apply(&after)?;
             let probed = {
                 let store = Store::open_read_only(&dir)?;
                 let indexer = Indexer::new(&store, &settings)?;
-                strata::scan_unchanged(&indexer, &[tree.clone()], &options, &mut |_| {})?
+                strata::scan_unchanged(
+                    &indexer,
+                    std::slice::from_ref(&tree),
+                    &options,
+                    &mut |_| {},
+                )?
             };
             let store = Store::open(&dir)?;
             let indexer = Indexer::new(&store, &settings)?;
             let state = written_state(&store, &tree)?;
-            let scanned = scan(&indexer, &[tree.clone()], &options, &mut |_| {})?;
+            let scanned = scan(&indexer, std::slice::from_ref(&tree), &options, &mut |_| {})?;
             let wrote = written_state(&store, &tree)? != state;
             match probed {
                 Some(probed) => {

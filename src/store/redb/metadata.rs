@@ -77,6 +77,9 @@ impl ReadTables {
     }
 }
 
+/// A version's metadata with its stored fields JSON (`None` for a tombstone).
+pub(super) type MetaRow = (ObjectMeta, Option<String>);
+
 /// Ids from which [`RedbStore::metadata_many`] reads in parallel (a thread costs ~20 µs; an id
 /// ~6 µs).
 const PARALLEL_FROM: usize = 512;
@@ -113,8 +116,8 @@ impl RedbStore {
         ids: &[&str],
         now: i64,
         tx: u64,
-    ) -> Result<Vec<Option<(ObjectMeta, Option<String>)>>> {
-        let part = |ids: &[&str]| -> Result<Vec<Option<(ObjectMeta, Option<String>)>>> {
+    ) -> Result<Vec<Option<MetaRow>>> {
+        let part = |ids: &[&str]| -> Result<Vec<Option<MetaRow>>> {
             let r = ReadTables::open(rtx)?;
             ids.iter().map(|id| r.meta_at(id, now, tx)).collect()
         };
