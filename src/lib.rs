@@ -45,7 +45,7 @@ pub use error::{Error, RemoteCause, Result};
 pub use hash::Hash;
 pub use index::{
     Action, DenyRules, Indexer, Planned, ScanOptions, ScanProgress, ScanSummary, ScanThreads,
-    Settings, SkipKind, Skipped, scan, scan_unchanged,
+    Settings, SkipKind, Skipped, scan,
 };
 pub use object::{FilesystemSource, Object, ObjectType, Source};
 pub use resolve::{FilesystemResolver, MountMapping};

@@ -7,28 +7,12 @@ use anyhow::{Result, bail};
 use std::io::Write as _;
 
 use strata::engine::IndexResponse;
-use strata::engine::{Access, Engine, IndexProgress, IndexRequest, store_exists};
+use strata::engine::{IndexRequest, store_exists};
 
 use super::args::IndexArgs;
 use super::{Invocation, output};
 
 impl Invocation<'_> {
-    /// The answer of an index run that writes nothing, found on the store opened read-only;
-    /// `None` when there is something to write or the look could not be made (the run that
-    /// opens the store to write then does it, and reports any error).
-    fn unchanged(
-        &self,
-        request: &IndexRequest,
-        progress: &mut dyn FnMut(IndexProgress),
-    ) -> Option<IndexResponse> {
-        if !store_exists(self.dir()) {
-            return None;
-        }
-        // Not waiting for a store another process holds: the run that writes waits.
-        let engine = Engine::open(self.dir(), Access::ReadOnly).ok()?;
-        request.apply_unchanged(&engine, progress).ok().flatten()
-    }
-
     pub(super) fn index(&mut self, args: IndexArgs) -> Result<ExitCode> {
         let roots: Vec<std::path::PathBuf> = if args.paths.is_empty() {
             vec![self.cwd.clone()]
@@ -61,22 +45,19 @@ impl Invocation<'_> {
             bar
         });
         let mut last_tick = 0u64;
-        let mut progress = |progress: IndexProgress| {
-            if let Some(bar) = &bar
-                && progress.files - last_tick >= 64
-            {
-                last_tick = progress.files;
-                bar.set_position(progress.files);
-                bar.set_message(format!("{} read", output::bytes(progress.bytes_read)));
-            }
-        };
         let summary = if store_exists(self.dir()) && self.uses_daemon()? {
             self.call(request)?
-        } else if let Some(unchanged) = self.unchanged(&request, &mut progress) {
-            unchanged
         } else {
             let engine = self.engine_creating()?;
-            request.apply_with_progress(&engine, &mut progress)?
+            request.apply_with_progress(&engine, &mut |progress| {
+                if let Some(bar) = &bar
+                    && progress.files - last_tick >= 64
+                {
+                    last_tick = progress.files;
+                    bar.set_position(progress.files);
+                    bar.set_message(format!("{} read", output::bytes(progress.bytes_read)));
+                }
+            })?
         };
         if let Some(bar) = bar {
             bar.finish_and_clear();

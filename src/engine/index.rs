@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::request::Apply;
 use super::{Engine, Result};
-use crate::index::{Indexer, ScanOptions, ScanProgress, ScanSummary, scan, scan_unchanged};
+use crate::index::{Indexer, ScanOptions, ScanProgress, ScanSummary, scan};
 
 /// `index`: record every new, changed and deleted file under the given trees or files. Under a
 /// root a daemon's watcher watches (and has reconciled), it is answered from the watcher's state:
@@ -25,9 +25,6 @@ pub struct IndexRequest {
 /// What `index` answers: the scan's counts, its transactions and the first skipped files.
 pub type IndexResponse = ScanSummary;
 
-/// How far an `index` run got: files seen and bytes read so far.
-pub type IndexProgress = ScanProgress;
-
 impl IndexRequest {
     /// Answers the request, calling `progress` after every file.
     ///
@@ -38,7 +35,14 @@ impl IndexRequest {
         engine: &Engine,
         progress: &mut dyn FnMut(ScanProgress),
     ) -> Result<ScanSummary> {
-        let roots = self.roots(engine)?;
+        // A write command: refused on a store marked damaged even when nothing changed, since
+        // "unchanged" would be the damaged stat cache's word.
+        if let Some(reason) = engine.store.damage() {
+            return Err(crate::store::damage::refusal(&reason));
+        }
+        let settings = engine.settings();
+        let cwd = std::path::PathBuf::from(self.cwd.as_deref().unwrap_or("/"));
+        let roots: Vec<std::path::PathBuf> = self.paths.iter().map(|p| cwd.join(p)).collect();
         if let Some(hook) = engine.watch_index() {
             let canonical: Option<Vec<std::path::PathBuf>> = roots
                 .iter()
@@ -51,60 +55,21 @@ impl IndexRequest {
                 return answered;
             }
         }
-        let settings = engine.settings();
         let indexer = Indexer::new(&engine.store, &settings)?;
-        let summary = scan(&indexer, &roots, &self.options(engine, &settings), progress)?;
-        engine.publish(&summary.tx_ids);
-        Ok(summary)
-    }
-
-    /// The answer the request would give when it would write nothing (every file unchanged,
-    /// nothing deleted, no stat cache entry to refresh), found without writing; `None` as soon as
-    /// the scan meets something to write, or under a daemon's watcher. A front end without a
-    /// daemon tries this on the store opened read-only before it opens it to write (an open to
-    /// write costs the storage engine several syncs, more than the scan of an unchanged tree).
-    ///
-    /// # Errors
-    /// As [`Apply::apply`].
-    pub fn apply_unchanged(
-        &self,
-        engine: &Engine,
-        progress: &mut dyn FnMut(ScanProgress),
-    ) -> Result<Option<ScanSummary>> {
-        let roots = self.roots(engine)?;
-        if engine.watch_index().is_some() {
-            return Ok(None);
-        }
-        let settings = engine.settings();
-        let indexer = Indexer::new(&engine.store, &settings)?;
-        scan_unchanged(&indexer, &roots, &self.options(engine, &settings), progress)
-    }
-
-    /// The roots to scan, after refusing a store marked damaged.
-    fn roots(&self, engine: &Engine) -> Result<Vec<std::path::PathBuf>> {
-        // A write command: refused on a store marked damaged even when nothing changed, since
-        // "unchanged" would be the damaged stat cache's word.
-        if let Some(reason) = engine.store.damage() {
-            return Err(crate::store::damage::refusal(&reason));
-        }
-        let cwd = std::path::PathBuf::from(self.cwd.as_deref().unwrap_or("/"));
-        Ok(self.paths.iter().map(|p| cwd.join(p)).collect())
-    }
-
-    /// The scan's options: the request's threads, the settings' ignore globs, and the store's
-    /// own directory skipped.
-    fn options(&self, engine: &Engine, settings: &crate::index::Settings) -> ScanOptions {
         let skip_dirs = engine
             .dir
             .iter()
             .map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()))
             .collect();
-        ScanOptions {
+        let options = ScanOptions {
             skip_dirs,
             ignore: settings.ignore.clone(),
             threads: self.threads.unwrap_or(0),
             ..ScanOptions::default()
-        }
+        };
+        let summary = scan(&indexer, &roots, &options, progress)?;
+        engine.publish(&summary.tx_ids);
+        Ok(summary)
     }
 }
 

@@ -47,7 +47,7 @@ pub use agent::{
     AgentToolsRequest, AgentWithdrawRequest,
 };
 pub use follow::Follower;
-pub use index::{IndexProgress, IndexRequest, IndexResponse};
+pub use index::{IndexRequest, IndexResponse};
 pub use objects::{
     AsOf, Body, CatRequest, CatResponse, DiffRequest, DiffResponse, HistoryRequest,
     HistoryResponse, HistoryRow, LsRequest, LsRow, MIN_PREFIX, ShowRequest, ShowResponse,

@@ -186,34 +186,6 @@ pub fn scan(
     options: &ScanOptions,
     progress: &mut dyn FnMut(ScanProgress),
 ) -> Result<ScanSummary> {
-    scan_or_probe(indexer, roots, options, progress, false)?
-        .ok_or_else(|| Error::invariant("a scan that writes stopped as a probe"))
-}
-
-/// [`scan`] that writes nothing: the summary a scan would give when it would write nothing (no
-/// new, changed or deleted file, no stat cache entry to refresh), else `None`, as soon as it
-/// meets the first such file. Works on a store opened read-only: a front end tries it before it
-/// opens the store to write, which costs the storage engine several syncs.
-///
-/// # Errors
-/// As [`scan`].
-pub fn scan_unchanged(
-    indexer: &Indexer,
-    roots: &[PathBuf],
-    options: &ScanOptions,
-    progress: &mut dyn FnMut(ScanProgress),
-) -> Result<Option<ScanSummary>> {
-    scan_or_probe(indexer, roots, options, progress, true)
-}
-
-/// [`scan`], or with `probe` [`scan_unchanged`].
-fn scan_or_probe(
-    indexer: &Indexer,
-    roots: &[PathBuf],
-    options: &ScanOptions,
-    progress: &mut dyn FnMut(ScanProgress),
-    probe: bool,
-) -> Result<Option<ScanSummary>> {
     let started = Instant::now();
     let scan_start = Timestamp::now();
     let store = indexer.store();
@@ -277,7 +249,7 @@ fn scan_or_probe(
     // The writer commits one batch while the planner fills the next: at most one waits.
     let (to_writer, writer_inbox) = sync_channel::<Batch>(1);
     let budget = Arc::clone(&plan.budget);
-    let written = std::thread::scope(|scope| -> Result<(bool, Written)> {
+    let written = std::thread::scope(|scope| -> Result<Written> {
         let plan = &plan;
         scope.spawn(move || walk(plan, sender));
         let writer = scope.spawn(|| write_batches(indexer, &budget, writer_inbox));
@@ -294,7 +266,6 @@ fn scan_or_probe(
                 batch: &mut batch,
                 tree_known,
                 progress,
-                probe,
             },
         );
         // The walk stops once its receiver is gone; the writer once its inbox is.
@@ -306,13 +277,9 @@ fn scan_or_probe(
         match (planned, written) {
             // A writer error is the cause of a planner that could not hand over its batch.
             (_, Err(err)) | (Err(err), _) => Err(err),
-            (Ok(stopped), Ok(written)) => Ok((stopped, written)),
+            (Ok(()), Ok(written)) => Ok(written),
         }
     })?;
-    let (stopped, written) = written;
-    if stopped {
-        return Ok(None);
-    }
     summary.tx_ids.extend(written.tx_ids);
 
     let mut dirs = DirStat::new(false);
@@ -335,10 +302,7 @@ fn scan_or_probe(
             let gone = Look::Gone(presence);
             let change = StatChange::of(&gone, scan_start);
             let planned = indexer.plan_look(source, gone)?;
-            record_new(&plan.cache, &mut batch.stat, &path, change);
-            if probe && !batch.is_empty() {
-                return Ok(None);
-            }
+            record(&mut batch.stat, &path, change);
             if planned.action != Action::Deleted {
                 // Deleted before: not a file of this scan, so not "unchanged" either.
                 continue;
@@ -364,7 +328,7 @@ fn scan_or_probe(
         _ => None,
     };
     summary.seconds = started.elapsed().as_secs_f64();
-    Ok(Some(summary))
+    Ok(summary)
 }
 
 /// What the writer thread did: its transactions in order and its CPU seconds.
@@ -413,16 +377,13 @@ struct PlanState<'a> {
     batch: &'a mut Batch,
     tree_known: bool,
     progress: &'a mut dyn FnMut(ScanProgress),
-    /// Stop at the first file that would be written ([`scan_unchanged`]).
-    probe: bool,
 }
 
 /// How long the planner waits for the walk before it checks whether walkers wait for budget.
 const WAIT_TICK: Duration = Duration::from_millis(20);
 
 /// Plans what the walk finds (on the caller's thread) and hands full batches to the writer;
-/// a batch also goes early when a walker waits for budget bytes it holds. Returns whether a
-/// probe stopped at a file to write.
+/// a batch also goes early when a walker waits for budget bytes it holds.
 fn plan_found(
     indexer: &Indexer,
     plan: &WalkPlan,
@@ -430,7 +391,7 @@ fn plan_found(
     receiver: &Receiver<Vec<Found>>,
     to_writer: &SyncSender<Batch>,
     state: PlanState<'_>,
-) -> Result<bool> {
+) -> Result<()> {
     let PlanState {
         summary,
         seen,
@@ -438,7 +399,6 @@ fn plan_found(
         batch,
         tree_known,
         progress,
-        probe,
     } = state;
     let filesystem_id = &plan.filesystem_id;
     loop {
@@ -491,7 +451,7 @@ fn plan_found(
                     add(summary, batch, planned);
                     // A file still changing after several reads is stored as read, but the next
                     // scan reads it again.
-                    record_new(&plan.cache, &mut batch.stat, &path, change);
+                    record(&mut batch.stat, &path, change);
                     seen.insert(path);
                 }
                 Found::Denied { path, .. } => {
@@ -524,9 +484,6 @@ fn plan_found(
                 files: summary.files,
                 bytes_read: summary.bytes_read,
             });
-            if probe && !batch.is_empty() {
-                return Ok(true);
-            }
             if batch.files >= options.batch_files
                 || batch.bytes >= options.batch_bytes
                 || batch_is_full_beside_others(indexer, batch)
@@ -537,7 +494,7 @@ fn plan_found(
     }
     // The last batch stays with the scan: the deletions found after the walk join it, so that a
     // scan that ends with few changes writes them in one transaction.
-    Ok(false)
+    Ok(())
 }
 
 /// The largest batch while other writers use the store (files, content bytes): a commit of it
@@ -607,26 +564,6 @@ pub fn extra_ignore(globs: &[String]) -> Result<Option<Arc<ignore::gitignore::Gi
         .build()
         .map_err(|e| Error::invalid_input(format!("ignore globs: {e}")))?;
     Ok(Some(Arc::new(rules)))
-}
-
-/// Records `change` of `path` unless it leaves the stat cache as `cache` (read when the scan
-/// began) holds it: a put of the same entry (a racy file read again within the second its entry
-/// was recorded in), or the removal of an entry there is none of (a file deleted before). Such
-/// a change writes nothing, and a scan of only those needs no write transaction.
-fn record_new(
-    cache: &rustc_hash::FxHashMap<String, crate::store::StatEntry>,
-    update: &mut StatUpdate,
-    path: &str,
-    change: StatChange,
-) {
-    let same = match &change {
-        StatChange::Put(entry) => cache.get(path) == Some(entry),
-        StatChange::Remove => !cache.contains_key(path),
-        StatChange::Keep => true,
-    };
-    if !same {
-        record(update, path, change);
-    }
 }
 
 /// Counts a planned file and queues its ops.
