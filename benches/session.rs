@@ -24,6 +24,11 @@ use strata::Store;
 use strata::object::{Role, ToolStatus};
 use strata::{Session, SessionOptions, ToolcallInput};
 
+/// The allocator the strata binary (CLI, daemon, MCP server) runs with, so that the figures are
+/// those of a resume as a user runs it.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 const FILES: usize = 10_000;
 
 /// A store on disk with one session that has read `FILES` small files (mtimes an hour old, so

@@ -363,7 +363,7 @@ impl Session {
     /// [`Error::NotFound`] for an unknown session; [`Error::Corrupt`] when its documents are
     /// inconsistent; store errors.
     pub fn load(store: &Store, settings: &Settings, sid: &str) -> Result<Self> {
-        Session::load_at(store, settings, sid, None)
+        Session::load_at(store, settings, sid, None, false)
     }
 
     /// A read-only view of session `sid` as its commit at or before transaction `tx` left it; every
@@ -372,12 +372,20 @@ impl Session {
     /// # Errors
     /// [`Error::NotFound`] when the session is unknown or did not exist yet at `tx`.
     pub fn view_at(store: &Store, settings: &Settings, sid: &str, tx: TxId) -> Result<Self> {
-        let mut session = Session::load_at(store, settings, sid, Some(tx))?;
+        let mut session = Session::load_at(store, settings, sid, Some(tx), false)?;
         session.view = Some(tx);
         Ok(session)
     }
 
-    fn load_at(store: &Store, settings: &Settings, sid: &str, at: Option<TxId>) -> Result<Self> {
+    /// Loads session `sid` at `at` (latest when `None`). The latest is read through the session's
+    /// metadata snapshot; with `refresh` (a resume) a missing or stale one is written anew.
+    pub(super) fn load_at(
+        store: &Store,
+        settings: &Settings,
+        sid: &str,
+        at: Option<TxId>,
+        refresh: bool,
+    ) -> Result<Self> {
         let read = |id: &str| -> Result<Option<Version>> {
             match store.as_of(id, None, at) {
                 Err(Error::NotFound { .. }) => Ok(None),
@@ -465,15 +473,21 @@ impl Session {
         session.committed_revision = Some(session.sets.revision());
         session.committed_chat = committed_chat;
         session.last_tx = Some(version.info.tx_id);
-        session.rebuild_cache(at)?;
+        session.rebuild_cache(at, refresh)?;
         Ok(session)
     }
 
     /// Rebuilds the metadata cache of every indexed object as the store knew it at `at`, from
-    /// the stored metadata alone (no content is read, no object rebuilt).
-    fn rebuild_cache(&mut self, at: Option<TxId>) -> Result<()> {
+    /// the stored metadata alone (no content is read, no object rebuilt); the latest through the
+    /// session's metadata snapshot (written anew with `refresh` when it is missing or stale).
+    fn rebuild_cache(&mut self, at: Option<TxId>, refresh: bool) -> Result<()> {
         let ids: Vec<&str> = self.sets.index().ids().iter().map(String::as_str).collect();
-        let stored = self.store.metadata_many(&ids, at)?;
+        let stored = match at {
+            None => self
+                .store
+                .metadata_latest(&session_entity(&self.session_id), &ids, refresh)?,
+            Some(_) => self.store.metadata_many(&ids, at)?,
+        };
         let mut cache = FxHashMap::with_capacity_and_hasher(ids.len(), Default::default());
         let mut spellings = HashMap::new();
         for (id, stored) in ids.iter().zip(stored) {
@@ -503,7 +517,7 @@ impl Session {
         at: Option<TxId>,
         new_id: Option<String>,
     ) -> Result<Self> {
-        let parent = Session::load_at(store, settings, sid, at)?;
+        let parent = Session::load_at(store, settings, sid, at, false)?;
         let child_id = new_id.unwrap_or_else(ulid::new_ulid);
         check_session_id(&child_id)?;
         if store.entity_exists(&session_entity(&child_id))? {

@@ -86,7 +86,7 @@ impl Session {
     /// # Errors
     /// As [`Session::load`]; store errors from the commit.
     pub fn resume(store: &Store, settings: &Settings, sid: &str) -> Result<(Self, ResumeReport)> {
-        let mut session = Session::load(store, settings, sid)?;
+        let mut session = Session::load_at(store, settings, sid, None, true)?;
         let report = session.reconcile()?;
         Ok((session, report))
     }
@@ -110,11 +110,6 @@ impl Session {
                 _ => None,
             })
             .collect();
-        let cache = if local.is_empty() {
-            Default::default()
-        } else {
-            self.store.stat_cache(&machine, &common_dir(&local))?
-        };
         let mut report = ResumeReport::default();
         // First pass, reading only: stat every file; the stat cache vouches for most. What it
         // does not vouch for is handled in a second pass, in index order, which may write.
@@ -133,7 +128,20 @@ impl Session {
             files.push((id, meta, self.open_path(id, &source.path)));
         }
         let opens: Vec<&str> = files.iter().map(|(_, _, open)| *open).collect();
-        let presences = presence_all(&opens, true);
+        // The stats run on their threads while this one reads the stat cache.
+        let (cache, presences) = std::thread::scope(|scope| {
+            let stats = scope.spawn(|| presence_all(&opens, true));
+            let cache = if local.is_empty() {
+                Ok(Default::default())
+            } else {
+                self.store.stat_cache(&machine, &common_dir(&local))
+            };
+            let presences = stats
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (cache, presences)
+        });
+        let cache = cache?;
         for ((id, meta, _), presence) in files.into_iter().zip(presences) {
             let Meta::File {
                 source,

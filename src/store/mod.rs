@@ -309,6 +309,23 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// As [`Backend::metadata`].
     fn metadata_many(&self, ids: &[&str], tx: Option<TxId>) -> Result<Vec<Option<ObjectMeta>>>;
 
+    /// [`Backend::metadata_many`] of `ids` as of the latest transaction, the same answers, read
+    /// through the metadata snapshot named `name` where the backend keeps one (redb: one record
+    /// instead of a few rows per id). With `refresh`, a missing or stale snapshot is written
+    /// anew (a cache write, no transaction).
+    ///
+    /// # Errors
+    /// As [`Backend::metadata`].
+    fn metadata_latest(
+        &self,
+        name: &str,
+        ids: &[&str],
+        refresh: bool,
+    ) -> Result<Vec<Option<ObjectMeta>>> {
+        let _ = (name, refresh);
+        self.metadata_many(ids, None)
+    }
+
     /// [`Backend::metadata`] plus the document's stored fields JSON (the kept text a session's
     /// sets resume from).
     ///

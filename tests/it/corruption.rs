@@ -42,7 +42,7 @@ use std::time::Duration;
 use strata::engine::{
     Access, Body, CatRequest, Engine, EvictRequest, FsckRequest, HistoryRequest, IndexRequest,
     LogRequest, LsRequest, LsRow, SalvageRequest, SessionNewRequest, SessionReadRequest,
-    SessionRenderRequest, SessionTurnRequest, ShowRequest,
+    SessionRenderRequest, SessionResumeRequest, SessionTurnRequest, ShowRequest,
 };
 use strata::resolve::MountMapping;
 
@@ -188,6 +188,9 @@ impl Fixture {
                 content: "summarise f2 and f7".into(),
                 toolcall_refs: Vec::new(),
             })?;
+            // A resume writes the session's metadata snapshot, which `render` then reads
+            // through: damage to it must be read past (or named), never answered from.
+            engine.call(SessionResumeRequest { id: "s1".into() })?;
         }
         let mut fixture = Fixture {
             _root: root,

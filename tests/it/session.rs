@@ -1342,3 +1342,215 @@ fn resume_opens_a_case_insensitive_mounts_files_by_their_on_disk_spelling() -> T
     assert_eq!(report.changes[0].action, Action::Deleted);
     Ok(())
 }
+
+/// What happens to file `k` of [`resume_through_the_snapshot_answers_as_row_by_row`]'s tree
+/// between resumes.
+#[derive(Clone, Debug)]
+enum FileChange {
+    /// New bytes of another length, an hour old.
+    Edit(usize),
+    /// New bytes of the same length with the old mtime (only the ctime tells).
+    EditKeepMtime(usize),
+    /// Written now and read by the session at once: its stat cache entry is racy (same clock
+    /// tick as the commit and the snapshot after it).
+    RereadNow(usize),
+    /// Removed from disk.
+    Delete(usize),
+    /// Read by the session (new to its index when it was not in it).
+    Read(usize),
+    /// A tool call recorded (an index entry that is no file).
+    Call,
+    /// A resume in between (it moves the snapshot on).
+    Resume,
+}
+
+fn file_change() -> impl Strategy<Value = FileChange> {
+    let k = 0..8usize;
+    prop_oneof![
+        k.clone().prop_map(FileChange::Edit),
+        k.clone().prop_map(FileChange::EditKeepMtime),
+        k.clone().prop_map(FileChange::RereadNow),
+        k.clone().prop_map(FileChange::Delete),
+        k.prop_map(FileChange::Read),
+        Just(FileChange::Call),
+        Just(FileChange::Resume),
+    ]
+}
+
+/// Copies the store directory `from` (closed) to `to`.
+fn copy_store(from: &Path, to: &Path) -> TestResult {
+    fs::create_dir_all(to)?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            fs::copy(entry.path(), to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes every metadata snapshot of the (closed) store in `dir`: its resumes read row by row.
+fn drop_snapshots(dir: &Path) -> TestResult {
+    let db = redb::Database::open(dir.join(strata::DB_FILE))?;
+    let wtx = db.begin_write()?;
+    let table: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta_snapshots");
+    assert!(wtx.delete_table(table)?, "the resume wrote a snapshot");
+    wtx.commit()?;
+    Ok(())
+}
+
+/// One case: a session over eight files resumes (writing its metadata snapshot), `changes`
+/// happen, and then a resume through the snapshot and one row by row (a copy of the store
+/// without it) report the same changes, render the same metadata and leave the same versions.
+fn resume_case(changes: &[FileChange]) -> TestResult {
+    let tree = Tree::new()?;
+    let text = |k: usize, n: usize| format!("file {k} version {n}\n");
+    let paths: Vec<String> = (0..8)
+        .map(|k| tree.write(&format!("d{}/f{k}.txt", k % 3), &text(k, 0)))
+        .collect::<TestResult<_>>()?;
+    let dirs = tempfile::tempdir()?;
+    let dir = dirs.path().join("store");
+    let sid = {
+        let store = Store::create(&dir)?;
+        let mut s = new_session(&store)?;
+        for path in &paths[..6] {
+            s.read(path)?;
+        }
+        s.discover(&[&paths[6]])?;
+        s.commit()?;
+        s.id().to_string()
+    };
+    {
+        let store = Store::open(&dir)?;
+        Session::resume(&store, &settings(), &sid)?;
+        for (n, change) in changes.iter().enumerate() {
+            let n = n + 1;
+            match change {
+                FileChange::Edit(k) => {
+                    tree.write_aged(
+                        &format!("d{}/f{k}.txt", k % 3),
+                        &format!("{}{}", text(*k, n), "x".repeat(n)),
+                        Duration::from_secs(3600),
+                    )?;
+                }
+                FileChange::EditKeepMtime(k) => {
+                    let path = &paths[*k];
+                    let Ok(old) = fs::metadata(path) else {
+                        continue;
+                    };
+                    let same_length = "y".repeat(usize::try_from(old.len())?);
+                    fs::write(path, same_length)?;
+                    fs::File::options()
+                        .write(true)
+                        .open(path)?
+                        .set_modified(old.modified()?)?;
+                }
+                FileChange::RereadNow(k) => {
+                    // Another length each time: a render from stale metadata would show it.
+                    tree.write_aged(
+                        &format!("d{}/f{k}.txt", k % 3),
+                        &format!("{}{}", text(*k, n), "r".repeat(n)),
+                        Duration::ZERO,
+                    )?;
+                    let mut s = Session::load(&store, &settings(), &sid)?;
+                    s.read(&paths[*k])?;
+                    s.commit()?;
+                }
+                FileChange::Delete(k) => {
+                    let _ = fs::remove_file(&paths[*k]);
+                }
+                FileChange::Read(k) => {
+                    let mut s = Session::load(&store, &settings(), &sid)?;
+                    if s.read(&paths[*k]).is_ok() {
+                        s.commit()?;
+                    }
+                }
+                FileChange::Call => {
+                    let mut s = Session::load(&store, &settings(), &sid)?;
+                    s.record_toolcall(toolcall(None, "grep", &format!("out {n}")))?;
+                    s.commit()?;
+                }
+                FileChange::Resume => {
+                    Session::resume(&store, &settings(), &sid)?;
+                }
+            }
+        }
+    }
+    let row_by_row = dirs.path().join("rows");
+    copy_store(&dir, &row_by_row)?;
+    drop_snapshots(&row_by_row)?;
+    let mut outcomes = Vec::new();
+    for dir in [&dir, &row_by_row] {
+        let store = Store::open(dir)?;
+        let (s, report) = Session::resume(&store, &settings(), &sid)?;
+        let ids: Vec<&str> = s.sets().index().ids().iter().map(String::as_str).collect();
+        let versions: Vec<_> = store
+            .metadata_many(&ids, None)?
+            .into_iter()
+            // A tombstone is dated by the resume's clock, which differs between the two.
+            .map(|m| {
+                m.map(|m| {
+                    let valid_from = m.info.object_hash.is_some().then_some(m.info.valid_from);
+                    (m.info.entity, valid_from, m.info.object_hash)
+                })
+            })
+            .collect();
+        let (again, report_again) = Session::resume(&store, &settings(), &sid)?;
+        // Whether a racy file is vouched for or read again depends on the second the resume
+        // runs in: only their sum is compared.
+        let seen = |r: &strata::ResumeReport| {
+            (
+                r.checked,
+                r.vouched + r.read,
+                r.unreachable,
+                r.unreadable,
+                r.changes.clone(),
+                r.tx_id,
+            )
+        };
+        outcomes.push((
+            seen(&report),
+            s.render_metadata(),
+            versions,
+            again.render_metadata(),
+            seen(&report_again),
+        ));
+    }
+    assert_eq!(
+        outcomes[0], outcomes[1],
+        "through the snapshot, then row by row"
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("STRATA_RESUME_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(12)
+    ))]
+    /// A resume through the session's metadata snapshot gives what one row by row gives,
+    /// whatever changed on disk and in the session since the snapshot was written.
+    #[test]
+    fn resume_through_the_snapshot_answers_as_row_by_row(
+        changes in proptest::collection::vec(file_change(), 0..8),
+    ) {
+        resume_case(&changes).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+    }
+}
+
+#[test]
+fn resume_through_the_snapshot_finds_every_kind_of_change() -> TestResult {
+    resume_case(&[
+        FileChange::Edit(0),
+        FileChange::EditKeepMtime(1),
+        FileChange::RereadNow(2),
+        FileChange::Delete(3),
+        FileChange::Read(7),
+        FileChange::Call,
+    ])?;
+    resume_case(&[
+        FileChange::RereadNow(4),
+        FileChange::Resume,
+        FileChange::EditKeepMtime(4),
+        FileChange::Delete(6),
+    ])
+}

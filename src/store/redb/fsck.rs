@@ -913,6 +913,11 @@ impl RedbStore {
         check.section("evicted_ops", |c| c.evictions(&rtx));
         check.section("document references", Check::doc_refs);
         check.section("the stat cache", |c| c.stat_cache(&rtx));
+        check.section("metadata snapshots", |c| {
+            let found = super::snapshot::check_all(&rtx)?;
+            c.out.extend(found);
+            Ok(())
+        });
         drop(rtx);
         if let Some(dir) = &self.dir {
             // Writers wait while the file is read (a read-write handle holds a write

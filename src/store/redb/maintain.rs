@@ -26,7 +26,7 @@ impl RedbStore {
 
     /// Regenerates `entities`, `versions`, `versions_by_tx`, `match_ops` and `paths` from the
     /// log and the content tables, honouring evictions, recounts document references, and
-    /// empties the stat cache. Op bodies that fail their digest are left out (fsck still names
+    /// empties the stat cache and the metadata snapshots. Op bodies that fail their digest are left out (fsck still names
     /// them).
     ///
     /// # Errors
@@ -44,6 +44,10 @@ impl RedbStore {
         // emptied, so the next scan reads every file again (unchanged ones stay unchanged).
         wtx.delete_table(STAT_CACHE).db()?;
         wtx.open_table(STAT_CACHE).db()?;
+        // Metadata snapshots summarise the rows rebuilt here: emptied, the next resume reads
+        // row by row and writes them anew.
+        wtx.delete_table(META_SNAPSHOTS).db()?;
+        wtx.open_table(META_SNAPSHOTS).db()?;
         {
             let mut w = WriteTables::open(&wtx)?;
             let mut docs = Vec::new();

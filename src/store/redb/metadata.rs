@@ -35,7 +35,12 @@ pub(in crate::store) fn parse_fields(object_type: ObjectType, json: &str) -> Res
 impl ReadTables {
     /// The metadata of the version of `id` visible at valid time `now` as of `tx`, with its
     /// document's fields as the stored canonical JSON.
-    fn meta_at(&self, id: &str, now: i64, tx: u64) -> Result<Option<(ObjectMeta, Option<String>)>> {
+    pub(super) fn meta_at(
+        &self,
+        id: &str,
+        now: i64,
+        tx: u64,
+    ) -> Result<Option<(ObjectMeta, Option<String>)>> {
         let Some(entity) = entity_rec(&self.entities, id)? else {
             return Ok(None);
         };
@@ -72,6 +77,9 @@ impl ReadTables {
     }
 }
 
+/// A version's metadata with its stored fields JSON (`None` for a tombstone).
+pub(super) type MetaRow = (ObjectMeta, Option<String>);
+
 /// Ids from which [`RedbStore::metadata_many`] reads in parallel (a thread costs ~20 µs; an id
 /// ~6 µs).
 const PARALLEL_FROM: usize = 512;
@@ -90,12 +98,28 @@ impl RedbStore {
     pub fn metadata_many(&self, ids: &[&str], tx: Option<TxId>) -> Result<Vec<Option<ObjectMeta>>> {
         let rtx = self.read()?;
         let now = ReadTables::open(&rtx)?.now()?;
-        let tx = tx.map_or(u64::MAX, |t| t.0);
-        let part = |ids: &[&str]| -> Result<Vec<Option<ObjectMeta>>> {
-            let r = ReadTables::open(&rtx)?;
-            ids.iter()
-                .map(|id| Ok(r.meta_at(id, now, tx)?.map(|(meta, _)| meta)))
-                .collect()
+        let rows = self.read_rows(&rtx, ids, now, tx.map_or(u64::MAX, |t| t.0))?;
+        Ok(rows
+            .into_iter()
+            .map(|row| row.map(|(meta, _)| meta))
+            .collect())
+    }
+
+    /// The metadata of each of `ids` visible at valid time `now` as of `tx`, with its stored
+    /// fields JSON, read from `rtx` (in parallel when there are many).
+    ///
+    /// # Errors
+    /// As [`RedbStore::metadata_many`].
+    pub(super) fn read_rows(
+        &self,
+        rtx: &redb::ReadTransaction,
+        ids: &[&str],
+        now: i64,
+        tx: u64,
+    ) -> Result<Vec<Option<MetaRow>>> {
+        let part = |ids: &[&str]| -> Result<Vec<Option<MetaRow>>> {
+            let r = ReadTables::open(rtx)?;
+            ids.iter().map(|id| r.meta_at(id, now, tx)).collect()
         };
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
         if ids.len() < PARALLEL_FROM || threads < 2 {

@@ -16,6 +16,8 @@
 //! - `blobs`: contents, content-addressed, with reference counts and suffix records.
 //! - `docs`: documents (the hashed fields) by object hash, sessions' and chats' as skip-deltas;
 //!   `doc_delta`: the delta codec itself (no tables). `temporal`: as-of, history, the write rule.
+//! - `snapshot`: metadata snapshots (one record holding many entities' metadata as of one
+//!   transaction, for a session's resume).
 //! - `stat`: the stat cache table. `fsck`: verification (every table against the log's replay
 //!   and the content tables). `maintain`: evict, rebuild, gc. `verify`: what every read
 //!   checks before serving (documents, contents, version rows against the log).
@@ -36,6 +38,7 @@ mod overlay;
 mod read;
 mod salvage;
 mod scan;
+mod snapshot;
 mod stat;
 mod tables;
 mod temporal;
@@ -646,6 +649,29 @@ impl Backend for RedbStore {
         self.guarded("reading metadata", || {
             RedbStore::metadata_many(self, ids, tx)
         })
+    }
+
+    fn metadata_latest(
+        &self,
+        name: &str,
+        ids: &[&str],
+        refresh: bool,
+    ) -> Result<Vec<Option<ObjectMeta>>> {
+        let answer = self.guarded("reading metadata", || {
+            RedbStore::metadata_snapshot(self, name, ids)
+        })?;
+        tracing::debug!(
+            name,
+            ids = ids.len(),
+            hits = answer.hits,
+            "metadata read through a snapshot"
+        );
+        if refresh && let Some(rec) = &answer.refresh {
+            self.guarded("writing a metadata snapshot", || {
+                RedbStore::put_snapshot(self, name, rec)
+            })?;
+        }
+        Ok(answer.metas)
     }
 
     fn metadata_with_json(

@@ -78,6 +78,12 @@ pub const PATHS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("pat
 /// file is not read again.
 pub const STAT_CACHE: TableDefinition<(&[u8], &str), &[u8]> = TableDefinition::new("stat_cache");
 
+/// `meta_snapshots`: name (a session's entity id) → metadata snapshot record (`snapshot.rs`:
+/// the stored metadata of many entities as of one transaction, with a BLAKE3 checksum), so that
+/// a session's resume reads one record instead of a few rows per file. Only a cache: a store
+/// made before the table existed, or a damaged record, reads row by row.
+pub const META_SNAPSHOTS: TableDefinition<&str, &[u8]> = TableDefinition::new("meta_snapshots");
+
 /// Creates every table that does not exist yet.
 ///
 /// # Errors
@@ -98,5 +104,6 @@ pub fn create_all(tx: &WriteTransaction) -> Result<()> {
     tx.open_table(EVICTED_OPS).db()?;
     tx.open_table(PATHS).db()?;
     tx.open_table(STAT_CACHE).db()?;
+    tx.open_table(META_SNAPSHOTS).db()?;
     Ok(())
 }
