@@ -22,6 +22,10 @@ pub const DEFAULT_IDLE_SECONDS: u64 = 300;
 /// How long a client waits for a daemon it started to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a client still looks for a daemon after the one it started exited (another, started
+/// at the same time, may be the one that serves).
+const EXITED_GRACE: Duration = Duration::from_millis(300);
+
 /// A connection to a store's daemon.
 #[derive(Debug)]
 pub struct Client {
@@ -90,11 +94,33 @@ impl Client {
         if let Some(client) = Client::connect(dir)? {
             return Ok(client);
         }
-        start_daemon(dir, idle_seconds)?;
-        let deadline = Instant::now() + START_TIMEOUT;
+        let mut daemon = start_daemon(dir, idle_seconds)?;
+        let mut deadline = Instant::now() + START_TIMEOUT;
+        let mut exited = None;
         loop {
             if let Some(client) = Client::connect(dir)? {
                 return Ok(client);
+            }
+            // The daemon started here gave up (the store is held by a process of its own, or it
+            // failed): no use waiting out the start timeout. Another daemon started at the same
+            // time may be answering, so a last moment is left for it.
+            if exited.is_none()
+                && let Ok(Some(status)) = daemon.try_wait()
+            {
+                exited = Some(status);
+                deadline = deadline.min(Instant::now() + EXITED_GRACE);
+            }
+            if let Some(status) = exited
+                && Instant::now() >= deadline
+            {
+                return Err(Error::io(
+                    format!(
+                        "starting a daemon for {}: it exited ({status}) before it answered; see {}",
+                        dir.display(),
+                        dir.join(LOG_FILE).display()
+                    ),
+                    std::io::Error::from(std::io::ErrorKind::NotConnected),
+                ));
             }
             if Instant::now() >= deadline {
                 return Err(Error::io(
@@ -208,7 +234,7 @@ impl Client {
 
 /// Starts a daemon for the store in `dir`: this program's `serve`, detached from the caller's
 /// terminal and process group, logging to `daemon.log`.
-fn start_daemon(dir: &Path, idle_seconds: u64) -> Result<()> {
+fn start_daemon(dir: &Path, idle_seconds: u64) -> Result<std::process::Child> {
     use std::os::unix::process::CommandExt;
     let program: PathBuf = std::env::current_exe()
         .map_err(|e| Error::io("finding this program to start a daemon", e))?;
@@ -225,6 +251,5 @@ fn start_daemon(dir: &Path, idle_seconds: u64) -> Result<()> {
         .stderr(Stdio::from(log))
         .process_group(0)
         .spawn()
-        .map_err(|e| Error::io(format!("starting a daemon for {}", dir.display()), e))?;
-    Ok(())
+        .map_err(|e| Error::io(format!("starting a daemon for {}", dir.display()), e))
 }
