@@ -87,8 +87,35 @@ const GOD_BYTE: u64 = 9;
 /// The flag that makes a reader serve the older of the two commit slots.
 const PRIMARY_UNFLUSHED: u8 = 8;
 
-/// The damaged store, opened for reading.
-type Damaged = Box<dyn ReadableDatabase>;
+/// The damaged store, opened for reading (through an overlay: nothing reaches the file). It is
+/// closed without redb's close-time commit, which on a damaged allocator state can panic.
+struct Damaged(Option<Box<dyn ReadableDatabase>>);
+
+impl Damaged {
+    fn new(db: impl ReadableDatabase + 'static) -> Self {
+        Damaged(Some(Box::new(db)))
+    }
+}
+
+impl std::ops::Deref for Damaged {
+    type Target = dyn ReadableDatabase;
+
+    fn deref(&self) -> &Self::Target {
+        match &self.0 {
+            Some(db) => &**db,
+            // Only `drop` takes it, and nothing reads a value being dropped.
+            None => unreachable!("a damaged store read after it was closed"),
+        }
+    }
+}
+
+impl Drop for Damaged {
+    fn drop(&mut self) {
+        if let Some(db) = self.0.take() {
+            guard::close_without_writing(db);
+        }
+    }
+}
 
 /// Opens the store file at `path` through an overlay, padded back to its recorded length when
 /// it was truncated: (the database, (file length, length read) when padded).
@@ -159,7 +186,7 @@ fn open_damaged(path: &Path, previous: bool) -> Result<(Damaged, Option<(u64, u6
             builder
                 .open_read_only_with_backend(overlay()?)
                 .db()
-                .map(|db| Box::new(db) as Damaged)
+                .map(Damaged::new)
         })
         .or_else(|_| {
             try_read("opening the damaged store", || {
@@ -168,7 +195,7 @@ fn open_damaged(path: &Path, previous: bool) -> Result<(Damaged, Option<(u64, u6
                 builder
                     .create_with_backend(overlay()?)
                     .db()
-                    .map(|db| Box::new(db) as Damaged)
+                    .map(Damaged::new)
             })
         });
         match opened {
