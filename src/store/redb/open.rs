@@ -272,8 +272,9 @@ impl RedbStore {
                 if !repaired.swap(true, std::sync::atomic::Ordering::SeqCst) {
                     tracing::warn!(
                         file = %shown,
-                        "the store was not closed cleanly after commits made under load: \
-                         checking its pages and rebuilding its free-space map"
+                        "the store was not closed cleanly and its last commit has no quick-repair \
+                         record (commits made under load have none): checking its pages and \
+                         rebuilding its free-space map"
                     );
                 }
             }
@@ -568,15 +569,20 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     /// The file as a crash would leave it now: a copy taken while the store is open (every
-    /// commit so far is written), opened on its own; whether that open took a full repair.
-    fn crash_copy_needs_full_repair(store: &RedbStore, scratch: &Path) -> Result<bool> {
-        let copy = scratch.join(format!("copy{}", store.reopens.load(Ordering::SeqCst)));
+    /// commit so far is written), opened on its own (redb repairs it as it opens).
+    fn crash_copy(store: &RedbStore, scratch: &Path, name: &str) -> Result<RedbStore> {
+        let copy = scratch.join(name);
         let _ = std::fs::remove_dir_all(&copy);
         std::fs::create_dir_all(&copy).map_err(|e| Error::io("mkdir", e))?;
         let from = store.dir.as_ref().map(|d| d.join(DB_FILE));
         let from = from.ok_or_else(|| Error::invariant("a store on disk has a directory"))?;
         std::fs::copy(from, copy.join(DB_FILE)).map_err(|e| Error::io("copy", e))?;
-        Ok(RedbStore::open(&copy)?.full_repair_on_open())
+        RedbStore::open(&copy)
+    }
+
+    /// Whether opening [`crash_copy`] of `store` took a full repair.
+    fn crash_copy_needs_full_repair(store: &RedbStore, scratch: &Path) -> Result<bool> {
+        Ok(crash_copy(store, scratch, "copy")?.full_repair_on_open())
     }
 
     /// A commit under load leaves out the quick-repair record, so a crash right after it means a
@@ -620,11 +626,7 @@ mod tests {
         );
         // What the repaired copy holds is every commit.
         committed(store.transact_group_under_load(vec![request("/g")?]))?;
-        let copy = scratch.path().join("last");
-        std::fs::create_dir_all(&copy).map_err(|e| Error::io("mkdir", e))?;
-        std::fs::copy(tmp.path().join(DB_FILE), copy.join(DB_FILE))
-            .map_err(|e| Error::io("copy", e))?;
-        let reopened = RedbStore::open(&copy)?;
+        let reopened = crash_copy(&store, scratch.path(), "last")?;
         assert!(reopened.full_repair_on_open());
         assert_eq!(reopened.log(None, usize::MAX)?.len(), 7);
         assert!(reopened.fsck().is_empty());
