@@ -253,10 +253,11 @@ impl PgLocation {
     /// transaction on it is read-only unless it asks otherwise (`SET
     /// default_transaction_read_only`), so the database itself refuses a write.
     fn session(&self, read_only: bool) -> Result<Client> {
-        let config: postgres::Config = self
+        let mut config: postgres::Config = self
             .url
             .parse()
             .map_err(|e| Error::invalid_input(format!("PostgreSQL URL: {e}")))?;
+        with_network_defaults(&mut config);
         let mut client = config
             .connect(NoTls)
             .pg(&format!("connecting to {}", self.redacted()))?;
@@ -275,6 +276,30 @@ impl PgLocation {
             ))
             .pg("setting the search path")?;
         Ok(client)
+    }
+}
+
+/// How long a connection attempt may take before it fails, unless the URL sets
+/// `connect_timeout`.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long the server may stay silent (idle, or not acknowledging what was sent) before the
+/// connection is probed or dropped, unless the URL sets `keepalives_idle` or `tcp_user_timeout`.
+const DEAD_PEER_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Bounds what the URL leaves unbounded, so that an unreachable or vanished server is an error
+/// within seconds rather than a commit hung for hours: a connect timeout (libpq's default is
+/// none), keepalives after 30 s idle instead of the system's 2 hours, and a TCP user timeout.
+fn with_network_defaults(config: &mut postgres::Config) {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(DEAD_PEER_AFTER);
+    }
+    // The library's default; a URL that sets another keeps it.
+    if config.get_keepalives_idle() == std::time::Duration::from_secs(2 * 60 * 60) {
+        config.keepalives_idle(DEAD_PEER_AFTER);
     }
 }
 
@@ -798,5 +823,31 @@ impl Backend for PgStore {
     fn gc(&self) -> Result<GcReport> {
         self.check_writable()?;
         self.with_client(maintain::gc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{CONNECT_TIMEOUT, DEAD_PEER_AFTER, with_network_defaults};
+
+    fn configured(url: &str) -> Result<postgres::Config, postgres::Error> {
+        let mut config: postgres::Config = url.parse()?;
+        with_network_defaults(&mut config);
+        Ok(config)
+    }
+
+    /// A URL that bounds nothing gets strata's bounds; one that sets its own keeps them.
+    #[test]
+    fn connections_are_bounded_unless_the_url_says_otherwise() -> Result<(), postgres::Error> {
+        let plain = configured("postgres://u@h:1/db")?;
+        assert_eq!(plain.get_connect_timeout(), Some(&CONNECT_TIMEOUT));
+        assert_eq!(plain.get_tcp_user_timeout(), Some(&DEAD_PEER_AFTER));
+        assert_eq!(plain.get_keepalives_idle(), DEAD_PEER_AFTER);
+        let own = configured("postgres://u@h:1/db?connect_timeout=3&keepalives_idle=90")?;
+        assert_eq!(own.get_connect_timeout(), Some(&Duration::from_secs(3)));
+        assert_eq!(own.get_keepalives_idle(), Duration::from_secs(90));
+        Ok(())
     }
 }
