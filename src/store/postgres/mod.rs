@@ -258,9 +258,7 @@ impl PgLocation {
             .parse()
             .map_err(|e| Error::invalid_input(format!("PostgreSQL URL: {e}")))?;
         with_network_defaults(&mut config);
-        let mut client = config
-            .connect(NoTls)
-            .pg(&format!("connecting to {}", self.redacted()))?;
+        let mut client = connect_within(config, &self.redacted())?;
         let only = if read_only {
             "; SET default_transaction_read_only = on"
         } else {
@@ -300,6 +298,37 @@ fn with_network_defaults(config: &mut postgres::Config) {
     // The library's default; a URL that sets another keeps it.
     if config.get_keepalives_idle() == std::time::Duration::from_secs(2 * 60 * 60) {
         config.keepalives_idle(DEAD_PEER_AFTER);
+    }
+}
+
+/// Connects as `config` says, the whole of it (the socket, the startup and authentication)
+/// within its connect timeout, as libpq's `connect_timeout` is: the client library bounds only
+/// the socket's connect, and a peer that accepts and never answers (a hung server, or a socket
+/// connected to itself) would hold the caller forever. A connect that outlives the timeout is
+/// left to finish or fail on a thread of its own.
+fn connect_within(config: postgres::Config, redacted: &str) -> Result<Client> {
+    let what = format!("connecting to {redacted}");
+    let Some(&timeout) = config.get_connect_timeout().filter(|t| !t.is_zero()) else {
+        return config.connect(NoTls).pg(&what);
+    };
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("pg-connect".into())
+        .spawn(move || {
+            // The caller may have given up: nobody to tell then.
+            let _ = sender.send(config.connect(NoTls));
+        })
+        .map_err(|e| Error::io("starting a thread to connect to PostgreSQL", e))?;
+    match receiver.recv_timeout(timeout) {
+        Ok(connected) => connected.pg(&what),
+        Err(_) => Err(Error::storage(
+            &what,
+            format!(
+                "the server did not complete the connection within {} s (set connect_timeout= \
+                 in the URL for another limit); check that it is up and reachable",
+                timeout.as_secs_f64()
+            ),
+        )),
     }
 }
 
@@ -830,7 +859,8 @@ impl Backend for PgStore {
 mod tests {
     use std::time::Duration;
 
-    use super::{CONNECT_TIMEOUT, DEAD_PEER_AFTER, with_network_defaults};
+    use super::{CONNECT_TIMEOUT, DEAD_PEER_AFTER, connect_within, with_network_defaults};
+    use crate::error::Error;
 
     fn configured(url: &str) -> Result<postgres::Config, postgres::Error> {
         let mut config: postgres::Config = url.parse()?;
@@ -848,6 +878,30 @@ mod tests {
         let own = configured("postgres://u@h:1/db?connect_timeout=3&keepalives_idle=90")?;
         assert_eq!(own.get_connect_timeout(), Some(&Duration::from_secs(3)));
         assert_eq!(own.get_keepalives_idle(), Duration::from_secs(90));
+        Ok(())
+    }
+
+    /// A server that accepts the connection and never answers (a hung server, or a client's
+    /// socket connected to itself) fails the connect within its timeout instead of hanging.
+    #[test]
+    fn a_server_that_never_answers_fails_the_connect_within_its_timeout()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let port = silent.local_addr()?.port();
+        let url = format!("postgres://u@127.0.0.1:{port}/db?connect_timeout=1");
+        let started = std::time::Instant::now();
+        let err = match connect_within(url.parse()?, "the silent server") {
+            Ok(_) => return Err("a silent server gave a connection".into()),
+            Err(e) => e,
+        };
+        assert!(matches!(err, Error::Storage { .. }), "{err}");
+        assert!(err.full_message().contains("within 1 s"), "{err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        drop(silent);
         Ok(())
     }
 }
