@@ -1,5 +1,7 @@
 //! The daemon's benchmarks (`strata serve`), on a store in a temporary directory:
 //!
+//! 0. The disk's floor: `fdatasync` of a 4 KiB write, p50 and p99 (a durable commit waits for
+//!    one; on a busy disk it bounds commits/s more than the CPU).
 //! 1. `show` of a small file: an in-process engine call, through the socket (a connected
 //!    [`Client`]), and a CLI process (through the daemon, and with `--no-daemon`): p50, p99.
 //! 2. A small read through the socket (that `show`) against the protocol's floor (`handshake`).
@@ -250,6 +252,26 @@ fn sessions(engine: &Engine, prefix: &str, files: &[Vec<String>]) -> Vec<String>
         .collect()
 }
 
+/// 200 timed `fdatasync`s, each after a 4 KiB write into a file in `dir`.
+fn fsync_floor(dir: &Path) -> Vec<Duration> {
+    use std::io::{Seek, SeekFrom, Write};
+    let path = dir.join("fsync-floor");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let page = [7u8; 4096];
+    let samples = (0..200)
+        .map(|i| {
+            file.seek(SeekFrom::Start((i % 16) * 4096)).unwrap();
+            file.write_all(&page).unwrap();
+            let started = Instant::now();
+            file.sync_data().unwrap();
+            started.elapsed()
+        })
+        .collect();
+    drop(file);
+    std::fs::remove_file(&path).unwrap();
+    samples
+}
+
 fn main() {
     let seconds: f64 = env_or("STRATA_BENCH_SECONDS", 10.0);
     let clients: usize = env_or("STRATA_BENCH_CLIENTS", 16);
@@ -262,6 +284,11 @@ fn main() {
         "strata serve benchmark: {clients} clients, {seconds} s, store in {}",
         root.display()
     );
+
+    // The machine's floor for a durable commit: what an fsync costs here now (a commit
+    // cannot be answered sooner; on a busy disk it bounds commits/s more than the CPU does).
+    let mut fsyncs = fsync_floor(&root);
+    report("fdatasync of a 4 KiB write (the disk's floor)", &mut fsyncs);
 
     // The sessions, and the in-process figures, before any daemon holds the store.
     let engine = Engine::open(&store, Access::Create).unwrap();
