@@ -4,9 +4,12 @@
 //! `STRATA_STORE_REPORT=1 cargo bench --bench store` instead prints the one-shot measurements
 //! that decided the layout: store size per byte put (100 000 contents of 1–8 KiB, incompressible
 //! and source-like) and reopen time after a crash with and without redb's quick repair.
-//! `STRATA_REPORT_TABLES=1` adds each table's pages (and bytes per content put);
+//! `STRATA_REPORT_TABLES=1` adds each table's pages and bytes per content put (and skips the
+//! reopen measurements); `STRATA_REPORT_SHORT_FS=1` gives the files the filesystem id `bench`
+//! instead of a 64-hex one like a real machine's (the figures of issue 3);
 //! `STRATA_REPORT_BATCHES=20` puts 20 000 contents instead of 100 000; `STRATA_REPORT_QUICK=1`
-//! stops after the incompressible run.
+//! stops after the incompressible run. `STRATA_TABLES_OF=PATH/store.redb` prints only the table
+//! report of that store (per file with `STRATA_TABLES_FILES=N`).
 
 #![allow(
     clippy::unwrap_used,
@@ -22,7 +25,11 @@ use strata::{HistoryQuery, Op, Origin, Put, Store, Timestamp, TxId};
 
 fn main() {
     if let Some(path) = std::env::var_os("STRATA_TABLES_OF") {
-        table_report(std::path::Path::new(&path), 0);
+        let files = std::env::var("STRATA_TABLES_FILES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        table_report(std::path::Path::new(&path), files);
     } else if std::env::var_os("STRATA_STORE_REPORT").is_some() {
         report();
     } else {
@@ -30,10 +37,21 @@ fn main() {
     }
 }
 
+/// The filesystem id of the bench's files: a SHA-256 in hex like a real machine's
+/// (`resolve::machine_filesystem_id`), 33 bytes in a key or record where `bench` took 6.
+/// `STRATA_REPORT_SHORT_FS=1` uses `bench` instead (the figures before this was realistic).
+fn fs_id() -> String {
+    if std::env::var_os("STRATA_REPORT_SHORT_FS").is_some() {
+        "bench".into()
+    } else {
+        "5d41402abc4b2a76b9719d911017c592".repeat(2)
+    }
+}
+
 fn file(path: &str, text: String) -> Object {
     Object::file_text(
         FilesystemSource {
-            filesystem_id: "bench".into(),
+            filesystem_id: fs_id(),
             path: path.into(),
         },
         text,
@@ -260,36 +278,73 @@ fn size_report(name: &str, make: impl Fn(usize, &mut u64) -> (Object, Option<Vec
         closing.as_secs_f64(),
         long as f64 / 1048576.0
     );
+    println!(
+        "  store.redb beyond the bytes put: {:.0} B/file",
+        (size as f64 - put as f64) / (batches * 1000) as f64
+    );
     if std::env::var_os("STRATA_REPORT_TABLES").is_some() {
         table_report(&dir.path().join("store.redb"), batches * 1000);
     }
 }
 
-/// Per-table space of a store file, straight from redb, and per file put when `files` > 0
-/// (leaf and branch pages × page size / files).
+/// Per-table space of a store file, straight from redb, per file put when `files` > 0:
+/// `space` is what the table takes (its pages, with the large pages of values above 4 KiB),
+/// `stored` the keys' and values' own bytes, `overhead` redb's per-page and per-entry bytes
+/// (headers, offsets, branch keys), `fill` (stored + overhead) / space: the rest is free room in
+/// the pages (B-tree leaves split half full, random keys leave them ~70 % full). The last line
+/// sums every table but `blob_chunks` (the contents): the metadata per file.
 fn table_report(path: &std::path::Path, files: usize) {
     use redb::{ReadableDatabase, ReadableTableMetadata, TableHandle};
     let db = redb::Database::open(path).unwrap();
     let rtx = db.begin_read().unwrap();
+    let per = |bytes: u64| {
+        if files > 0 {
+            format!("{:.1}", bytes as f64 / files as f64)
+        } else {
+            format!("{bytes}")
+        }
+    };
+    let fill = |used: u64, space: u64| {
+        if space > 0 {
+            format!("{:.0} %", 100.0 * used as f64 / space as f64)
+        } else {
+            "-".to_string()
+        }
+    };
+    let unit = if files > 0 { "B/file" } else { "B" };
+    println!("  | table | space {unit} | stored {unit} | overhead {unit} | fill |");
+    println!("  | --- | --- | --- | --- | --- |");
+    let mut meta = (0u64, 0u64, 0u64);
     for table in rtx.list_tables().unwrap() {
         let name = table.name().to_string();
         let stats = rtx.open_untyped_table(table).unwrap().stats().unwrap();
-        let per_file = if files > 0 {
-            format!(
-                " = {:.0} B/file",
-                ((stats.leaf_pages() + stats.branch_pages()) * 4096) as f64 / files as f64
-            )
-        } else {
-            String::new()
-        };
+        let pages = (stats.leaf_pages() + stats.branch_pages()) * 4096;
+        let space =
+            pages.max(stats.stored_bytes() + stats.metadata_bytes() + stats.fragmented_bytes());
+        let used = stats.stored_bytes() + stats.metadata_bytes();
+        if name != "blob_chunks" {
+            meta.0 += space;
+            meta.1 += stats.stored_bytes();
+            meta.2 += stats.metadata_bytes();
+        }
+        if space == 0 {
+            continue;
+        }
         println!(
-            "  {name}: {} leaf pages{per_file}, {:.1} MiB stored, {:.1} MiB metadata, {:.1} MiB fragmented",
-            stats.leaf_pages(),
-            stats.stored_bytes() as f64 / 1048576.0,
-            stats.metadata_bytes() as f64 / 1048576.0,
-            stats.fragmented_bytes() as f64 / 1048576.0
+            "  | {name} | {} | {} | {} | {} |",
+            per(space),
+            per(stats.stored_bytes()),
+            per(stats.metadata_bytes()),
+            fill(used, space)
         );
     }
+    println!(
+        "  | all but blob_chunks (metadata) | {} | {} | {} | {} |",
+        per(meta.0),
+        per(meta.1),
+        per(meta.2),
+        fill(meta.1 + meta.2, meta.0)
+    );
     drop(rtx);
     let wtx = db.begin_write().unwrap();
     let stats = wtx.stats().unwrap();
@@ -342,7 +397,7 @@ fn report() {
             bytes[0] = 0xff; // never UTF-8
             let object = Object::file_bytes(
                 FilesystemSource {
-                    filesystem_id: "bench".into(),
+                    filesystem_id: fs_id(),
                     path: format!("/bin/{i}.bin"),
                 },
                 bytes.clone(),
@@ -372,6 +427,9 @@ fn report() {
         let len = text.len();
         (file(&format!("/src/{i}.rs"), text), None, len)
     });
+    if std::env::var_os("STRATA_REPORT_TABLES").is_some() {
+        return; // the size report only
+    }
     for rows in [100_000, 1_000_000] {
         for quick in [false, true] {
             println!(

@@ -85,6 +85,9 @@ impl RedbStore {
             }
             w.finish()?;
         }
+        // The replay wrote `entities` and `paths` in log order, that is at random places: their
+        // pages are ~70 % full, where the close's repack would only come after a large write.
+        super::repack::repack_tables(&wtx)?;
         wtx.commit().db()?;
         Ok(())
     }

@@ -36,6 +36,7 @@ mod metadata;
 mod open;
 mod overlay;
 mod read;
+mod repack;
 mod salvage;
 mod scan;
 mod snapshot;
@@ -258,7 +259,9 @@ impl Drop for RedbStore {
     /// re-index; so it runs only when the file grew and the bytes allocated on disk grew by at
     /// least an eighth since the handle opened it. After a small write the file may be up to
     /// twice as long as its content, in a sparse tail that takes no disk space; the next large
-    /// write compacts it. Best effort: a failure leaves a longer file, never a wrong one.
+    /// write compacts it. Before compacting, the tables keyed by hashes and paths that are
+    /// less than 85 % used are rewritten in key order (`repack`: 100 000 files, ~190 bytes a
+    /// file fewer). Best effort: a failure leaves a longer file, never a wrong one.
     fn drop(&mut self) {
         let read_only = self.read_only;
         // A handle that met damage commits nothing more, not even redb's close-time record.
@@ -280,14 +283,23 @@ impl Drop for RedbStore {
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .writable()
             {
-                // Best effort, and never a panic out of a drop (a damaged page).
-                let _ = guard::guarded(&self.damaged, "compacting the store", || {
-                    db.compact()
-                        .map(|_| ())
-                        .map_err(|e| Error::corrupt(e.to_string()))
+                // Best effort, and never a panic out of a drop (a damaged page). The tables keyed
+                // by hashes and paths are rewritten full first (`repack`), so that compacting
+                // gives their empty room back too.
+                let _ = guard::guarded(&self.damaged, "repacking the store's tables", || {
+                    repack::repack_sparse_tables(db).map(|_| ())
                 });
+                if !self.damaged.load(std::sync::atomic::Ordering::SeqCst) {
+                    let _ = guard::guarded(&self.damaged, "compacting the store", || {
+                        db.compact()
+                            .map(|_| ())
+                            .map_err(|e| Error::corrupt(e.to_string()))
+                    });
+                }
             }
         }
+        // A repack or compaction that met damage above makes the close one without writing.
+        let damaged = damaged || self.damaged.load(std::sync::atomic::Ordering::SeqCst);
         // redb records its allocator state when the database drops, and may panic there on a
         // damaged page: drop it under the guard, quietly, before the lock file goes; a damaged
         // handle without that commit.
