@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::{Budget, thread_cpu_seconds};
 use super::dirstat::DirStat;
 use super::disk::{Look, StatChange, presence, record};
-use super::walk::{Found, SkipKind, WalkPlan, walk};
+use super::walk::{Cached, Found, ScanCache, SkipKind, WalkPlan, walk};
 use super::{Action, Indexer, Planned};
 use crate::error::{Error, Result};
 use crate::object::FilesystemSource;
@@ -211,14 +211,12 @@ pub fn scan(
         }
     }
 
-    let mut cache = rustc_hash::FxHashMap::default();
+    let mut cache = ScanCache::default();
     for root in &roots {
-        let part = store.stat_cache(&filesystem_id, utf8_path(root)?)?;
-        if cache.is_empty() {
-            cache = part;
-        } else {
-            cache.extend(part);
-        }
+        store.for_each_stat_entry(&filesystem_id, utf8_path(root)?, &mut |path, entry| {
+            cache.insert(path, entry);
+            Ok(())
+        })?;
     }
     let ignore = extra_ignore(&options.ignore)?;
     let plan = WalkPlan {
@@ -226,7 +224,7 @@ pub fn scan(
         roots: walked,
         deny: indexer.deny_rules().clone(),
         max_content_bytes: indexer.max_content_bytes(),
-        cache: Arc::new(cache),
+        cache,
         skip_dirs,
         ignore,
         threads: options.threads,
@@ -237,9 +235,9 @@ pub fn scan(
     let planner_cpu_start = thread_cpu_seconds();
 
     let mut summary = ScanSummary::default();
-    // Paths found by the walk, to find deletions among the stored paths.
-    let mut seen: rustc_hash::FxHashSet<String> =
-        rustc_hash::FxHashSet::with_capacity_and_hasher(plan.cache.len(), Default::default());
+    // Paths found by the walk that the stat cache does not hold (it marks those it holds), to
+    // find deletions among the stored paths.
+    let mut seen: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
     let mut skipped_seen: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
     // Whether any file under the roots was indexed before (a new path there is a creation or a
     // rename, dated by its ctime).
@@ -285,11 +283,16 @@ pub fn scan(
     let mut dirs = DirStat::new(false);
     for root in &roots {
         let prefix = utf8_path(root)?;
-        for path in store.indexed_paths_under(&filesystem_id, prefix)? {
-            // Seen, or still on disk as a file but ignored or skipped: not a deletion.
-            if seen.contains(&path) {
-                continue;
+        // The stored paths the walk did not meet (without a copy of every path met).
+        let mut unmet = Vec::new();
+        store.for_each_indexed_path_under(&filesystem_id, prefix, &mut |path| {
+            if !met(&plan.cache, &seen, path) {
+                unmet.push(path.to_string());
             }
+            Ok(())
+        })?;
+        for path in unmet {
+            // Still on disk as a file but ignored or skipped: not a deletion.
             let presence = presence(&mut dirs, &path);
             if !presence.is_gone() {
                 continue;
@@ -414,12 +417,10 @@ fn plan_found(
         };
         for found in found {
             match found {
-                Found::Unchanged { path, .. } => {
-                    // Overlapping roots may meet a file twice: it counts once.
-                    if seen.insert(path) {
-                        summary.files += 1;
-                        summary.unchanged += 1;
-                    }
+                Found::Unchanged { files } => {
+                    // Marked met in the cache by the walk (overlapping roots: counted once).
+                    summary.files += files;
+                    summary.unchanged += files;
                 }
                 Found::Read {
                     path,
@@ -429,7 +430,7 @@ fn plan_found(
                     reserved,
                 } => {
                     batch.reserved += reserved;
-                    if seen.contains(&path) {
+                    if met(&plan.cache, seen, &path) {
                         continue;
                     }
                     summary.files += 1;
@@ -437,7 +438,7 @@ fn plan_found(
                     // A path new to a tree indexed before was created or renamed there: a rename
                     // keeps the mtime but sets the ctime, so the later of the two dates it (a
                     // renamed file's new name does not exist in the past beside its old one).
-                    let new_path = tree_known && !plan.cache.contains_key(&path);
+                    let new_path = tree_known && plan.cache.get(&path).is_none();
                     let changed_ns = if new_path {
                         stat.mtime_ns.max(stat.ctime_ns)
                     } else {
@@ -452,10 +453,10 @@ fn plan_found(
                     // A file still changing after several reads is stored as read, but the next
                     // scan reads it again.
                     record(&mut batch.stat, &path, change);
-                    seen.insert(path);
+                    meet(&plan.cache, seen, path);
                 }
                 Found::Denied { path, .. } => {
-                    if seen.contains(&path) {
+                    if met(&plan.cache, seen, &path) {
                         continue;
                     }
                     summary.files += 1;
@@ -466,7 +467,7 @@ fn plan_found(
                     };
                     let planned = indexer.plan_look(source, Look::Denied)?;
                     add(summary, batch, planned);
-                    seen.insert(path);
+                    meet(&plan.cache, seen, path);
                 }
                 Found::Skipped { path, kind, reason } => {
                     // Not marked seen: a regular file skipped for a read error is still there
@@ -564,6 +565,25 @@ pub fn extra_ignore(globs: &[String]) -> Result<Option<Arc<ignore::gitignore::Gi
         .build()
         .map_err(|e| Error::invalid_input(format!("ignore globs: {e}")))?;
     Ok(Some(Arc::new(rules)))
+}
+
+/// Whether the scan met canonical `path`: marked in the cache, or among the others it met.
+fn met(cache: &ScanCache, others: &rustc_hash::FxHashSet<String>, path: &str) -> bool {
+    cache
+        .get(path)
+        .map_or_else(|| others.contains(path), Cached::is_marked)
+}
+
+/// Records that the scan met canonical `path`.
+fn meet(cache: &ScanCache, others: &mut rustc_hash::FxHashSet<String>, path: String) {
+    match cache.get(&path) {
+        Some(cached) => {
+            cached.mark();
+        }
+        None => {
+            others.insert(path);
+        }
+    }
 }
 
 /// Counts a planned file and queues its ops.

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 
 use ignore::gitignore::Gitignore;
@@ -19,10 +20,11 @@ use crate::store::{FileStat, StatEntry, Timestamp};
 /// What the walk found at one path.
 #[derive(Debug)]
 pub enum Found {
-    /// The stat cache vouches for the file: not read.
+    /// The stat cache vouched for this many files, not read (each marked met in the
+    /// [`ScanCache`], so that they travel without their paths).
     Unchanged {
-        /// The canonical path.
-        path: String,
+        /// How many.
+        files: u64,
     },
     /// The file was read and hashed.
     Read {
@@ -173,6 +175,61 @@ fn error_io(err: &ignore::Error) -> Option<&std::io::Error> {
     }
 }
 
+/// The stat cache entries of a scan's roots by canonical path, each with a mark set once the
+/// scan met the file: the walk marks the files the cache vouches for and sends only their count,
+/// and the deletion check asks the marks (no path of its own for an unchanged file).
+#[derive(Debug, Default)]
+pub struct ScanCache {
+    entries: rustc_hash::FxHashMap<String, Cached>,
+}
+
+/// One entry of a [`ScanCache`].
+#[derive(Debug)]
+pub struct Cached {
+    entry: StatEntry,
+    met: AtomicBool,
+}
+
+impl Cached {
+    /// The stat cache entry.
+    pub fn entry(&self) -> &StatEntry {
+        &self.entry
+    }
+
+    /// Marks the file met; true the first time.
+    pub fn mark(&self) -> bool {
+        !self.met.swap(true, Ordering::Relaxed)
+    }
+
+    /// Whether the file was met.
+    pub fn is_marked(&self) -> bool {
+        self.met.load(Ordering::Relaxed)
+    }
+}
+
+impl ScanCache {
+    /// Adds the entry of canonical `path` (unmarked).
+    pub fn insert(&mut self, path: &str, entry: StatEntry) {
+        self.entries.insert(
+            path.to_string(),
+            Cached {
+                entry,
+                met: AtomicBool::new(false),
+            },
+        );
+    }
+
+    /// The entry of canonical `path`.
+    pub fn get(&self, path: &str) -> Option<&Cached> {
+        self.entries.get(path)
+    }
+
+    /// Whether it holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
 /// What the walk needs: roots, rules, the stat cache, and which directories never to enter.
 pub struct WalkPlan {
     /// The filesystem the roots are on (this machine's).
@@ -184,7 +241,7 @@ pub struct WalkPlan {
     /// Files larger than this keep no bytes.
     pub max_content_bytes: u64,
     /// The stat cache entries of the files under the roots, by canonical path.
-    pub cache: Arc<rustc_hash::FxHashMap<String, StatEntry>>,
+    pub cache: ScanCache,
     /// Directories skipped wherever they are met (the store directory).
     pub skip_dirs: Vec<PathBuf>,
     /// Extra ignore rules (gitignore syntax, matched against paths relative to `/`).
@@ -299,6 +356,7 @@ impl<'s, 'p: 's> ParallelVisitorBuilder<'s> for Visitors<'p> {
             sink: self.sink.clone(),
             batch: Vec::new(),
             batch_bytes: 0,
+            unchanged: 0,
             dirstat: DirStat::new(false),
             visited: false,
         })
@@ -311,6 +369,8 @@ struct Visitor<'p> {
     sink: SyncSender<Vec<Found>>,
     batch: Vec<Found>,
     batch_bytes: u64,
+    /// Files the stat cache vouched for since the last [`Found::Unchanged`] in the batch.
+    unchanged: u64,
     /// Stats each file through a handle on its directory (the walk visits a directory's files
     /// one after another).
     dirstat: DirStat,
@@ -321,6 +381,11 @@ struct Visitor<'p> {
 impl Visitor<'_> {
     /// Sends the batch; false when the receiver hung up.
     fn flush(&mut self) -> bool {
+        if self.unchanged > 0 {
+            self.batch.push(Found::Unchanged {
+                files: std::mem::take(&mut self.unchanged),
+            });
+        }
         if self.batch.is_empty() {
             return true;
         }
@@ -365,7 +430,16 @@ impl ParallelVisitor for Visitor<'_> {
                             let _ = sink.send(std::mem::take(batch));
                         }
                     };
-                    visit_file(plan, dirstat, entry.path(), &mut flush)
+                    match visit_file(plan, dirstat, entry.path(), &mut flush) {
+                        Some(found) => found,
+                        None => {
+                            self.unchanged += 1;
+                            if self.unchanged >= BATCH_FILES as u64 && !self.flush() {
+                                return WalkState::Quit;
+                            }
+                            return WalkState::Continue;
+                        }
+                    }
                 }
                 other => {
                     let kind = other.map_or(SkipKind::Special, SkipKind::of_type);
@@ -415,51 +489,62 @@ impl Drop for Visitor<'_> {
 
 /// Stats one regular file and looks at it through the one disk path: unless the cache vouches
 /// for it or a rule denies it, it is read, hashed and turned into its object here, on the
-/// walker's thread.
+/// walker's thread. `None`: the cache vouched for it, and it is marked met there.
 fn visit_file(
     plan: &WalkPlan,
     dirstat: &mut DirStat,
     path: &Path,
     before_wait: &mut dyn FnMut(),
-) -> Found {
-    let Some(canonical) = path.to_str().map(str::to_string) else {
-        return Found::Skipped {
+) -> Option<Found> {
+    let Some(canonical) = path.to_str() else {
+        return Some(Found::Skipped {
             path: path.to_path_buf(),
             kind: SkipKind::NotUtf8,
             reason: SkipKind::NotUtf8.describe().into(),
-        };
+        });
     };
-    let presence = match dirstat.stat(&canonical) {
+    let presence = match dirstat.stat(canonical) {
         Ok((true, stat)) => Presence::File(stat),
         Ok((false, _)) => {
             let kind = std::fs::symlink_metadata(path)
                 .map_or(SkipKind::Special, |m| SkipKind::of_type(m.file_type()));
-            return Found::Skipped {
+            return Some(Found::Skipped {
                 path: path.to_path_buf(),
                 kind,
                 reason: kind.describe().into(),
-            };
+            });
         }
         Err(err) => {
-            return Found::Skipped {
+            return Some(Found::Skipped {
                 path: path.to_path_buf(),
                 kind: SkipKind::Unreadable,
                 reason: format!("cannot be read: {err}"),
-            };
+            });
         }
     };
+    let cached = plan.cache.get(canonical);
+    // The deny rules first (a file denied since it was indexed is stubbed whatever its stat),
+    // once; then the cache's vouch, without a path of its own.
+    let denied = plan.deny.is_denied(canonical);
+    if let (false, Presence::File(stat), Some(cached)) = (denied, &presence, cached)
+        && cached.entry().vouches_for(stat)
+    {
+        if cached.mark() {
+            return None;
+        }
+        // Met twice (overlapping roots): counted once.
+        return Some(Found::Unchanged { files: 0 });
+    }
+    let canonical = canonical.to_string();
     let rules = LookRules {
         deny: &plan.deny,
         max_content_bytes: plan.max_content_bytes,
-        cached: plan.cache.get(&canonical),
+        cached: cached.map(Cached::entry),
     };
     // The bytes a read holds until the commit: the file's, kept up to the content limit (a larger
     // file streams through the hash), once more for the compressed record beside them, at most.
     let reserved = match &presence {
-        Presence::File(stat)
-            if !rules.cached.is_some_and(|entry| entry.vouches_for(stat))
-                && !plan.deny.is_denied(&canonical) =>
-        {
+        Presence::File(stat) if !denied => {
             let kept = if stat.size > plan.max_content_bytes {
                 0
             } else {
@@ -477,9 +562,11 @@ fn visit_file(
         plan.budget.release(reserved);
     }
     let change = StatChange::of(&look, plan.scan_start);
-    match look {
+    Some(match look {
         Look::Denied => Found::Denied { path: canonical },
-        Look::Vouched(_) => Found::Unchanged { path: canonical },
+        Look::Vouched(_) => Found::Unchanged {
+            files: u64::from(cached.is_some_and(Cached::mark)),
+        },
         Look::Read { reading, stat, .. } => {
             let source = FilesystemSource {
                 filesystem_id: plan.filesystem_id.clone(),
@@ -513,5 +600,5 @@ fn visit_file(
             kind: SkipKind::Gone,
             reason: SkipKind::Gone.describe().into(),
         },
-    }
+    })
 }

@@ -633,6 +633,17 @@ impl Backend for RedbStore {
         })
     }
 
+    fn for_each_indexed_path_under(
+        &self,
+        filesystem_id: &str,
+        prefix: &str,
+        visit: &mut dyn FnMut(&str) -> Result<()>,
+    ) -> Result<()> {
+        self.guarded("listing paths", || {
+            RedbStore::for_each_indexed_path_under(self, filesystem_id, prefix, visit)
+        })
+    }
+
     fn content(&self, hash: &Hash) -> Result<Option<Vec<u8>>> {
         self.guarded("reading a content", || RedbStore::content(self, hash))
     }
@@ -691,6 +702,17 @@ impl Backend for RedbStore {
     ) -> Result<rustc_hash::FxHashMap<String, StatEntry>> {
         self.guarded("reading the stat cache", || {
             RedbStore::stat_cache(self, filesystem_id, prefix)
+        })
+    }
+
+    fn for_each_stat_entry(
+        &self,
+        filesystem_id: &str,
+        prefix: &str,
+        visit: &mut dyn FnMut(&str, StatEntry) -> Result<()>,
+    ) -> Result<()> {
+        self.guarded("reading the stat cache", || {
+            RedbStore::for_each_stat_entry(self, filesystem_id, prefix, visit)
         })
     }
 
