@@ -211,7 +211,8 @@ pub fn scan(
         }
     }
 
-    let mut cache = ScanCache::default();
+    // Sized for the whole table: a scan of the root holds all of it.
+    let mut cache = ScanCache::with_capacity(usize::try_from(store.stat_cache_len()?).unwrap_or(0));
     for root in &roots {
         store.for_each_stat_entry(&filesystem_id, utf8_path(root)?, &mut |path, entry| {
             cache.insert(path, entry);

@@ -208,6 +208,14 @@ impl Cached {
 }
 
 impl ScanCache {
+    /// An empty cache with room for `entries` without rehashing (rehashing showed in profiles
+    /// of an unchanged re-index).
+    pub fn with_capacity(entries: usize) -> Self {
+        ScanCache {
+            entries: rustc_hash::FxHashMap::with_capacity_and_hasher(entries, Default::default()),
+        }
+    }
+
     /// Adds the entry of canonical `path` (unmarked).
     pub fn insert(&mut self, path: &str, entry: StatEntry) {
         self.entries.insert(

@@ -365,6 +365,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         prefix: &str,
     ) -> Result<rustc_hash::FxHashMap<String, StatEntry>>;
 
+    /// How many stat cache entries the store holds, on every filesystem (to size a map for
+    /// them); 0 when the backend cannot tell cheaply.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn stat_cache_len(&self) -> Result<u64> {
+        Ok(0)
+    }
+
     /// Gives each entry of [`Backend::stat_cache`] to `visit` without building a map (a scan
     /// builds its own, with a mark per entry).
     ///

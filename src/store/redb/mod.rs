@@ -705,6 +705,10 @@ impl Backend for RedbStore {
         })
     }
 
+    fn stat_cache_len(&self) -> Result<u64> {
+        self.guarded("reading the stat cache", || RedbStore::stat_cache_len(self))
+    }
+
     fn for_each_stat_entry(
         &self,
         filesystem_id: &str,

@@ -62,6 +62,16 @@ impl RedbStore {
         Ok(out)
     }
 
+    /// How many stat cache entries the store holds, on every filesystem.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when redb fails.
+    pub fn stat_cache_len(&self) -> Result<u64> {
+        let rtx = self.read()?;
+        let table = rtx.open_table(STAT_CACHE).db()?;
+        table.len().db()
+    }
+
     /// [`RedbStore::stat_cache`] entry by entry, without building a map.
     ///
     /// # Errors
