@@ -248,10 +248,31 @@ pub fn scan(
     // The writer commits one batch while the planner fills the next: at most one waits.
     let (to_writer, writer_inbox) = sync_channel::<Batch>(1);
     let budget = Arc::clone(&plan.budget);
-    let written = std::thread::scope(|scope| -> Result<Written> {
+    let (written, stored) = std::thread::scope(|scope| -> Result<(Written, Vec<String>)> {
         let plan = &plan;
         scope.spawn(move || walk(plan, sender));
         let writer = scope.spawn(|| write_batches(indexer, &budget, writer_inbox));
+        // The stored paths, listed while the walk runs (its threads leave a core idle much of
+        // the time): those with a cache entry are marked there, the others kept.
+        let roots = &roots;
+        let filesystem_id = &filesystem_id;
+        let stored = scope.spawn(move || -> Result<Vec<String>> {
+            let mut uncached = Vec::new();
+            for root in roots {
+                store.for_each_indexed_path_under(
+                    filesystem_id,
+                    utf8_path(root)?,
+                    &mut |path| {
+                        match plan.cache.get(path) {
+                            Some(cached) => cached.mark_stored(),
+                            None => uncached.push(path.to_string()),
+                        }
+                        Ok(())
+                    },
+                )?;
+            }
+            Ok(uncached)
+        });
         let planned = plan_found(
             indexer,
             plan,
@@ -273,48 +294,49 @@ pub fn scan(
         let written = writer
             .join()
             .map_err(|_| Error::invariant("the scan's writer thread panicked"))?;
-        match (planned, written) {
+        let stored = stored
+            .join()
+            .map_err(|_| Error::invariant("the scan's listing thread panicked"))?;
+        match (planned, written, stored) {
             // A writer error is the cause of a planner that could not hand over its batch.
-            (_, Err(err)) | (Err(err), _) => Err(err),
-            (Ok(()), Ok(written)) => Ok(written),
+            (_, Err(err), _) | (Err(err), _, _) | (_, _, Err(err)) => Err(err),
+            (Ok(()), Ok(written), Ok(stored)) => Ok((written, stored)),
         }
     })?;
     summary.tx_ids.extend(written.tx_ids);
 
+    // The stored paths the walk did not meet, in path order: cached entries not marked met,
+    // and the others it did not see (without a copy of every path met).
+    let mut unmet: Vec<String> = stored
+        .into_iter()
+        .filter(|path| !seen.contains(path))
+        .chain(plan.cache.stored_unmet().map(str::to_string))
+        .collect();
+    unmet.sort_unstable();
+    unmet.dedup();
     let mut dirs = DirStat::new(false);
-    for root in &roots {
-        let prefix = utf8_path(root)?;
-        // The stored paths the walk did not meet (without a copy of every path met).
-        let mut unmet = Vec::new();
-        store.for_each_indexed_path_under(&filesystem_id, prefix, &mut |path| {
-            if !met(&plan.cache, &seen, path) {
-                unmet.push(path.to_string());
-            }
-            Ok(())
-        })?;
-        for path in unmet {
-            // Still on disk as a file but ignored or skipped: not a deletion.
-            let presence = presence(&mut dirs, &path);
-            if !presence.is_gone() {
-                continue;
-            }
-            let source = FilesystemSource {
-                filesystem_id: filesystem_id.clone(),
-                path: path.clone(),
-            };
-            check_listed(store, &source)?;
-            let gone = Look::Gone(presence);
-            let change = StatChange::of(&gone, scan_start);
-            let planned = indexer.plan_look(source, gone)?;
-            record(&mut batch.stat, &path, change);
-            if planned.action != Action::Deleted {
-                // Deleted before: not a file of this scan, so not "unchanged" either.
-                continue;
-            }
-            add(&mut summary, &mut batch, planned);
-            if batch.files >= options.batch_files {
-                commit(indexer, &mut batch, &mut summary)?;
-            }
+    for path in unmet {
+        // Still on disk as a file but ignored or skipped: not a deletion.
+        let presence = presence(&mut dirs, &path);
+        if !presence.is_gone() {
+            continue;
+        }
+        let source = FilesystemSource {
+            filesystem_id: filesystem_id.clone(),
+            path: path.clone(),
+        };
+        check_listed(store, &source)?;
+        let gone = Look::Gone(presence);
+        let change = StatChange::of(&gone, scan_start);
+        let planned = indexer.plan_look(source, gone)?;
+        record(&mut batch.stat, &path, change);
+        if planned.action != Action::Deleted {
+            // Deleted before: not a file of this scan, so not "unchanged" either.
+            continue;
+        }
+        add(&mut summary, &mut batch, planned);
+        if batch.files >= options.batch_files {
+            commit(indexer, &mut batch, &mut summary)?;
         }
     }
     commit(indexer, &mut batch, &mut summary)?;

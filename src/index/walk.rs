@@ -188,6 +188,7 @@ pub struct ScanCache {
 pub struct Cached {
     entry: StatEntry,
     met: AtomicBool,
+    stored: AtomicBool,
 }
 
 impl Cached {
@@ -204,6 +205,11 @@ impl Cached {
     /// Whether the file was met.
     pub fn is_marked(&self) -> bool {
         self.met.load(Ordering::Relaxed)
+    }
+
+    /// Marks the path as one the store lists among its files.
+    pub fn mark_stored(&self) {
+        self.stored.store(true, Ordering::Relaxed);
     }
 }
 
@@ -223,6 +229,7 @@ impl ScanCache {
             Cached {
                 entry,
                 met: AtomicBool::new(false),
+                stored: AtomicBool::new(false),
             },
         );
     }
@@ -230,6 +237,14 @@ impl ScanCache {
     /// The entry of canonical `path`.
     pub fn get(&self, path: &str) -> Option<&Cached> {
         self.entries.get(path)
+    }
+
+    /// The paths marked stored and not met, in no order.
+    pub fn stored_unmet(&self) -> impl Iterator<Item = &str> {
+        self.entries
+            .iter()
+            .filter(|(_, c)| c.stored.load(Ordering::Relaxed) && !c.is_marked())
+            .map(|(path, _)| path.as_str())
     }
 
     /// Whether it holds no entry.
