@@ -61,9 +61,9 @@ use super::TxRequest;
 use super::codec::{self, EntityRec, FirstRec, OpRec, TxHeaderRec, VersionRec};
 use super::log::{self, LoggedOp, Origin, TxRecord};
 use super::{
-    Backend, DB_FILE, DocumentMeta, EncodedBlob, EntityInfo, FORMAT_VERSION, FileStat, Finding,
-    GcReport, HistoryQuery, LOCK_FILE, ObjectMeta, Op, Put, StatEntry, StatUpdate, Stats,
-    Timestamp, TxId, TxReceipt, ValidFrom, Version, VersionInfo,
+    Backend, DB_FILE, DocumentMeta, EncodedBlob, EntityInfo, FORMAT_VERSION, Finding, GcReport,
+    HistoryQuery, LOCK_FILE, ObjectMeta, Op, Put, StatEntry, StatUpdate, Stats, Timestamp, TxId,
+    TxReceipt, ValidFrom, Version, VersionInfo,
 };
 use crate::error::{Error, Result};
 use crate::hash::Hash;

@@ -9,7 +9,6 @@ use super::codec::{self, StatRec};
 use super::tables::STAT_CACHE;
 use super::{Op, Origin, RedbStore, TxReceipt};
 use crate::error::Result;
-use crate::hash::Hash;
 
 /// Writes `update` into the stat cache inside `wtx`.
 pub(super) fn apply(wtx: &WriteTransaction, update: &StatUpdate) -> Result<()> {
@@ -153,25 +152,15 @@ fn for_each_entry(
     super::lookup::for_each_under(table, filesystem_id, prefix, |path, bytes| {
         let rec: StatRec = codec::decode(bytes, "stat cache entry")
             .map_err(|e| crate::Error::corrupt(format!("{e} (the entry of {path})")))?;
-        visit(
-            path,
-            StatEntry {
-                stat: FileStat {
-                    size: rec.size,
-                    mtime_ns: rec.mtime_ns,
-                    ctime_ns: rec.ctime_ns,
-                    inode: rec.inode,
-                },
-                file_hash: Hash(rec.file_hash),
-                scan_start_ns: rec.scan_start_ns,
-            },
-        )
+        visit(path, rec.entry())
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::Hash;
+    use crate::store::FileStat;
 
     #[test]
     fn racy_entries_are_not_trusted() {
