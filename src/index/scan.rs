@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::{Budget, thread_cpu_seconds};
 use super::dirstat::DirStat;
 use super::disk::{Look, StatChange, presence, record};
-use super::walk::{Cached, Found, ScanCache, SkipKind, WalkPlan, walk};
+use super::walk::{CacheSlot, Cached, Found, ScanCache, SkipKind, WalkPlan, walk};
 use super::{Action, Indexer, Planned};
 use crate::error::{Error, Result};
 use crate::object::FilesystemSource;
@@ -211,21 +211,13 @@ pub fn scan(
         }
     }
 
-    // Sized for the whole table: a scan of the root holds all of it.
-    let mut cache = ScanCache::with_capacity(usize::try_from(store.stat_cache_len()?).unwrap_or(0));
-    for root in &roots {
-        store.for_each_stat_entry(&filesystem_id, utf8_path(root)?, &mut |path, entry| {
-            cache.insert(path, entry);
-            Ok(())
-        })?;
-    }
     let ignore = extra_ignore(&options.ignore)?;
     let plan = WalkPlan {
         filesystem_id: filesystem_id.clone(),
         roots: walked,
         deny: indexer.deny_rules().clone(),
         max_content_bytes: indexer.max_content_bytes(),
-        cache,
+        cache: CacheSlot::default(),
         skip_dirs,
         ignore,
         threads: options.threads,
@@ -240,9 +232,6 @@ pub fn scan(
     // find deletions among the stored paths.
     let mut seen: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
     let mut skipped_seen: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
-    // Whether any file under the roots was indexed before (a new path there is a creation or a
-    // rename, dated by its ctime).
-    let tree_known = !plan.cache.is_empty();
     let mut batch = Batch::new(&filesystem_id);
     let (sender, receiver) = sync_channel::<Vec<Found>>(4);
     // The writer commits one batch while the planner fills the next: at most one waits.
@@ -251,6 +240,23 @@ pub fn scan(
     let (written, stored) = std::thread::scope(|scope| -> Result<(Written, Vec<String>)> {
         let plan = &plan;
         scope.spawn(move || walk(plan, sender));
+        // The stat cache, loaded while the walk starts (its walkers stat files meanwhile).
+        let cache = match load_cache(store, &filesystem_id, &roots) {
+            Ok(cache) => cache,
+            Err(err) => {
+                plan.cache.set(None);
+                drop(receiver);
+                return Err(err);
+            }
+        };
+        // Whether any file under the roots was indexed before (a new path there is a creation
+        // or a rename, dated by its ctime).
+        let tree_known = !cache.is_empty();
+        plan.cache.set(Some(cache));
+        let cache = plan
+            .cache
+            .wait()
+            .ok_or_else(|| Error::invariant("the scan's stat cache is not there"))?;
         let writer = scope.spawn(|| write_batches(indexer, &budget, writer_inbox));
         // The stored paths, listed while the walk runs (its threads leave a core idle much of
         // the time): those with a cache entry are marked there, the others kept.
@@ -263,7 +269,7 @@ pub fn scan(
                     filesystem_id,
                     utf8_path(root)?,
                     &mut |path| {
-                        match plan.cache.get(path) {
+                        match cache.get(path) {
                             Some(cached) => cached.mark_stored(),
                             None => uncached.push(path.to_string()),
                         }
@@ -310,7 +316,13 @@ pub fn scan(
     let mut unmet: Vec<String> = stored
         .into_iter()
         .filter(|path| !seen.contains(path))
-        .chain(plan.cache.stored_unmet().map(str::to_string))
+        .chain(
+            plan.cache
+                .wait()
+                .into_iter()
+                .flat_map(ScanCache::stored_unmet)
+                .map(str::to_string),
+        )
         .collect();
     unmet.sort_unstable();
     unmet.dedup();
@@ -427,6 +439,10 @@ fn plan_found(
         progress,
     } = state;
     let filesystem_id = &plan.filesystem_id;
+    let cache = plan
+        .cache
+        .wait()
+        .ok_or_else(|| Error::invariant("the scan's stat cache is not there"))?;
     loop {
         let found = match receiver.recv_timeout(WAIT_TICK) {
             Ok(found) => found,
@@ -453,7 +469,7 @@ fn plan_found(
                     reserved,
                 } => {
                     batch.reserved += reserved;
-                    if met(&plan.cache, seen, &path) {
+                    if met(cache, seen, &path) {
                         continue;
                     }
                     summary.files += 1;
@@ -461,7 +477,7 @@ fn plan_found(
                     // A path new to a tree indexed before was created or renamed there: a rename
                     // keeps the mtime but sets the ctime, so the later of the two dates it (a
                     // renamed file's new name does not exist in the past beside its old one).
-                    let new_path = tree_known && plan.cache.get(&path).is_none();
+                    let new_path = tree_known && cache.get(&path).is_none();
                     let changed_ns = if new_path {
                         stat.mtime_ns.max(stat.ctime_ns)
                     } else {
@@ -476,10 +492,10 @@ fn plan_found(
                     // A file still changing after several reads is stored as read, but the next
                     // scan reads it again.
                     record(&mut batch.stat, &path, change);
-                    meet(&plan.cache, seen, path);
+                    meet(cache, seen, path);
                 }
                 Found::Denied { path, .. } => {
-                    if met(&plan.cache, seen, &path) {
+                    if met(cache, seen, &path) {
                         continue;
                     }
                     summary.files += 1;
@@ -490,7 +506,7 @@ fn plan_found(
                     };
                     let planned = indexer.plan_look(source, Look::Denied)?;
                     add(summary, batch, planned);
-                    meet(&plan.cache, seen, path);
+                    meet(cache, seen, path);
                 }
                 Found::Skipped { path, kind, reason } => {
                     // Not marked seen: a regular file skipped for a read error is still there
@@ -588,6 +604,26 @@ pub fn extra_ignore(globs: &[String]) -> Result<Option<Arc<ignore::gitignore::Gi
         .build()
         .map_err(|e| Error::invalid_input(format!("ignore globs: {e}")))?;
     Ok(Some(Arc::new(rules)))
+}
+
+/// The stat cache entries of the files under `roots`.
+///
+/// # Errors
+/// Store errors.
+fn load_cache(
+    store: &crate::store::Store,
+    filesystem_id: &str,
+    roots: &[PathBuf],
+) -> Result<ScanCache> {
+    // Sized for the whole table: a scan of the root holds all of it.
+    let mut cache = ScanCache::with_capacity(usize::try_from(store.stat_cache_len()?).unwrap_or(0));
+    for root in roots {
+        store.for_each_stat_entry(filesystem_id, utf8_path(root)?, &mut |path, entry| {
+            cache.insert(path, entry);
+            Ok(())
+        })?;
+    }
+    Ok(cache)
 }
 
 /// Whether the scan met canonical `path`: marked in the cache, or among the others it met.
