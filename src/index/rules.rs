@@ -38,7 +38,74 @@ pub const DEFAULT_DENY_GLOBS: &[&str] = &[
 pub struct DenyRules {
     by_name: GlobSet,
     by_path: GlobSet,
+    /// A literal of each name glob, one of which every ASCII name they match contains: the
+    /// globs run only on ASCII names that contain one (a scan asks about every file, and a
+    /// case-insensitive glob set is a regex search).
+    name_literals: Option<Literals>,
+    /// The same for the path globs.
+    path_literals: Option<Literals>,
     globs: Vec<String>,
+}
+
+/// Required literals of a glob set, matched ignoring ASCII case.
+#[derive(Clone, Debug)]
+struct Literals(aho_corasick::AhoCorasick);
+
+impl Literals {
+    /// The longest literal run of each glob (outside `[…]` and `{…}`, which every match contains
+    /// as it is written, up to case); `None` when a glob has no literal of at least two
+    /// characters or one is not ASCII (a non-ASCII letter may fold to an ASCII one).
+    fn of(globs: &[&str]) -> Option<Self> {
+        let mut literals = Vec::new();
+        for glob in globs {
+            let literal = longest_literal(glob);
+            if literal.len() < 2 || !literal.is_ascii() {
+                return None;
+            }
+            literals.push(literal);
+        }
+        aho_corasick::AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(&literals)
+            .ok()
+            .map(Literals)
+    }
+
+    /// Whether `text` may match: it is not ASCII, or it contains one of the literals.
+    fn may_match(&self, text: &str) -> bool {
+        !text.is_ascii() || self.0.is_match(text)
+    }
+}
+
+/// The longest run of literal characters of `glob` outside `[…]` and `{…}` (an escape ends a run).
+fn longest_literal(glob: &str) -> String {
+    let mut best = String::new();
+    let mut run = String::new();
+    let mut depth = 0usize;
+    let mut chars = glob.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '[' | '{' => depth += 1,
+            ']' | '}' => depth = depth.saturating_sub(1),
+            '\\' => {
+                chars.next();
+            }
+            '*' | '?' => {}
+            c if depth == 0 => {
+                run.push(c);
+                continue;
+            }
+            _ => {}
+        }
+        if run.len() > best.len() {
+            best = std::mem::take(&mut run);
+        }
+        run.clear();
+    }
+    if run.len() > best.len() {
+        best = run;
+    }
+    best
 }
 
 impl DenyRules {
@@ -49,6 +116,7 @@ impl DenyRules {
     pub fn new<S: AsRef<str>>(globs: &[S]) -> Result<Self> {
         let mut by_name = GlobSetBuilder::new();
         let mut by_path = GlobSetBuilder::new();
+        let (mut names, mut paths) = (Vec::new(), Vec::new());
         for glob in globs {
             let glob = glob.as_ref();
             let compiled = |pattern: &str| -> Result<Glob> {
@@ -60,8 +128,10 @@ impl DenyRules {
             };
             if glob.contains('/') {
                 by_path.add(compiled(glob)?);
+                paths.push(glob);
             } else {
                 by_name.add(compiled(glob)?);
+                names.push(glob);
             }
         }
         let build = |builder: GlobSetBuilder| {
@@ -72,6 +142,8 @@ impl DenyRules {
         Ok(DenyRules {
             by_name: build(by_name)?,
             by_path: build(by_path)?,
+            name_literals: Literals::of(&names),
+            path_literals: Literals::of(&paths),
             globs: globs.iter().map(|g| g.as_ref().to_string()).collect(),
         })
     }
@@ -89,7 +161,13 @@ impl DenyRules {
     /// Whether the file at canonical `path` is denied.
     pub fn is_denied(&self, path: &str) -> bool {
         let name = path.rsplit('/').next().unwrap_or(path);
-        self.by_name.is_match(name) || self.by_path.is_match(path)
+        let may = |literals: &Option<Literals>, text: &str| {
+            literals.as_ref().is_none_or(|l| l.may_match(text))
+        };
+        (!self.by_name.is_empty() && may(&self.name_literals, name) && self.by_name.is_match(name))
+            || (!self.by_path.is_empty()
+                && may(&self.path_literals, path)
+                && self.by_path.is_match(path))
     }
 
     /// The globs this set was built from.
@@ -159,6 +237,73 @@ mod tests {
         ] {
             assert!(!rules.is_denied(path), "{path} should be allowed");
         }
+        Ok(())
+    }
+
+    #[test]
+    fn the_literal_prefilter_agrees_with_the_globs() -> Result<()> {
+        assert_eq!(longest_literal("**/.aws/credentials"), "/.aws/credentials");
+        assert_eq!(longest_literal("id_rsa*"), "id_rsa");
+        assert_eq!(longest_literal("{ab,cd}.[ch]pp"), "pp");
+        assert_eq!(longest_literal("x\\*yz"), "yz");
+        let extra = ["**/Private/*.TXT", "*.to{k,ken}", "sec?et", "[sS]ecret.*"];
+        let with = DenyRules::with_defaults(&extra)?;
+        let without = DenyRules {
+            name_literals: None,
+            path_literals: None,
+            ..with.clone()
+        };
+        assert!(with.name_literals.is_some() && with.path_literals.is_some());
+        let names = [
+            "main.rs",
+            ".env",
+            ".ENV.local",
+            "prod.Env",
+            "a.PEM",
+            "key",
+            "x.key.bak",
+            "ID_RSA.pub",
+            "id-rsa",
+            "credentials.json",
+            "Credentials.JSON",
+            "c.tok",
+            "C.TOKEN",
+            "c.tkn",
+            "secret",
+            "sec.et",
+            "SECRET.md",
+            "Secret.md",
+            "notes.txt",
+            "ſecret.env",
+            ".ENVRC",
+            ".envrc.md",
+            "mod.rs",
+            "\u{212a}ey.key",
+            "ki\u{17f}.pem",
+        ];
+        let dirs = [
+            "/p",
+            "/home/u/.ssh",
+            "/home/u/.SSH",
+            "/home/u/.aws",
+            "/home/u/.AWS",
+            "/p/private",
+            "/p/PRIVATE",
+            "/p/priv",
+            "/home/u/.\u{17f}sh",
+            "/home/u/.ſſh",
+        ];
+        for dir in dirs {
+            for name in names {
+                let path = format!("{dir}/{name}");
+                assert_eq!(with.is_denied(&path), without.is_denied(&path), "{path}");
+            }
+        }
+        assert!(with.is_denied("/home/u/.aws/Credentials"));
+        // A glob without a literal turns the prefilter off for its kind.
+        let any = DenyRules::new(&["*", "**/*"])?;
+        assert!(any.name_literals.is_none() && any.path_literals.is_none());
+        assert!(any.is_denied("/p/anything"));
         Ok(())
     }
 

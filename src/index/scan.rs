@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::{Budget, thread_cpu_seconds};
 use super::dirstat::DirStat;
 use super::disk::{Look, StatChange, presence, record};
-use super::walk::{Found, SkipKind, WalkPlan, walk};
+use super::walk::{CacheSlot, Cached, Found, ScanCache, SkipKind, WalkPlan, walk};
 use super::{Action, Indexer, Planned};
 use crate::error::{Error, Result};
 use crate::object::FilesystemSource;
@@ -211,22 +211,13 @@ pub fn scan(
         }
     }
 
-    let mut cache = rustc_hash::FxHashMap::default();
-    for root in &roots {
-        let part = store.stat_cache(&filesystem_id, utf8_path(root)?)?;
-        if cache.is_empty() {
-            cache = part;
-        } else {
-            cache.extend(part);
-        }
-    }
     let ignore = extra_ignore(&options.ignore)?;
     let plan = WalkPlan {
         filesystem_id: filesystem_id.clone(),
         roots: walked,
         deny: indexer.deny_rules().clone(),
         max_content_bytes: indexer.max_content_bytes(),
-        cache: Arc::new(cache),
+        cache: CacheSlot::default(),
         skip_dirs,
         ignore,
         threads: options.threads,
@@ -237,22 +228,57 @@ pub fn scan(
     let planner_cpu_start = thread_cpu_seconds();
 
     let mut summary = ScanSummary::default();
-    // Paths found by the walk, to find deletions among the stored paths.
-    let mut seen: rustc_hash::FxHashSet<String> =
-        rustc_hash::FxHashSet::with_capacity_and_hasher(plan.cache.len(), Default::default());
+    // Paths found by the walk that the stat cache does not hold (it marks those it holds), to
+    // find deletions among the stored paths.
+    let mut seen: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
     let mut skipped_seen: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
-    // Whether any file under the roots was indexed before (a new path there is a creation or a
-    // rename, dated by its ctime).
-    let tree_known = !plan.cache.is_empty();
     let mut batch = Batch::new(&filesystem_id);
     let (sender, receiver) = sync_channel::<Vec<Found>>(4);
     // The writer commits one batch while the planner fills the next: at most one waits.
     let (to_writer, writer_inbox) = sync_channel::<Batch>(1);
     let budget = Arc::clone(&plan.budget);
-    let written = std::thread::scope(|scope| -> Result<Written> {
+    let (written, stored) = std::thread::scope(|scope| -> Result<(Written, Vec<String>)> {
         let plan = &plan;
         scope.spawn(move || walk(plan, sender));
+        // The stat cache, loaded while the walk starts (its walkers stat files meanwhile).
+        let cache = match load_cache(store, &filesystem_id, &roots) {
+            Ok(cache) => cache,
+            Err(err) => {
+                plan.cache.set(None);
+                drop(receiver);
+                return Err(err);
+            }
+        };
+        // Whether any file under the roots was indexed before (a new path there is a creation
+        // or a rename, dated by its ctime).
+        let tree_known = !cache.is_empty();
+        plan.cache.set(Some(cache));
+        let cache = plan
+            .cache
+            .wait()
+            .ok_or_else(|| Error::invariant("the scan's stat cache is not there"))?;
         let writer = scope.spawn(|| write_batches(indexer, &budget, writer_inbox));
+        // The stored paths, listed while the walk runs (its threads leave a core idle much of
+        // the time): those with a cache entry are marked there, the others kept.
+        let roots = &roots;
+        let filesystem_id = &filesystem_id;
+        let stored = scope.spawn(move || -> Result<Vec<String>> {
+            let mut uncached = Vec::new();
+            for root in roots {
+                store.for_each_indexed_path_under(
+                    filesystem_id,
+                    utf8_path(root)?,
+                    &mut |path| {
+                        match cache.get(path) {
+                            Some(cached) => cached.mark_stored(),
+                            None => uncached.push(path.to_string()),
+                        }
+                        Ok(())
+                    },
+                )?;
+            }
+            Ok(uncached)
+        });
         let planned = plan_found(
             indexer,
             plan,
@@ -274,43 +300,55 @@ pub fn scan(
         let written = writer
             .join()
             .map_err(|_| Error::invariant("the scan's writer thread panicked"))?;
-        match (planned, written) {
+        let stored = stored
+            .join()
+            .map_err(|_| Error::invariant("the scan's listing thread panicked"))?;
+        match (planned, written, stored) {
             // A writer error is the cause of a planner that could not hand over its batch.
-            (_, Err(err)) | (Err(err), _) => Err(err),
-            (Ok(()), Ok(written)) => Ok(written),
+            (_, Err(err), _) | (Err(err), _, _) | (_, _, Err(err)) => Err(err),
+            (Ok(()), Ok(written), Ok(stored)) => Ok((written, stored)),
         }
     })?;
     summary.tx_ids.extend(written.tx_ids);
 
+    // The stored paths the walk did not meet, in path order: cached entries not marked met,
+    // and the others it did not see (without a copy of every path met).
+    let mut unmet: Vec<String> = stored
+        .into_iter()
+        .filter(|path| !seen.contains(path))
+        .chain(
+            plan.cache
+                .wait()
+                .into_iter()
+                .flat_map(ScanCache::stored_unmet)
+                .map(str::to_string),
+        )
+        .collect();
+    unmet.sort_unstable();
+    unmet.dedup();
     let mut dirs = DirStat::new(false);
-    for root in &roots {
-        let prefix = utf8_path(root)?;
-        for path in store.indexed_paths_under(&filesystem_id, prefix)? {
-            // Seen, or still on disk as a file but ignored or skipped: not a deletion.
-            if seen.contains(&path) {
-                continue;
-            }
-            let presence = presence(&mut dirs, &path);
-            if !presence.is_gone() {
-                continue;
-            }
-            let source = FilesystemSource {
-                filesystem_id: filesystem_id.clone(),
-                path: path.clone(),
-            };
-            check_listed(store, &source)?;
-            let gone = Look::Gone(presence);
-            let change = StatChange::of(&gone, scan_start);
-            let planned = indexer.plan_look(source, gone)?;
-            record(&mut batch.stat, &path, change);
-            if planned.action != Action::Deleted {
-                // Deleted before: not a file of this scan, so not "unchanged" either.
-                continue;
-            }
-            add(&mut summary, &mut batch, planned);
-            if batch.files >= options.batch_files {
-                commit(indexer, &mut batch, &mut summary)?;
-            }
+    for path in unmet {
+        // Still on disk as a file but ignored or skipped: not a deletion.
+        let presence = presence(&mut dirs, &path);
+        if !presence.is_gone() {
+            continue;
+        }
+        let source = FilesystemSource {
+            filesystem_id: filesystem_id.clone(),
+            path: path.clone(),
+        };
+        check_listed(store, &source)?;
+        let gone = Look::Gone(presence);
+        let change = StatChange::of(&gone, scan_start);
+        let planned = indexer.plan_look(source, gone)?;
+        record(&mut batch.stat, &path, change);
+        if planned.action != Action::Deleted {
+            // Deleted before: not a file of this scan, so not "unchanged" either.
+            continue;
+        }
+        add(&mut summary, &mut batch, planned);
+        if batch.files >= options.batch_files {
+            commit(indexer, &mut batch, &mut summary)?;
         }
     }
     commit(indexer, &mut batch, &mut summary)?;
@@ -401,6 +439,10 @@ fn plan_found(
         progress,
     } = state;
     let filesystem_id = &plan.filesystem_id;
+    let cache = plan
+        .cache
+        .wait()
+        .ok_or_else(|| Error::invariant("the scan's stat cache is not there"))?;
     loop {
         let found = match receiver.recv_timeout(WAIT_TICK) {
             Ok(found) => found,
@@ -414,12 +456,10 @@ fn plan_found(
         };
         for found in found {
             match found {
-                Found::Unchanged { path, .. } => {
-                    // Overlapping roots may meet a file twice: it counts once.
-                    if seen.insert(path) {
-                        summary.files += 1;
-                        summary.unchanged += 1;
-                    }
+                Found::Unchanged { files } => {
+                    // Marked met in the cache by the walk (overlapping roots: counted once).
+                    summary.files += files;
+                    summary.unchanged += files;
                 }
                 Found::Read {
                     path,
@@ -429,7 +469,7 @@ fn plan_found(
                     reserved,
                 } => {
                     batch.reserved += reserved;
-                    if seen.contains(&path) {
+                    if met(cache, seen, &path) {
                         continue;
                     }
                     summary.files += 1;
@@ -437,7 +477,7 @@ fn plan_found(
                     // A path new to a tree indexed before was created or renamed there: a rename
                     // keeps the mtime but sets the ctime, so the later of the two dates it (a
                     // renamed file's new name does not exist in the past beside its old one).
-                    let new_path = tree_known && !plan.cache.contains_key(&path);
+                    let new_path = tree_known && cache.get(&path).is_none();
                     let changed_ns = if new_path {
                         stat.mtime_ns.max(stat.ctime_ns)
                     } else {
@@ -452,10 +492,10 @@ fn plan_found(
                     // A file still changing after several reads is stored as read, but the next
                     // scan reads it again.
                     record(&mut batch.stat, &path, change);
-                    seen.insert(path);
+                    meet(cache, seen, path);
                 }
                 Found::Denied { path, .. } => {
-                    if seen.contains(&path) {
+                    if met(cache, seen, &path) {
                         continue;
                     }
                     summary.files += 1;
@@ -466,7 +506,7 @@ fn plan_found(
                     };
                     let planned = indexer.plan_look(source, Look::Denied)?;
                     add(summary, batch, planned);
-                    seen.insert(path);
+                    meet(cache, seen, path);
                 }
                 Found::Skipped { path, kind, reason } => {
                     // Not marked seen: a regular file skipped for a read error is still there
@@ -564,6 +604,45 @@ pub fn extra_ignore(globs: &[String]) -> Result<Option<Arc<ignore::gitignore::Gi
         .build()
         .map_err(|e| Error::invalid_input(format!("ignore globs: {e}")))?;
     Ok(Some(Arc::new(rules)))
+}
+
+/// The stat cache entries of the files under `roots`.
+///
+/// # Errors
+/// Store errors.
+fn load_cache(
+    store: &crate::store::Store,
+    filesystem_id: &str,
+    roots: &[PathBuf],
+) -> Result<ScanCache> {
+    // Sized for the whole table: a scan of the root holds all of it.
+    let mut cache = ScanCache::with_capacity(usize::try_from(store.stat_cache_len()?).unwrap_or(0));
+    for root in roots {
+        store.for_each_stat_entry(filesystem_id, utf8_path(root)?, &mut |path, entry| {
+            cache.insert(path, entry);
+            Ok(())
+        })?;
+    }
+    Ok(cache)
+}
+
+/// Whether the scan met canonical `path`: marked in the cache, or among the others it met.
+fn met(cache: &ScanCache, others: &rustc_hash::FxHashSet<String>, path: &str) -> bool {
+    cache
+        .get(path)
+        .map_or_else(|| others.contains(path), Cached::is_marked)
+}
+
+/// Records that the scan met canonical `path`.
+fn meet(cache: &ScanCache, others: &mut rustc_hash::FxHashSet<String>, path: String) {
+    match cache.get(&path) {
+        Some(cached) => {
+            cached.mark();
+        }
+        None => {
+            others.insert(path);
+        }
+    }
 }
 
 /// Counts a planned file and queues its ops.

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 
 use ignore::gitignore::Gitignore;
@@ -19,10 +20,11 @@ use crate::store::{FileStat, StatEntry, Timestamp};
 /// What the walk found at one path.
 #[derive(Debug)]
 pub enum Found {
-    /// The stat cache vouches for the file: not read.
+    /// The stat cache vouched for this many files, not read (each marked met in the
+    /// [`ScanCache`], so that they travel without their paths).
     Unchanged {
-        /// The canonical path.
-        path: String,
+        /// How many.
+        files: u64,
     },
     /// The file was read and hashed.
     Read {
@@ -173,6 +175,108 @@ fn error_io(err: &ignore::Error) -> Option<&std::io::Error> {
     }
 }
 
+/// The stat cache entries of a scan's roots by canonical path, each with a mark set once the
+/// scan met the file: the walk marks the files the cache vouches for and sends only their count,
+/// and the deletion check asks the marks (no path of its own for an unchanged file).
+#[derive(Debug, Default)]
+pub struct ScanCache {
+    entries: rustc_hash::FxHashMap<String, Cached>,
+}
+
+/// One entry of a [`ScanCache`].
+#[derive(Debug)]
+pub struct Cached {
+    entry: StatEntry,
+    met: AtomicBool,
+    stored: AtomicBool,
+}
+
+impl Cached {
+    /// The stat cache entry.
+    pub fn entry(&self) -> &StatEntry {
+        &self.entry
+    }
+
+    /// Marks the file met; true the first time.
+    pub fn mark(&self) -> bool {
+        !self.met.swap(true, Ordering::Relaxed)
+    }
+
+    /// Whether the file was met.
+    pub fn is_marked(&self) -> bool {
+        self.met.load(Ordering::Relaxed)
+    }
+
+    /// Marks the path as one the store lists among its files.
+    pub fn mark_stored(&self) {
+        self.stored.store(true, Ordering::Relaxed);
+    }
+}
+
+impl ScanCache {
+    /// An empty cache with room for `entries` without rehashing (rehashing showed in profiles
+    /// of an unchanged re-index).
+    pub fn with_capacity(entries: usize) -> Self {
+        ScanCache {
+            entries: rustc_hash::FxHashMap::with_capacity_and_hasher(entries, Default::default()),
+        }
+    }
+
+    /// Adds the entry of canonical `path` (unmarked).
+    pub fn insert(&mut self, path: &str, entry: StatEntry) {
+        self.entries.insert(
+            path.to_string(),
+            Cached {
+                entry,
+                met: AtomicBool::new(false),
+                stored: AtomicBool::new(false),
+            },
+        );
+    }
+
+    /// The entry of canonical `path`.
+    pub fn get(&self, path: &str) -> Option<&Cached> {
+        self.entries.get(path)
+    }
+
+    /// The paths marked stored and not met, in no order.
+    pub fn stored_unmet(&self) -> impl Iterator<Item = &str> {
+        self.entries
+            .iter()
+            .filter(|(_, c)| c.stored.load(Ordering::Relaxed) && !c.is_marked())
+            .map(|(path, _)| path.as_str())
+    }
+
+    /// Whether it holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// A scan's stat cache, loaded while the walk starts: a walker stats the files it meets before
+/// the cache is there and judges them once it is (the load took a tenth of an unchanged
+/// re-index, with a core idle).
+#[derive(Debug, Default)]
+pub struct CacheSlot(std::sync::OnceLock<Option<ScanCache>>);
+
+impl CacheSlot {
+    /// Puts the loaded cache, or `None` when it could not be loaded (the walk then stops).
+    pub fn set(&self, cache: Option<ScanCache>) {
+        // Set once, by the scan.
+        let _ = self.0.set(cache);
+    }
+
+    /// The cache if it is there (`Some(None)`: it could not be loaded), without waiting.
+    pub fn try_get(&self) -> Option<Option<&ScanCache>> {
+        self.0.get().map(Option::as_ref)
+    }
+
+    /// The cache, once it is there (`None`: it could not be loaded).
+    pub fn wait(&self) -> Option<&ScanCache> {
+        self.0.wait().as_ref()
+    }
+}
+
 /// What the walk needs: roots, rules, the stat cache, and which directories never to enter.
 pub struct WalkPlan {
     /// The filesystem the roots are on (this machine's).
@@ -183,8 +287,9 @@ pub struct WalkPlan {
     pub deny: DenyRules,
     /// Files larger than this keep no bytes.
     pub max_content_bytes: u64,
-    /// The stat cache entries of the files under the roots, by canonical path.
-    pub cache: Arc<rustc_hash::FxHashMap<String, StatEntry>>,
+    /// The stat cache entries of the files under the roots, by canonical path (set while the
+    /// walk starts).
+    pub cache: CacheSlot,
     /// Directories skipped wherever they are met (the store directory).
     pub skip_dirs: Vec<PathBuf>,
     /// Extra ignore rules (gitignore syntax, matched against paths relative to `/`).
@@ -299,6 +404,8 @@ impl<'s, 'p: 's> ParallelVisitorBuilder<'s> for Visitors<'p> {
             sink: self.sink.clone(),
             batch: Vec::new(),
             batch_bytes: 0,
+            unchanged: 0,
+            pending: Vec::new(),
             dirstat: DirStat::new(false),
             visited: false,
         })
@@ -311,6 +418,10 @@ struct Visitor<'p> {
     sink: SyncSender<Vec<Found>>,
     batch: Vec<Found>,
     batch_bytes: u64,
+    /// Files the stat cache vouched for since the last [`Found::Unchanged`] in the batch.
+    unchanged: u64,
+    /// Files stated before the stat cache was loaded, to judge once it is.
+    pending: Vec<(PathBuf, Presence)>,
     /// Stats each file through a handle on its directory (the walk visits a directory's files
     /// one after another).
     dirstat: DirStat,
@@ -321,11 +432,62 @@ struct Visitor<'p> {
 impl Visitor<'_> {
     /// Sends the batch; false when the receiver hung up.
     fn flush(&mut self) -> bool {
+        if self.unchanged > 0 {
+            self.batch.push(Found::Unchanged {
+                files: std::mem::take(&mut self.unchanged),
+            });
+        }
         if self.batch.is_empty() {
             return true;
         }
         self.batch_bytes = 0;
         self.sink.send(std::mem::take(&mut self.batch)).is_ok()
+    }
+
+    /// Judges one stated file against `cache` (see [`judge_file`]).
+    fn judge(&mut self, cache: &ScanCache, path: &Path, presence: Presence) -> Option<Found> {
+        let Visitor {
+            plan,
+            sink,
+            batch,
+            batch_bytes,
+            ..
+        } = self;
+        // Before waiting for the budget, send what this thread holds: the writer can only
+        // release what it has been given.
+        let mut flush = || {
+            if !batch.is_empty() {
+                *batch_bytes = 0;
+                // A hung-up receiver shows at the next send.
+                let _ = sink.send(std::mem::take(batch));
+            }
+        };
+        judge_file(plan, cache, path, presence, &mut flush)
+    }
+
+    /// Adds what was found to the batch (`None`: one more unchanged file) and sends the batch
+    /// once it is full; false when the receiver hung up.
+    fn add(&mut self, found: Option<Found>) -> bool {
+        let Some(found) = found else {
+            self.unchanged += 1;
+            return self.unchanged < BATCH_FILES as u64 || self.flush();
+        };
+        if let Found::Read { prepared, .. } = &found {
+            self.batch_bytes += prepared.bytes_read;
+        }
+        self.batch.push(found);
+        !(self.batch.len() >= BATCH_FILES || self.batch_bytes >= BATCH_BYTES) || self.flush()
+    }
+
+    /// Judges the files stated before the cache was there; false when the receiver hung up.
+    fn judge_pending(&mut self, cache: &ScanCache) -> bool {
+        for (path, presence) in std::mem::take(&mut self.pending) {
+            let found = self.judge(cache, &path, presence);
+            if !self.add(found) {
+                return false;
+            }
+        }
+        true
     }
 }
 
@@ -347,26 +509,30 @@ impl ParallelVisitor for Visitor<'_> {
                         reason: "another strata store's directory".into(),
                     }
                 }
-                Some(t) if t.is_file() => {
-                    let Visitor {
-                        plan,
-                        sink,
-                        batch,
-                        batch_bytes,
-                        dirstat,
-                        ..
-                    } = self;
-                    // Before waiting for the budget, send what this thread holds: the writer
-                    // can only release what it has been given.
-                    let mut flush = || {
-                        if !batch.is_empty() {
-                            *batch_bytes = 0;
-                            // A hung-up receiver shows at the next send.
-                            let _ = sink.send(std::mem::take(batch));
-                        }
-                    };
-                    visit_file(plan, dirstat, entry.path(), &mut flush)
-                }
+                Some(t) if t.is_file() => match stat_file(&mut self.dirstat, entry.path()) {
+                    Err(found) => *found,
+                    Ok(presence) => {
+                        let found = match self.plan.cache.try_get() {
+                            None => {
+                                self.pending.push((entry.into_path(), presence));
+                                return WalkState::Continue;
+                            }
+                            // The scan could not load its cache and stops.
+                            Some(None) => return WalkState::Quit,
+                            Some(Some(cache)) => {
+                                if !self.pending.is_empty() && !self.judge_pending(cache) {
+                                    return WalkState::Quit;
+                                }
+                                self.judge(cache, entry.path(), presence)
+                            }
+                        };
+                        return if self.add(found) {
+                            WalkState::Continue
+                        } else {
+                            WalkState::Quit
+                        };
+                    }
+                },
                 other => {
                     let kind = other.map_or(SkipKind::Special, SkipKind::of_type);
                     Found::Skipped {
@@ -385,11 +551,7 @@ impl ParallelVisitor for Visitor<'_> {
                 Found::Skipped { path, kind, reason }
             }
         };
-        if let Found::Read { prepared, .. } = &found {
-            self.batch_bytes += prepared.bytes_read;
-        }
-        self.batch.push(found);
-        if (self.batch.len() >= BATCH_FILES || self.batch_bytes >= BATCH_BYTES) && !self.flush() {
+        if !self.add(Some(found)) {
             return WalkState::Quit;
         }
         state
@@ -398,7 +560,13 @@ impl ParallelVisitor for Visitor<'_> {
 
 impl Drop for Visitor<'_> {
     fn drop(&mut self) {
-        // The walker drops each thread's visitor when the thread is done: send what is left.
+        // The walker drops each thread's visitor when the thread is done: judge what waited for
+        // the cache, and send what is left.
+        if !self.pending.is_empty()
+            && let Some(cache) = self.plan.cache.wait()
+        {
+            self.judge_pending(cache);
+        }
         self.flush();
         if !self.visited {
             return;
@@ -413,53 +581,76 @@ impl Drop for Visitor<'_> {
     }
 }
 
-/// Stats one regular file and looks at it through the one disk path: unless the cache vouches
-/// for it or a rule denies it, it is read, hashed and turned into its object here, on the
-/// walker's thread.
-fn visit_file(
-    plan: &WalkPlan,
-    dirstat: &mut DirStat,
-    path: &Path,
-    before_wait: &mut dyn FnMut(),
-) -> Found {
-    let Some(canonical) = path.to_str().map(str::to_string) else {
-        return Found::Skipped {
+/// Stats one regular file the walk met: its presence, or what to report instead (a name that is
+/// not UTF-8, something other than a regular file, a stat error).
+fn stat_file(dirstat: &mut DirStat, path: &Path) -> Result<Presence, Box<Found>> {
+    let skipped = |kind: SkipKind, reason: String| {
+        Box::new(Found::Skipped {
             path: path.to_path_buf(),
-            kind: SkipKind::NotUtf8,
-            reason: SkipKind::NotUtf8.describe().into(),
-        };
+            kind,
+            reason,
+        })
     };
-    let presence = match dirstat.stat(&canonical) {
-        Ok((true, stat)) => Presence::File(stat),
+    let Some(canonical) = path.to_str() else {
+        return Err(skipped(
+            SkipKind::NotUtf8,
+            SkipKind::NotUtf8.describe().into(),
+        ));
+    };
+    match dirstat.stat(canonical) {
+        Ok((true, stat)) => Ok(Presence::File(stat)),
         Ok((false, _)) => {
             let kind = std::fs::symlink_metadata(path)
                 .map_or(SkipKind::Special, |m| SkipKind::of_type(m.file_type()));
-            return Found::Skipped {
-                path: path.to_path_buf(),
-                kind,
-                reason: kind.describe().into(),
-            };
+            Err(skipped(kind, kind.describe().into()))
         }
-        Err(err) => {
-            return Found::Skipped {
-                path: path.to_path_buf(),
-                kind: SkipKind::Unreadable,
-                reason: format!("cannot be read: {err}"),
-            };
-        }
+        Err(err) => Err(skipped(
+            SkipKind::Unreadable,
+            format!("cannot be read: {err}"),
+        )),
+    }
+}
+
+/// Looks at one stated regular file through the one disk path: unless the cache vouches for it
+/// or a rule denies it, it is read, hashed and turned into its object here, on the walker's
+/// thread. `None`: the cache vouched for it, and it is marked met there.
+fn judge_file(
+    plan: &WalkPlan,
+    cache: &ScanCache,
+    path: &Path,
+    presence: Presence,
+    before_wait: &mut dyn FnMut(),
+) -> Option<Found> {
+    let Some(canonical) = path.to_str() else {
+        return Some(Found::Skipped {
+            path: path.to_path_buf(),
+            kind: SkipKind::NotUtf8,
+            reason: SkipKind::NotUtf8.describe().into(),
+        });
     };
+    let cached = cache.get(canonical);
+    // The deny rules first (a file denied since it was indexed is stubbed whatever its stat),
+    // once; then the cache's vouch, without a path of its own.
+    let denied = plan.deny.is_denied(canonical);
+    if let (false, Presence::File(stat), Some(cached)) = (denied, &presence, cached)
+        && cached.entry().vouches_for(stat)
+    {
+        if cached.mark() {
+            return None;
+        }
+        // Met twice (overlapping roots): counted once.
+        return Some(Found::Unchanged { files: 0 });
+    }
+    let canonical = canonical.to_string();
     let rules = LookRules {
         deny: &plan.deny,
         max_content_bytes: plan.max_content_bytes,
-        cached: plan.cache.get(&canonical),
+        cached: cached.map(Cached::entry),
     };
     // The bytes a read holds until the commit: the file's, kept up to the content limit (a larger
     // file streams through the hash), once more for the compressed record beside them, at most.
     let reserved = match &presence {
-        Presence::File(stat)
-            if !rules.cached.is_some_and(|entry| entry.vouches_for(stat))
-                && !plan.deny.is_denied(&canonical) =>
-        {
+        Presence::File(stat) if !denied => {
             let kept = if stat.size > plan.max_content_bytes {
                 0
             } else {
@@ -477,9 +668,11 @@ fn visit_file(
         plan.budget.release(reserved);
     }
     let change = StatChange::of(&look, plan.scan_start);
-    match look {
+    Some(match look {
         Look::Denied => Found::Denied { path: canonical },
-        Look::Vouched(_) => Found::Unchanged { path: canonical },
+        Look::Vouched(_) => Found::Unchanged {
+            files: u64::from(cached.is_some_and(Cached::mark)),
+        },
         Look::Read { reading, stat, .. } => {
             let source = FilesystemSource {
                 filesystem_id: plan.filesystem_id.clone(),
@@ -513,5 +706,96 @@ fn visit_file(
             kind: SkipKind::Gone,
             reason: SkipKind::Gone.describe().into(),
         },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{Error, Result};
+
+    /// A plan over `root` with an empty slot for the cache.
+    fn plan(root: &Path) -> Result<WalkPlan> {
+        Ok(WalkPlan {
+            filesystem_id: "fs".into(),
+            roots: vec![root.to_path_buf()],
+            deny: DenyRules::with_defaults::<&str>(&[])?,
+            max_content_bytes: 1 << 20,
+            cache: CacheSlot::default(),
+            skip_dirs: Vec::new(),
+            ignore: None,
+            threads: 2,
+            scan_start: Timestamp::now(),
+            budget: Arc::new(Budget::new(1 << 20)),
+            thread_cpu: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Walks with the cache put `delay` after the walk started; returns the unchanged count and
+    /// the paths read.
+    fn walk_late(
+        plan: &WalkPlan,
+        cache: Option<ScanCache>,
+        delay: std::time::Duration,
+    ) -> (u64, Vec<String>) {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(4);
+        std::thread::scope(|scope| {
+            scope.spawn(move || walk(plan, sender));
+            std::thread::sleep(delay);
+            plan.cache.set(cache);
+            let (mut unchanged, mut read) = (0, Vec::new());
+            for found in receiver.iter().flatten() {
+                match found {
+                    Found::Unchanged { files } => unchanged += files,
+                    Found::Read { path, .. } => read.push(path),
+                    _ => {}
+                }
+            }
+            read.sort();
+            (unchanged, read)
+        })
+    }
+
+    #[test]
+    fn files_stated_before_the_cache_is_loaded_are_judged_once_it_is() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let root = std::fs::canonicalize(tmp.path()).map_err(|e| Error::io("canonicalize", e))?;
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let mut cache = ScanCache::with_capacity(4);
+        for name in ["a.txt", "b.txt", "c.txt"] {
+            let path = root.join(name);
+            std::fs::write(&path, name).map_err(|e| Error::io("write", e))?;
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_modified(hour_ago))
+                .map_err(|e| Error::io("set mtime", e))?;
+            let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io("stat", e))?;
+            if name != "c.txt" {
+                let entry = StatEntry::recorded(
+                    FileStat::of(&meta),
+                    crate::hash::sha256(name.as_bytes()),
+                    Timestamp::now(),
+                );
+                cache.insert(path.to_str().unwrap_or_default(), entry);
+            }
+        }
+        let plan = plan(&root)?;
+        let (unchanged, read) =
+            walk_late(&plan, Some(cache), std::time::Duration::from_millis(300));
+        let c = root.join("c.txt").to_str().unwrap_or_default().to_string();
+        assert_eq!((unchanged, read), (2, vec![c]));
+        assert!(plan.cache.wait().is_some_and(|cache| {
+            ["a.txt", "b.txt"].iter().all(|name| {
+                cache
+                    .get(root.join(name).to_str().unwrap_or_default())
+                    .is_some_and(Cached::is_marked)
+            })
+        }));
+        // A cache that could not be loaded: nothing is read, the walk ends.
+        let plan = self::plan(&root)?;
+        let (unchanged, read) = walk_late(&plan, None, std::time::Duration::from_millis(100));
+        assert_eq!((unchanged, read.len()), (0, 0));
+        Ok(())
     }
 }

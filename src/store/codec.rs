@@ -933,6 +933,22 @@ pub struct StatRec {
     pub scan_start_ns: i64,
 }
 
+impl StatRec {
+    /// The stat cache entry this record holds.
+    pub fn entry(&self) -> crate::store::StatEntry {
+        crate::store::StatEntry {
+            stat: crate::store::FileStat {
+                size: self.size,
+                mtime_ns: self.mtime_ns,
+                ctime_ns: self.ctime_ns,
+                inode: self.inode,
+            },
+            file_hash: crate::hash::Hash(self.file_hash),
+            scan_start_ns: self.scan_start_ns,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

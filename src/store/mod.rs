@@ -284,6 +284,23 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Storage errors.
     fn indexed_paths_under(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<String>>;
 
+    /// Gives each of [`Backend::indexed_paths_under`] to `visit`, in path order, without
+    /// collecting them (a scan of an unchanged tree looks at every one and keeps none).
+    ///
+    /// # Errors
+    /// Storage errors, and the first error of `visit`.
+    fn for_each_indexed_path_under(
+        &self,
+        filesystem_id: &str,
+        prefix: &str,
+        visit: &mut dyn FnMut(&str) -> Result<()>,
+    ) -> Result<()> {
+        for path in self.indexed_paths_under(filesystem_id, prefix)? {
+            visit(&path)?;
+        }
+        Ok(())
+    }
+
     /// The bytes stored under `hash` (a `content_hash`, or the `file_hash` of kept raw bytes).
     ///
     /// # Errors
@@ -347,6 +364,32 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         filesystem_id: &str,
         prefix: &str,
     ) -> Result<rustc_hash::FxHashMap<String, StatEntry>>;
+
+    /// How many stat cache entries the store holds, on every filesystem (to size a map for
+    /// them); 0 when the backend cannot tell cheaply.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn stat_cache_len(&self) -> Result<u64> {
+        Ok(0)
+    }
+
+    /// Gives each entry of [`Backend::stat_cache`] to `visit` without building a map (a scan
+    /// builds its own, with a mark per entry).
+    ///
+    /// # Errors
+    /// As [`Backend::stat_cache`], and the first error of `visit`.
+    fn for_each_stat_entry(
+        &self,
+        filesystem_id: &str,
+        prefix: &str,
+        visit: &mut dyn FnMut(&str, StatEntry) -> Result<()>,
+    ) -> Result<()> {
+        for (path, entry) in self.stat_cache(filesystem_id, prefix)? {
+            visit(&path, entry)?;
+        }
+        Ok(())
+    }
 
     /// Counts and sizes.
     ///

@@ -205,3 +205,124 @@ fn an_index_beside_another_writer_commits_small_batches_between_its_commits() ->
     );
     Ok(())
 }
+
+/// Writes `bytes` at `path` dated `mtime`.
+fn write_dated(path: &Path, bytes: &[u8], mtime: std::time::SystemTime) -> TestResult {
+    fs::write(path, bytes)?;
+    fs::File::options()
+        .write(true)
+        .open(path)?
+        .set_modified(mtime)?;
+    Ok(())
+}
+
+/// The counts of a summary: files, created, updated, unchanged, deleted.
+fn tally(s: &ScanSummary) -> [u64; 5] {
+    [s.files, s.created, s.updated, s.unchanged, s.deleted]
+}
+
+#[test]
+fn a_rescan_finds_every_change_the_stat_cache_could_hide() -> TestResult {
+    use std::time::{Duration, SystemTime};
+    let tmp = tempfile::tempdir()?;
+    let root = fs::canonicalize(tmp.path())?;
+    let tree = root.join("tree");
+    fs::create_dir_all(tree.join("sub/deeper"))?;
+    let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    let names = [
+        "edit.txt",
+        "gone.txt",
+        "old.txt",
+        "size.txt",
+        "samesize.txt",
+        "touch.txt",
+        "sub/a.txt",
+        "sub/b.txt",
+        "sub/deeper/c.txt",
+    ];
+    for name in names {
+        write_dated(&tree.join(name), format!("{name}\n").as_bytes(), hour_ago)?;
+    }
+    // Dated ahead of any scan: the racy-clean rule never lets the cache vouch for it.
+    let racy = tree.join("racy.txt");
+    write_dated(
+        &racy,
+        b"racy\n",
+        SystemTime::now() + Duration::from_secs(3600),
+    )?;
+    let store = Store::open_or_create(root.join("s.strata"))?;
+    let indexer = Indexer::new(&store, &Settings::default())?;
+    let options = ScanOptions {
+        threads: 2,
+        ..ScanOptions::default()
+    };
+    let run = || scan(&indexer, std::slice::from_ref(&tree), &options, &mut |_| {});
+    let first = run()?;
+    assert_eq!(tally(&first), [10, 10, 0, 0, 0], "{first:?}");
+    // Unchanged: nothing written, only the racy file read again.
+    let again = run()?;
+    assert_eq!(tally(&again), [10, 0, 0, 10, 0], "{again:?}");
+    assert!(again.tx_ids.is_empty(), "{again:?}");
+    assert_eq!(again.bytes_read, 5, "{again:?}");
+
+    // An edit with a new mtime; a deletion; a rename (mtime kept); a size change and a
+    // same-size rewrite, both with their mtime put back; an mtime-only touch.
+    write_dated(
+        &tree.join("edit.txt"),
+        b"edited\n",
+        hour_ago + Duration::from_secs(60),
+    )?;
+    fs::remove_file(tree.join("gone.txt"))?;
+    fs::rename(tree.join("old.txt"), tree.join("sub/new.txt"))?;
+    write_dated(&tree.join("size.txt"), b"size.txt grew\n", hour_ago)?;
+    write_dated(&tree.join("samesize.txt"), b"SAMESIZE.TXT\n", hour_ago)?;
+    fs::File::options()
+        .write(true)
+        .open(tree.join("touch.txt"))?
+        .set_modified(hour_ago + Duration::from_secs(120))?;
+    let changed = run()?;
+    // files: 10 - 1 gone; created: the renamed file's new path; updated: edit, size,
+    // samesize; unchanged: touch (read, same bytes), racy, sub/a, sub/b, sub/deeper/c;
+    // deleted: gone and the rename's old path.
+    assert_eq!(tally(&changed), [9, 1, 3, 5, 2], "{changed:?}");
+    let filesystem_id = strata::resolve::machine_filesystem_id();
+    let mut live = Vec::new();
+    for path in store.indexed_paths_under(&filesystem_id, tree.to_str().ok_or("not UTF-8")?)? {
+        let source = Source::Filesystem(FilesystemSource {
+            filesystem_id: filesystem_id.clone(),
+            path: path.clone(),
+        });
+        let id = sourced_identity(ObjectType::File, &source)?.to_hex();
+        let Some(info) = store.version_info(&id, None, None)? else {
+            continue;
+        };
+        if info.object_hash.is_some() {
+            live.push(
+                path.strip_prefix(tree.to_str().ok_or("not UTF-8")?)
+                    .unwrap_or(&path)
+                    .to_string(),
+            );
+        }
+    }
+    live.sort();
+    assert_eq!(
+        live,
+        [
+            "/edit.txt",
+            "/racy.txt",
+            "/samesize.txt",
+            "/size.txt",
+            "/sub/a.txt",
+            "/sub/b.txt",
+            "/sub/deeper/c.txt",
+            "/sub/new.txt",
+            "/touch.txt",
+        ]
+    );
+    // And then all unchanged again, the touched file vouched for by its new stat.
+    let settled = run()?;
+    assert_eq!(tally(&settled), [9, 0, 0, 9, 0], "{settled:?}");
+    assert!(settled.tx_ids.is_empty(), "{settled:?}");
+    assert_eq!(settled.bytes_read, 5, "{settled:?}");
+    Ok(())
+}

@@ -6,9 +6,9 @@ use postgres::GenericClient;
 use super::rule::{self, Row};
 use super::*;
 use crate::object::{ContentOmitted, FilesystemSource, Object, ObjectType, Source};
+use crate::store::DocumentMeta;
 use crate::store::codec::{DocRec, OpRec, StatRec, TxHeaderRec, VersionRec};
 use crate::store::log::{self, LoggedOp};
-use crate::store::{DocumentMeta, FileStat};
 
 /// A version row from its columns.
 pub(super) fn row_of(vt: i64, tx: i64, rec: &[u8]) -> Result<Row> {
@@ -619,19 +619,7 @@ pub(super) fn stat_cache(
         let path = text(row.get(0), "path")?;
         let rec: StatRec = codec::decode(row.get(1), "stat cache entry")
             .map_err(|e| Error::corrupt(format!("{e} (the entry of {path})")))?;
-        out.insert(
-            path,
-            StatEntry {
-                stat: FileStat {
-                    size: rec.size,
-                    mtime_ns: rec.mtime_ns,
-                    ctime_ns: rec.ctime_ns,
-                    inode: rec.inode,
-                },
-                file_hash: Hash(rec.file_hash),
-                scan_start_ns: rec.scan_start_ns,
-            },
-        );
+        out.insert(path, rec.entry());
     }
     Ok(out)
 }

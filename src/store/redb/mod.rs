@@ -62,9 +62,9 @@ use super::TxRequest;
 use super::codec::{self, EntityRec, FirstRec, OpRec, TxHeaderRec, VersionRec};
 use super::log::{self, LoggedOp, Origin, TxRecord};
 use super::{
-    Backend, DB_FILE, DocumentMeta, EncodedBlob, EntityInfo, FORMAT_VERSION, FileStat, Finding,
-    GcReport, HistoryQuery, LOCK_FILE, ObjectMeta, Op, Put, StatEntry, StatUpdate, Stats,
-    Timestamp, TxId, TxReceipt, ValidFrom, Version, VersionInfo,
+    Backend, DB_FILE, DocumentMeta, EncodedBlob, EntityInfo, FORMAT_VERSION, Finding, GcReport,
+    HistoryQuery, LOCK_FILE, ObjectMeta, Op, Put, StatEntry, StatUpdate, Stats, Timestamp, TxId,
+    TxReceipt, ValidFrom, Version, VersionInfo,
 };
 use crate::error::{Error, Result};
 use crate::hash::Hash;
@@ -645,6 +645,17 @@ impl Backend for RedbStore {
         })
     }
 
+    fn for_each_indexed_path_under(
+        &self,
+        filesystem_id: &str,
+        prefix: &str,
+        visit: &mut dyn FnMut(&str) -> Result<()>,
+    ) -> Result<()> {
+        self.guarded("listing paths", || {
+            RedbStore::for_each_indexed_path_under(self, filesystem_id, prefix, visit)
+        })
+    }
+
     fn content(&self, hash: &Hash) -> Result<Option<Vec<u8>>> {
         self.guarded("reading a content", || RedbStore::content(self, hash))
     }
@@ -703,6 +714,21 @@ impl Backend for RedbStore {
     ) -> Result<rustc_hash::FxHashMap<String, StatEntry>> {
         self.guarded("reading the stat cache", || {
             RedbStore::stat_cache(self, filesystem_id, prefix)
+        })
+    }
+
+    fn stat_cache_len(&self) -> Result<u64> {
+        self.guarded("reading the stat cache", || RedbStore::stat_cache_len(self))
+    }
+
+    fn for_each_stat_entry(
+        &self,
+        filesystem_id: &str,
+        prefix: &str,
+        visit: &mut dyn FnMut(&str, StatEntry) -> Result<()>,
+    ) -> Result<()> {
+        self.guarded("reading the stat cache", || {
+            RedbStore::for_each_stat_entry(self, filesystem_id, prefix, visit)
         })
     }
 

@@ -9,7 +9,6 @@ use super::codec::{self, StatRec};
 use super::tables::STAT_CACHE;
 use super::{Op, Origin, RedbStore, TxReceipt};
 use crate::error::Result;
-use crate::hash::Hash;
 
 /// Writes `update` into the stat cache inside `wtx`.
 pub(super) fn apply(wtx: &WriteTransaction, update: &StatUpdate) -> Result<()> {
@@ -55,25 +54,36 @@ impl RedbStore {
         // profiles of an unchanged re-index).
         let capacity = usize::try_from(table.len().db()?).unwrap_or(0);
         let mut out = rustc_hash::FxHashMap::with_capacity_and_hasher(capacity, Default::default());
-        super::lookup::for_each_under(&table, filesystem_id, prefix, |path, bytes| {
-            let rec: StatRec = codec::decode(bytes, "stat cache entry")
-                .map_err(|e| crate::Error::corrupt(format!("{e} (the entry of {path})")))?;
-            out.insert(
-                path.to_string(),
-                StatEntry {
-                    stat: FileStat {
-                        size: rec.size,
-                        mtime_ns: rec.mtime_ns,
-                        ctime_ns: rec.ctime_ns,
-                        inode: rec.inode,
-                    },
-                    file_hash: Hash(rec.file_hash),
-                    scan_start_ns: rec.scan_start_ns,
-                },
-            );
+        for_each_entry(&table, filesystem_id, prefix, &mut |path, entry| {
+            out.insert(path.to_string(), entry);
             Ok(())
         })?;
         Ok(out)
+    }
+
+    /// How many stat cache entries the store holds, on every filesystem.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when redb fails.
+    pub fn stat_cache_len(&self) -> Result<u64> {
+        let rtx = self.read()?;
+        let table = rtx.open_table(STAT_CACHE).db()?;
+        table.len().db()
+    }
+
+    /// [`RedbStore::stat_cache`] entry by entry, without building a map.
+    ///
+    /// # Errors
+    /// [`crate::Error::Corrupt`] when an entry does not decode; the first error of `visit`.
+    pub fn for_each_stat_entry(
+        &self,
+        filesystem_id: &str,
+        prefix: &str,
+        visit: &mut dyn FnMut(&str, StatEntry) -> Result<()>,
+    ) -> Result<()> {
+        let rtx = self.read()?;
+        let table = rtx.open_table(STAT_CACHE).db()?;
+        for_each_entry(&table, filesystem_id, prefix, visit)
     }
 
     /// The paths of the files the store knows on `filesystem_id` at `prefix` or below it (whole
@@ -83,14 +93,27 @@ impl RedbStore {
     /// # Errors
     /// [`crate::Error::Storage`] when redb fails.
     pub fn indexed_paths_under(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<String>> {
-        let rtx = self.read()?;
-        let paths = rtx.open_table(super::tables::PATHS).db()?;
         let mut out = Vec::new();
-        super::lookup::for_each_under(&paths, filesystem_id, prefix, |path, _| {
+        self.for_each_indexed_path_under(filesystem_id, prefix, &mut |path| {
             out.push(path.to_string());
             Ok(())
         })?;
         Ok(out)
+    }
+
+    /// [`RedbStore::indexed_paths_under`] path by path, without collecting them.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when redb fails; the first error of `visit`.
+    pub fn for_each_indexed_path_under(
+        &self,
+        filesystem_id: &str,
+        prefix: &str,
+        visit: &mut dyn FnMut(&str) -> Result<()>,
+    ) -> Result<()> {
+        let rtx = self.read()?;
+        let paths = rtx.open_table(super::tables::PATHS).db()?;
+        super::lookup::for_each_under(&paths, filesystem_id, prefix, |path, _| visit(path))
     }
 
     /// Writes `ops` (when there are any) and the stat cache changes in one redb transaction.
@@ -116,9 +139,28 @@ impl RedbStore {
     }
 }
 
+/// Gives each stat cache entry of `table` on `filesystem_id` at `prefix` or below it to `visit`.
+///
+/// # Errors
+/// [`crate::Error::Corrupt`] when an entry does not decode; the first error of `visit`.
+fn for_each_entry(
+    table: &redb::ReadOnlyTable<(&'static [u8], &'static str), &'static [u8]>,
+    filesystem_id: &str,
+    prefix: &str,
+    visit: &mut dyn FnMut(&str, StatEntry) -> Result<()>,
+) -> Result<()> {
+    super::lookup::for_each_under(table, filesystem_id, prefix, |path, bytes| {
+        let rec: StatRec = codec::decode(bytes, "stat cache entry")
+            .map_err(|e| crate::Error::corrupt(format!("{e} (the entry of {path})")))?;
+        visit(path, rec.entry())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::Hash;
+    use crate::store::FileStat;
 
     #[test]
     fn racy_entries_are_not_trusted() {
