@@ -240,6 +240,9 @@ pub fn scan(
     let (written, stored) = std::thread::scope(|scope| -> Result<(Written, Vec<String>)> {
         let plan = &plan;
         scope.spawn(move || walk(plan, sender));
+        // Walkers wait for the cache: however this closure ends (an error, a panic), they are
+        // told there is none rather than left waiting, so the scope can join them.
+        let _unblock = Unblock(&plan.cache);
         // The stat cache, loaded while the walk starts (its walkers stat files meanwhile).
         let cache = match load_cache(store, &filesystem_id, &roots) {
             Ok(cache) => cache,
@@ -604,6 +607,15 @@ pub fn extra_ignore(globs: &[String]) -> Result<Option<Arc<ignore::gitignore::Gi
         .build()
         .map_err(|e| Error::invalid_input(format!("ignore globs: {e}")))?;
     Ok(Some(Arc::new(rules)))
+}
+
+/// Sets a scan's [`CacheSlot`] to "none" when dropped, unless the cache was set before.
+struct Unblock<'a>(&'a CacheSlot);
+
+impl Drop for Unblock<'_> {
+    fn drop(&mut self) {
+        self.0.set(None);
+    }
 }
 
 /// The stat cache entries of the files under `roots`.
