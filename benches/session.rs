@@ -303,6 +303,28 @@ fn commit_adding_100_objects_to_10000_file_session(bencher: divan::Bencher) {
         });
 }
 
+/// Recording 100 tool calls (one turn) into a 10 000-file session, before its commit: each
+/// record runs auto-collapse, which must not read the whole active set.
+#[divan::bench(sample_count = 30, sample_size = 1)]
+fn record_100_toolcalls_in_10000_file_session(bencher: divan::Bencher) {
+    let f = fixture(FILES);
+    let settings = Settings::default();
+    bencher
+        .with_inputs(|| {
+            let mut session = Session::load(&f.store, &settings, &f.sid).unwrap();
+            session
+                .append_turn(Role::Assistant, "calls".into(), vec![])
+                .unwrap();
+            session
+        })
+        .bench_local_values(|mut session| {
+            for n in 0..100 {
+                session.record_toolcall(call(n)).unwrap();
+            }
+            session
+        });
+}
+
 /// Baseline of a commit: one durable redb transaction writing 4 KiB into a table of a fresh
 /// file, committed as strata commits (quick repair, so two-phase: two fsyncs): what any commit
 /// costs at least.

@@ -215,6 +215,9 @@ pub struct Session {
     /// Tool calls of the index no turn referenced when auto-collapse last looked, in index
     /// order, and how much of the index (which only grows) it has looked at.
     unreferenced: (Vec<String>, usize),
+    /// Every tool call id a turn names, built on first need and kept up to date as turns and
+    /// refs are added (turns are only ever replaced on a fresh session).
+    referenced: Option<rustc_hash::FxHashSet<String>>,
     system_prompt: String,
     cache: FxHashMap<String, Meta>,
     /// The on-disk spelling of files whose identity path differs from it (case-insensitive
@@ -335,6 +338,7 @@ impl Session {
             turns: ChatTurns::default(),
             chat_text: chat_text::ChatText::default(),
             unreferenced: (Vec::new(), 0),
+            referenced: None,
             system_prompt: String::new(),
             cache: FxHashMap::default(),
             spellings: HashMap::new(),

@@ -190,6 +190,10 @@ pub struct Sets {
     pinned: OrderedSet,
     /// Bumped by every mutation that may have changed a set: equal revisions mean equal sets.
     revision: u64,
+    /// Every id added to the active set since [`Sets::watch_active`] last set this: a superset
+    /// of the active tool calls auto-collapse may have to drop. `None` (restored sets) means
+    /// unknown: every active id is a candidate.
+    active_candidates: Option<Vec<String>>,
 }
 
 impl PartialEq for Sets {
@@ -220,6 +224,7 @@ impl Sets {
             active: OrderedSet::from_shared(active),
             pinned: OrderedSet::from_shared(pinned),
             revision: 0,
+            active_candidates: None,
         };
         sets.check()
             .map_err(|e| Error::corrupt(format!("session sets: {e}")))?;
@@ -342,6 +347,33 @@ impl Sets {
             self.revision += 1;
             self.active.push_to_end(id.to_string());
         }
+        if let Some(candidates) = &mut self.active_candidates {
+            candidates.push(id.to_string());
+        }
+    }
+
+    /// The active ids auto-collapse has to look at: those added since the last
+    /// [`Sets::watch_active`], or the whole active set when that is unknown. Each id at most
+    /// once; ids no longer active are left out.
+    pub(crate) fn active_candidates(&self) -> Vec<&str> {
+        match &self.active_candidates {
+            None => self.active.ids().iter().map(String::as_str).collect(),
+            Some(candidates) => {
+                let mut seen = rustc_hash::FxHashSet::default();
+                seen.reserve(candidates.len());
+                candidates
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|id| self.active.contains(id) && seen.insert(*id))
+                    .collect()
+            }
+        }
+    }
+
+    /// Starts a new list of active candidates with `ids` (the active ids auto-collapse kept
+    /// and must look at again next time).
+    pub(crate) fn watch_active(&mut self, ids: Vec<String>) {
+        self.active_candidates = Some(ids);
     }
 
     /// Removes `id` from the active set; it stays in the pool. False when it was not active.
