@@ -147,6 +147,69 @@ impl Sha256Stream {
     }
 }
 
+/// SHA-256 of a text that changes from one call to the next mostly near its end (a session's
+/// document: appended ids, a cut at the end of a set): it keeps the digest's state at every
+/// [`PREFIX_STEP`] bytes of the last text and resumes from the last one before the first
+/// changed byte. Any text gives its exact SHA-256; only the time depends on the last one.
+#[derive(Clone, Default)]
+pub(crate) struct PrefixSha256 {
+    last: Option<std::sync::Arc<String>>,
+    /// `states[k]`: the digest's state after the first `(k + 1) * PREFIX_STEP` bytes of `last`.
+    states: Vec<sha2::Sha256>,
+}
+
+/// How far apart [`PrefixSha256`] keeps states (a multiple of SHA-256's 64-byte block, so each
+/// state holds no buffered bytes).
+pub(crate) const PREFIX_STEP: usize = 64 * 1024;
+
+impl fmt::Debug for PrefixSha256 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PrefixSha256")
+            .field("last_len", &self.last.as_ref().map(|t| t.len()))
+            .field("states", &self.states.len())
+            .finish()
+    }
+}
+
+impl PrefixSha256 {
+    /// The SHA-256 of `text`, which becomes the text the next call resumes from.
+    pub(crate) fn hash(&mut self, text: &std::sync::Arc<String>) -> Hash {
+        let bytes = text.as_bytes();
+        let same = self
+            .last
+            .as_ref()
+            .map_or(0, |last| common_prefix_len(last.as_bytes(), bytes));
+        self.states.truncate(same / PREFIX_STEP);
+        let mut digest = self.states.last().cloned().unwrap_or_default();
+        let mut at = self.states.len() * PREFIX_STEP;
+        while let Some(step) = bytes.get(at..at + PREFIX_STEP) {
+            digest.update(step);
+            self.states.push(digest.clone());
+            at += PREFIX_STEP;
+        }
+        digest.update(bytes.get(at..).unwrap_or_default());
+        self.last = Some(std::sync::Arc::clone(text));
+        Hash(digest.finalize().into())
+    }
+}
+
+/// How many leading bytes `a` and `b` share (compared 4 KiB at a time, then byte by byte).
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    const CHUNK: usize = 4096;
+    let mut at = 0;
+    for (x, y) in a.chunks(CHUNK).zip(b.chunks(CHUNK)) {
+        if x == y {
+            at += x.len();
+            if x.len() < CHUNK {
+                return at;
+            }
+        } else {
+            return at + x.iter().zip(y).take_while(|(p, q)| p == q).count();
+        }
+    }
+    at
+}
+
 /// The RFC 8785 canonical JSON text of `value`.
 ///
 /// # Errors
@@ -285,6 +348,48 @@ pub fn jcs_list_inner(items: &[String]) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+        /// Every text of a sequence of edits (appends, cuts, a changed byte anywhere, across
+        /// and on the kept states' boundaries) gets its exact SHA-256.
+        #[test]
+        fn prefix_sha256_is_sha256_of_each_text(
+            start in 0usize..300_000,
+            edits in proptest::collection::vec((0u8..3, 0usize..300_000, 0usize..70_000), 1..6),
+        ) {
+            let mut text: Vec<u8> = (0..start).map(|i| b'a' + (i % 23) as u8).collect();
+            let mut hasher = PrefixSha256::default();
+            for (kind, at, len) in edits {
+                let at = at.min(text.len());
+                match kind {
+                    0 => text.extend((0..len).map(|i| b'A' + (i % 19) as u8)),
+                    1 => text.truncate(at),
+                    _ => {
+                        let at = (at / PREFIX_STEP) * PREFIX_STEP + len % 3;
+                        if let Some(byte) = text.get_mut(at) {
+                            *byte = b'#';
+                        }
+                    }
+                }
+                let shared = std::sync::Arc::new(String::from_utf8_lossy(&text).into_owned());
+                proptest::prop_assert_eq!(hasher.hash(&shared), sha256(shared.as_bytes()));
+            }
+        }
+    }
+
+    #[test]
+    fn common_prefix_len_counts_shared_bytes() {
+        let a = vec![7u8; 10_000];
+        let mut b = a.clone();
+        assert_eq!(common_prefix_len(&a, &b), 10_000);
+        b[9_000] = 1;
+        assert_eq!(common_prefix_len(&a, &b), 9_000);
+        assert_eq!(common_prefix_len(&a[..4096], &a), 4096);
+        assert_eq!(common_prefix_len(&a[..5000], &a), 5000);
+        assert_eq!(common_prefix_len(&[], &a), 0);
+    }
 
     #[test]
     fn hex_spells_every_byte_as_the_hex_crate_does() {

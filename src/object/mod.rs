@@ -38,6 +38,13 @@ pub use types::{ContentOmitted, FilesystemSource, ObjectType, Role, Source, Tool
 use crate::error::{Error, Result};
 use crate::hash::{Hash, sha256, sha256_json};
 
+/// The canonical JSON of an object's fields that its caller already built, with its SHA-256
+/// when that is known too.
+struct GivenJson {
+    json: Arc<String>,
+    hash: Option<Hash>,
+}
+
 /// One object: envelope, hashes, content and type-specific fields, always consistent.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Object {
@@ -101,7 +108,7 @@ impl Object {
         content_hash: Option<Hash>,
         fields: Fields,
         content_omitted: Option<ContentOmitted>,
-        metadata_json: Option<String>,
+        metadata_json: Option<GivenJson>,
     ) -> Result<Self> {
         let object_type = fields.object_type();
         let (id, identity_hash) = match (&source, object_type) {
@@ -147,18 +154,28 @@ impl Object {
             &fields,
             content_omitted,
         )?;
-        let metadata_json: Arc<String> = match metadata_json {
-            Some(json) => {
+        let (metadata_json, known_hash) = match metadata_json {
+            Some(given) => {
                 debug_assert_eq!(
-                    Some(json.as_str()),
+                    Some(given.json.as_str()),
                     fields.canonical_json().ok().as_deref(),
                     "assemble given JSON that is not the fields' canonical JSON"
                 );
-                Arc::new(json)
+                (given.json, given.hash)
             }
-            None => Arc::new(fields.canonical_json()?),
+            None => (Arc::new(fields.canonical_json()?), None),
         };
-        let metadata_hash = sha256(metadata_json.as_bytes());
+        let metadata_hash = match known_hash {
+            Some(hash) => {
+                debug_assert_eq!(
+                    hash,
+                    sha256(metadata_json.as_bytes()),
+                    "assemble given a hash that is not the JSON's"
+                );
+                hash
+            }
+            None => sha256(metadata_json.as_bytes()),
+        };
         let object_hash =
             composite_hash(file_hash.as_ref(), content_hash.as_ref(), &metadata_hash)?;
         Ok(Object {
@@ -473,7 +490,10 @@ impl Object {
             None,
             Fields::Chat(fields),
             None,
-            Some(json),
+            Some(GivenJson {
+                json: Arc::new(json),
+                hash: None,
+            }),
         )
     }
 
@@ -517,13 +537,18 @@ impl Object {
         Object::from_parts(Some(&id), None, None, None, Fields::Session(fields), None)
     }
 
-    /// [`Object::session`] with the fields' canonical JSON already known (a session keeps its
-    /// sets' JSON between commits): `json` must be what [`Fields::canonical_json`] gives for
-    /// these fields (debug builds check it).
+    /// [`Object::session`] with the fields' canonical JSON and its SHA-256 already known (a
+    /// session keeps its sets' JSON between commits and hashes only what changed): `json` must
+    /// be what [`Fields::canonical_json`] gives for these fields and `hash` its SHA-256 (debug
+    /// builds check both).
     ///
     /// # Errors
     /// See [`Object::from_parts`].
-    pub(crate) fn session_with_json(fields: SessionFields, json: String) -> Result<Self> {
+    pub(crate) fn session_with_json(
+        fields: SessionFields,
+        json: Arc<String>,
+        hash: Hash,
+    ) -> Result<Self> {
         let id = format!("session:{}", fields.session_id);
         Object::assemble(
             Some(&id),
@@ -533,7 +558,10 @@ impl Object {
             None,
             Fields::Session(fields),
             None,
-            Some(json),
+            Some(GivenJson {
+                json,
+                hash: Some(hash),
+            }),
         )
     }
 

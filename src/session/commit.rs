@@ -29,7 +29,7 @@ impl Session {
     pub(super) fn document_kept(&mut self) -> Result<Object> {
         let fields = self.fields();
         let [index, pool, active, pinned] = self.sets.json_inners();
-        let json = session_json_of_parts(&SessionJsonParts {
+        let json = std::sync::Arc::new(session_json_of_parts(&SessionJsonParts {
             session_id: &fields.session_id,
             chat_ref: &fields.chat_ref,
             system_prompt_ref: &fields.system_prompt_ref,
@@ -37,8 +37,9 @@ impl Session {
             metadata_pool: pool,
             active_set: active,
             pinned_set: pinned,
-        });
-        Object::session_with_json(fields, json)
+        }));
+        let hash = self.document_hasher.hash(&json);
+        Object::session_with_json(fields, json, hash)
     }
 
     pub(super) fn writable(&self) -> Result<()> {

@@ -218,6 +218,8 @@ pub struct Session {
     /// Every tool call id a turn names, built on first need and kept up to date as turns and
     /// refs are added (turns are only ever replaced on a fresh session).
     referenced: Option<rustc_hash::FxHashSet<String>>,
+    /// Hashes each commit's session document from where it first differs from the last one.
+    document_hasher: crate::hash::PrefixSha256,
     system_prompt: String,
     cache: FxHashMap<String, Meta>,
     /// The on-disk spelling of files whose identity path differs from it (case-insensitive
@@ -339,6 +341,7 @@ impl Session {
             chat_text: chat_text::ChatText::default(),
             unreferenced: (Vec::new(), 0),
             referenced: None,
+            document_hasher: crate::hash::PrefixSha256::default(),
             system_prompt: String::new(),
             cache: FxHashMap::default(),
             spellings: HashMap::new(),
