@@ -108,7 +108,8 @@ impl Prepared {
                 Some(reading.size),
             ),
         };
-        let encoded = EncodedBlob::of(&object, kept_bytes.as_deref());
+        // The reading's hash is that of its bytes: the write need not hash them again.
+        let encoded = EncodedBlob::of_read(&object, kept_bytes.as_deref());
         Ok(Prepared {
             object,
             kept_bytes,

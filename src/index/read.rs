@@ -25,7 +25,8 @@ pub enum Body {
 /// One file read to the end: its hash, its size, and its body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reading {
-    /// SHA-256 of every byte read.
+    /// SHA-256 of every byte read. Whoever makes a `Reading` computes it from those bytes: the
+    /// store keeps a binary body's compressed bytes under it without hashing them again.
     pub file_hash: Hash,
     /// The number of bytes read.
     pub size: u64,

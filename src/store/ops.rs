@@ -76,6 +76,9 @@ pub struct EncodedBlob {
     hash: [u8; 32],
     /// The compressed record; `None` when the blob is stored raw.
     record: Option<Vec<u8>>,
+    /// Whether the bytes the record was made from were hashed where they were read (their
+    /// SHA-256 is `hash`), so that a write stores the record without hashing them again.
+    read_hashed: bool,
 }
 
 /// What an [`EncodedBlob`] holds for a blob.
@@ -90,6 +93,18 @@ impl EncodedBlob {
     /// Compresses the content of `object`, or else `kept` (the raw bytes of a binary file, which
     /// must hash to its `file_hash`; the write checks that); `None` when there is neither.
     pub fn of(object: &Object, kept: Option<&[u8]>) -> Option<Self> {
+        Self::make(object, kept, false)
+    }
+
+    /// [`EncodedBlob::of`] for an object made from bytes read and hashed in one pass (an
+    /// [`crate::index::Prepared`] of a [`crate::index::Reading`], whose `file_hash` is the
+    /// SHA-256 of the bytes it holds): the write then stores a compressed record of `kept`
+    /// without hashing `kept` again (a sixth of a scan's writing thread, for binary files).
+    pub(crate) fn of_read(object: &Object, kept: Option<&[u8]>) -> Option<Self> {
+        Self::make(object, kept, true)
+    }
+
+    fn make(object: &Object, kept: Option<&[u8]>, read_hashed: bool) -> Option<Self> {
         match (
             object.content(),
             object.content_hash(),
@@ -99,10 +114,12 @@ impl EncodedBlob {
             (Some(content), Some(hash), _, _) => Some(EncodedBlob {
                 hash: hash.0,
                 record: codec::compress_blob(content.as_bytes()),
+                read_hashed,
             }),
             (None, _, Some(bytes), Some(file_hash)) => Some(EncodedBlob {
                 hash: file_hash.0,
                 record: codec::compress_blob(bytes),
+                read_hashed,
             }),
             _ => None,
         }
@@ -116,6 +133,13 @@ impl EncodedBlob {
     /// Whether the record is empty (it never is: a record has at least its header).
     pub fn is_empty(&self) -> bool {
         false
+    }
+
+    /// Whether a write may store this record as the blob of `hash` without hashing the bytes it
+    /// is given: it was made from bytes hashed where they were read, and it is compressed (a
+    /// raw record stores the bytes given to the write, which the write checks).
+    pub(crate) fn vouches_for(&self, hash: &[u8; 32]) -> bool {
+        self.read_hashed && self.hash == *hash && self.record.is_some()
     }
 
     /// What is encoded for the blob of `hash`, if this is the record for it.

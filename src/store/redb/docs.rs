@@ -49,7 +49,14 @@ pub(crate) fn ensure_doc(
     let key = object.object_hash().0;
     docs.fresh = None;
     let mut stored = 0;
-    if let Some(bytes) = bytes {
+    // Bytes stored as given are checked against the file hash; a compressed record made from
+    // bytes hashed as they were read (a scan's) needs no second hash.
+    let vouched = object
+        .file_hash()
+        .is_some_and(|hash| encoded.is_some_and(|e| e.vouches_for(&hash.0)));
+    if let Some(bytes) = bytes
+        && !vouched
+    {
         let actual = sha256(bytes);
         if object.file_hash() != Some(&actual) {
             return Err(Error::invalid_input(format!(
@@ -750,6 +757,66 @@ mod tests {
         assert_eq!(read(Some(at_21.tx_id))?, chat(21)?.metadata_json());
         assert_eq!(read(None)?, chat(23)?.metadata_json());
         assert_eq!(store.fsck(), vec![]);
+        Ok(())
+    }
+
+    /// A binary file's put with a compressed record made from bytes hashed as they were read
+    /// (a scan's) is stored without a second hash; bytes stored raw, or given with a record
+    /// made by a caller, are still checked against the file hash.
+    #[test]
+    fn only_a_compressed_record_of_read_bytes_skips_the_bytes_check() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let store = RedbStore::create(tmp.path())?;
+        let source = |path: &str| crate::object::FilesystemSource {
+            filesystem_id: "ab".repeat(32),
+            path: path.into(),
+        };
+        let put = |path: &str, bytes: &[u8], given: Vec<u8>, read: bool| -> Result<Op> {
+            let object = Object::file_bytes(source(path), bytes.to_vec())?;
+            let mut put = Put::new(object);
+            put.encoded = if read {
+                EncodedBlob::of_read(&put.object, Some(bytes))
+            } else {
+                EncodedBlob::of(&put.object, Some(bytes))
+            };
+            put.bytes = Some(given);
+            Ok(Op::Put(Box::new(put)))
+        };
+        // Compressible binary bytes (a NUL in each line), and bytes that do not compress.
+        let compressible: Vec<u8> = (0..2000u32)
+            .flat_map(|i| format!("line {i}\0").into_bytes())
+            .collect();
+        let random: Vec<u8> = (0..2000u32)
+            .flat_map(|i| sha256(&i.to_le_bytes()).0)
+            .collect();
+        store.transact(
+            vec![put("/a.bin", &compressible, compressible.clone(), true)?],
+            Origin::Indexer,
+        )?;
+        assert_eq!(
+            store.content(&sha256(&compressible))?,
+            Some(compressible.clone())
+        );
+        for (path, bytes, read) in [
+            ("/raw.bin", &random, true),
+            ("/given.bin", &compressible, false),
+        ] {
+            let mut wrong = bytes.clone();
+            wrong[1] ^= 1;
+            let err = store
+                .transact(vec![put(path, bytes, wrong, read)?], Origin::Indexer)
+                .map(|_| ())
+                .unwrap_err();
+            assert!(
+                err.to_string().contains("give the file's own bytes"),
+                "{err}"
+            );
+        }
+        store.transact(
+            vec![put("/raw.bin", &random, random.clone(), true)?],
+            Origin::Indexer,
+        )?;
+        assert_eq!(store.content(&sha256(&random))?, Some(random.clone()));
         Ok(())
     }
 }

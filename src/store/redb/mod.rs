@@ -253,7 +253,8 @@ impl Drop for RedbStore {
     ///
     /// redb grows a file below 4 GiB by doubling it, so after a large write the file's length is
     /// up to twice the pages in use (100 000 incompressible contents: 1 028 MiB long, 560 MiB
-    /// used). `Database::compact` moves the last pages into free ones and truncates the file
+    /// used; a real tree's first index: 67 MB long, 49.5 MB on disk, 45 MB once compacted).
+    /// `Database::compact` moves the last pages into free ones and truncates the file
     /// (there is no public way to make redb grow by less). It costs about 25 ms even when there
     /// is little to move (several two-phase commits), which doubled the time of a small
     /// re-index; so it runs only when the file grew and the bytes allocated on disk grew by at
@@ -261,7 +262,9 @@ impl Drop for RedbStore {
     /// twice as long as its content, in a sparse tail that takes no disk space; the next large
     /// write compacts it. Before compacting, the tables keyed by hashes and paths that are
     /// less than 85 % used are rewritten in key order (`repack`: 100 000 files, ~190 bytes a
-    /// file fewer). Best effort: a failure leaves a longer file, never a wrong one.
+    /// file fewer). The compaction itself runs on a handle of its own, opened once this one is
+    /// closed, whose page cache holds the whole file ([`repack::compact_closed`]). Best effort:
+    /// a failure leaves a longer file, never a wrong one.
     fn drop(&mut self) {
         let read_only = self.read_only;
         // A handle that met damage commits nothing more, not even redb's close-time record.
@@ -269,11 +272,14 @@ impl Drop for RedbStore {
             || self
                 .reopen_pending
                 .load(std::sync::atomic::Ordering::SeqCst);
+        // The file to compact once this handle is closed, and its bytes on disk.
+        let mut compact = None;
         if let Some(dir) = &self.dir
             && !read_only
             && !damaged
         {
-            let (len, allocated) = file_size(&dir.join(DB_FILE));
+            let path = dir.join(DB_FILE);
+            let (len, allocated) = file_size(&path);
             let (opened_len, opened_allocated) = self.opened;
             if len > opened_len
                 && allocated >= opened_allocated + opened_allocated / 8
@@ -289,16 +295,10 @@ impl Drop for RedbStore {
                 let _ = guard::guarded(&self.damaged, "repacking the store's tables", || {
                     repack::repack_sparse_tables(db).map(|_| ())
                 });
-                if !self.damaged.load(std::sync::atomic::Ordering::SeqCst) {
-                    let _ = guard::guarded(&self.damaged, "compacting the store", || {
-                        db.compact()
-                            .map(|_| ())
-                            .map_err(|e| Error::corrupt(e.to_string()))
-                    });
-                }
+                compact = Some((path, allocated));
             }
         }
-        // A repack or compaction that met damage above makes the close one without writing.
+        // A repack that met damage above makes the close one without writing.
         let damaged = damaged || self.damaged.load(std::sync::atomic::Ordering::SeqCst);
         // redb records its allocator state when the database drops, and may panic there on a
         // damaged page: drop it under the guard, quietly, before the lock file goes; a damaged
@@ -312,14 +312,24 @@ impl Drop for RedbStore {
         if damaged {
             guard::close_without_writing(handle);
         } else {
-            let _ = guard::guarded(
-                &std::sync::atomic::AtomicBool::new(false),
-                "closing the store",
-                move || {
-                    drop(handle);
+            let closed = guard::guarded(&self.damaged, "closing the store", move || match handle {
+                Handle::ReadWrite(db) => db
+                    .close()
+                    .map_err(|e| Error::corrupt(format!("closing the store: {e}"))),
+                other => {
+                    drop(other);
                     Ok(())
-                },
-            );
+                }
+            });
+            // Only a file closed cleanly is opened again: one that would need a repair is left
+            // to the next open.
+            if closed.is_ok()
+                && let Some((path, allocated)) = compact
+            {
+                let _ = guard::guarded(&self.damaged, "compacting the store", || {
+                    repack::compact_closed(&path, allocated)
+                });
+            }
         }
         if let Some(dir) = &self.dir
             && !read_only

@@ -8,6 +8,8 @@
 //! (docs/store.md). Copied in key order into a new table, every key is appended and the pages
 //! come out ~98 % full; the copy then takes the table's name. Same keys, same values, same
 //! table names: no format change, and a store of any earlier build reads as before.
+//!
+//! Compacting: [`compact_closed`] gives a file's free pages back after a large write.
 
 use redb::{
     Database, Key, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle, Value,
@@ -75,6 +77,36 @@ pub(crate) fn repack_tables(tx: &WriteTransaction) -> Result<Vec<&'static str>> 
         done.push(DOC_INDEX.name());
     }
     Ok(done)
+}
+
+/// The largest page cache a compaction opens its file with (see [`compact_closed`]).
+const COMPACT_CACHE_MAX: usize = 64 * 1024 * 1024;
+
+/// Compacts the store file at `path`, closed, whose pages take `allocated` bytes on disk: opens
+/// it with a page cache that holds all of them (at most [`COMPACT_CACHE_MAX`]), runs
+/// `Database::compact`, and closes it.
+///
+/// redb's compaction walks every page of every table once per round, and takes about ten
+/// rounds after an index (each moves a few pages, and its commit puts the tables' new roots at
+/// the end of the file again). Through the 32 MiB cache of a scan's handle, every round read
+/// each page of a 45 MB store from the file anew: 220 ms of a 650 ms index of a real tree
+/// (5 800 files), where a cache that holds the file reads each page once. A file that would
+/// need a repair to open (it was not closed cleanly) is left as it is.
+///
+/// # Errors
+/// [`crate::Error::Storage`] when redb fails to open, compact or close the file: the file is
+/// then as long as it was, and as correct.
+pub(crate) fn compact_closed(path: &std::path::Path, allocated: u64) -> Result<()> {
+    let cache = usize::try_from(allocated.saturating_add(allocated / 8))
+        .unwrap_or(usize::MAX)
+        .clamp(super::CACHE_BYTES, COMPACT_CACHE_MAX);
+    let mut builder = Database::builder();
+    builder.set_cache_size(cache);
+    builder.set_repair_callback(redb::RepairSession::abort);
+    let mut db = builder.open(path).db()?;
+    db.compact().db()?;
+    db.close().db()?;
+    Ok(())
 }
 
 /// Whether table `def` is long and sparse enough to be worth a rewrite.
@@ -261,6 +293,50 @@ mod tests {
         // A rebuild empties the stat cache, and answers the rest the same.
         assert_eq!(rebuilt[..3], before[..3]);
         assert_eq!(rebuilt[4..], before[4..]);
+        Ok(())
+    }
+
+    /// After a large write the file is compacted once closed: no longer than the bytes it
+    /// takes on disk (a doubled file's unused tail is given back), and it reads as before.
+    #[test]
+    fn a_large_write_is_compacted_once_the_store_is_closed() -> Result<()> {
+        use crate::object::{FilesystemSource, Object};
+        use crate::store::{Op, Origin, Put};
+        let dir = tempfile::tempdir().map_err(|e| crate::Error::io("tempdir", e))?;
+        let fs = "ab".repeat(32);
+        let content = |i: u32| -> Vec<u8> {
+            (0..128u32)
+                .flat_map(|j| sha256(&(u64::from(i) << 32 | u64::from(j)).to_le_bytes()).0)
+                .collect()
+        };
+        {
+            let store = super::super::RedbStore::create(dir.path())?;
+            for batch in 0..6u32 {
+                let mut ops = Vec::new();
+                for i in batch * 200..(batch + 1) * 200 {
+                    let object = Object::file_bytes(
+                        FilesystemSource {
+                            filesystem_id: fs.clone(),
+                            path: format!("/f{i}.bin"),
+                        },
+                        content(i),
+                    )?;
+                    let mut put = Put::new(object);
+                    put.bytes = Some(content(i));
+                    ops.push(Op::Put(Box::new(put)));
+                }
+                store.transact(ops, Origin::Indexer)?;
+            }
+        }
+        let (len, allocated) = super::super::file_size(&dir.path().join("store.redb"));
+        assert!(
+            len <= allocated + allocated / 16,
+            "{len} bytes long, {allocated} on disk"
+        );
+        let store = super::super::RedbStore::open(dir.path())?;
+        for i in [0, 599, 1199] {
+            assert_eq!(store.content(&sha256(&content(i)))?, Some(content(i)));
+        }
         Ok(())
     }
 
