@@ -295,7 +295,18 @@ impl Drop for RedbStore {
                 let _ = guard::guarded(&self.damaged, "repacking the store's tables", || {
                     repack::repack_sparse_tables(db).map(|_| ())
                 });
-                compact = Some((path, allocated));
+                // A file whose pages fit the compaction's cache is compacted once closed, on a
+                // handle whose cache holds it; a larger one gains nothing from that (each round
+                // reads it from the file either way) and is compacted here, as it always was.
+                if allocated <= repack::COMPACT_CACHE_MAX as u64 {
+                    compact = Some((path, allocated));
+                } else if !self.damaged.load(std::sync::atomic::Ordering::SeqCst) {
+                    let _ = guard::guarded(&self.damaged, "compacting the store", || {
+                        db.compact()
+                            .map(|_| ())
+                            .map_err(|e| Error::corrupt(e.to_string()))
+                    });
+                }
             }
         }
         // A repack that met damage above makes the close one without writing.

@@ -79,8 +79,10 @@ pub(crate) fn repack_tables(tx: &WriteTransaction) -> Result<Vec<&'static str>> 
     Ok(done)
 }
 
-/// The largest page cache a compaction opens its file with (see [`compact_closed`]).
-const COMPACT_CACHE_MAX: usize = 64 * 1024 * 1024;
+/// The largest page cache a compaction opens its file with (see [`compact_closed`]); a file
+/// whose pages take more is compacted on the handle that wrote it instead (a 100 006-file
+/// store, ~500 MB: 7-8 % more CPU for the index through a handle of its own).
+pub(crate) const COMPACT_CACHE_MAX: usize = 64 * 1024 * 1024;
 
 /// Compacts the store file at `path`, closed, whose pages take `allocated` bytes on disk: opens
 /// it with a page cache that holds all of them (at most [`COMPACT_CACHE_MAX`]), runs
