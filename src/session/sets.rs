@@ -19,7 +19,8 @@ pub struct OrderedSet {
     /// The ids in order, shared with the documents built from them (copied on the first change
     /// while one still holds them).
     order: SessionIds,
-    members: Members,
+    /// Membership, built from `order` on first use: a resume that changes no set never asks.
+    members: std::sync::OnceLock<Members>,
     /// The JCS strings of the first `json_ids` ids joined by commas: the inside of the set's
     /// canonical JSON array, kept between commits and brought up to date lazily. An append
     /// leaves it valid; a change at position `p` cuts it back to the first `p` ids.
@@ -41,25 +42,31 @@ impl OrderedSet {
         let ids = ids.into_iter();
         let mut set = OrderedSet::default();
         Arc::make_mut(&mut set.order).reserve(ids.size_hint().0);
-        set.members.reserve(ids.size_hint().0);
+        let mut members = Members::default();
+        members.reserve(ids.size_hint().0);
         for id in ids {
-            set.push(id);
+            if members.insert(id.clone()) {
+                Arc::make_mut(&mut set.order).push(id);
+            }
         }
+        set.members = members.into();
         set
     }
 
     /// A set holding `ids` in this order, keeping the shared list itself when it repeats no id
     /// (a restored session's sets are the lists its document decoded to).
     pub fn from_shared(ids: SessionIds) -> Self {
-        let mut members = Members::default();
-        members.reserve(ids.len());
-        let unique = ids.iter().all(|id| members.insert(id.clone()));
-        if !unique {
+        if distinct(&ids).is_none() {
             return OrderedSet::from_ids(ids.iter().cloned());
         }
+        OrderedSet::unchecked(ids)
+    }
+
+    /// A set holding `ids`, which repeat no id (the caller checked).
+    fn unchecked(ids: SessionIds) -> Self {
         OrderedSet {
             order: ids,
-            members,
+            members: std::sync::OnceLock::new(),
             json: String::new(),
             json_ids: 0,
         }
@@ -67,7 +74,24 @@ impl OrderedSet {
 
     /// Whether `id` is a member.
     pub fn contains(&self, id: &str) -> bool {
-        self.members.contains(id)
+        self.members().contains(id)
+    }
+
+    /// The membership map, built on first use.
+    fn members(&self) -> &Members {
+        self.members
+            .get_or_init(|| self.order.iter().cloned().collect())
+    }
+
+    /// Runs `change` on the membership map (built first when it is not yet).
+    fn with_members<R>(&mut self, change: impl FnOnce(&mut Members) -> R) -> R {
+        let mut members = self
+            .members
+            .take()
+            .unwrap_or_else(|| self.order.iter().cloned().collect());
+        let out = change(&mut members);
+        self.members = members.into();
+        out
     }
 
     /// The ids in order.
@@ -147,7 +171,7 @@ impl OrderedSet {
 
     /// Appends `id` unless it is a member; true when it was added.
     fn push(&mut self, id: String) -> bool {
-        if !self.members.insert(id.clone()) {
+        if !self.with_members(|members| members.insert(id.clone())) {
             return false;
         }
         Arc::make_mut(&mut self.order).push(id);
@@ -156,7 +180,7 @@ impl OrderedSet {
 
     /// Moves `id` to the end, adding it when absent.
     fn push_to_end(&mut self, id: String) {
-        if self.members.contains(&id) {
+        if self.contains(&id) {
             if let Some(at) = self.order.iter().rposition(|x| *x == id) {
                 self.json_cut(at);
                 Arc::make_mut(&mut self.order).remove(at);
@@ -169,7 +193,7 @@ impl OrderedSet {
 
     /// Removes `id`; true when it was a member.
     fn remove(&mut self, id: &str) -> bool {
-        if !self.members.remove(id) {
+        if !self.with_members(|members| members.remove(id)) {
             return false;
         }
         if let Some(at) = self.order.iter().rposition(|x| x == id) {
@@ -214,6 +238,27 @@ impl Sets {
         active: SessionIds,
         pinned: SessionIds,
     ) -> Result<Self> {
+        let corrupt = |e: Error| Error::corrupt(format!("session sets: {e}"));
+        // No id repeated (always, in a document a session wrote): the sets keep the lists as
+        // they are, checked through maps borrowing the ids; their own maps wait for first use.
+        if let (Some(in_index), Some(in_pool), Some(_), Some(_)) = (
+            distinct(&index),
+            distinct(&pool),
+            distinct(&active),
+            distinct(&pinned),
+        ) {
+            within(&pool, |id| in_index.contains(id), NOT_IN_INDEX).map_err(corrupt)?;
+            within(&active, |id| in_pool.contains(id), ACTIVE_NOT_IN_POOL).map_err(corrupt)?;
+            within(&pinned, |id| in_pool.contains(id), PINNED_NOT_IN_POOL).map_err(corrupt)?;
+            return Ok(Sets {
+                index: OrderedSet::unchecked(index),
+                pool: OrderedSet::unchecked(pool),
+                active: OrderedSet::unchecked(active),
+                pinned: OrderedSet::unchecked(pinned),
+                revision: 0,
+            });
+        }
+        // A repeated id is dropped after its first place.
         let sets = Sets {
             index: OrderedSet::from_shared(index),
             pool: OrderedSet::from_shared(pool),
@@ -221,8 +266,7 @@ impl Sets {
             pinned: OrderedSet::from_shared(pinned),
             revision: 0,
         };
-        sets.check()
-            .map_err(|e| Error::corrupt(format!("session sets: {e}")))?;
+        sets.check().map_err(corrupt)?;
         Ok(sets)
     }
 
@@ -295,26 +339,16 @@ impl Sets {
     /// # Errors
     /// [`Error::InvalidInput`] describing the broken invariant.
     pub fn check(&self) -> Result<()> {
-        let within = |inner: &OrderedSet, outer: &OrderedSet, what: &str| -> Result<()> {
-            match inner.ids().iter().find(|id| !outer.contains(id)) {
-                Some(id) => Err(Error::invalid_input(format!("{id} is {what}"))),
-                None => Ok(()),
-            }
-        };
+        within(self.pool.ids(), |id| self.index.contains(id), NOT_IN_INDEX)?;
         within(
-            &self.pool,
-            &self.index,
-            "in the metadata pool but not in the session index",
+            self.active.ids(),
+            |id| self.pool.contains(id),
+            ACTIVE_NOT_IN_POOL,
         )?;
         within(
-            &self.active,
-            &self.pool,
-            "active but not in the metadata pool",
-        )?;
-        within(
-            &self.pinned,
-            &self.pool,
-            "pinned but not in the metadata pool",
+            self.pinned.ids(),
+            |id| self.pool.contains(id),
+            PINNED_NOT_IN_POOL,
         )
     }
 
@@ -370,6 +404,31 @@ impl Sets {
     pub(crate) fn revision(&self) -> u64 {
         self.revision
     }
+}
+
+/// What a pool id missing from the index is.
+const NOT_IN_INDEX: &str = "in the metadata pool but not in the session index";
+/// What an active id missing from the pool is.
+const ACTIVE_NOT_IN_POOL: &str = "active but not in the metadata pool";
+/// What a pinned id missing from the pool is.
+const PINNED_NOT_IN_POOL: &str = "pinned but not in the metadata pool";
+
+/// Checks that every id of `inner` is in the outer set `contains` answers for, naming the first
+/// that is not as `what`.
+fn within(inner: &[String], contains: impl Fn(&str) -> bool, what: &str) -> Result<()> {
+    match inner.iter().find(|id| !contains(id)) {
+        Some(id) => Err(Error::invalid_input(format!("{id} is {what}"))),
+        None => Ok(()),
+    }
+}
+
+/// The ids of `ids` as a set borrowing them, `None` when one repeats.
+fn distinct(ids: &[String]) -> Option<rustc_hash::FxHashSet<&str>> {
+    let mut seen = rustc_hash::FxHashSet::default();
+    seen.reserve(ids.len());
+    ids.iter()
+        .all(|id| seen.insert(id.as_str()))
+        .then_some(seen)
 }
 
 /// `text` split around the first `at` ([`str::split_once`] through `memchr`'s SIMD search).
