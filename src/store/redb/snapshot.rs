@@ -815,6 +815,43 @@ mod tests {
         Ok(())
     }
 
+    /// Many ids: in the order the snapshot was written (lined up), in another order (found by
+    /// id), with an entity written since, with an unknown id among them; each time what a read
+    /// row by row answers.
+    #[test]
+    fn many_rows_answer_as_row_by_row_in_any_order() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        let n = 2085;
+        let ops = (0..n).map(|k| Ok(Op::put(file(k, &format!("{k}"))?)));
+        store.transact(ops.collect::<Result<_>>()?, Origin::Cli)?;
+        let mut ids: Vec<String> = (0..n)
+            .map(|k| Ok(file(k, "")?.id().to_string()))
+            .collect::<Result<_>>()?;
+        let check = |ids: &[String]| -> Result<Answer> {
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let answer = store.metadata_snapshot(NAME, &ids)?;
+            assert_eq!(answer.metas, store.metadata_many(&ids, None)?);
+            Ok(answer)
+        };
+        let first = check(&ids)?;
+        assert_eq!(first.hits, 0);
+        store.put_snapshot(
+            NAME,
+            first
+                .refresh
+                .as_ref()
+                .ok_or_else(|| Error::invariant("no refresh"))?,
+        )?;
+        assert_eq!(check(&ids)?.hits, n, "lined up");
+        store.transact(vec![Op::put(file(n / 2, "changed")?)], Origin::Cli)?;
+        assert_eq!(check(&ids)?.hits, n - 1, "one written since");
+        ids.reverse();
+        assert_eq!(check(&ids)?.hits, n - 1, "found by id");
+        ids.insert(n / 3, "toolcall:never".into());
+        assert_eq!(check(&ids)?.hits, n - 1, "an unknown id among them");
+        Ok(())
+    }
+
     #[test]
     fn a_document_snapshot_serves_until_its_entity_is_written() -> Result<()> {
         let store = RedbStore::in_memory()?;
