@@ -464,8 +464,8 @@ impl Session {
             fields.active_set,
             fields.pinned_set,
         )?;
-        if let Some(json) = &stored_json {
-            session.sets.seed_json(json);
+        if let Some(json) = stored_json {
+            session.sets.seed_json(std::sync::Arc::new(json));
         }
         session.turns = turns;
         session.system_prompt = system_prompt;
