@@ -1577,24 +1577,21 @@ fn a_resume_after_a_commit_reads_the_committed_session_document() -> TestResult 
     let first = Session::resume(&store, &settings(), &sid)?.0;
     let second = Session::resume(&store, &settings(), &sid)?.0;
     assert_eq!(first.sets(), second.sets());
-    let mut steps: Vec<Box<dyn Fn(&mut Session) -> TestResult>> = vec![
-        Box::new(|s| {
-            s.record_toolcall(toolcall(None, "grep", "found"))?;
-            Ok(())
-        }),
-        Box::new(|s| {
-            s.read(&b)?;
-            Ok(())
-        }),
-        Box::new(|s| {
-            let id = s.sets().active().ids()[0].clone();
-            s.deactivate(&id)?;
-            Ok(())
-        }),
-    ];
-    for step in steps.drain(..) {
+    // A tool call, then a file read, then an activation change, each in its own commit.
+    for step in 0..3 {
         let mut s = Session::resume(&store, &settings(), &sid)?.0;
-        step(&mut s)?;
+        match step {
+            0 => {
+                s.record_toolcall(toolcall(None, "grep", "found"))?;
+            }
+            1 => {
+                s.read(&b)?;
+            }
+            _ => {
+                let id = s.sets().active().ids()[0].clone();
+                s.deactivate(&id)?;
+            }
+        }
         s.commit()?;
         let committed = s.sets().clone();
         let resumed = Session::resume(&store, &settings(), &sid)?.0;
