@@ -401,15 +401,18 @@ impl Session {
         };
         // The session and chat documents are read as stored metadata: their fields are all a
         // session needs, and the stored object hash is what the next commit's match compares.
-        let (version, stored_json) = store
-            .metadata_with_json(&session_entity(sid), at)?
-            .ok_or_else(|| match at {
-                Some(tx) => Error::not_found(format!(
-                    "session {sid} at tx {} (it did not exist yet); see `strata session history {sid}`",
-                    tx.0
-                )),
-                None => unknown_session(sid),
-            })?;
+        // The latest session document is read through its snapshot, as the files' metadata is.
+        let stored = match at {
+            None => store.metadata_latest_with_json(&session_entity(sid), refresh)?,
+            Some(_) => store.metadata_with_json(&session_entity(sid), at)?,
+        };
+        let (version, stored_json) = stored.ok_or_else(|| match at {
+            Some(tx) => Error::not_found(format!(
+                "session {sid} at tx {} (it did not exist yet); see `strata session history {sid}`",
+                tx.0
+            )),
+            None => unknown_session(sid),
+        })?;
         let Some(document) = version.document else {
             return Err(Error::not_found(format!("session {sid} (it was deleted)")));
         };
@@ -468,8 +471,8 @@ impl Session {
             fields.active_set,
             fields.pinned_set,
         )?;
-        if let Some(json) = &stored_json {
-            session.sets.seed_json(json);
+        if let Some(json) = stored_json {
+            session.sets.seed_json(std::sync::Arc::new(json));
         }
         session.turns = turns;
         session.system_prompt = system_prompt;
@@ -499,11 +502,16 @@ impl Session {
         let mut spellings = HashMap::new();
         for (id, stored) in ids.iter().zip(stored) {
             let Some(mut stored) = stored else { continue };
+            // The version's entity is the id asked: its string becomes the key, not a copy.
+            let key = match std::mem::take(&mut stored.info.entity) {
+                entity if entity == *id => entity,
+                _ => id.to_string(),
+            };
             if let Some(spelling) = stored.info.spelling.take() {
-                spellings.insert(id.to_string(), spelling);
+                spellings.insert(key.clone(), spelling);
             }
             if let Some(meta) = meta_of_stored(&self.resolver, stored) {
-                cache.insert(id.to_string(), meta);
+                cache.insert(key, meta);
             }
         }
         self.cache = cache;

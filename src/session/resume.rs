@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::index::{Action, Look, Presence, Settings, StatChange, presence_all};
-use crate::store::{FileStat, Store, Timestamp, TxReceipt};
+use crate::store::{FileStat, StatEntry, Store, Timestamp, TxReceipt};
 
 use super::{FileState, Meta, Session};
 
@@ -98,23 +98,14 @@ impl Session {
     pub fn reconcile(&mut self) -> Result<ResumeReport> {
         self.writable()?;
         let machine = self.resolver.machine_id().to_string();
-        let local: Vec<&str> = self
-            .sets
-            .index()
-            .ids()
-            .iter()
-            .filter_map(|id| match self.cache.get(id) {
-                Some(Meta::File { source, .. }) if source.filesystem_id == machine => {
-                    Some(source.path.as_str())
-                }
-                _ => None,
-            })
-            .collect();
         let mut report = ResumeReport::default();
         // First pass, reading only: stat every file; the stat cache vouches for most. What it
         // does not vouch for is handled in a second pass, in index order, which may write.
         let mut todo: Vec<(String, Meta, Option<FileStat>)> = Vec::new();
         let mut files = Vec::new();
+        let mut local: Vec<&str> = Vec::new();
+        let mut slot_of: rustc_hash::FxHashMap<&str, usize> = rustc_hash::FxHashMap::default();
+        slot_of.reserve(self.sets.index().len());
         for id in self.sets.index().ids() {
             let Some(meta @ Meta::File { source, .. }) = self.cache.get(id) else {
                 continue;
@@ -124,34 +115,44 @@ impl Session {
                 report.unreachable += 1;
                 continue;
             }
+            // Each distinct canonical path gets a slot for its stat cache entry, filled as the
+            // entries are read one by one (no map of owned paths is built).
+            local.push(source.path.as_str());
+            let next = slot_of.len();
+            let slot = *slot_of.entry(source.path.as_str()).or_insert(next);
             // A case-insensitive mount's identity path is lowercased: open the on-disk spelling.
-            files.push((id, meta, self.open_path(id, &source.path)));
+            files.push((id, meta, self.open_path(id, &source.path), slot));
         }
-        let opens: Vec<&str> = files.iter().map(|(_, _, open)| *open).collect();
+        let opens: Vec<&str> = files.iter().map(|(_, _, open, _)| *open).collect();
+        let mut entries: Vec<Option<StatEntry>> = vec![None; slot_of.len()];
         // The stats run on their threads while this one reads the stat cache.
         let (cache, presences) = std::thread::scope(|scope| {
             let stats = scope.spawn(|| presence_all(&opens, true));
             let cache = if local.is_empty() {
-                Ok(Default::default())
+                Ok(())
             } else {
-                self.store.stat_cache(&machine, &common_dir(&local))
+                self.store
+                    .for_each_stat_entry(&machine, &common_dir(&local), &mut |path, entry| {
+                        if let Some(slot) = slot_of.get(path).and_then(|&n| entries.get_mut(n)) {
+                            *slot = Some(entry);
+                        }
+                        Ok(())
+                    })
             };
             let presences = stats
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             (cache, presences)
         });
-        let cache = cache?;
-        for ((id, meta, _), presence) in files.into_iter().zip(presences) {
+        cache?;
+        for ((id, meta, _, slot), presence) in files.into_iter().zip(presences) {
             let Meta::File {
-                source,
-                file_hash,
-                state,
-                ..
+                file_hash, state, ..
             } = meta
             else {
                 continue;
             };
+            let cached = entries.get(slot).copied().flatten();
             // Gone by the one disk path's rule: nothing there, a parent that is no longer a
             // directory, or something other than a regular file there now.
             let stat = match presence {
@@ -170,7 +171,7 @@ impl Session {
             let vouched = matches!(
                 state,
                 FileState::Read | FileState::Binary | FileState::TooLarge
-            ) && cache.get(&source.path).is_some_and(|entry| {
+            ) && cached.is_some_and(|entry| {
                 Some(entry.file_hash) == *file_hash && entry.vouches_for(&stat)
             });
             if vouched {

@@ -19,7 +19,8 @@ pub struct OrderedSet {
     /// The ids in order, shared with the documents built from them (copied on the first change
     /// while one still holds them).
     order: SessionIds,
-    members: Members,
+    /// Membership, built from `order` on first use: a resume that changes no set never asks.
+    members: std::sync::OnceLock<Members>,
     /// The JCS strings of the first `json_ids` ids joined by commas: the inside of the set's
     /// canonical JSON array, kept between commits and brought up to date lazily. An append
     /// leaves it valid; a change at position `p` cuts it back to the first `p` ids.
@@ -41,25 +42,31 @@ impl OrderedSet {
         let ids = ids.into_iter();
         let mut set = OrderedSet::default();
         Arc::make_mut(&mut set.order).reserve(ids.size_hint().0);
-        set.members.reserve(ids.size_hint().0);
+        let mut members = Members::default();
+        members.reserve(ids.size_hint().0);
         for id in ids {
-            set.push(id);
+            if members.insert(id.clone()) {
+                Arc::make_mut(&mut set.order).push(id);
+            }
         }
+        set.members = members.into();
         set
     }
 
     /// A set holding `ids` in this order, keeping the shared list itself when it repeats no id
     /// (a restored session's sets are the lists its document decoded to).
     pub fn from_shared(ids: SessionIds) -> Self {
-        let mut members = Members::default();
-        members.reserve(ids.len());
-        let unique = ids.iter().all(|id| members.insert(id.clone()));
-        if !unique {
+        if distinct(&ids).is_none() {
             return OrderedSet::from_ids(ids.iter().cloned());
         }
+        OrderedSet::unchecked(ids)
+    }
+
+    /// A set holding `ids`, which repeat no id (the caller checked).
+    fn unchecked(ids: SessionIds) -> Self {
         OrderedSet {
             order: ids,
-            members,
+            members: std::sync::OnceLock::new(),
             json: String::new(),
             json_ids: 0,
         }
@@ -67,7 +74,24 @@ impl OrderedSet {
 
     /// Whether `id` is a member.
     pub fn contains(&self, id: &str) -> bool {
-        self.members.contains(id)
+        self.members().contains(id)
+    }
+
+    /// The membership map, built on first use.
+    fn members(&self) -> &Members {
+        self.members
+            .get_or_init(|| self.order.iter().cloned().collect())
+    }
+
+    /// Runs `change` on the membership map (built first when it is not yet).
+    fn with_members<R>(&mut self, change: impl FnOnce(&mut Members) -> R) -> R {
+        let mut members = self
+            .members
+            .take()
+            .unwrap_or_else(|| self.order.iter().cloned().collect());
+        let out = change(&mut members);
+        self.members = members.into();
+        out
     }
 
     /// The ids in order.
@@ -147,7 +171,7 @@ impl OrderedSet {
 
     /// Appends `id` unless it is a member; true when it was added.
     fn push(&mut self, id: String) -> bool {
-        if !self.members.insert(id.clone()) {
+        if !self.with_members(|members| members.insert(id.clone())) {
             return false;
         }
         Arc::make_mut(&mut self.order).push(id);
@@ -156,7 +180,7 @@ impl OrderedSet {
 
     /// Moves `id` to the end, adding it when absent.
     fn push_to_end(&mut self, id: String) {
-        if self.members.contains(&id) {
+        if self.contains(&id) {
             if let Some(at) = self.order.iter().rposition(|x| *x == id) {
                 self.json_cut(at);
                 Arc::make_mut(&mut self.order).remove(at);
@@ -169,7 +193,7 @@ impl OrderedSet {
 
     /// Removes `id`; true when it was a member.
     fn remove(&mut self, id: &str) -> bool {
-        if !self.members.remove(id) {
+        if !self.with_members(|members| members.remove(id)) {
             return false;
         }
         if let Some(at) = self.order.iter().rposition(|x| x == id) {
@@ -194,6 +218,9 @@ pub struct Sets {
     /// of the active tool calls auto-collapse may have to drop. `None` (restored sets) means
     /// unknown: every active id is a candidate.
     active_candidates: Option<Vec<String>>,
+    /// The stored document the JSON texts are to be seeded from, taken at the first change or
+    /// use of a text (a resume that changes nothing never splits it).
+    unseeded: Option<Arc<String>>,
 }
 
 impl PartialEq for Sets {
@@ -218,6 +245,29 @@ impl Sets {
         active: SessionIds,
         pinned: SessionIds,
     ) -> Result<Self> {
+        let corrupt = |e: Error| Error::corrupt(format!("session sets: {e}"));
+        // No id repeated (always, in a document a session wrote): the sets keep the lists as
+        // they are, checked through maps borrowing the ids; their own maps wait for first use.
+        if let (Some(in_index), Some(in_pool), Some(_), Some(_)) = (
+            distinct(&index),
+            distinct(&pool),
+            distinct(&active),
+            distinct(&pinned),
+        ) {
+            within(&pool, |id| in_index.contains(id), NOT_IN_INDEX).map_err(corrupt)?;
+            within(&active, |id| in_pool.contains(id), ACTIVE_NOT_IN_POOL).map_err(corrupt)?;
+            within(&pinned, |id| in_pool.contains(id), PINNED_NOT_IN_POOL).map_err(corrupt)?;
+            return Ok(Sets {
+                index: OrderedSet::unchecked(index),
+                pool: OrderedSet::unchecked(pool),
+                active: OrderedSet::unchecked(active),
+                pinned: OrderedSet::unchecked(pinned),
+                revision: 0,
+                active_candidates: None,
+                unseeded: None,
+            });
+        }
+        // A repeated id is dropped after its first place.
         let sets = Sets {
             index: OrderedSet::from_shared(index),
             pool: OrderedSet::from_shared(pool),
@@ -225,18 +275,31 @@ impl Sets {
             pinned: OrderedSet::from_shared(pinned),
             revision: 0,
             active_candidates: None,
+            unseeded: None,
         };
-        sets.check()
-            .map_err(|e| Error::corrupt(format!("session sets: {e}")))?;
+        sets.check().map_err(corrupt)?;
         Ok(sets)
     }
 
     /// Seeds the sets' JSON texts from `stored`, the canonical JSON of the session document they
-    /// were restored from, so the next commit only appends to them. A text without the canonical
-    /// layout seeds nothing (that commit then writes the sets' JSON in full). Splitting at the
-    /// first `],"key":` is exact: inside an array of JCS strings a raw `"` never follows a comma
-    /// or `]` (a string's quotes are escaped).
-    pub(crate) fn seed_json(&mut self, stored: &str) {
+    /// were restored from, so the next commit only appends to them; the text is split at the
+    /// first change or use of the sets' texts, while the ids it holds are still in place.
+    pub(crate) fn seed_json(&mut self, stored: Arc<String>) {
+        self.unseeded = Some(stored);
+    }
+
+    /// Takes the seed [`Sets::seed_json`] left, if any: before any change of the sets.
+    fn settle_seed(&mut self) {
+        if let Some(stored) = self.unseeded.take() {
+            self.seed_now(&stored);
+        }
+    }
+
+    /// Seeds the JSON texts from `stored` now. A text without the canonical layout seeds
+    /// nothing (the next commit then writes the sets' JSON in full). Splitting at the first
+    /// `],"key":` is exact: inside an array of JCS strings a raw `"` never follows a comma or
+    /// `]` (a string's quotes are escaped).
+    fn seed_now(&mut self, stored: &str) {
         // `memmem` rather than `str::split_once`: a 10 000-file session's text is 2 MB, and
         // the SIMD search runs through it several times faster.
         let parts = (|| {
@@ -260,6 +323,7 @@ impl Sets {
     /// The insides of the JSON arrays of index, pool, active set and pinned set (in that order),
     /// brought up to date (see [`OrderedSet::json_inner`]).
     pub(crate) fn json_inners(&mut self) -> [&str; 4] {
+        self.settle_seed();
         let Sets {
             index,
             pool,
@@ -300,31 +364,22 @@ impl Sets {
     /// # Errors
     /// [`Error::InvalidInput`] describing the broken invariant.
     pub fn check(&self) -> Result<()> {
-        let within = |inner: &OrderedSet, outer: &OrderedSet, what: &str| -> Result<()> {
-            match inner.ids().iter().find(|id| !outer.contains(id)) {
-                Some(id) => Err(Error::invalid_input(format!("{id} is {what}"))),
-                None => Ok(()),
-            }
-        };
+        within(self.pool.ids(), |id| self.index.contains(id), NOT_IN_INDEX)?;
         within(
-            &self.pool,
-            &self.index,
-            "in the metadata pool but not in the session index",
+            self.active.ids(),
+            |id| self.pool.contains(id),
+            ACTIVE_NOT_IN_POOL,
         )?;
         within(
-            &self.active,
-            &self.pool,
-            "active but not in the metadata pool",
-        )?;
-        within(
-            &self.pinned,
-            &self.pool,
-            "pinned but not in the metadata pool",
+            self.pinned.ids(),
+            |id| self.pool.contains(id),
+            PINNED_NOT_IN_POOL,
         )
     }
 
     /// Adds `id` to the index (append-only, idempotent).
     pub(crate) fn add_to_index(&mut self, id: &str) {
+        self.settle_seed();
         if !self.index.contains(id) {
             self.revision += 1;
             self.index.push(id.to_string());
@@ -333,6 +388,7 @@ impl Sets {
 
     /// Adds `id` to the index and the pool.
     pub(crate) fn add_to_pool(&mut self, id: &str) {
+        self.settle_seed();
         self.add_to_index(id);
         if !self.pool.contains(id) {
             self.revision += 1;
@@ -342,6 +398,7 @@ impl Sets {
 
     /// Adds `id` to index, pool and the end of the active set (most recently activated).
     pub(crate) fn add_active(&mut self, id: &str) {
+        self.settle_seed();
         self.add_to_pool(id);
         if self.active.ids().last().map(String::as_str) != Some(id) {
             self.revision += 1;
@@ -378,6 +435,7 @@ impl Sets {
 
     /// Removes `id` from the active set; it stays in the pool. False when it was not active.
     pub(crate) fn remove_active(&mut self, id: &str) -> bool {
+        self.settle_seed();
         let removed = self.active.remove(id);
         self.revision += u64::from(removed);
         removed
@@ -385,6 +443,7 @@ impl Sets {
 
     /// Pins `id`, which must be in the pool. False when it already was pinned.
     pub(crate) fn pin(&mut self, id: &str) -> bool {
+        self.settle_seed();
         debug_assert!(self.pool.contains(id));
         let pinned = self.pinned.push(id.to_string());
         self.revision += u64::from(pinned);
@@ -393,6 +452,7 @@ impl Sets {
 
     /// Unpins `id`. False when it was not pinned.
     pub(crate) fn unpin(&mut self, id: &str) -> bool {
+        self.settle_seed();
         let unpinned = self.pinned.remove(id);
         self.revision += u64::from(unpinned);
         unpinned
@@ -402,6 +462,31 @@ impl Sets {
     pub(crate) fn revision(&self) -> u64 {
         self.revision
     }
+}
+
+/// What a pool id missing from the index is.
+const NOT_IN_INDEX: &str = "in the metadata pool but not in the session index";
+/// What an active id missing from the pool is.
+const ACTIVE_NOT_IN_POOL: &str = "active but not in the metadata pool";
+/// What a pinned id missing from the pool is.
+const PINNED_NOT_IN_POOL: &str = "pinned but not in the metadata pool";
+
+/// Checks that every id of `inner` is in the outer set `contains` answers for, naming the first
+/// that is not as `what`.
+fn within(inner: &[String], contains: impl Fn(&str) -> bool, what: &str) -> Result<()> {
+    match inner.iter().find(|id| !contains(id)) {
+        Some(id) => Err(Error::invalid_input(format!("{id} is {what}"))),
+        None => Ok(()),
+    }
+}
+
+/// The ids of `ids` as a set borrowing them, `None` when one repeats.
+fn distinct(ids: &[String]) -> Option<rustc_hash::FxHashSet<&str>> {
+    let mut seen = rustc_hash::FxHashSet::default();
+    seen.reserve(ids.len());
+    ids.iter()
+        .all(|id| seen.insert(id.as_str()))
+        .then_some(seen)
 }
 
 /// `text` split around the first `at` ([`str::split_once`] through `memchr`'s SIMD search).
@@ -523,8 +608,12 @@ mod tests {
                             fields.active_set,
                             fields.pinned_set,
                         )?;
-                        restored.seed_json(&stored);
-                        proptest::prop_assert_eq!(restored.index.json_ids, sets.index.len());
+                        restored.seed_json(Arc::new(stored.clone()));
+                        // Seeded now, or left for the next change or use of the texts.
+                        if n % 2 == 0 {
+                            restored.settle_seed();
+                            proptest::prop_assert_eq!(restored.index.json_ids, sets.index.len());
+                        }
                         sets = restored;
                     }
                 }

@@ -354,6 +354,22 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         tx: Option<TxId>,
     ) -> Result<Option<(ObjectMeta, Option<String>)>>;
 
+    /// [`Backend::metadata_with_json`] of `id` as of the latest transaction, the same answer,
+    /// read through a snapshot of that document where the backend keeps one (redb: one record
+    /// instead of the document's delta chain and hash check). With `refresh`, a missing or
+    /// stale snapshot is written anew (a cache write, no transaction).
+    ///
+    /// # Errors
+    /// As [`Backend::metadata`].
+    fn metadata_latest_with_json(
+        &self,
+        id: &str,
+        refresh: bool,
+    ) -> Result<Option<(ObjectMeta, Option<String>)>> {
+        let _ = refresh;
+        self.metadata_with_json(id, None)
+    }
+
     /// The stat cache entries of files on `filesystem_id` at `prefix` or below it (whole path
     /// segments), by canonical path.
     ///

@@ -1554,3 +1554,63 @@ fn resume_through_the_snapshot_finds_every_kind_of_change() -> TestResult {
         FileChange::Delete(6),
     ])
 }
+
+/// A resume reads the session document through its snapshot only while no commit wrote the
+/// session since: a commit between two resumes (a tool call, then a file read, then an
+/// activation change) is what the next resume sees, as a load without the snapshot sees it;
+/// fsck finds every snapshot sound.
+#[test]
+fn a_resume_after_a_commit_reads_the_committed_session_document() -> TestResult {
+    let tree = Tree::new()?;
+    let a = tree.write("a.txt", "alpha\n")?;
+    let b = tree.write("b.txt", "beta\n")?;
+    let dirs = tempfile::tempdir()?;
+    let dir = dirs.path().join("store");
+    let store = Store::create(&dir)?;
+    let sid = {
+        let mut s = new_session(&store)?;
+        s.read(&a)?;
+        s.commit()?;
+        s.id().to_string()
+    };
+    // The first resume writes the snapshots, the second reads through them.
+    let first = Session::resume(&store, &settings(), &sid)?.0;
+    let second = Session::resume(&store, &settings(), &sid)?.0;
+    assert_eq!(first.sets(), second.sets());
+    // A tool call, then a file read, then an activation change, each in its own commit.
+    for step in 0..3 {
+        let mut s = Session::resume(&store, &settings(), &sid)?.0;
+        match step {
+            0 => {
+                s.record_toolcall(toolcall(None, "grep", "found"))?;
+            }
+            1 => {
+                s.read(&b)?;
+            }
+            _ => {
+                let id = s.sets().active().ids()[0].clone();
+                s.deactivate(&id)?;
+            }
+        }
+        s.commit()?;
+        let committed = s.sets().clone();
+        let resumed = Session::resume(&store, &settings(), &sid)?.0;
+        assert_eq!(resumed.sets(), &committed);
+        assert_eq!(resumed.last_commit(), s.last_commit());
+        // Through the snapshot again, and as a view of the same commit reads it.
+        let again = Session::resume(&store, &settings(), &sid)?.0;
+        assert_eq!(again.sets(), &committed);
+        let tx = s.last_commit().ok_or("no commit")?;
+        assert_eq!(
+            Session::view_at(&store, &settings(), &sid, tx)?.sets(),
+            &committed
+        );
+    }
+    let findings: Vec<_> = store
+        .fsck()?
+        .into_iter()
+        .filter(|f| f.kind == "meta_snapshot")
+        .collect();
+    assert!(findings.is_empty(), "{findings:?}");
+    Ok(())
+}

@@ -121,8 +121,13 @@ impl RedbStore {
             let r = ReadTables::open(rtx)?;
             ids.iter().map(|id| r.meta_at(id, now, tx)).collect()
         };
+        if ids.len() < PARALLEL_FROM {
+            return part(ids);
+        }
+        // Asked only now: the standard library reads the cgroup's quota files each time
+        // (~0.2 ms), and a read through a snapshot mostly has no id left to read row by row.
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
-        if ids.len() < PARALLEL_FROM || threads < 2 {
+        if threads < 2 {
             return part(ids);
         }
         // Many ids (a session's whole index): split over the cores, each part reading the same

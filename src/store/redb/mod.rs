@@ -728,6 +728,23 @@ impl Backend for RedbStore {
         })
     }
 
+    fn metadata_latest_with_json(
+        &self,
+        id: &str,
+        refresh: bool,
+    ) -> Result<Option<(ObjectMeta, Option<String>)>> {
+        let answer = self.guarded("reading metadata", || {
+            RedbStore::document_snapshot(self, id)
+        })?;
+        tracing::debug!(id, hit = answer.hit, "document read through a snapshot");
+        if refresh && let Some(rec) = &answer.refresh {
+            self.guarded("writing a metadata snapshot", || {
+                RedbStore::put_snapshot(self, &snapshot::document_key(id), rec)
+            })?;
+        }
+        Ok(answer.found)
+    }
+
     fn stat_cache(
         &self,
         filesystem_id: &str,

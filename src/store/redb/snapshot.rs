@@ -14,16 +14,23 @@
 //!   decode, is ignored (read row by row), and `fsck` reports it and compares every row with
 //!   what the store answers as of `tx`.
 //!
+//! A session's own document (2 MB of canonical JSON for 10 000 files, stored as a delta chain)
+//! has a record of its own under [`document_key`], in the same format with one row, served by
+//! the same rules ([`RedbStore::document_snapshot`]): every commit writes the session entity,
+//! so a record older than the last commit is read past. Rows are written in the order of the
+//! ids asked and decoded borrowing the record (their texts are `Cow`s: the same bytes).
+//!
 //! A store made before the table existed has no snapshots and reads row by row; a resume writes
-//! the first one.
+//! the first one (and the document's record, which stores of the previous build lack).
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
-use bincode::{Decode, Encode};
+use bincode::{BorrowDecode, Encode};
 use redb::ReadableTable as _;
 
 use super::codec::{self, Omitted};
-use super::metadata::parse_fields;
+use super::metadata::{MetaRow, parse_fields};
 use super::read::ReadTables;
 use super::tables::META_SNAPSHOTS;
 use super::{Error, ObjectMeta, RedbStore, Result, StorageResult as _, TxId, ts};
@@ -32,39 +39,44 @@ use crate::object::{Fields, FileFields, FilesystemSource, ObjectType, Source};
 use crate::store::{DocumentMeta, VersionInfo};
 
 /// One entity's stored metadata in a snapshot: its visible version row and document fields.
-#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
-pub(super) struct SnapRow {
-    id: String,
+/// Its texts borrow from the record when read (a resume reads 10 000 rows and keeps only some
+/// of their texts); they encode as owned strings do.
+#[derive(Clone, Debug, PartialEq, Eq, Encode, BorrowDecode)]
+pub(super) struct SnapRow<'a> {
+    id: Cow<'a, str>,
     valid_from: i64,
     tx: u64,
     tx_time: i64,
     object_hash: Option<[u8; 32]>,
     restored: bool,
     size: Option<u64>,
-    spelling: Option<String>,
+    spelling: Option<Cow<'a, str>>,
     content_omitted: Option<Omitted>,
-    object_type: String,
+    object_type: Cow<'a, str>,
     /// (filesystem id, canonical path).
-    source: Option<(String, String)>,
+    source: Option<(Cow<'a, str>, Cow<'a, str>)>,
     file_hash: Option<[u8; 32]>,
     content_hash: Option<[u8; 32]>,
-    fields: SnapFields,
+    fields: SnapFields<'a>,
 }
 
 /// A document's fields in a snapshot.
-#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
-enum SnapFields {
+#[derive(Clone, Debug, PartialEq, Eq, Encode, BorrowDecode)]
+enum SnapFields<'a> {
     /// A tombstone: no document.
     Tombstone,
     /// A file's fields (typed: a resume holds thousands, and parsing them was a fifth of it).
-    File { file_type: String, char_count: u64 },
+    File {
+        file_type: Cow<'a, str>,
+        char_count: u64,
+    },
     /// Any other type's fields, as the stored canonical JSON.
-    Json(String),
+    Json(Cow<'a, str>),
 }
 
 /// A snapshot record (see the module notes).
-#[derive(Debug, PartialEq, Eq, Encode, Decode)]
-pub(super) struct SnapshotRec {
+#[derive(Debug, PartialEq, Eq, Encode, BorrowDecode)]
+pub(super) struct SnapshotRec<'a> {
     /// The last transaction when the rows were read.
     pub(super) tx: u64,
     /// Its chain digest (zero when the log was empty).
@@ -72,41 +84,43 @@ pub(super) struct SnapshotRec {
     /// The valid time the rows were read at (µs).
     pub(super) now: i64,
     /// The rows, each the last in valid time of its entity.
-    pub(super) rows: Vec<SnapRow>,
+    pub(super) rows: Vec<SnapRow<'a>>,
 }
 
-impl SnapRow {
+impl SnapRow<'_> {
     /// The row of `meta` (with its stored fields JSON), or `None` when it is not the entity's last
     /// row in valid time (another row becomes visible later without a transaction).
-    pub(super) fn of(meta: &ObjectMeta, json: Option<&str>) -> Option<SnapRow> {
+    pub(super) fn of(meta: &ObjectMeta, json: Option<&str>) -> Option<SnapRow<'static>> {
         if meta.info.valid_to.is_some() {
             return None;
         }
         let fields = match (&meta.document, json) {
             (None, _) => SnapFields::Tombstone,
             (Some(doc), _) if let Fields::File(f) = &doc.fields => SnapFields::File {
-                file_type: f.file_type.clone(),
+                file_type: Cow::Owned(f.file_type.clone()),
                 char_count: f.char_count,
             },
-            (Some(_), Some(json)) => SnapFields::Json(json.to_string()),
+            (Some(_), Some(json)) => SnapFields::Json(Cow::Owned(json.to_string())),
             (Some(_), None) => return None,
         };
         let info = &meta.info;
         Some(SnapRow {
-            id: info.entity.clone(),
+            id: Cow::Owned(info.entity.clone()),
             valid_from: info.valid_from.as_micros(),
             tx: info.tx_id.0,
             tx_time: info.tx_time.as_micros(),
             object_hash: info.object_hash.map(|h| h.0),
             restored: info.restored,
             size: info.size,
-            spelling: info.spelling.clone(),
+            spelling: info.spelling.clone().map(Cow::Owned),
             content_omitted: info.content_omitted.map(Omitted::from),
-            object_type: meta.object_type.as_str().to_string(),
-            source: meta
-                .source
-                .as_ref()
-                .map(|Source::Filesystem(s)| (s.filesystem_id.clone(), s.path.clone())),
+            object_type: Cow::Owned(meta.object_type.as_str().to_string()),
+            source: meta.source.as_ref().map(|Source::Filesystem(s)| {
+                (
+                    Cow::Owned(s.filesystem_id.clone()),
+                    Cow::Owned(s.path.clone()),
+                )
+            }),
             file_hash: meta
                 .document
                 .as_ref()
@@ -121,31 +135,68 @@ impl SnapRow {
         })
     }
 
+    /// This row with texts of its own (to write it into a new record).
+    fn owned(&self) -> SnapRow<'static> {
+        let own = |text: &Cow<'_, str>| Cow::Owned(text.to_string());
+        SnapRow {
+            id: own(&self.id),
+            spelling: self.spelling.as_ref().map(own),
+            object_type: own(&self.object_type),
+            source: self.source.as_ref().map(|(fs, path)| (own(fs), own(path))),
+            fields: match &self.fields {
+                SnapFields::Tombstone => SnapFields::Tombstone,
+                SnapFields::File {
+                    file_type,
+                    char_count,
+                } => SnapFields::File {
+                    file_type: own(file_type),
+                    char_count: *char_count,
+                },
+                SnapFields::Json(json) => SnapFields::Json(own(json)),
+            },
+            ..*self
+        }
+    }
+
     /// The metadata this row holds, as [`RedbStore::metadata_many`] answers it.
     ///
     /// # Errors
     /// [`Error::Corrupt`] when its type is unknown or its fields do not parse.
     fn into_meta(self) -> Result<ObjectMeta> {
+        self.into_meta_row().map(|(meta, _)| meta)
+    }
+
+    /// The metadata this row holds with its fields JSON where the row keeps it (`None` for a
+    /// tombstone and for a file's typed fields).
+    ///
+    /// # Errors
+    /// As [`SnapRow::into_meta`].
+    fn into_meta_row(self) -> Result<MetaRow> {
         let object_type: ObjectType = self.object_type.parse()?;
+        let mut kept = None;
         let document = match self.fields {
             SnapFields::Tombstone => None,
             SnapFields::File {
                 file_type,
                 char_count,
             } => Some(Fields::File(FileFields {
-                file_type,
+                file_type: file_type.into_owned(),
                 char_count,
             })),
-            SnapFields::Json(json) => Some(parse_fields(object_type, &json)?),
+            SnapFields::Json(json) => {
+                let fields = parse_fields(object_type, &json)?;
+                kept = Some(json.into_owned());
+                Some(fields)
+            }
         }
         .map(|fields| DocumentMeta {
             file_hash: self.file_hash.map(Hash),
             content_hash: self.content_hash.map(Hash),
             fields,
         });
-        Ok(ObjectMeta {
+        let meta = ObjectMeta {
             info: VersionInfo {
-                entity: self.id,
+                entity: self.id.into_owned(),
                 valid_from: ts(self.valid_from),
                 valid_to: None,
                 tx_id: TxId(self.tx),
@@ -153,23 +204,24 @@ impl SnapRow {
                 object_hash: self.object_hash.map(Hash),
                 restored: self.restored,
                 size: self.size,
-                spelling: self.spelling,
+                spelling: self.spelling.map(Cow::into_owned),
                 content_omitted: self.content_omitted.map(Into::into),
             },
             object_type,
             source: self.source.map(|(filesystem_id, path)| {
                 Source::Filesystem(FilesystemSource {
-                    filesystem_id,
-                    path,
+                    filesystem_id: filesystem_id.into_owned(),
+                    path: path.into_owned(),
                 })
             }),
             document,
-        })
+        };
+        Ok((meta, kept))
     }
 }
 
 /// `rec` encoded, with its BLAKE3 checksum after it.
-pub(super) fn encode(rec: &SnapshotRec) -> Result<Vec<u8>> {
+pub(super) fn encode(rec: &SnapshotRec<'_>) -> Result<Vec<u8>> {
     let mut bytes = codec::encode(rec)?;
     let sum = blake3::hash(&bytes);
     bytes.extend_from_slice(sum.as_bytes());
@@ -180,7 +232,7 @@ pub(super) fn encode(rec: &SnapshotRec) -> Result<Vec<u8>> {
 ///
 /// # Errors
 /// [`Error::Corrupt`] when the checksum fails or the record does not decode.
-pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotRec> {
+pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotRec<'_>> {
     let Some(body_len) = bytes.len().checked_sub(32) else {
         return Err(Error::corrupt(
             "a metadata snapshot is shorter than its checksum",
@@ -192,7 +244,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<SnapshotRec> {
             "a metadata snapshot does not match its checksum",
         ));
     }
-    codec::decode(body, "metadata snapshot")
+    codec::decode_borrowed(body, "metadata snapshot")
 }
 
 /// Ops after the snapshot's transaction read at most: one per this many ids asked, and at least
@@ -267,30 +319,46 @@ pub(super) struct Answer {
     /// The metadata of each id asked, in order.
     pub(super) metas: Vec<Option<ObjectMeta>>,
     /// A new record for the name, when the old one was missing, stale or missed many ids.
-    pub(super) refresh: Option<SnapshotRec>,
+    pub(super) refresh: Option<SnapshotRec<'static>>,
     /// Ids the snapshot answered.
     pub(super) hits: usize,
 }
 
+/// What [`RedbStore::document_snapshot`] found.
+pub(super) struct DocAnswer {
+    /// The metadata and fields JSON of the id asked, as [`RedbStore::metadata_with_json`]
+    /// answers them.
+    pub(super) found: Option<MetaRow>,
+    /// A new record for [`document_key`], when the old one did not serve the read.
+    pub(super) refresh: Option<SnapshotRec<'static>>,
+    /// Whether the record served the read.
+    pub(super) hit: bool,
+}
+
+/// The key of the snapshot of entity `id`'s own document (a session's document, 2 MB for
+/// 10 000 files, whose delta chain and hash check a resume then skips). Beside the rows
+/// snapshot named `id` in the same table: a session id holds no space, so no session's rows
+/// snapshot is named so.
+pub(super) fn document_key(id: &str) -> String {
+    format!("{id} document")
+}
+
 impl RedbStore {
-    /// The snapshot stored under `name`, `None` when there is none (or no table: a store made
-    /// before snapshots).
+    /// The bytes of the snapshot stored under `name` (decoded with [`decode`], borrowing
+    /// them), `None` when there is none (or no table: a store made before snapshots).
     ///
     /// # Errors
-    /// [`Error::Corrupt`] when it fails its checksum or does not decode.
-    pub(super) fn snapshot_rec(
+    /// [`Error::Storage`] when redb fails.
+    pub(super) fn snapshot_bytes(
         rtx: &redb::ReadTransaction,
         name: &str,
-    ) -> Result<Option<SnapshotRec>> {
+    ) -> Result<Option<redb::AccessGuard<'static, &'static [u8]>>> {
         let table = match rtx.open_table(META_SNAPSHOTS) {
             Ok(table) => table,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
             Err(e) => return Err(Error::storage("opening meta_snapshots", e)),
         };
-        match table.get(name).db()? {
-            Some(bytes) => decode(bytes.value()).map(Some),
-            None => Ok(None),
-        }
+        table.get(name).db()
     }
 
     /// [`RedbStore::metadata_many`] of `ids` as of the latest transaction, taking what it can
@@ -305,9 +373,10 @@ impl RedbStore {
         let r = ReadTables::open(&rtx)?;
         let now = r.now()?;
         let (head, chain) = r.head()?;
-        let snapshot = Self::snapshot_rec(&rtx, name)
-            .ok()
-            .flatten()
+        let bytes = Self::snapshot_bytes(&rtx, name).ok().flatten();
+        let snapshot = bytes
+            .as_ref()
+            .and_then(|bytes| decode(bytes.value()).ok())
             .filter(|s| r.snapshot_fits(s, now, head));
         let usable = match snapshot {
             Some(s) => r
@@ -317,35 +386,52 @@ impl RedbStore {
         };
         drop(r);
         let (rows, written) = usable.unwrap_or_default();
-        let mut at: rustc_hash::FxHashMap<&str, usize> = rustc_hash::FxHashMap::default();
-        at.reserve(rows.len());
-        for (n, row) in rows.iter().enumerate() {
-            if !written.contains(&row.id) {
-                at.insert(row.id.as_str(), n);
+        let served = |row: &SnapRow| !written.contains(row.id.as_ref());
+        // `slots[n]`: the row that serves `ids[n]`. A refresh writes the rows in the order of
+        // the ids asked, so they mostly line up one for one and need no map.
+        let lined_up =
+            rows.len() == ids.len() && rows.iter().zip(ids).all(|(row, id)| row.id == *id);
+        let slots: Vec<Option<SnapRow>> = if lined_up {
+            rows.into_iter()
+                .map(|row| served(&row).then_some(row))
+                .collect()
+        } else {
+            let mut at: rustc_hash::FxHashMap<&str, usize> = rustc_hash::FxHashMap::default();
+            at.reserve(rows.len());
+            for (n, row) in rows.iter().enumerate() {
+                if served(row) {
+                    at.insert(row.id.as_ref(), n);
+                }
             }
-        }
-        // Each row serves the first id that names it.
-        let mut served = vec![false; rows.len()];
-        let positions: Vec<Option<usize>> = ids
-            .iter()
-            .map(|id| {
-                let n = *at.get(id)?;
-                (!std::mem::replace(&mut served[n], true)).then_some(n)
-            })
-            .collect();
-        drop(at);
-        let hits = positions.iter().flatten().count();
-        let missed: Vec<usize> = (0..ids.len()).filter(|&n| positions[n].is_none()).collect();
+            // Each row serves the first id that names it.
+            let mut taken = vec![false; rows.len()];
+            let positions: Vec<Option<usize>> = ids
+                .iter()
+                .map(|id| {
+                    let n = *at.get(id)?;
+                    (!std::mem::replace(&mut taken[n], true)).then_some(n)
+                })
+                .collect();
+            drop(at);
+            let mut rows: Vec<Option<SnapRow>> = rows.into_iter().map(Some).collect();
+            positions
+                .into_iter()
+                .map(|n| n.and_then(|n| rows.get_mut(n).and_then(Option::take)))
+                .collect()
+        };
+        let hits = slots.iter().flatten().count();
+        let missed: Vec<usize> = (0..ids.len()).filter(|&n| slots[n].is_none()).collect();
         let refresh = hits == 0 && !ids.is_empty() || missed.len() > refresh_after(ids.len());
-        let mut fresh = Vec::new();
-        let mut rows: Vec<Option<SnapRow>> = rows.into_iter().map(Some).collect();
+        let mut fresh: Vec<Option<SnapRow>> = Vec::new();
+        if refresh {
+            fresh.resize_with(ids.len(), || None);
+        }
         let mut metas: Vec<Option<ObjectMeta>> = Vec::with_capacity(ids.len());
-        for position in positions {
-            let row = position.and_then(|n| rows.get_mut(n).and_then(Option::take));
-            match row {
+        for (n, slot) in slots.into_iter().enumerate() {
+            match slot {
                 Some(row) => {
-                    if refresh {
-                        fresh.push(row.clone());
+                    if let Some(kept) = fresh.get_mut(n) {
+                        *kept = Some(row.owned());
                     }
                     metas.push(Some(row.into_meta()?));
                 }
@@ -356,12 +442,14 @@ impl RedbStore {
         let read = self.read_rows(&rtx, &missed_ids, now, u64::MAX)?;
         for (n, found) in missed.into_iter().zip(read) {
             if let Some((meta, json)) = found {
-                if refresh {
-                    fresh.extend(SnapRow::of(&meta, json.as_deref()));
+                if let Some(kept) = fresh.get_mut(n) {
+                    *kept = SnapRow::of(&meta, json.as_deref());
                 }
                 metas[n] = Some(meta);
             }
         }
+        // In the order of the ids asked (see `lined_up`).
+        let fresh: Vec<SnapRow> = fresh.into_iter().flatten().collect();
         Ok(Answer {
             metas,
             refresh: refresh.then_some(SnapshotRec {
@@ -374,12 +462,60 @@ impl RedbStore {
         })
     }
 
+    /// [`RedbStore::metadata_with_json`] of `id` as of the latest transaction, taken from the
+    /// snapshot of its document (the record under [`document_key`]) when that serves it: the
+    /// record fits the log (as a rows snapshot must), no transaction after it writes `id`, and
+    /// its row keeps the fields JSON. The answer is the same; `refresh` holds a new record when
+    /// the old one did not serve and the current row can be kept (see [`SnapRow::of`]).
+    ///
+    /// # Errors
+    /// As [`RedbStore::metadata_with_json`]. A damaged record is not an error: it is read past.
+    pub(super) fn document_snapshot(&self, id: &str) -> Result<DocAnswer> {
+        let rtx = self.read()?;
+        let r = ReadTables::open(&rtx)?;
+        let now = r.now()?;
+        let (head, chain) = r.head()?;
+        let bytes = Self::snapshot_bytes(&rtx, &document_key(id)).ok().flatten();
+        let snapshot = bytes
+            .as_ref()
+            .and_then(|bytes| decode(bytes.value()).ok())
+            .filter(|s| r.snapshot_fits(s, now, head));
+        if let Some(s) = snapshot
+            && let Some(written) = r.written_since(s.tx, MIN_OPS)?
+            && !written.contains(id)
+            && let Some(row) = s.rows.into_iter().find(|row| row.id == id)
+            && !matches!(row.fields, SnapFields::File { .. })
+        {
+            return Ok(DocAnswer {
+                found: Some(row.into_meta_row()?),
+                refresh: None,
+                hit: true,
+            });
+        }
+        let found = r.meta_at(id, now, u64::MAX)?;
+        let refresh = found
+            .as_ref()
+            .and_then(|(meta, json)| SnapRow::of(meta, json.as_deref()))
+            .filter(|row| !matches!(row.fields, SnapFields::File { .. }))
+            .map(|row| SnapshotRec {
+                tx: head,
+                chain,
+                now,
+                rows: vec![row],
+            });
+        Ok(DocAnswer {
+            found,
+            refresh,
+            hit: false,
+        })
+    }
+
     /// Stores snapshot `rec` under `name` (in its own write transaction, no store transaction).
     /// Not on a read-only or damaged store: a snapshot is only a cache.
     ///
     /// # Errors
     /// [`Error::Storage`] when redb fails.
-    pub(super) fn put_snapshot(&self, name: &str, rec: &SnapshotRec) -> Result<()> {
+    pub(super) fn put_snapshot(&self, name: &str, rec: &SnapshotRec<'_>) -> Result<()> {
         if self.read_only || self.damaged.load(std::sync::atomic::Ordering::SeqCst) {
             return Ok(());
         }
@@ -441,7 +577,11 @@ pub(super) fn check_all(rtx: &redb::ReadTransaction) -> Result<Vec<crate::store:
                 continue;
             }
         };
-        for row in rec.rows.iter().filter(|row| !written.contains(&row.id)) {
+        for row in rec
+            .rows
+            .iter()
+            .filter(|row| !written.contains(row.id.as_ref()))
+        {
             let stored = match r.meta_at(&row.id, rec.now, rec.tx) {
                 Ok(stored) => stored,
                 Err(e) => {
@@ -455,7 +595,7 @@ pub(super) fn check_all(rtx: &redb::ReadTransaction) -> Result<Vec<crate::store:
                 .is_some_and(|current| current == *row);
             if !agrees {
                 out.push(crate::store::Finding {
-                    entity: Some(row.id.clone()),
+                    entity: Some(row.id.to_string()),
                     ..problem(format!(
                         "its row of {} is not what the store holds as of tx {}",
                         row.id, rec.tx
@@ -520,24 +660,47 @@ mod tests {
         if refresh && let Some(rec) = &answer.refresh {
             store.put_snapshot(NAME, rec)?;
         }
+        // Each id's own document read through its snapshot answers as a read row by row.
+        for id in &ids {
+            let doc = store.document_snapshot(id)?;
+            assert_eq!(doc.found, store.metadata_with_json(id, None)?, "{id}");
+            if refresh && let Some(rec) = &doc.refresh {
+                store.put_snapshot(&document_key(id), rec)?;
+            }
+        }
         Ok(answer.hits)
     }
 
+    /// Whether the document snapshot of `id` served the read (no new record was asked for).
+    fn document_served(store: &RedbStore, id: &str) -> Result<bool> {
+        let doc = store.document_snapshot(id)?;
+        assert_eq!(doc.found, store.metadata_with_json(id, None)?, "{id}");
+        if let Some(rec) = &doc.refresh {
+            store.put_snapshot(&document_key(id), rec)?;
+        }
+        Ok(doc.hit)
+    }
+
     fn stored_bytes(store: &RedbStore) -> Result<Vec<u8>> {
+        stored_bytes_at(store, NAME)
+    }
+
+    fn stored_bytes_at(store: &RedbStore, key: &str) -> Result<Vec<u8>> {
         let rtx = store.read()?;
         let table = rtx.open_table(META_SNAPSHOTS).db()?;
-        let bytes = table
-            .get(NAME)
-            .db()?
-            .ok_or_else(|| Error::not_found(NAME))?;
+        let bytes = table.get(key).db()?.ok_or_else(|| Error::not_found(key))?;
         Ok(bytes.value().to_vec())
     }
 
     fn store_bytes(store: &RedbStore, bytes: &[u8]) -> Result<()> {
+        store_bytes_at(store, NAME, bytes)
+    }
+
+    fn store_bytes_at(store: &RedbStore, key: &str, bytes: &[u8]) -> Result<()> {
         let wtx = store.begin_write()?;
         wtx.open_table(META_SNAPSHOTS)
             .db()?
-            .insert(NAME, bytes)
+            .insert(key, bytes)
             .db()?;
         wtx.commit().db()?;
         Ok(())
@@ -663,6 +826,99 @@ mod tests {
         Ok(())
     }
 
+    /// Many ids: in the order the snapshot was written (lined up), in another order (found by
+    /// id), with an entity written since, with an unknown id among them; each time what a read
+    /// row by row answers.
+    #[test]
+    fn many_rows_answer_as_row_by_row_in_any_order() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        let n = 2085;
+        let ops = (0..n).map(|k| Ok(Op::put(file(k, &format!("{k}"))?)));
+        store.transact(ops.collect::<Result<_>>()?, Origin::Cli)?;
+        let mut ids: Vec<String> = (0..n)
+            .map(|k| Ok(file(k, "")?.id().to_string()))
+            .collect::<Result<_>>()?;
+        let check = |ids: &[String]| -> Result<Answer> {
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let answer = store.metadata_snapshot(NAME, &ids)?;
+            assert_eq!(answer.metas, store.metadata_many(&ids, None)?);
+            Ok(answer)
+        };
+        let first = check(&ids)?;
+        assert_eq!(first.hits, 0);
+        store.put_snapshot(
+            NAME,
+            first
+                .refresh
+                .as_ref()
+                .ok_or_else(|| Error::invariant("no refresh"))?,
+        )?;
+        assert_eq!(check(&ids)?.hits, n, "lined up");
+        store.transact(vec![Op::put(file(n / 2, "changed")?)], Origin::Cli)?;
+        assert_eq!(check(&ids)?.hits, n - 1, "one written since");
+        ids.reverse();
+        assert_eq!(check(&ids)?.hits, n - 1, "found by id");
+        ids.insert(n / 3, "toolcall:never".into());
+        assert_eq!(check(&ids)?.hits, n - 1, "an unknown id among them");
+        Ok(())
+    }
+
+    #[test]
+    fn a_document_snapshot_serves_until_its_entity_is_written() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        store.transact(
+            vec![Op::put(call(0, "x")?), Op::put(file(0, "a")?)],
+            Origin::Cli,
+        )?;
+        // A store without the record (one made before it) reads the row and writes one.
+        assert!(!document_served(&store, "toolcall:0")?);
+        assert!(document_served(&store, "toolcall:0")?);
+        // Another entity written since: still served.
+        store.transact(vec![Op::put(file(1, "b")?)], Origin::Cli)?;
+        assert!(document_served(&store, "toolcall:0")?);
+        // The entity written since: not trusted, read again (a new version).
+        store.transact(vec![Op::put(call(0, "y")?)], Origin::Cli)?;
+        assert!(!document_served(&store, "toolcall:0")?);
+        assert!(document_served(&store, "toolcall:0")?);
+        // Deleted since: the tombstone is read, and kept in turn.
+        store.transact(vec![Op::delete("toolcall:0")], Origin::Cli)?;
+        assert!(!document_served(&store, "toolcall:0")?);
+        assert!(document_served(&store, "toolcall:0")?);
+        // A file's fields are kept typed, without their JSON: never a document record.
+        let file_id = file(0, "")?.id().to_string();
+        assert!(!document_served(&store, &file_id)?);
+        assert!(!document_served(&store, &file_id)?);
+        assert!(!document_served(&store, "toolcall:never")?);
+        assert_eq!(snapshot_findings(&store), vec![]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_damaged_or_false_document_snapshot_is_read_past_and_named_by_fsck() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        store.transact(vec![Op::put(call(0, "x")?)], Origin::Cli)?;
+        assert!(!document_served(&store, "toolcall:0")?);
+        let key = document_key("toolcall:0");
+        let good = stored_bytes_at(&store, &key)?;
+        let put = |bytes: &[u8]| store_bytes_at(&store, &key, bytes);
+        let mut bad = good.clone();
+        bad[good.len() / 2] ^= 0x10;
+        put(&bad)?;
+        assert!(!document_served(&store, "toolcall:0")?, "a damaged record");
+        put(&bad)?;
+        let found = snapshot_findings(&store);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].detail.contains("checksum"), "{found:?}");
+        // A record whose checksum holds but whose row the store does not hold.
+        let mut rec = decode(&good)?;
+        rec.rows[0].size = Some(12345);
+        put(&encode(&rec)?)?;
+        let found = snapshot_findings(&store);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].entity.as_deref(), Some("toolcall:0"));
+        Ok(())
+    }
+
     #[test]
     fn a_snapshot_after_an_eviction_is_read_past() -> Result<()> {
         let store = RedbStore::in_memory()?;
@@ -711,7 +967,7 @@ mod tests {
         store_bytes(&store, &encode(&rec)?)?;
         let found = snapshot_findings(&store);
         assert_eq!(found.len(), 1, "{found:?}");
-        assert_eq!(found[0].entity.as_deref(), Some(rec.rows[0].id.as_str()));
+        assert_eq!(found[0].entity.as_deref(), Some(rec.rows[0].id.as_ref()));
         // fsck --repair's rebuild empties the table; the next read is row by row again.
         store.fsck_rebuild()?;
         assert_eq!(snapshot_findings(&store), vec![]);
@@ -724,7 +980,8 @@ mod tests {
         let store = RedbStore::in_memory()?;
         store.transact(vec![Op::put(file(0, "a")?)], Origin::Cli)?;
         same_answers(&store, true)?;
-        let mut rec = decode(&stored_bytes(&store)?)?;
+        let bytes = stored_bytes(&store)?;
+        let mut rec = decode(&bytes)?;
         rec.chain[0] ^= 1;
         store_bytes(&store, &encode(&rec)?)?;
         assert_eq!(same_answers(&store, false)?, 0);
