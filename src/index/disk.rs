@@ -75,36 +75,43 @@ pub fn presence_all(paths: &[&str], follow_symlinks: bool) -> Vec<Presence> {
     const PER_THREAD: usize = 1024;
     let mut order: Vec<usize> = (0..paths.len()).collect();
     order.sort_unstable_by_key(|&i| paths.get(i).copied().unwrap_or_default());
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
+    // The core count is asked of the system once per process (`store::cores`).
+    let threads = crate::store::cores()
         .min(4)
         .min(paths.len().div_ceil(PER_THREAD))
         .max(1);
     let stat_part = |part: &[usize]| -> Vec<(usize, Presence)> {
         let mut dirs = DirStat::new(follow_symlinks);
-        part.iter()
-            .filter_map(|&i| Some((i, presence(&mut dirs, paths.get(i)?))))
-            .collect()
+        let mut found = Vec::with_capacity(part.len());
+        for &i in part {
+            if let Some(path) = paths.get(i) {
+                found.push((i, presence(&mut dirs, path)));
+            }
+        }
+        found
     };
-    let found: Vec<(usize, Presence)> = if threads == 1 {
-        stat_part(&order)
+    let mut out: Vec<Option<Presence>> = Vec::with_capacity(paths.len());
+    out.resize_with(paths.len(), || None);
+    let mut place = |found: Vec<(usize, Presence)>| {
+        for (i, presence) in found {
+            if let Some(slot) = out.get_mut(i) {
+                *slot = Some(presence);
+            }
+        }
+    };
+    if threads == 1 {
+        place(stat_part(&order));
     } else {
         std::thread::scope(|scope| {
             let parts: Vec<_> = order
                 .chunks(order.len().div_ceil(threads))
                 .map(|part| scope.spawn(move || stat_part(part)))
                 .collect();
-            parts
-                .into_iter()
-                .flat_map(|part| part.join().unwrap_or_default())
-                .collect()
-        })
-    };
-    let mut out: Vec<Option<Presence>> = (0..paths.len()).map(|_| None).collect();
-    for (i, presence) in found {
-        if let Some(slot) = out.get_mut(i) {
-            *slot = Some(presence);
-        }
+            // Each part is placed as it ends, no vector of all the answers in between.
+            for part in parts {
+                place(part.join().unwrap_or_default());
+            }
+        });
     }
     out.into_iter()
         .map(|p| {

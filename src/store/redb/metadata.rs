@@ -124,9 +124,8 @@ impl RedbStore {
         if ids.len() < PARALLEL_FROM {
             return part(ids);
         }
-        // Asked only now: the standard library reads the cgroup's quota files each time
-        // (~0.2 ms), and a read through a snapshot mostly has no id left to read row by row.
-        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        // The core count, asked of the system once per process (`store::cores`).
+        let threads = crate::store::cores();
         if threads < 2 {
             return part(ids);
         }
