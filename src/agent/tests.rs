@@ -574,10 +574,7 @@ fn history_and_diff_number_the_stored_versions() -> Result<()> {
 
 /// The number of cases of the write batch property (`STRATA_PROPTEST_CASES` raises it).
 fn write_cases() -> u32 {
-    std::env::var("STRATA_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(16)
+    crate::proptest_cases(16)
 }
 
 /// The entity id of file `rel` (under `/work`).

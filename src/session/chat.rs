@@ -359,10 +359,7 @@ mod tests {
 
     /// The number of cases (`STRATA_PROPTEST_CASES` raises it).
     fn cases() -> u32 {
-        std::env::var("STRATA_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(48)
+        crate::proptest_cases(48)
     }
 
     proptest! {
