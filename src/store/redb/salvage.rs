@@ -211,6 +211,25 @@ fn open_damaged(path: &Path, previous: bool) -> Result<(Damaged, Option<(u64, u6
     )))
 }
 
+/// The widest run of missing transactions an unbroken log can show between two records it
+/// holds: damage loses records a page or a subtree at a time, never this many in a row. A record
+/// past such a gap is one whose key was damaged (a flipped high bit makes tx 7 into tx 2^40),
+/// and counting the transactions up to it one by one would not end.
+const MAX_LOG_GAP: u64 = 1 << 16;
+
+/// The last transaction of the unbroken log whose record keys are `keys` (ascending): the key
+/// before the first gap wider than [`MAX_LOG_GAP`] (from 0), or 0 when there is none.
+fn unbroken_last(keys: impl IntoIterator<Item = u64>) -> u64 {
+    let mut last = 0;
+    for key in keys {
+        if key.saturating_sub(last) > MAX_LOG_GAP {
+            break;
+        }
+        last = key;
+    }
+    last
+}
+
 /// What the damaged store still holds of its log.
 #[derive(Default)]
 struct Source {
@@ -355,13 +374,13 @@ impl Source {
     /// numbers of log records and op bodies taken.
     fn merge_scan(&mut self, scan: &scan::Scan) -> (u64, u64) {
         let (mut records, mut bodies) = (0u64, 0u64);
-        let last = self
+        let keys: std::collections::BTreeSet<u64> = self
             .headers
             .keys()
-            .next_back()
+            .chain(scan.headers.keys())
             .copied()
-            .max(scan.headers.keys().next_back().copied())
-            .unwrap_or(0);
+            .collect();
+        let last = unbroken_last(keys);
         let verified_bodies = |tx: u64, header: &TxHeaderRec| {
             (0..header.digests.len() as u32)
                 .filter(|n| scanned_body(scan, tx, *n, header).is_some())
@@ -891,7 +910,21 @@ impl RedbStore {
 
     /// Replays what `source` holds of the log into this (new, empty) store.
     fn replay_salvaged(&self, source: &Source, salvage: &mut Salvage<'_>) -> Result<()> {
-        let last = source.headers.keys().next_back().copied().unwrap_or(0);
+        let last = unbroken_last(source.headers.keys().copied());
+        for tx in source.headers.keys().filter(|tx| **tx > last) {
+            salvage.lose(
+                "tx",
+                Some(*tx),
+                None,
+                format!(
+                    "a log record under tx {tx}, past a gap of more than {MAX_LOG_GAP} \
+                     transactions after tx {last}: its key is damaged; left out"
+                ),
+            );
+        }
+        // The entity each op wrote, by tx, for the transactions whose records are lost.
+        let wrote_by_tx: BTreeMap<(u64, u32), &String> =
+            source.op_entities.iter().map(|(k, id)| (*k, id)).collect();
         let wtx = self.begin_write()?;
         {
             let mut w = WriteTables::open(&wtx)?;
@@ -920,14 +953,7 @@ impl RedbStore {
                         );
                         salvage.report.txs_lost.push(tx);
                         // What the store's rows say it wrote.
-                        let mut wrote: Vec<(u32, &String)> = source
-                            .op_entities
-                            .iter()
-                            .filter(|((t, _), _)| *t == tx)
-                            .map(|((_, n), id)| (*n, id))
-                            .collect();
-                        wrote.sort();
-                        for (n, id) in wrote {
+                        for (&(_, n), id) in wrote_by_tx.range((tx, 0)..=(tx, u32::MAX)) {
                             salvage.lose(
                                 "op",
                                 Some(tx),
@@ -1153,4 +1179,21 @@ fn finally_evicted(source: &Source) -> HashSet<String> {
         .filter(|(_, e)| *e)
         .map(|(id, _)| id)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record keyed far past the others (a damaged key) ends the log there; gaps of lost
+    /// records within reach do not.
+    #[test]
+    fn the_unbroken_log_ends_before_a_gap_no_damage_makes() {
+        assert_eq!(unbroken_last([]), 0);
+        assert_eq!(unbroken_last([1, 2, 3, 5, 6]), 6);
+        assert_eq!(unbroken_last([2, 3, 3 + MAX_LOG_GAP]), 3 + MAX_LOG_GAP);
+        assert_eq!(unbroken_last([1, 2, 6, 7 + MAX_LOG_GAP]), 6);
+        assert_eq!(unbroken_last([1, 6, 16_212_958_658_533_785_601]), 6);
+        assert_eq!(unbroken_last([u64::MAX]), 0);
+    }
 }
