@@ -282,16 +282,22 @@ fn resume_10000_unchanged_files(bencher: divan::Bencher) {
     });
 }
 
+/// The fixture's session, loaded, with a new turn for tool calls to join.
+fn loaded_with_a_turn(f: &Fixture, settings: &Settings) -> Session {
+    let mut session = Session::load(&f.store, settings, &f.sid).unwrap();
+    session
+        .append_turn(Role::Assistant, "calls".into(), vec![])
+        .unwrap();
+    session
+}
+
 #[divan::bench(sample_count = 30, sample_size = 1)]
 fn commit_adding_100_objects_to_10000_file_session(bencher: divan::Bencher) {
     let f = fixture(FILES);
     let settings = Settings::default();
     bencher
         .with_inputs(|| {
-            let mut session = Session::load(&f.store, &settings, &f.sid).unwrap();
-            session
-                .append_turn(Role::Assistant, "calls".into(), vec![])
-                .unwrap();
+            let mut session = loaded_with_a_turn(&f, &settings);
             for n in 0..100 {
                 session.record_toolcall(call(n)).unwrap();
             }
@@ -310,13 +316,7 @@ fn record_100_toolcalls_in_10000_file_session(bencher: divan::Bencher) {
     let f = fixture(FILES);
     let settings = Settings::default();
     bencher
-        .with_inputs(|| {
-            let mut session = Session::load(&f.store, &settings, &f.sid).unwrap();
-            session
-                .append_turn(Role::Assistant, "calls".into(), vec![])
-                .unwrap();
-            session
-        })
+        .with_inputs(|| loaded_with_a_turn(&f, &settings))
         .bench_local_values(|mut session| {
             for n in 0..100 {
                 session.record_toolcall(call(n)).unwrap();
