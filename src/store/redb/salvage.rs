@@ -11,7 +11,8 @@
 //! file that held it when that file still hashes to it). A transaction whose record is lost
 //! stays as an empty record, so that ids keep their meaning; a lost op leaves its transaction's
 //! record without it. Every record is chained anew, so the new store verifies; where nothing
-//! was lost its chain equals the old one.
+//! was lost its chain equals the old one. A record whose key was damaged (found far past the
+//! log's end) is put back in the one hole of the log it verifies for, or left out.
 //!
 //! What the tables cannot give (a truncated file lost the roots redb writes at its end; a
 //! damaged header lost the commit slots) is looked for by a scan of the file's pages for the
@@ -365,6 +366,79 @@ impl Source {
             }
         }
         source
+    }
+
+    /// Puts back log records whose keys were damaged (read past the unbroken log's end, see
+    /// [`unbroken_last`]) at the transaction they verify for: a hole of the log next to a record
+    /// it holds (or tx 1) where the record chains from the record before, the record after
+    /// chains from it, or every op body at that tx hashes to its digests. A record with no
+    /// such hole, or more than one, stays where it is (and is left out as damaged). Returns
+    /// the records put back, as (damaged key, tx).
+    fn put_back_misplaced(&mut self) -> Vec<(u64, u64)> {
+        let last = unbroken_last(self.headers.keys().copied());
+        let misplaced: Vec<u64> = self
+            .headers
+            .range(last.saturating_add(1)..)
+            .filter(|(_, h)| h.is_ok())
+            .map(|(k, _)| *k)
+            .collect();
+        if misplaced.is_empty() {
+            return Vec::new();
+        }
+        let held = |headers: &BTreeMap<u64, std::result::Result<TxHeaderRec, String>>, tx| {
+            matches!(headers.get(&tx), Some(Ok(_)))
+        };
+        // Holes beside a record the log holds, tx 1, and txs with op bodies: O(records).
+        let mut holes: BTreeSet<u64> = BTreeSet::from([1]);
+        for (&tx, header) in self.headers.range(..=last) {
+            if header.is_ok() {
+                holes.extend([tx.saturating_sub(1), tx.saturating_add(1)]);
+            }
+        }
+        holes.extend(
+            self.bodies
+                .keys()
+                .map(|(tx, _)| *tx)
+                .filter(|tx| *tx <= last),
+        );
+        holes.retain(|tx| *tx >= 1 && *tx <= last.saturating_add(1) && !held(&self.headers, *tx));
+        let links = |from: &[u8; 32], tx: u64, h: &TxHeaderRec| {
+            log::next_chain(from, tx, h).is_ok_and(|c| c == h.chain)
+        };
+        let mut put_back = Vec::new();
+        for key in misplaced {
+            let Some(Ok(record)) = self.headers.get(&key) else {
+                continue;
+            };
+            let fits = |tx: u64| {
+                let before = match tx {
+                    1 => Some([0u8; 32]),
+                    _ => match self.headers.get(&tx.saturating_sub(1)) {
+                        Some(Ok(h)) => Some(h.chain),
+                        _ => None,
+                    },
+                };
+                let after = match self.headers.get(&tx.saturating_add(1)) {
+                    Some(Ok(h)) => Some(h),
+                    _ => None,
+                };
+                before.is_some_and(|p| links(&p, tx, record))
+                    || after.is_some_and(|n| links(&record.chain, tx.saturating_add(1), n))
+                    || (!record.digests.is_empty()
+                        && (0..record.digests.len() as u32)
+                            .all(|n| matches!(self.body(tx, n, record), Some(Ok(_)))))
+            };
+            let mut found = holes.iter().copied().filter(|tx| fits(*tx));
+            let (Some(tx), None) = (found.next(), found.next()) else {
+                continue;
+            };
+            if let Some(record) = self.headers.remove(&key) {
+                self.headers.insert(tx, record);
+                holes.remove(&tx);
+                put_back.push((key, tx));
+            }
+        }
+        put_back
     }
 
     /// Takes from a page scan what the tables did not give, keeping only what verifies: a log
@@ -866,6 +940,9 @@ impl RedbStore {
                 salvage.paths.insert(id.clone(), path.clone());
             }
         }
+        for (key, tx) in source.put_back_misplaced() {
+            tracing::info!("salvage: the log record under damaged key {key} verifies as tx {tx}");
+        }
         target.replay_salvaged(&source, &mut salvage)?;
         let mut report = salvage.report;
         report.contents_lost = salvage.contents_lost.into_iter().collect();
@@ -1197,5 +1274,77 @@ mod tests {
         assert_eq!(unbroken_last([1, 2, 6, 7 + MAX_LOG_GAP]), 6);
         assert_eq!(unbroken_last([1, 6, 16_212_958_658_533_785_601]), 6);
         assert_eq!(unbroken_last([u64::MAX]), 0);
+    }
+
+    /// A source holding the sealed, chained records of txs 1..=n (no op bodies).
+    fn chained(n: u64) -> Result<Source> {
+        let mut source = Source::default();
+        let mut chain = [0u8; 32];
+        for tx in 1..=n {
+            let digest = crate::hash::blake3_concat(&[&tx.to_le_bytes()]);
+            let header = log::seal_header(
+                &chain,
+                tx,
+                1_000 + tx as i64,
+                &log::Origin::Indexer,
+                vec![digest],
+            )?;
+            chain = header.chain;
+            source.headers.insert(tx, Ok(header));
+        }
+        Ok(source)
+    }
+
+    /// Moves the record of `tx` to a damaged key (its high bit flipped); returns that key.
+    fn damage_key(source: &mut Source, tx: u64) -> u64 {
+        let key = tx | 1 << 62;
+        if let Some(record) = source.headers.remove(&tx) {
+            source.headers.insert(key, record);
+        }
+        key
+    }
+
+    /// A record under a damaged key goes back to the one hole it chains into: the first, one
+    /// between records, the last; it stays where it is when it verifies nowhere or in two holes.
+    #[test]
+    fn a_record_under_a_damaged_key_is_put_back_where_it_chains() -> Result<()> {
+        for tx in [1, 3, 6] {
+            let mut source = chained(6)?;
+            let want = source.headers.clone();
+            let key = damage_key(&mut source, tx);
+            assert_eq!(source.put_back_misplaced(), vec![(key, tx)], "tx {tx}");
+            assert_eq!(
+                format!("{:?}", source.headers.keys().collect::<Vec<_>>()),
+                format!("{:?}", want.keys().collect::<Vec<_>>())
+            );
+            assert_eq!(
+                source
+                    .headers
+                    .get(&tx)
+                    .and_then(|h| h.as_ref().ok())
+                    .map(|h| h.chain),
+                want.get(&tx).and_then(|h| h.as_ref().ok()).map(|h| h.chain)
+            );
+        }
+        // Its neighbours lost too: nothing it chains with, so it stays out.
+        let mut source = chained(6)?;
+        source.headers.insert(2, Err("lost".into()));
+        source.headers.remove(&4);
+        let key = damage_key(&mut source, 3);
+        assert_eq!(source.put_back_misplaced(), vec![]);
+        assert!(source.headers.contains_key(&key));
+        // A record of another log chains nowhere here.
+        let mut source = chained(6)?;
+        let mut other = chained(7)?;
+        if let Some(Ok(h)) = other.headers.get_mut(&7) {
+            h.chain = [7; 32];
+        }
+        source.headers.remove(&3);
+        if let Some(h) = other.headers.remove(&7) {
+            source.headers.insert(7 | 1 << 62, h);
+        }
+        assert_eq!(source.put_back_misplaced(), vec![]);
+        assert!(!source.headers.contains_key(&3));
+        Ok(())
     }
 }
