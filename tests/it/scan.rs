@@ -392,5 +392,42 @@ fn a_scan_of_a_deferred_store_writes_nothing_for_an_unchanged_tree_and_every_cha
     drop(store);
     let settled = run(&Store::open_deferred(&dir)?)?;
     assert_eq!(tally(&settled), [4, 0, 0, 4, 0], "{settled:?}");
+
+    // Many changes in batches of one file: the writer thread opens the file to write while
+    // the walk, the planner's reads and the listing of stored paths go on.
+    for n in 0..40 {
+        write_dated(
+            &tree.join(format!("sub/more{n}.txt")),
+            format!("{n}\n").as_bytes(),
+            hour_ago,
+        )?;
+    }
+    write_dated(
+        &tree.join("b.txt"),
+        b"b again\n",
+        hour_ago + Duration::from_secs(60),
+    )?;
+    let store = Store::open_deferred(&dir)?;
+    let indexer = Indexer::new(&store, &Settings::default())?;
+    let one_by_one = ScanOptions {
+        threads: 2,
+        batch_files: 1,
+        ..ScanOptions::default()
+    };
+    let many = scan(
+        &indexer,
+        std::slice::from_ref(&tree),
+        &one_by_one,
+        &mut |_| {},
+    )?;
+    assert_eq!(tally(&many), [44, 40, 1, 3, 0], "{many:?}");
+    assert!(many.tx_ids.len() >= 40, "{many:?}");
+    drop(indexer);
+    drop(store);
+    let fresh = Store::open_or_create(root.join("fresh2.strata"))?;
+    run(&fresh)?;
+    let store = Store::open_read_only(&dir)?;
+    assert_eq!(live(&store)?, live(&fresh)?);
+    assert_eq!(store.fsck()?, Vec::new());
     Ok(())
 }
