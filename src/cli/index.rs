@@ -48,7 +48,8 @@ impl Invocation<'_> {
         let summary = if store_exists(self.dir()) && self.uses_daemon()? {
             self.call(request)?
         } else {
-            let engine = self.engine_creating()?;
+            // Opened to write at its first write: an unchanged tree writes and syncs nothing.
+            let engine = self.engine_creating_as(strata::engine::Access::CreateDeferred)?;
             request.apply_with_progress(&engine, &mut |progress| {
                 if let Some(bar) = &bar
                     && progress.files - last_tick >= 64

@@ -205,6 +205,12 @@ impl Invocation<'_> {
 
     /// An engine over the store, creating it (and saying so on stderr) when there is none.
     fn engine_creating(&self) -> Result<Engine> {
+        self.engine_creating_as(Access::Create)
+    }
+
+    /// [`Invocation::engine_creating`], opening an existing store as `access` says
+    /// ([`Access::Create`] or [`Access::CreateDeferred`]).
+    fn engine_creating_as(&self, access: Access) -> Result<Engine> {
         self.check_given()?;
         let dir = self.dir();
         let verb = if store_exists(dir) {
@@ -212,7 +218,7 @@ impl Invocation<'_> {
         } else {
             "creating"
         };
-        let engine = daemon::open_waiting(dir, Access::Create)
+        let engine = daemon::open_waiting(dir, access)
             .with_context(|| format!("{verb} store {}", dir.display()))?;
         if engine.created() {
             let mut err = std::io::stderr();

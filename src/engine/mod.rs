@@ -86,6 +86,10 @@ pub enum Access {
     ReadWrite,
     /// Reads and writes, creating the store when there is none.
     Create,
+    /// As [`Access::Create`], but an existing store is opened to write only at its first write
+    /// ([`Store::open_deferred`]): for a command that often writes nothing (a re-index of an
+    /// unchanged tree), which then syncs nothing.
+    CreateDeferred,
 }
 
 /// What one committed transaction changed, published to the engine's subscribers.
@@ -184,12 +188,13 @@ impl Engine {
             Access::ReadOnly => Store::open_read_only(dir)?,
             Access::ReadWrite => Store::open(dir)?,
             Access::Create if exists => Store::open(dir)?,
-            Access::Create => Store::create(dir)?,
+            Access::CreateDeferred if exists => Store::open_deferred(dir)?,
+            Access::Create | Access::CreateDeferred => Store::create(dir)?,
         };
         let mut engine = Engine::with_store(store, settings);
         engine.settings_stamp = Mutex::new(SettingsStamp::of(dir));
         engine.dir = Some(dir.to_path_buf());
-        engine.created = access == Access::Create && !exists;
+        engine.created = matches!(access, Access::Create | Access::CreateDeferred) && !exists;
         Ok(engine)
     }
 

@@ -725,6 +725,20 @@ impl Store {
         guarded_open("opening the store", || redb::RedbStore::open_or_create(dir))
     }
 
+    /// Opens the existing store in `dir` to write, reading through a read-only redb handle until
+    /// the first write begins (which opens the file to write then): a command that finds nothing
+    /// to write, as an unchanged re-index, writes and syncs nothing. PostgreSQL opens as
+    /// [`Store::open`] does.
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub fn open_deferred(dir: impl AsRef<Path>) -> Result<Self> {
+        if let Some(store) = pointed(dir.as_ref(), PgOpen::Open)? {
+            return Ok(store);
+        }
+        guarded_open("opening the store", || redb::RedbStore::open_deferred(dir))
+    }
+
     /// Opens the existing store in `dir` for reading only: redb writes nothing to the file, so
     /// there is nothing to sync (a store that was not closed cleanly needs a repair, which only a
     /// read-write open makes: then this opens it read-write); PostgreSQL opens read-only

@@ -815,3 +815,31 @@ fn an_index_run_is_one_log_row_and_a_read_inside_it_says_so() -> TestResult {
     f.ok(&["fsck", "--rebuild"])?;
     Ok(())
 }
+
+#[test]
+fn an_unchanged_reindex_without_a_daemon_leaves_the_store_file_as_it_was() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("a.txt", b"a\n")?;
+    f.write("sub/b.txt", b"b\n")?;
+    let index = || f.json(&["--no-daemon", "index", ".", "--quiet", "--json"]);
+    assert_eq!(count(&index()?, "created"), 2);
+    let file = f.store.join("store.redb");
+    let before = fs::read(&file)?;
+    let again = index()?;
+    assert_eq!(count(&again, "unchanged"), 2, "{again}");
+    assert!(
+        fs::read(&file)? == before,
+        "nothing to write: the store was opened to write at no point"
+    );
+    // A change is written, and read back by the next command.
+    f.write("a.txt", b"edited\n")?;
+    let changed = index()?;
+    assert_eq!(count(&changed, "updated"), 1, "{changed}");
+    assert_eq!(f.ok(&["--no-daemon", "cat", "a.txt"])?, "edited\n");
+    assert!(fs::read(&file)? != before);
+    assert!(
+        !f.store.join("store.lock").exists(),
+        "the writer's lock file went with it"
+    );
+    Ok(())
+}

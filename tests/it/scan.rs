@@ -326,3 +326,108 @@ fn a_rescan_finds_every_change_the_stat_cache_could_hide() -> TestResult {
     assert_eq!(settled.bytes_read, 5, "{settled:?}");
     Ok(())
 }
+
+#[test]
+fn a_scan_of_a_deferred_store_writes_nothing_for_an_unchanged_tree_and_every_change_otherwise()
+-> TestResult {
+    use std::time::{Duration, SystemTime};
+    let tmp = tempfile::tempdir()?;
+    let root = fs::canonicalize(tmp.path())?;
+    let tree = root.join("tree");
+    fs::create_dir_all(tree.join("sub"))?;
+    let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    for name in ["a.txt", "b.txt", "gone.txt", "sub/c.txt"] {
+        write_dated(&tree.join(name), format!("{name}\n").as_bytes(), hour_ago)?;
+    }
+    let dir = root.join("s.strata");
+    let options = ScanOptions {
+        threads: 2,
+        ..ScanOptions::default()
+    };
+    let run = |store: &Store| -> TestResult<ScanSummary> {
+        let indexer = Indexer::new(store, &Settings::default())?;
+        Ok(scan(
+            &indexer,
+            std::slice::from_ref(&tree),
+            &options,
+            &mut |_| {},
+        )?)
+    };
+    let first = run(&Store::open_or_create(&dir)?)?;
+    assert_eq!(tally(&first), [4, 4, 0, 0, 0], "{first:?}");
+    let file = dir.join("store.redb");
+    let before = fs::read(&file)?;
+    let again = run(&Store::open_deferred(&dir)?)?;
+    assert_eq!(tally(&again), [4, 0, 0, 4, 0], "{again:?}");
+    assert!(
+        fs::read(&file)? == before,
+        "an unchanged tree left the store file as it was"
+    );
+
+    // An edit, a new file, a deletion: the scan opens the file to write at its commit.
+    write_dated(
+        &tree.join("a.txt"),
+        b"edited\n",
+        hour_ago + Duration::from_secs(60),
+    )?;
+    write_dated(&tree.join("sub/new.txt"), b"new\n", hour_ago)?;
+    fs::remove_file(tree.join("gone.txt"))?;
+    let store = Store::open_deferred(&dir)?;
+    let changed = run(&store)?;
+    assert_eq!(tally(&changed), [4, 1, 1, 2, 1], "{changed:?}");
+    assert_eq!(changed.tx_ids.len(), 1, "{changed:?}");
+    drop(store);
+    // What the store answers is what a fresh index of the tree answers (and the gone file
+    // has no live version).
+    let live = |store: &Store| -> TestResult<BTreeMap<String, Option<String>>> {
+        let mut all = answers(store, &tree)?;
+        all.retain(|_, hash| hash.is_some());
+        Ok(all)
+    };
+    let fresh = Store::open_or_create(root.join("fresh.strata"))?;
+    run(&fresh)?;
+    let store = Store::open_read_only(&dir)?;
+    assert_eq!(live(&store)?, live(&fresh)?);
+    assert_eq!(live(&store)?.len(), 4);
+    drop(store);
+    let settled = run(&Store::open_deferred(&dir)?)?;
+    assert_eq!(tally(&settled), [4, 0, 0, 4, 0], "{settled:?}");
+
+    // Many changes in batches of one file: the writer thread opens the file to write while
+    // the walk, the planner's reads and the listing of stored paths go on.
+    for n in 0..40 {
+        write_dated(
+            &tree.join(format!("sub/more{n}.txt")),
+            format!("{n}\n").as_bytes(),
+            hour_ago,
+        )?;
+    }
+    write_dated(
+        &tree.join("b.txt"),
+        b"b again\n",
+        hour_ago + Duration::from_secs(60),
+    )?;
+    let store = Store::open_deferred(&dir)?;
+    let indexer = Indexer::new(&store, &Settings::default())?;
+    let one_by_one = ScanOptions {
+        threads: 2,
+        batch_files: 1,
+        ..ScanOptions::default()
+    };
+    let many = scan(
+        &indexer,
+        std::slice::from_ref(&tree),
+        &one_by_one,
+        &mut |_| {},
+    )?;
+    assert_eq!(tally(&many), [44, 40, 1, 3, 0], "{many:?}");
+    assert!(many.tx_ids.len() >= 40, "{many:?}");
+    drop(indexer);
+    drop(store);
+    let fresh = Store::open_or_create(root.join("fresh2.strata"))?;
+    run(&fresh)?;
+    let store = Store::open_read_only(&dir)?;
+    assert_eq!(live(&store)?, live(&fresh)?);
+    assert_eq!(store.fsck()?, Vec::new());
+    Ok(())
+}

@@ -788,8 +788,28 @@ fn a_format_3_store_is_read_as_it_is_and_marked_format_4_when_opened_to_write() 
         assert_eq!(store.log(None, 10)?.len(), 1);
     }
     assert_eq!(format_version(dir.path())?, 3, "a reader changes nothing");
+    {
+        // Opened to write at the first write: a store that wrote nothing is left as it was,
+        // and its first write marks it.
+        let store = Store::open_deferred(dir.path())?;
+        assert_eq!(store.log(None, 10)?.len(), 1);
+    }
+    assert_eq!(
+        format_version(dir.path())?,
+        3,
+        "a deferred store that wrote nothing"
+    );
+    {
+        let store = Store::open_deferred(dir.path())?;
+        store.transact(
+            vec![Op::put(Object::system_prompt("q", "be kind".into())?)],
+            Origin::Cli,
+        )?;
+    }
+    assert_eq!(format_version(dir.path())?, strata::FORMAT_VERSION);
+    set_format_version(dir.path(), 3)?;
     let store = Store::open(dir.path())?;
-    assert_eq!(store.log(None, 10)?.len(), 1);
+    assert_eq!(store.log(None, 10)?.len(), 2);
     drop(store);
     assert_eq!(format_version(dir.path())?, strata::FORMAT_VERSION);
     assert_eq!(strata::FORMAT_VERSION, 4);

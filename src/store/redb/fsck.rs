@@ -922,7 +922,7 @@ impl RedbStore {
         if let Some(dir) = &self.dir {
             // Writers wait while the file is read (a read-write handle holds a write
             // transaction, never committed): the pages checked are the committed ones.
-            let pause = match self.read_only {
+            let pause = match self.reads_only_now() {
                 true => None,
                 false => guard::guarded(&flag, "pausing writers", || self.begin_write()).ok(),
             };

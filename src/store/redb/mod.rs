@@ -155,9 +155,13 @@ pub(crate) struct RedbStore {
     handle: std::sync::RwLock<Handle>,
     /// Whether the handle only reads (opened by [`RedbStore::open_read_only`]).
     read_only: bool,
+    /// Set while a store opened to write reads through a read-only handle, until its first write
+    /// transaction opens the file to write ([`RedbStore::open_deferred`]).
+    deferred: std::sync::atomic::AtomicBool,
     dir: Option<PathBuf>,
-    /// (length, bytes allocated on disk) of `store.redb` when this handle opened it (see `Drop`).
-    opened: (u64, u64),
+    /// (length, bytes allocated on disk) of `store.redb` when this handle opened it to write (see
+    /// `Drop`).
+    opened: std::sync::Mutex<(u64, u64)>,
     /// The latest session and chat documents written, the bases of their next deltas.
     base_cache: docs::BaseCache,
     /// Set when a call into redb panicked (a damaged page), a read found damage, fsck found a
@@ -266,7 +270,8 @@ impl Drop for RedbStore {
     /// closed, whose page cache holds the whole file ([`repack::compact_closed`]). Best effort:
     /// a failure leaves a longer file, never a wrong one.
     fn drop(&mut self) {
-        let read_only = self.read_only;
+        // A deferred store that never wrote holds a read-only handle, and no lock file.
+        let read_only = self.reads_only_now();
         // A handle that met damage commits nothing more, not even redb's close-time record.
         let damaged = self.damaged.load(std::sync::atomic::Ordering::SeqCst)
             || self
@@ -280,7 +285,10 @@ impl Drop for RedbStore {
         {
             let path = dir.join(DB_FILE);
             let (len, allocated) = file_size(&path);
-            let (opened_len, opened_allocated) = self.opened;
+            let (opened_len, opened_allocated) = *self
+                .opened
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if len > opened_len
                 && allocated >= opened_allocated + opened_allocated / 8
                 && let Some(db) = self

@@ -175,6 +175,51 @@ fn write_lock_file(dir: &Path) -> Result<()> {
     }
 }
 
+/// Opens (or creates) the redb file at `path` of store `dir` to write; whether redb ran its full
+/// repair to open it.
+fn open_writable(dir: &Path, path: &Path, create: bool) -> Result<(Database, bool)> {
+    let mut builder = Database::builder();
+    builder.set_cache_size(CACHE_BYTES);
+    // redb calls this only for a full repair: a crash after a commit without its quick-repair
+    // record (made under load), before the checkpoint that follows such commits.
+    let repaired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let began = std::time::Instant::now();
+    builder.set_repair_callback({
+        let repaired = std::sync::Arc::clone(&repaired);
+        let shown = path.display().to_string();
+        move |_| {
+            if !repaired.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                tracing::warn!(
+                    file = %shown,
+                    "the store was not closed cleanly and its last commit has no quick-repair \
+                     record (commits made under load have none): checking its pages and \
+                     rebuilding its free-space map"
+                );
+            }
+        }
+    });
+    let opened = if create {
+        builder.create(path)
+    } else {
+        builder.open(path)
+    };
+    let full_repair = repaired.load(std::sync::atomic::Ordering::SeqCst);
+    if full_repair {
+        tracing::warn!(
+            seconds = began.elapsed().as_secs_f64(),
+            "the store's repair ended"
+        );
+    }
+    match opened {
+        Ok(db) => Ok((db, full_repair)),
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(Error::StoreLocked {
+            path: path.to_path_buf(),
+            holder: lock_holder(dir),
+        }),
+        Err(e) => Err(open_error(path, e)),
+    }
+}
+
 impl RedbStore {
     /// Creates a new store in directory `dir`, made 0700 if missing (its files are 0600; an
     /// existing directory loses the group's and others' bits when the current user owns it).
@@ -237,8 +282,9 @@ impl RedbStore {
         let store = RedbStore {
             handle: std::sync::RwLock::new(Handle::ReadWrite(db)),
             read_only: false,
+            deferred: std::sync::atomic::AtomicBool::new(false),
             dir: None,
-            opened: (0, 0),
+            opened: std::sync::Mutex::new((0, 0)),
             base_cache: docs::BaseCache::default(),
             damaged: std::sync::atomic::AtomicBool::new(false),
             damage_reason: std::sync::Mutex::new(None),
@@ -259,54 +305,14 @@ impl RedbStore {
         } else {
             private::tighten_store(dir)?;
         }
-        let mut builder = Database::builder();
-        builder.set_cache_size(CACHE_BYTES);
-        // redb calls this only for a full repair: a crash after a commit without its quick-repair
-        // record (made under load), before the checkpoint that follows such commits.
-        let repaired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let began = std::time::Instant::now();
-        builder.set_repair_callback({
-            let repaired = std::sync::Arc::clone(&repaired);
-            let shown = path.display().to_string();
-            move |_| {
-                if !repaired.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                    tracing::warn!(
-                        file = %shown,
-                        "the store was not closed cleanly and its last commit has no quick-repair \
-                         record (commits made under load have none): checking its pages and \
-                         rebuilding its free-space map"
-                    );
-                }
-            }
-        });
-        let opened = if create {
-            builder.create(&path)
-        } else {
-            builder.open(&path)
-        };
-        let full_repair = repaired.load(std::sync::atomic::Ordering::SeqCst);
-        if full_repair {
-            tracing::warn!(
-                seconds = began.elapsed().as_secs_f64(),
-                "the store's repair ended"
-            );
-        }
-        let db = match opened {
-            Ok(db) => db,
-            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-                return Err(Error::StoreLocked {
-                    path,
-                    holder: lock_holder(dir),
-                });
-            }
-            Err(e) => return Err(open_error(&path, e)),
-        };
+        let (db, full_repair) = open_writable(dir, &path, create)?;
         write_lock_file(dir)?;
         let store = RedbStore {
             handle: std::sync::RwLock::new(Handle::ReadWrite(db)),
             read_only: false,
+            deferred: std::sync::atomic::AtomicBool::new(false),
             dir: Some(dir.to_path_buf()),
-            opened: file_size(&path),
+            opened: std::sync::Mutex::new(file_size(&path)),
             base_cache: docs::BaseCache::default(),
             damaged: std::sync::atomic::AtomicBool::new(false),
             damage_reason: std::sync::Mutex::new(None),
@@ -394,6 +400,7 @@ impl RedbStore {
     }
 
     pub(super) fn begin_write(&self) -> Result<Live<WriteTransaction>> {
+        self.upgrade()?;
         let mut tx = self.handle().begin_write()?;
         tx.set_quick_repair(QUICK_REPAIR);
         Ok(Live::new(tx, &self.live))
@@ -433,7 +440,8 @@ impl RedbStore {
         if self.live.load(Ordering::SeqCst) > 0 {
             return;
         }
-        let read_only = self.read_only;
+        // A deferred store that has not written yet reopens as it was: read-only.
+        let read_only = self.reads_only_now();
         let old = std::mem::replace(&mut *handle, Handle::Closed);
         let quiet = std::sync::atomic::AtomicBool::new(false);
         guard::close_without_writing(old);
@@ -523,7 +531,24 @@ impl RedbStore {
     /// # Errors
     /// As [`RedbStore::open`].
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref();
+        Self::open_read_first(dir.as_ref(), false)
+    }
+
+    /// Opens the existing store in `dir` to write, through a read-only handle until the first
+    /// write transaction begins, which then opens the file to write in its place (waiting for the
+    /// handle's reads to end). A command that may find nothing to write (an unchanged re-index)
+    /// then writes and syncs nothing: redb's open to write syncs the file once, and its close
+    /// commits its allocator state, four syncs in all. A store that was not closed cleanly is
+    /// opened to write at once ([`RedbStore::open`]), which repairs it.
+    ///
+    /// # Errors
+    /// As [`RedbStore::open`].
+    pub fn open_deferred(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_read_first(dir.as_ref(), true)
+    }
+
+    /// [`RedbStore::open_read_only`], or [`RedbStore::open_deferred`] when `deferred`.
+    fn open_read_first(dir: &Path, deferred: bool) -> Result<Self> {
         let path = dir.join(DB_FILE);
         if !path.exists() {
             return RedbStore::open(dir);
@@ -535,9 +560,10 @@ impl RedbStore {
             Ok(db) => {
                 let store = RedbStore {
                     handle: std::sync::RwLock::new(Handle::ReadOnly(db)),
-                    read_only: true,
+                    read_only: !deferred,
+                    deferred: std::sync::atomic::AtomicBool::new(deferred),
                     dir: Some(dir.to_path_buf()),
-                    opened: (0, 0),
+                    opened: std::sync::Mutex::new((0, 0)),
                     base_cache: docs::BaseCache::default(),
                     damaged: std::sync::atomic::AtomicBool::new(false),
                     damage_reason: std::sync::Mutex::new(None),
@@ -558,6 +584,87 @@ impl RedbStore {
             // open repairs it.
             Err(_) => RedbStore::open(dir),
         }
+    }
+}
+
+/// How long a deferred store's first write waits for the file: for its own reads to end, then for
+/// another process that took the file meanwhile (as a command waits for a held store).
+const UPGRADE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl RedbStore {
+    /// Whether the handle reads only now: opened read-only, or deferred and not written yet.
+    pub(super) fn reads_only_now(&self) -> bool {
+        self.read_only || self.deferred.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Opens the file of a deferred store to write in place of its read-only handle, once no
+    /// transaction of that handle runs (nothing to do for any other store). Another process may
+    /// take the file between the two handles: this waits for it as [`UPGRADE_WAIT`] says, and
+    /// what it committed meanwhile is read like any concurrent writer's commit.
+    ///
+    /// # Errors
+    /// [`Error::StoreLocked`] when the file stays held; open errors as [`RedbStore::open`]
+    /// (the handle is then closed, and later calls fail).
+    fn upgrade(&self) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if !self.deferred.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let path = dir.join(DB_FILE);
+        let started = std::time::Instant::now();
+        // The handle's own transactions end first (a scan's listing of paths, say): the write
+        // lock is taken once none runs, and new ones wait for it.
+        let mut handle = loop {
+            let handle = self
+                .handle
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !self.deferred.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            if self.live.load(Ordering::SeqCst) == 0 {
+                break handle;
+            }
+            drop(handle);
+            if started.elapsed() >= UPGRADE_WAIT {
+                return Err(Error::invariant(
+                    "a deferred store's first write waited a minute for its own reads to end",
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        // The read-only handle's file locks go with it, before the file is opened again.
+        drop(std::mem::replace(&mut *handle, Handle::Closed));
+        let db = loop {
+            match open_writable(dir, &path, false) {
+                Ok((db, _)) => break db,
+                Err(Error::StoreLocked { .. }) if started.elapsed() < UPGRADE_WAIT => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(err) => {
+                    // Read on as before when the file can still be read (best effort).
+                    let mut builder = Database::builder();
+                    builder.set_cache_size(CACHE_BYTES);
+                    if let Ok(db) = builder.open_read_only(&path) {
+                        *handle = Handle::ReadOnly(db);
+                    }
+                    return Err(err);
+                }
+            }
+        };
+        *handle = Handle::ReadWrite(db);
+        *self
+            .opened
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = file_size(&path);
+        self.deferred.store(false, Ordering::SeqCst);
+        drop(handle);
+        write_lock_file(dir)?;
+        // A format 3 file is marked format 4 by its first open to write.
+        self.check_format(&path)
     }
 }
 
@@ -667,6 +774,75 @@ mod tests {
             !tmp.path().join(super::super::LOCK_FILE).exists(),
             "readers write no lock file (it names the writer)"
         );
+        Ok(())
+    }
+
+    /// A deferred store reads through a read-only handle: closed without a write, it leaves the
+    /// file byte for byte as it was and writes no lock file; its first write opens the file to
+    /// write (after its own running read ends), commits, and closes as any writer does.
+    #[test]
+    fn a_deferred_store_writes_nothing_until_its_first_write() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let read = || std::fs::read(tmp.path().join(DB_FILE)).map_err(|e| Error::io("read", e));
+        let lock = tmp.path().join(super::super::LOCK_FILE);
+        let first = {
+            let store = RedbStore::create(tmp.path())?;
+            put(&store, "/a.txt")?
+        };
+        let before = read()?;
+        {
+            let store = RedbStore::open_deferred(tmp.path())?;
+            assert!(!store.is_read_only(), "a deferred store is one to write");
+            assert!(store.reads_only_now());
+            assert!(Backend::get(&store, &first)?.is_some());
+        }
+        assert!(
+            read()? == before,
+            "a deferred store that wrote nothing left the file as it was"
+        );
+        assert!(!lock.exists(), "no lock file before the first write");
+
+        let store = std::sync::Arc::new(RedbStore::open_deferred(tmp.path())?);
+        // A read of the read-only handle runs while another thread begins to write: the write
+        // waits for it, then opens the file to write.
+        let (reading, read_done) = (
+            std::sync::Arc::new(std::sync::Barrier::new(2)),
+            std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        );
+        let reader = {
+            let (store, reading, read_done) = (
+                std::sync::Arc::clone(&store),
+                std::sync::Arc::clone(&reading),
+                std::sync::Arc::clone(&read_done),
+            );
+            std::thread::spawn(move || -> Result<()> {
+                let tx = store.read()?;
+                reading.wait();
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let meta = tx.open_table(META).db()?;
+                assert!(meta.get("format_version").db()?.is_some());
+                read_done.store(true, Ordering::SeqCst);
+                Ok(())
+            })
+        };
+        reading.wait();
+        let second = put(&store, "/b.txt")?;
+        assert!(
+            read_done.load(Ordering::SeqCst),
+            "the write waited for the read"
+        );
+        reader
+            .join()
+            .map_err(|_| Error::invariant("the reader panicked"))??;
+        assert!(!store.reads_only_now());
+        assert!(lock.exists(), "the writer's lock file");
+        assert!(Backend::get(&*store, &second)?.is_some());
+        drop(store);
+        assert!(!lock.exists());
+        let again = RedbStore::open_read_only(tmp.path())?;
+        assert!(Backend::get(&again, &first)?.is_some());
+        assert!(Backend::get(&again, &second)?.is_some());
+        assert!(again.fsck().is_empty());
         Ok(())
     }
 

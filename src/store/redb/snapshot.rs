@@ -524,12 +524,13 @@ impl RedbStore {
     }
 
     /// Stores snapshot `rec` under `name` (in its own write transaction, no store transaction).
-    /// Not on a read-only or damaged store: a snapshot is only a cache.
+    /// Not on a read-only or damaged store, nor on a deferred one that has not written yet (it
+    /// would open the file to write): a snapshot is only a cache.
     ///
     /// # Errors
     /// [`Error::Storage`] when redb fails.
     pub(super) fn put_snapshot(&self, name: &str, rec: &SnapshotRec<'_>) -> Result<()> {
-        if self.read_only || self.damaged.load(std::sync::atomic::Ordering::SeqCst) {
+        if self.reads_only_now() || self.damaged.load(std::sync::atomic::Ordering::SeqCst) {
             return Ok(());
         }
         let bytes = encode(rec)?;
