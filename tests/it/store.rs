@@ -773,7 +773,7 @@ fn format_version(dir: &std::path::Path) -> TestResult<u32> {
 }
 
 #[test]
-fn a_format_3_store_is_read_as_it_is_and_marked_format_4_when_opened_to_write() -> TestResult {
+fn a_format_3_store_is_read_as_it_is_and_marked_format_5_when_opened_to_write() -> TestResult {
     let dir = tempfile::tempdir()?;
     {
         let store = Store::create(dir.path())?;
@@ -792,7 +792,193 @@ fn a_format_3_store_is_read_as_it_is_and_marked_format_4_when_opened_to_write() 
     assert_eq!(store.log(None, 10)?.len(), 1);
     drop(store);
     assert_eq!(format_version(dir.path())?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 4);
+    assert_eq!(strata::FORMAT_VERSION, 5);
+    Ok(())
+}
+
+const BY_TX: redb::TableDefinition<(u64, u64), (i64, u64)> =
+    redb::TableDefinition::new("versions_by_tx");
+const VERSIONS: redb::TableDefinition<(u64, i64, u64), &[u8]> =
+    redb::TableDefinition::new("versions");
+
+/// The number of rows of `versions` and of `versions_by_tx` in the store file in `dir`.
+fn version_rows(dir: &std::path::Path) -> TestResult<(u64, u64)> {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_read()?;
+    Ok((
+        tx.open_table(VERSIONS)?.len()?,
+        tx.open_table(BY_TX)?.len()?,
+    ))
+}
+
+/// Makes the store in `dir` write format 4's rows (a `versions_by_tx` row for every write) by
+/// removing the `meta` key that tells from which transaction on format 5 omits some.
+fn write_format_4_rows(dir: &std::path::Path) -> TestResult {
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_write()?;
+    tx.open_table(META)?.remove("by_tx_first_omitted_since")?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// The contents visible now of `ids`, and of each as of tx 2 (valid now), and each history's
+/// (valid_from, tx).
+fn answers(store: &Store, ids: &[&str]) -> TestResult<Vec<String>> {
+    let mut out = Vec::new();
+    for id in ids {
+        let now = store.as_of(id, None, None)?;
+        let old = store.as_of(id, None, Some(TxId(2)))?;
+        let history = store.history(id, HistoryQuery::default())?;
+        out.push(format!(
+            "{id}: {:?} / {:?} / {:?}",
+            now.and_then(|v| v.object)
+                .map(|o| o.content().map(str::to_string)),
+            old.and_then(|v| v.object)
+                .map(|o| o.content().map(str::to_string)),
+            history
+                .iter()
+                .map(|v| (v.valid_from, v.tx_id))
+                .collect::<Vec<_>>()
+        ));
+    }
+    Ok(out)
+}
+
+#[test]
+fn a_format_4_store_is_read_as_it_is_and_written_in_format_5_after_its_last_tx() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    drop(Store::create(path)?);
+    write_format_4_rows(path)?;
+    let (a, b, c, e) = (
+        file("/a.rs", "a1")?,
+        file("/b.rs", "b1")?,
+        prompt("p", "p1")?,
+        file("/e.rs", "e1")?,
+    );
+    let d = file("/d.rs", "d1")?;
+    let ids = [a.id(), b.id(), c.id(), e.id(), d.id()].map(str::to_string);
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    {
+        // Format 4's layout: one versions_by_tx row for every write, a ranged put's too.
+        let store = Store::open(path)?;
+        store.transact(vec![Op::put(a), Op::put(b), Op::put(e)], Origin::Cli)?;
+        store.transact(vec![Op::put_at(c, day(1)?, Some(day(5)?))], Origin::Cli)?;
+        store.transact(vec![Op::put(file("/a.rs", "a2")?)], Origin::Cli)?;
+    }
+    // a: 2 rows, b: 1, e: 1, c: 2 (the put and the tombstone at its end); 5 (eid, tx) writes.
+    assert_eq!(version_rows(path)?, (6, 5));
+    set_format_version(path, 4)?;
+    let before = {
+        let store = Store::open_read_only(path)?;
+        assert!(store.fsck()?.is_empty());
+        answers(&store, &ids[..4])?
+    };
+    assert_eq!(format_version(path)?, 4, "a reader changes nothing");
+    {
+        let store = Store::open(path)?;
+        assert_eq!(answers(&store, &ids[..4])?, before);
+        // Format 5's rows from tx 4 on: d's only write has no versions_by_tx row; b's second
+        // write adds its own (b's first, format 4, has its row).
+        store.transact(vec![Op::put(d)], Origin::Cli)?;
+        store.transact(vec![Op::put(file("/b.rs", "b2")?)], Origin::Cli)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    }
+    assert_eq!(version_rows(path)?, (8, 6));
+    {
+        // d's second write adds its first write's row and its own.
+        let store = Store::open(path)?;
+        store.transact(vec![Op::put(file("/d.rs", "d2")?)], Origin::Cli)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    }
+    assert_eq!(version_rows(path)?, (9, 8));
+    assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
+    assert_eq!(strata::FORMAT_VERSION, 5);
+    let store = Store::open(path)?;
+    let after = answers(&store, &ids)?;
+    for i in [0, 2, 3] {
+        assert_eq!(after[i], before[i]);
+    }
+    assert!(after[1].contains("\"b2\""), "{}", after[1]);
+    assert!(after[4].contains("\"d2\""), "{}", after[4]);
+    assert_eq!(
+        store
+            .as_of(ids[4], None, Some(TxId(3)))?
+            .map(|v| v.info.tx_id),
+        None,
+        "d did not exist at tx 3"
+    );
+    // A rebuild writes format 5's rows from the first tx on: e's only write loses its row.
+    store.fsck_rebuild()?;
+    assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    assert_eq!(answers(&store, &ids)?, after);
+    drop(store);
+    assert_eq!(version_rows(path)?, (9, 7));
+    Ok(())
+}
+
+#[test]
+fn fsck_finds_a_versions_by_tx_row_format_5_does_not_write_and_one_it_lacks() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    let (one, two) = (file("/one.rs", "1")?, file("/two.rs", "2a")?);
+    {
+        let store = Store::create(path)?;
+        store.transact(vec![Op::put(one), Op::put(two)], Origin::Cli)?;
+        store.transact(vec![Op::put(file("/two.rs", "2b")?)], Origin::Cli)?;
+        assert!(store.fsck()?.is_empty());
+    }
+    // one: 1 row, no by_tx row; two: 2 rows, 2 by_tx rows.
+    assert_eq!(version_rows(path)?, (3, 2));
+    type ByTxRow = ((u64, u64), (i64, u64));
+    let rows = |dir: &std::path::Path| -> TestResult<Vec<ByTxRow>> {
+        use redb::{ReadableDatabase, ReadableTable};
+        let db = redb::Database::open(dir.join("store.redb"))?;
+        let tx = db.begin_read()?;
+        let table = tx.open_table(BY_TX)?;
+        let mut out = Vec::new();
+        for entry in table.iter()? {
+            let (k, v) = entry?;
+            out.push((k.value(), v.value()));
+        }
+        Ok(out)
+    };
+    let by_tx = rows(path)?;
+    let ((two_eid, first_tx), first) = by_tx[0];
+    // Lacking: two's first write's row.
+    {
+        let db = redb::Database::open(path.join("store.redb"))?;
+        let tx = db.begin_write()?;
+        tx.open_table(BY_TX)?.remove((two_eid, first_tx))?;
+        tx.commit()?;
+    }
+    {
+        let store = Store::open(path)?;
+        let findings = store.fsck()?;
+        assert!(
+            findings.iter().any(|f| f.kind == "versions_by_tx"),
+            "{findings:?}"
+        );
+    }
+    // Extra: a row for one's only write (format 5 writes none), two's put back.
+    let one_eid = if two_eid == 1 { 2 } else { 1 };
+    {
+        let db = redb::Database::open(path.join("store.redb"))?;
+        let tx = db.begin_write()?;
+        {
+            let mut table = tx.open_table(BY_TX)?;
+            table.insert((two_eid, first_tx), first)?;
+            let (_, (vt, _)) = by_tx[0];
+            table.insert((one_eid, first_tx), (vt, first_tx))?;
+        }
+        tx.commit()?;
+    }
+    let store = Store::open(path)?;
+    let findings = store.fsck()?;
+    let kinds: Vec<&str> = findings.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, ["versions_by_tx"], "{findings:?}");
+    assert_eq!(findings[0].tx, Some(first_tx), "{findings:?}");
     Ok(())
 }
 

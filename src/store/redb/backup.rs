@@ -82,6 +82,19 @@ impl RedbStore {
             if !has_since {
                 wtx.open_table(META).db()?.remove(EVICTIONS_SINCE).db()?;
             }
+            // And one whose every write has its `versions_by_tx` row keeps them all.
+            let has_by_tx_since = rtx
+                .open_table(META)
+                .db()?
+                .get(BY_TX_OMITTED_SINCE)
+                .db()?
+                .is_some();
+            if !has_by_tx_since {
+                wtx.open_table(META)
+                    .db()?
+                    .remove(BY_TX_OMITTED_SINCE)
+                    .db()?;
+            }
         }
         wtx.commit().db()?;
         drop(rtx);

@@ -82,6 +82,8 @@ struct Check {
     doc_users: HashMap<[u8; 32], Vec<(u64, u64)>>,
     /// Entity id → the number the store gave it (the replay gives it the same when free).
     eid_hints: HashMap<String, u64>,
+    /// The store's `meta[BY_TX_OMITTED_SINCE]`, which the replay writes by.
+    by_tx_since: u64,
 }
 
 impl Check {
@@ -201,6 +203,7 @@ impl Check {
         let tx_ops = rtx.open_table(TX_OPS).db()?;
         let log_tables = verify::LogTables::open(rtx)?;
         self.evictions_since = log_tables.since;
+        self.by_tx_since = by_tx_omitted_since(&rtx.open_table(META).db()?)?;
         let mut present = HashSet::new();
         for entry in tx_ops.iter().db()? {
             let (key, value) = entry.db()?;
@@ -430,6 +433,7 @@ impl Check {
             let mut w = WriteTables::open(&wtx)?;
             w.derived_only = true;
             w.eid_hints = std::mem::take(&mut self.eid_hints);
+            w.by_tx_since = self.by_tx_since;
             for (hash, (seq, _, file_blob)) in &self.doc_index {
                 w.docs.index.insert(hash, (*seq, 0, *file_blob)).db()?;
             }
@@ -817,7 +821,10 @@ impl RedbStore {
     /// finding per problem (empty when the store is sound); damage is a finding, never an
     /// error.
     pub fn fsck(&self) -> Vec<Finding> {
-        let mut check = Check::default();
+        let mut check = Check {
+            by_tx_since: u64::MAX,
+            ..Check::default()
+        };
         let flag = AtomicBool::new(false);
         let rtx = match guard::guarded(&flag, "beginning a read", || self.read()) {
             Ok(rtx) => rtx,

@@ -198,6 +198,15 @@ fn read_counter(meta: &impl ReadableTable<&'static str, &'static [u8]>, name: &s
     })
 }
 
+/// `meta[BY_TX_OMITTED_SINCE]`: the first transaction whose single-row first writes have no
+/// `versions_by_tx` row; `u64::MAX` when absent (every write has its row).
+fn by_tx_omitted_since(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u64> {
+    Ok(match meta.get(BY_TX_OMITTED_SINCE).db()? {
+        Some(_) => read_counter(meta, BY_TX_OMITTED_SINCE)?,
+        None => u64::MAX,
+    })
+}
+
 const STORED_BYTES: &str = "stored_bytes";
 /// The eid under which `match_ops` keeps matches on an id no entity had (eids count from 1).
 const ABSENT_EID: u64 = 0;

@@ -69,6 +69,12 @@ pub const EVICTED_OPS: TableDefinition<(u64, u32), u64> = TableDefinition::new("
 /// The `meta` key of the first transaction whose evictions `evicted_ops` records (u64 LE).
 pub const EVICTIONS_SINCE: &str = "evictions_recorded_since";
 
+/// The `meta` key of the first transaction from which an entity's first write, when it writes
+/// one version row, has no `versions_by_tx` row (u64 LE; format 5): 1 in a store made as format
+/// 5, the first transaction after the upgrade in a format-4 store (its earlier writes keep
+/// theirs). Absent: every write has its row. See `temporal::latest_at`.
+pub const BY_TX_OMITTED_SINCE: &str = "by_tx_first_omitted_since";
+
 /// `paths`: (filesystem id as `codec::id_key`, canonical path) → eid of the file there (8
 /// fixed bytes where the 33-byte id took 37; `entity_ids` turns it into the id).
 pub const PATHS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("paths");
