@@ -33,9 +33,37 @@ pub(crate) fn as_of_row(
     vt: i64,
     tx: u64,
 ) -> Result<Option<(Row, bool)>> {
-    let Some((max_vt, max_tx)) = latest_at(versions, by_tx, eid, tx)? else {
-        return Ok(None);
+    let last = by_tx
+        .range((eid, 0u64)..=(eid, tx))
+        .db()?
+        .next_back()
+        .transpose()
+        .db()?;
+    let Some((_, max)) = last else {
+        // No `versions_by_tx` row at or before tx: the entity's only version row when it has
+        // none at all (format 5, see `latest_at`), read in the same step as its key.
+        if has_by_tx_after(by_tx, eid, tx)? {
+            return Ok(None);
+        }
+        let first = versions
+            .range((eid, i64::MIN, 0u64)..=(eid, i64::MAX, u64::MAX))
+            .db()?
+            .next()
+            .transpose()
+            .db()?;
+        return match first {
+            Some((key, value)) => {
+                let (_, row_vt, row_tx) = key.value();
+                if row_tx <= tx && row_vt <= vt {
+                    Ok(Some((row(row_vt, row_tx, value.value())?, true)))
+                } else {
+                    Ok(None)
+                }
+            }
+            None => Ok(None),
+        };
     };
+    let (max_vt, max_tx) = max.value();
     if max_vt <= vt {
         let found = versions.get((eid, max_vt, max_tx)).db()?;
         return match found {
@@ -82,18 +110,29 @@ pub(crate) fn latest_at(
     if let Some((_, max)) = last {
         return Ok(Some(max.value()));
     }
-    if tx < u64::MAX
-        && by_tx
-            .range((eid, tx + 1)..=(eid, u64::MAX))
-            .db()?
-            .next()
-            .transpose()
-            .db()?
-            .is_some()
-    {
+    if has_by_tx_after(by_tx, eid, tx)? {
         return Ok(None);
     }
     Ok(only_row(versions, eid)?.filter(|&(_, row_tx)| row_tx <= tx))
+}
+
+/// Whether entity `eid` has a `versions_by_tx` row after transaction `tx` (then, having none at
+/// or before it, it had no rows at `tx`).
+fn has_by_tx_after(
+    by_tx: &impl ReadableTable<(u64, u64), (i64, u64)>,
+    eid: u64,
+    tx: u64,
+) -> Result<bool> {
+    if tx == u64::MAX {
+        return Ok(false);
+    }
+    Ok(by_tx
+        .range((eid, tx + 1)..=(eid, u64::MAX))
+        .db()?
+        .next()
+        .transpose()
+        .db()?
+        .is_some())
 }
 
 /// (valid_from, tx) of the first version row of entity `eid` (its only one when it has no
