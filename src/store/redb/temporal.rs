@@ -33,13 +33,7 @@ pub(crate) fn as_of_row(
     vt: i64,
     tx: u64,
 ) -> Result<Option<(Row, bool)>> {
-    let last = by_tx
-        .range((eid, 0u64)..=(eid, tx))
-        .db()?
-        .next_back()
-        .transpose()
-        .db()?;
-    let Some((_, max)) = last else {
+    let Some((max_vt, max_tx)) = last_by_tx(by_tx, eid, tx)? else {
         // No `versions_by_tx` row at or before tx: the entity's only version row when it has
         // none at all (format 5, see `latest_at`), read in the same step as its key.
         if has_by_tx_after(by_tx, eid, tx)? {
@@ -63,7 +57,6 @@ pub(crate) fn as_of_row(
             None => Ok(None),
         };
     };
-    let (max_vt, max_tx) = max.value();
     if max_vt <= vt {
         let found = versions.get((eid, max_vt, max_tx)).db()?;
         return match found {
@@ -101,19 +94,28 @@ pub(crate) fn latest_at(
     eid: u64,
     tx: u64,
 ) -> Result<Option<(i64, u64)>> {
-    let last = by_tx
-        .range((eid, 0u64)..=(eid, tx))
-        .db()?
-        .next_back()
-        .transpose()
-        .db()?;
-    if let Some((_, max)) = last {
-        return Ok(Some(max.value()));
+    if let Some(max) = last_by_tx(by_tx, eid, tx)? {
+        return Ok(Some(max));
     }
     if has_by_tx_after(by_tx, eid, tx)? {
         return Ok(None);
     }
     Ok(only_row(versions, eid)?.filter(|&(_, row_tx)| row_tx <= tx))
+}
+
+/// The value of entity `eid`'s last `versions_by_tx` row at or before transaction `tx`.
+pub(crate) fn last_by_tx(
+    by_tx: &impl ReadableTable<(u64, u64), (i64, u64)>,
+    eid: u64,
+    tx: u64,
+) -> Result<Option<(i64, u64)>> {
+    Ok(by_tx
+        .range((eid, 0u64)..=(eid, tx))
+        .db()?
+        .next_back()
+        .transpose()
+        .db()?
+        .map(|(_, max)| max.value()))
 }
 
 /// Whether entity `eid` has a `versions_by_tx` row after transaction `tx` (then, having none at

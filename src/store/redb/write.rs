@@ -315,14 +315,7 @@ impl WriteTables<'_> {
     /// row gets that row now, so that an entity with any such row has one for every write
     /// (what `temporal::latest_at` relies on).
     pub(super) fn latest_row(&mut self, eid: u64) -> Result<Option<(i64, u64)>> {
-        let last = self
-            .by_tx
-            .range((eid, 0u64)..=(eid, u64::MAX))
-            .db()?
-            .next_back()
-            .transpose()
-            .db()?
-            .map(|(_, v)| v.value());
+        let last = temporal::last_by_tx(&self.by_tx, eid, u64::MAX)?;
         if last.is_some() {
             return Ok(last);
         }
