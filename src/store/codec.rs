@@ -308,18 +308,22 @@ fn compact_file_fields(fields: &str) -> Option<Vec<u8>> {
         return None;
     }
     let mut out = vec![FIELDS_FILE];
-    let mut n = char_count;
+    push_leb128(&mut out, char_count);
+    out.extend_from_slice(file_type.as_bytes());
+    Some(out)
+}
+
+/// Appends `n` in LEB128 (seven bits a byte, low first, the high bit set on all but the last).
+fn push_leb128(out: &mut Vec<u8>, mut n: u64) {
     loop {
         let low = (n & 0x7f) as u8;
         n >>= 7;
         if n == 0 {
             out.push(low);
-            break;
+            return;
         }
         out.push(low | 0x80);
     }
-    out.extend_from_slice(file_type.as_bytes());
-    Some(out)
 }
 
 /// The fields text of a document's stored fields: borrowed when stored as text, rebuilt from
@@ -803,6 +807,17 @@ pub fn id_key(id: &str) -> Vec<u8> {
         out.push(ID_TEXT);
         out.extend_from_slice(id.as_bytes());
     }
+    out
+}
+
+/// Key tag of a filesystem number (store format 5, `redb/fsnum.rs`): its LEB128 follows.
+const FS_NUMBER: u8 = 2;
+
+/// The key prefix of the filesystem numbered `n` in `paths` and `stat_cache` keys: a tag byte
+/// and `n` in LEB128 (2–6 bytes where the filesystem's [`id_key`] takes 33).
+pub fn fs_number_key(n: u32) -> Vec<u8> {
+    let mut out = vec![FS_NUMBER];
+    push_leb128(&mut out, u64::from(n));
     out
 }
 

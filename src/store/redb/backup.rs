@@ -71,6 +71,8 @@ impl RedbStore {
         copy_table(&rtx, &wtx, EVICTED_OPS)?;
         copy_table(&rtx, &wtx, PATHS)?;
         copy_table(&rtx, &wtx, STAT_CACHE)?;
+        copy_table(&rtx, &wtx, FILESYSTEMS)?;
+        copy_table(&rtx, &wtx, FILESYSTEM_IDS)?;
         {
             // A store made before evictions were recorded keeps saying so.
             let has_since = rtx

@@ -423,17 +423,20 @@ impl Check {
     }
 
     /// Replays the verified op bodies into a scratch store in memory.
-    fn replay(&mut self) -> Result<()> {
+    fn replay(&mut self, rtx: &ReadTransaction) -> Result<()> {
         let db = Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .db()?;
         let wtx = db.begin_write().db()?;
         tables::create_all(&wtx)?;
+        // The store's filesystem numbers (fsck checks them below): its rows were keyed by them.
+        super::fsnum::copy(rtx, &wtx)?;
         {
             let mut w = WriteTables::open(&wtx)?;
             w.derived_only = true;
             w.eid_hints = std::mem::take(&mut self.eid_hints);
             w.by_tx_since = self.by_tx_since;
+            w.register_filesystems = rtx.open_table(FILESYSTEMS).is_ok();
             for (hash, (seq, _, file_blob)) in &self.doc_index {
                 w.docs.index.insert(hash, (*seq, 0, *file_blob)).db()?;
             }
@@ -838,7 +841,13 @@ impl RedbStore {
         check.section("the contents", |c| c.contents(&rtx));
         check.section("the documents", |c| c.documents(&rtx));
         check.section("the store's entity numbers", |c| c.store_names(&rtx));
-        check.section("the log's replay", Check::replay);
+        check.section("the log's replay", |c| c.replay(&rtx));
+        check.section("filesystems", |c| {
+            for (subject, problem) in super::fsnum::disagreements(&rtx)? {
+                c.push(finding("filesystems", subject, problem));
+            }
+            Ok(())
+        });
         check.section("entities", |c| {
             c.compare(
                 &rtx,
@@ -1020,7 +1029,7 @@ mod tests {
         let wtx = store.begin_write()?;
         {
             let mut paths = wtx.open_table(PATHS).db()?;
-            let fs = codec::id_key("fs");
+            let fs = codec::fs_number_key(1);
             paths.insert((fs.as_slice(), "/a"), 7).db()?;
         }
         wtx.commit().db()?;

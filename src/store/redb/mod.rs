@@ -29,6 +29,7 @@ mod doc_delta;
 mod docs;
 mod evict;
 mod fsck;
+mod fsnum;
 pub(crate) mod guard;
 mod lookup;
 mod maintain;

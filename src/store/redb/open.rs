@@ -376,6 +376,9 @@ impl RedbStore {
                     .last()
                     .db()?
                     .map_or(1, |(k, _)| k.value() + 1);
+                // Filesystems with rows keep their long keys; later ones get numbers.
+                tables::create_all(&wtx)?;
+                super::fsnum::register_long(&wtx)?;
                 let mut meta = wtx.open_table(META).db()?;
                 meta.insert("format_version", FORMAT_VERSION.to_le_bytes().as_slice())
                     .db()?;

@@ -84,6 +84,15 @@ pub const PATHS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("pat
 /// file is not read again.
 pub const STAT_CACHE: TableDefinition<(&[u8], &str), &[u8]> = TableDefinition::new("stat_cache");
 
+/// `filesystems`: filesystem id (as `codec::id_key`) → its number (store format 5,
+/// `fsnum.rs`): the `paths` and `stat_cache` keys of a numbered filesystem carry
+/// `codec::fs_number_key` instead of the id; number `fsnum::LONG_KEYS` (0) keeps the id (a
+/// filesystem a format-4 file already held).
+pub const FILESYSTEMS: TableDefinition<&[u8], u32> = TableDefinition::new("filesystems");
+/// `filesystem_ids`: filesystem number → filesystem id (as `codec::id_key`), the reverse of
+/// `filesystems`.
+pub const FILESYSTEM_IDS: TableDefinition<u32, &[u8]> = TableDefinition::new("filesystem_ids");
+
 /// `meta_snapshots`: name (a session's entity id) → metadata snapshot record (`snapshot.rs`:
 /// the stored metadata of many entities as of one transaction, with a BLAKE3 checksum), so that
 /// a session's resume reads one record instead of a few rows per file. Only a cache: a store
@@ -111,5 +120,7 @@ pub fn create_all(tx: &WriteTransaction) -> Result<()> {
     tx.open_table(PATHS).db()?;
     tx.open_table(STAT_CACHE).db()?;
     tx.open_table(META_SNAPSHOTS).db()?;
+    tx.open_table(FILESYSTEMS).db()?;
+    tx.open_table(FILESYSTEM_IDS).db()?;
     Ok(())
 }

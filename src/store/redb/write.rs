@@ -5,6 +5,13 @@ use super::*;
 
 /// The write tables of one transaction.
 pub(crate) struct WriteTables<'t> {
+    /// The transaction, for the filesystem tables (`fsnum`), opened per call.
+    pub(super) wtx: &'t WriteTransaction,
+    /// Filesystem id → its key prefix in `paths` (`fsnum::write_key`), once registered.
+    pub(super) fs_keys: HashMap<String, Vec<u8>>,
+    /// Whether a filesystem without a number gets one (false when fsck replays a format-4 file
+    /// opened read-only: its rows all have long keys).
+    pub(super) register_filesystems: bool,
     pub(super) meta: Table<'t, &'static str, &'static [u8]>,
     pub(super) blobs: BlobTables<'t>,
     pub(super) docs: DocTables<'t>,
@@ -62,6 +69,9 @@ impl<'t> WriteTables<'t> {
         }
         let by_tx_since = by_tx_omitted_since(&meta)?;
         Ok(WriteTables {
+            wtx: tx,
+            fs_keys: HashMap::new(),
+            register_filesystems: true,
             meta,
             blobs: BlobTables::open(tx)?,
             docs: DocTables {
@@ -138,6 +148,20 @@ impl<'t> WriteTables<'t> {
                 .db()?;
         }
         Ok(())
+    }
+
+    /// The key prefix of filesystem `id` in `paths` and `stat_cache`: its number's when it has
+    /// one or gets one here (`register`), else its id's (`fsnum`).
+    pub(super) fn fs_key(&mut self, id: &str, register: bool) -> Result<Vec<u8>> {
+        if let Some(key) = self.fs_keys.get(id) {
+            return Ok(key.clone());
+        }
+        let register = register && self.register_filesystems;
+        let key = super::fsnum::write_key(self.wtx, id, register)?;
+        if register {
+            self.fs_keys.insert(id.to_string(), key.clone());
+        }
+        Ok(key)
     }
 
     pub(super) fn add_counter(&mut self, name: &str, delta: i64) -> Result<()> {
@@ -267,8 +291,8 @@ impl WriteTables<'_> {
             .db()?;
         self.entity_ids.insert(eid, key.as_slice()).db()?;
         if let Some((filesystem_id, path)) = &first.source {
-            self.new_paths
-                .push((codec::id_key(filesystem_id), path.clone(), eid));
+            let fs = self.fs_key(filesystem_id, true)?;
+            self.new_paths.push((fs, path.clone(), eid));
         }
         Ok(eid)
     }
@@ -397,7 +421,7 @@ impl WriteTables<'_> {
                 // write would make a second entity for it.
                 if let Some(source) = object.source() {
                     let fs = source.as_filesystem();
-                    let key = codec::id_key(&fs.filesystem_id);
+                    let key = self.fs_key(&fs.filesystem_id, false)?;
                     if self
                         .paths
                         .get((key.as_slice(), fs.path.as_str()))
@@ -586,11 +610,13 @@ impl RedbStore {
             .db()?;
         w.write_paths()?;
         if !evicted_paths.is_empty() {
-            let mut cache = wtx.open_table(STAT_CACHE).db()?;
+            let mut keys = Vec::with_capacity(evicted_paths.len());
             for (filesystem_id, path) in &evicted_paths {
-                cache
-                    .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
-                    .db()?;
+                keys.push((w.fs_key(filesystem_id, false)?, path));
+            }
+            let mut cache = wtx.open_table(STAT_CACHE).db()?;
+            for (fs, path) in keys {
+                cache.remove((fs.as_slice(), path.as_str())).db()?;
             }
         }
         Ok(TxReceipt {
