@@ -1145,6 +1145,27 @@ fn fsck_finds_filesystem_numbers_that_disagree_with_each_other_or_with_the_rows(
 }
 
 #[test]
+fn a_format_5_store_made_before_filesystem_numbers_keeps_its_long_keys() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    drop(Store::create(path)?);
+    write_format_4_rows(path, "fs1")?;
+    let a = file("/a.rs", "a")?;
+    Store::open(path)?.transact(vec![Op::put(a.clone())], Origin::Cli)?;
+    drop_filesystem_tables(path)?;
+    let store = Store::open(path)?;
+    store.transact(vec![Op::put(file("/b.rs", "b")?)], Origin::Cli)?;
+    assert_eq!(
+        store.entity_at_path("fs1", "/a.rs")?.as_deref(),
+        Some(a.id())
+    );
+    assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    drop(store);
+    assert_eq!(fs_key_tags(path)?.0, vec![1, 1]);
+    Ok(())
+}
+
+#[test]
 fn another_format_version_is_refused() -> TestResult {
     let dir = tempfile::tempdir()?;
     drop(Store::create(dir.path())?);

@@ -410,6 +410,20 @@ impl RedbStore {
                 supported: FORMAT_VERSION,
             });
         }
+        let numbered = !matches!(
+            tx.open_table(FILESYSTEMS),
+            Err(redb::TableError::TableDoesNotExist(_))
+        );
+        if !numbered && !self.handle().is_read_only() {
+            // A format 5 file of a build before filesystem numbers: its filesystems keep their
+            // long keys, as a format-4 file's do at the upgrade.
+            drop(meta);
+            drop(tx);
+            let wtx = self.begin_write()?;
+            tables::create_all(&wtx)?;
+            super::fsnum::register_long(&wtx)?;
+            wtx.commit().db()?;
+        }
         Ok(())
     }
 
