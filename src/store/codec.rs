@@ -212,7 +212,10 @@ impl VersionRec {
 }
 
 /// A document: the hashed fields of an object, content by reference, no identity.
-#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
+///
+/// Stored by [`encode`] (fields as their text) or [`encode_doc`] (a file's fields in a few
+/// bytes, format 5); decoding reads either, and yields the text.
+#[derive(Clone, Debug, PartialEq, Eq, Encode)]
 pub struct DocRec {
     /// SHA-256 of the file's bytes.
     pub file_hash: Option<[u8; 32]>,
@@ -222,16 +225,160 @@ pub struct DocRec {
     pub fields: String,
 }
 
+impl<Context> Decode<Context> for DocRec {
+    fn decode<D: bincode::de::Decoder<Context = Context>>(
+        decoder: &mut D,
+    ) -> std::result::Result<Self, bincode::error::DecodeError> {
+        let file_hash = Decode::decode(decoder)?;
+        let content_hash = Decode::decode(decoder)?;
+        let stored: Vec<u8> = Decode::decode(decoder)?;
+        let fields = if stored.first() == Some(&FIELDS_FILE) {
+            fields_of_stored(&stored)?.into_owned()
+        } else {
+            String::from_utf8(stored).map_err(|e| bincode::error::DecodeError::Utf8 {
+                inner: e.utf8_error(),
+            })?
+        };
+        Ok(DocRec {
+            file_hash,
+            content_hash,
+            fields,
+        })
+    }
+}
+
+bincode::impl_borrow_decode!(DocRec);
+
 /// A [`DocRec`] read in place, its fields borrowed from the stored bytes: for a reader that only
 /// looks at the start of the fields or at the hashes (a full session document is megabytes).
-#[derive(Debug, bincode::BorrowDecode)]
+#[derive(Debug)]
 pub struct DocRecRef<'a> {
     /// SHA-256 of the file's bytes (decoded to reach what follows; no reader needs it yet).
     _file_hash: Option<[u8; 32]>,
     /// SHA-256 of the content.
     pub content_hash: Option<[u8; 32]>,
-    /// The metadata fields (canonical JSON, or a delta).
-    pub fields: &'a str,
+    /// The metadata fields (canonical JSON, or a delta); rebuilt when stored compact.
+    pub fields: std::borrow::Cow<'a, str>,
+}
+
+impl<'de, Context> bincode::BorrowDecode<'de, Context> for DocRecRef<'de> {
+    fn borrow_decode<D: bincode::de::BorrowDecoder<'de, Context = Context>>(
+        decoder: &mut D,
+    ) -> std::result::Result<Self, bincode::error::DecodeError> {
+        let file_hash = bincode::BorrowDecode::borrow_decode(decoder)?;
+        let content_hash = bincode::BorrowDecode::borrow_decode(decoder)?;
+        let stored: &'de [u8] = bincode::BorrowDecode::borrow_decode(decoder)?;
+        Ok(DocRecRef {
+            _file_hash: file_hash,
+            content_hash,
+            fields: fields_of_stored(stored)?,
+        })
+    }
+}
+
+/// The first byte of a document's stored fields that are a file's `{"char_count":N,
+/// "file_type":"T"}` kept as N (LEB128) and T's UTF-8 (format 5, [`encode_doc`]). Fields as text
+/// start with `{` (JSON) or `\u{1}` (a delta, `doc_delta`), so this byte tells them apart.
+const FIELDS_FILE: u8 = 2;
+/// The start of a file's fields as canonical JSON, before its char count.
+const FILE_FIELDS_HEAD: &str = "{\"char_count\":";
+/// Between a file's char count and its file type in canonical JSON.
+const FILE_FIELDS_MID: &str = ",\"file_type\":\"";
+/// The end of a file's fields as canonical JSON, after its file type.
+const FILE_FIELDS_TAIL: &str = "\"}";
+
+/// A file's fields as canonical JSON, from its char count and file type.
+fn file_fields_json(char_count: u64, file_type: &str) -> String {
+    format!("{FILE_FIELDS_HEAD}{char_count}{FILE_FIELDS_MID}{file_type}{FILE_FIELDS_TAIL}")
+}
+
+/// `fields` in [`FIELDS_FILE`]'s compact form when they are a file's char count and plain file
+/// type (no character JSON escapes) and rebuild byte for byte from it; `None` otherwise.
+fn compact_file_fields(fields: &str) -> Option<Vec<u8>> {
+    let rest = fields.strip_prefix(FILE_FIELDS_HEAD)?;
+    let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let char_count: u64 = rest.get(..digits)?.parse().ok()?;
+    let file_type = rest
+        .get(digits..)?
+        .strip_prefix(FILE_FIELDS_MID)?
+        .strip_suffix(FILE_FIELDS_TAIL)?;
+    if file_type.chars().any(|c| c == '"' || c == '\\' || c < ' ')
+        || file_fields_json(char_count, file_type) != fields
+    {
+        return None;
+    }
+    let mut out = vec![FIELDS_FILE];
+    push_leb128(&mut out, char_count);
+    out.extend_from_slice(file_type.as_bytes());
+    Some(out)
+}
+
+/// Appends `n` in LEB128 (seven bits a byte, low first, the high bit set on all but the last).
+fn push_leb128(out: &mut Vec<u8>, mut n: u64) {
+    loop {
+        let low = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(low);
+            return;
+        }
+        out.push(low | 0x80);
+    }
+}
+
+/// The fields text of a document's stored fields: borrowed when stored as text, rebuilt from
+/// [`FIELDS_FILE`]'s compact form.
+fn fields_of_stored(
+    stored: &[u8],
+) -> std::result::Result<std::borrow::Cow<'_, str>, bincode::error::DecodeError> {
+    let bad = |why: &str| bincode::error::DecodeError::OtherString(format!("file fields {why}"));
+    let Some((&FIELDS_FILE, mut rest)) = stored.split_first() else {
+        return std::str::from_utf8(stored)
+            .map(std::borrow::Cow::Borrowed)
+            .map_err(|inner| bincode::error::DecodeError::Utf8 { inner });
+    };
+    let mut char_count = 0u64;
+    let mut shift = 0u32;
+    loop {
+        let Some((&byte, after)) = rest.split_first() else {
+            return Err(bad("end inside the char count"));
+        };
+        rest = after;
+        if shift > 63 || (shift == 63 && byte & 0x7e != 0) {
+            return Err(bad("have a char count past 64 bits"));
+        }
+        char_count |= u64::from(byte & 0x7f) << shift;
+        shift += 7;
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    let file_type = std::str::from_utf8(rest).map_err(|_| bad("have a file type not UTF-8"))?;
+    Ok(std::borrow::Cow::Owned(file_fields_json(
+        char_count, file_type,
+    )))
+}
+
+/// Encodes a document as [`encode`] does, but a file's fields (`{"char_count":N,
+/// "file_type":"T"}`, ~36 bytes) in [`FIELDS_FILE`]'s compact form (~5 bytes): what the redb
+/// store writes from format 5 on. The record format byte stays; the fields' first byte tells
+/// the forms apart.
+///
+/// # Errors
+/// [`Error::Storage`] when bincode fails (it does not for these types).
+pub fn encode_doc(rec: &DocRec) -> Result<Vec<u8>> {
+    #[derive(Encode)]
+    struct Disk<'a> {
+        file_hash: &'a Option<[u8; 32]>,
+        content_hash: &'a Option<[u8; 32]>,
+        fields: &'a [u8],
+    }
+    let compact = compact_file_fields(&rec.fields);
+    encode(&Disk {
+        file_hash: &rec.file_hash,
+        content_hash: &rec.content_hash,
+        fields: compact.as_deref().unwrap_or(rec.fields.as_bytes()),
+    })
 }
 
 /// The header of one transaction in the log (stored by [`encode_header`]).
@@ -663,6 +810,17 @@ pub fn id_key(id: &str) -> Vec<u8> {
     out
 }
 
+/// Key tag of a filesystem number (store format 5, `redb/fsnum.rs`): its LEB128 follows.
+const FS_NUMBER: u8 = 2;
+
+/// The key prefix of the filesystem numbered `n` in `paths` and `stat_cache` keys: a tag byte
+/// and `n` in LEB128 (2–6 bytes where the filesystem's [`id_key`] takes 33).
+pub fn fs_number_key(n: u32) -> Vec<u8> {
+    let mut out = vec![FS_NUMBER];
+    push_leb128(&mut out, u64::from(n));
+    out
+}
+
 /// The key of an id that is not a hash (and of every such id that starts with `prefix`).
 pub fn text_id_key(prefix: &str) -> Vec<u8> {
     let mut out = vec![ID_TEXT];
@@ -1063,6 +1221,77 @@ mod tests {
         assert_eq!(bad_type[at], 0, "the type byte of a file");
         bad_type[at] = 9;
         assert!(decode_op(&bad_type, tx_time, "op").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn a_file_documents_fields_are_stored_compact_and_read_back_byte_for_byte() -> Result<()> {
+        let doc = |fields: &str| DocRec {
+            file_hash: Some([1; 32]),
+            content_hash: None,
+            fields: fields.to_string(),
+        };
+        for fields in [
+            r#"{"char_count":0,"file_type":"rs"}"#,
+            r#"{"char_count":1234,"file_type":"bin"}"#,
+            r#"{"char_count":18446744073709551615,"file_type":"tar.gz"}"#,
+            r#"{"char_count":7,"file_type":"é"}"#,
+            r#"{"char_count":7,"file_type":""}"#,
+        ] {
+            let rec = doc(fields);
+            let compact = encode_doc(&rec)?;
+            let plain = encode(&rec)?;
+            assert!(compact.len() + 25 <= plain.len(), "{fields}: {compact:?}");
+            assert_eq!(decode::<DocRec>(&compact, "d")?, rec);
+            assert_eq!(
+                decode::<DocRec>(&plain, "d")?,
+                rec,
+                "format 4's records read"
+            );
+            let borrowed: DocRecRef<'_> = decode_borrowed(&compact, "d")?;
+            assert_eq!(borrowed.fields, fields);
+            let borrowed: DocRecRef<'_> = decode_borrowed(&plain, "d")?;
+            assert!(matches!(borrowed.fields, std::borrow::Cow::Borrowed(_)));
+        }
+        // Anything else keeps its text: other types' fields, escapes, a null type, other
+        // spellings of a number, deltas.
+        for fields in [
+            r#"{"char_count":1,"file_type":"a\"b"}"#,
+            r#"{"char_count":1,"file_type":null}"#,
+            r#"{"char_count":01,"file_type":"rs"}"#,
+            r#"{"char_count":1,"file_type":"rs","x":1}"#,
+            r#"{"char_count":99999999999999999999,"file_type":"rs"}"#,
+            "\u{1}{\"b\":\"00\"}",
+            "",
+        ] {
+            let rec = doc(fields);
+            assert_eq!(encode_doc(&rec)?, encode(&rec)?, "{fields}");
+            assert_eq!(decode::<DocRec>(&encode_doc(&rec)?, "d")?, rec);
+        }
+        // A compact record cut short, or past 64 bits, is corrupt.
+        let record = |fields: &[u8]| {
+            let mut out = vec![RECORD_FORMAT, 1];
+            out.extend_from_slice(&[1; 32]);
+            out.extend_from_slice(&[0, fields.len() as u8]);
+            out.extend_from_slice(fields);
+            out
+        };
+        let fine = record(&[FIELDS_FILE, 0xac, 0x02, b'r', b's']);
+        assert_eq!(
+            decode::<DocRec>(&fine, "d")?.fields,
+            r#"{"char_count":300,"file_type":"rs"}"#
+        );
+        let cut = record(&[FIELDS_FILE, 0xac]);
+        assert!(matches!(
+            decode::<DocRec>(&cut, "d"),
+            Err(Error::Corrupt { .. })
+        ));
+        let mut long = vec![FIELDS_FILE];
+        long.extend_from_slice(&[0xff; 11]);
+        assert!(matches!(
+            decode::<DocRec>(&record(&long), "d"),
+            Err(Error::Corrupt { .. })
+        ));
         Ok(())
     }
 

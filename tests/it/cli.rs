@@ -540,15 +540,16 @@ fn a_corrupt_store_error_says_to_run_fsck() -> TestResult {
     let f = Fixture::new()?;
     f.write("notes.md", b"hello\n")?;
     f.index()?;
-    // Change the stored document's file type (its bytes are stored as written), so the object
-    // no longer hashes to what its version says.
+    // Change the stored document's file type, so the object no longer hashes to what its
+    // version says. Format 5 stores a file's fields as a tag (2), its char count (6) and its
+    // file type.
     let file = f.store.join("store.redb");
     let mut raw = fs::read(&file)?;
-    let needle = b"\"file_type\":\"md\"";
+    let needle = b"\x02\x06md";
     let mut changed = 0;
     for at in 0..raw.len().saturating_sub(needle.len()) {
         if raw[at..].starts_with(needle) {
-            raw[at + needle.len() - 2] = b'x';
+            raw[at + needle.len() - 1] = b'x';
             changed += 1;
         }
     }

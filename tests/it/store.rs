@@ -773,7 +773,7 @@ fn format_version(dir: &std::path::Path) -> TestResult<u32> {
 }
 
 #[test]
-fn a_format_3_store_is_read_as_it_is_and_marked_format_4_when_opened_to_write() -> TestResult {
+fn a_format_3_store_is_read_as_it_is_and_marked_format_5_when_opened_to_write() -> TestResult {
     let dir = tempfile::tempdir()?;
     {
         let store = Store::create(dir.path())?;
@@ -812,7 +812,376 @@ fn a_format_3_store_is_read_as_it_is_and_marked_format_4_when_opened_to_write() 
     assert_eq!(store.log(None, 10)?.len(), 2);
     drop(store);
     assert_eq!(format_version(dir.path())?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 4);
+    assert_eq!(strata::FORMAT_VERSION, 5);
+    Ok(())
+}
+
+const BY_TX: redb::TableDefinition<(u64, u64), (i64, u64)> =
+    redb::TableDefinition::new("versions_by_tx");
+const VERSIONS: redb::TableDefinition<(u64, i64, u64), &[u8]> =
+    redb::TableDefinition::new("versions");
+
+/// The number of rows of `versions` and of `versions_by_tx` in the store file in `dir`.
+fn version_rows(dir: &std::path::Path) -> TestResult<(u64, u64)> {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_read()?;
+    Ok((
+        tx.open_table(VERSIONS)?.len()?,
+        tx.open_table(BY_TX)?.len()?,
+    ))
+}
+
+const FILESYSTEMS: redb::TableDefinition<&[u8], u32> = redb::TableDefinition::new("filesystems");
+const FILESYSTEM_IDS: redb::TableDefinition<u32, &[u8]> =
+    redb::TableDefinition::new("filesystem_ids");
+const PATHS: redb::TableDefinition<(&[u8], &str), u64> = redb::TableDefinition::new("paths");
+const STAT_CACHE: redb::TableDefinition<(&[u8], &str), &[u8]> =
+    redb::TableDefinition::new("stat_cache");
+
+/// Makes the store in `dir` write format 4's rows: a `versions_by_tx` row for every write (the
+/// `meta` key that tells from which transaction on format 5 omits some is removed), and long
+/// `paths` and `stat_cache` keys for filesystem `fs` (registered as keeping them, number 0).
+fn write_format_4_rows(dir: &std::path::Path, fs: &str) -> TestResult {
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_write()?;
+    tx.open_table(META)?.remove("by_tx_first_omitted_since")?;
+    let mut key = vec![1u8];
+    key.extend_from_slice(fs.as_bytes());
+    tx.open_table(FILESYSTEMS)?.insert(key.as_slice(), 0)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Removes the filesystem tables from the store file in `dir`, as a format-4 file has none.
+fn drop_filesystem_tables(dir: &std::path::Path) -> TestResult {
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_write()?;
+    tx.delete_table(FILESYSTEMS)?;
+    tx.delete_table(FILESYSTEM_IDS)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// The first bytes (the key tags) of the filesystem keys of `paths` and of `stat_cache`.
+fn fs_key_tags(dir: &std::path::Path) -> TestResult<(Vec<u8>, Vec<u8>)> {
+    use redb::{ReadableDatabase, ReadableTable};
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_read()?;
+    let mut paths = Vec::new();
+    for entry in tx.open_table(PATHS)?.iter()? {
+        paths.push(entry?.0.value().0[0]);
+    }
+    let mut cache = Vec::new();
+    for entry in tx.open_table(STAT_CACHE)?.iter()? {
+        cache.push(entry?.0.value().0[0]);
+    }
+    Ok((paths, cache))
+}
+
+/// A stat cache update of `files` on filesystem `fs`.
+fn stat_of(fs: &str, files: &[&Object]) -> TestResult<strata::StatUpdate> {
+    let mut puts = Vec::new();
+    for object in files {
+        let source = object.source().ok_or("no source")?.as_filesystem();
+        puts.push((
+            source.path.clone(),
+            strata::StatEntry {
+                stat: strata::FileStat {
+                    size: 2,
+                    mtime_ns: 1,
+                    ctime_ns: 1,
+                    inode: 1,
+                },
+                file_hash: *object.file_hash().ok_or("no file hash")?,
+                scan_start_ns: 0,
+            },
+        ));
+    }
+    Ok(strata::StatUpdate {
+        filesystem_id: fs.to_string(),
+        puts,
+        removes: Vec::new(),
+    })
+}
+
+/// What the store says of paths `paths` on `fs`: the entity there, the listing, the stat cache.
+fn path_answers(store: &Store, fs: &str, paths: &[&str]) -> TestResult<String> {
+    let mut out = String::new();
+    for path in paths {
+        out += &format!("{path}: {:?}\n", store.entity_at_path(fs, path)?);
+    }
+    out += &format!("{:?}\n", store.paths_under(fs, "/")?);
+    let mut cache: Vec<String> = store.stat_cache(fs, "/")?.into_keys().collect();
+    cache.sort();
+    out += &format!("{cache:?}");
+    Ok(out)
+}
+
+/// The contents visible now of `ids`, and of each as of tx 2 (valid now), and each history's
+/// (valid_from, tx).
+fn answers(store: &Store, ids: &[&str]) -> TestResult<Vec<String>> {
+    let mut out = Vec::new();
+    for id in ids {
+        let now = store.as_of(id, None, None)?;
+        let old = store.as_of(id, None, Some(TxId(2)))?;
+        let history = store.history(id, HistoryQuery::default())?;
+        out.push(format!(
+            "{id}: {:?} / {:?} / {:?}",
+            now.and_then(|v| v.object)
+                .map(|o| o.content().map(str::to_string)),
+            old.and_then(|v| v.object)
+                .map(|o| o.content().map(str::to_string)),
+            history
+                .iter()
+                .map(|v| (v.valid_from, v.tx_id))
+                .collect::<Vec<_>>()
+        ));
+    }
+    Ok(out)
+}
+
+#[test]
+fn a_format_4_store_is_read_as_it_is_and_written_in_format_5_after_its_last_tx() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    drop(Store::create(path)?);
+    write_format_4_rows(path, "fs1")?;
+    let (a, b, c, e) = (
+        file("/a.rs", "a1")?,
+        file("/b.rs", "b1")?,
+        prompt("p", "p1")?,
+        file("/e.rs", "e1")?,
+    );
+    let d = file("/d.rs", "d1")?;
+    let ids = [a.id(), b.id(), c.id(), e.id(), d.id()].map(str::to_string);
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    {
+        // Format 4's layout: one versions_by_tx row for every write, a ranged put's too.
+        let store = Store::open(path)?;
+        let stat = stat_of("fs1", &[&b, &e])?;
+        store.transact_with_stat(vec![Op::put(a), Op::put(b), Op::put(e)], Origin::Cli, stat)?;
+        store.transact(vec![Op::put_at(c, day(1)?, Some(day(5)?))], Origin::Cli)?;
+        store.transact(vec![Op::put(file("/a.rs", "a2")?)], Origin::Cli)?;
+    }
+    // a: 2 rows, b: 1, e: 1, c: 2 (the put and the tombstone at its end); 5 (eid, tx) writes.
+    assert_eq!(version_rows(path)?, (6, 5));
+    // fs1's keys are its id's (tag 1, a text id), as format 4 wrote them.
+    assert_eq!(fs_key_tags(path)?, (vec![1; 3], vec![1; 2]));
+    drop_filesystem_tables(path)?;
+    set_format_version(path, 4)?;
+    let fs1_paths = ["/a.rs", "/b.rs", "/d.rs", "/e.rs"];
+    let (before, before_paths) = {
+        let store = Store::open_read_only(path)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+        (
+            answers(&store, &ids[..4])?,
+            path_answers(&store, "fs1", &fs1_paths)?,
+        )
+    };
+    assert_eq!(format_version(path)?, 4, "a reader changes nothing");
+    {
+        let store = Store::open(path)?;
+        assert_eq!(answers(&store, &ids[..4])?, before);
+        assert_eq!(path_answers(&store, "fs1", &fs1_paths)?, before_paths);
+        // Format 5's rows from tx 4 on: d's only write has no versions_by_tx row; b's second
+        // write adds its own (b's first, format 4, has its row). fs1 keeps its long keys; a
+        // new filesystem gets a number.
+        let stat = stat_of("fs1", &[&d])?;
+        store.transact_with_stat(vec![Op::put(d)], Origin::Cli, stat)?;
+        let b2 = file("/b.rs", "b2")?;
+        let stat = stat_of("fs1", &[&b2])?;
+        store.transact_with_stat(vec![Op::put(b2)], Origin::Cli, stat)?;
+        let other = Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs2".into(),
+                path: "/a.rs".into(),
+            },
+            "other".into(),
+        )?;
+        let stat = stat_of("fs2", &[&other])?;
+        store.transact_with_stat(vec![Op::put(other.clone())], Origin::Cli, stat)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+        assert_eq!(
+            store.entity_at_path("fs2", "/a.rs")?.as_deref(),
+            Some(other.id())
+        );
+        assert_eq!(store.stat_cache("fs2", "/")?.len(), 1);
+    }
+    // fs1: long keys (tag 1); fs2: a number (tag 2).
+    let (mut paths, mut cache) = fs_key_tags(path)?;
+    paths.sort();
+    cache.sort();
+    assert_eq!((paths, cache), (vec![1, 1, 1, 1, 2], vec![1, 1, 1, 2]));
+    assert_eq!(version_rows(path)?, (9, 6));
+    {
+        // d's second write adds its first write's row and its own.
+        let store = Store::open(path)?;
+        let d2 = file("/d.rs", "d2")?;
+        let stat = stat_of("fs1", &[&d2])?;
+        store.transact_with_stat(vec![Op::put(d2)], Origin::Cli, stat)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    }
+    assert_eq!(version_rows(path)?, (10, 8));
+    assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
+    assert_eq!(strata::FORMAT_VERSION, 5);
+    let store = Store::open(path)?;
+    let after = answers(&store, &ids)?;
+    for i in [0, 2, 3] {
+        assert_eq!(after[i], before[i]);
+    }
+    assert!(after[1].contains("\"b2\""), "{}", after[1]);
+    assert!(after[4].contains("\"d2\""), "{}", after[4]);
+    assert_eq!(
+        store
+            .as_of(ids[4], None, Some(TxId(3)))?
+            .map(|v| v.info.tx_id),
+        None,
+        "d did not exist at tx 3"
+    );
+    // A rebuild writes format 5's rows from the first tx on: e's only write loses its row.
+    store.fsck_rebuild()?;
+    assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    assert_eq!(answers(&store, &ids)?, after);
+    drop(store);
+    assert_eq!(version_rows(path)?, (10, 7));
+    Ok(())
+}
+
+#[test]
+fn fsck_finds_a_versions_by_tx_row_format_5_does_not_write_and_one_it_lacks() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    let (one, two) = (file("/one.rs", "1")?, file("/two.rs", "2a")?);
+    {
+        let store = Store::create(path)?;
+        store.transact(vec![Op::put(one), Op::put(two)], Origin::Cli)?;
+        store.transact(vec![Op::put(file("/two.rs", "2b")?)], Origin::Cli)?;
+        assert!(store.fsck()?.is_empty());
+    }
+    // one: 1 row, no by_tx row; two: 2 rows, 2 by_tx rows.
+    assert_eq!(version_rows(path)?, (3, 2));
+    type ByTxRow = ((u64, u64), (i64, u64));
+    let rows = |dir: &std::path::Path| -> TestResult<Vec<ByTxRow>> {
+        use redb::{ReadableDatabase, ReadableTable};
+        let db = redb::Database::open(dir.join("store.redb"))?;
+        let tx = db.begin_read()?;
+        let table = tx.open_table(BY_TX)?;
+        let mut out = Vec::new();
+        for entry in table.iter()? {
+            let (k, v) = entry?;
+            out.push((k.value(), v.value()));
+        }
+        Ok(out)
+    };
+    let by_tx = rows(path)?;
+    let ((two_eid, first_tx), first) = by_tx[0];
+    // Lacking: two's first write's row.
+    {
+        let db = redb::Database::open(path.join("store.redb"))?;
+        let tx = db.begin_write()?;
+        tx.open_table(BY_TX)?.remove((two_eid, first_tx))?;
+        tx.commit()?;
+    }
+    {
+        let store = Store::open(path)?;
+        let findings = store.fsck()?;
+        assert!(
+            findings.iter().any(|f| f.kind == "versions_by_tx"),
+            "{findings:?}"
+        );
+    }
+    // Extra: a row for one's only write (format 5 writes none), two's put back.
+    let one_eid = if two_eid == 1 { 2 } else { 1 };
+    {
+        let db = redb::Database::open(path.join("store.redb"))?;
+        let tx = db.begin_write()?;
+        {
+            let mut table = tx.open_table(BY_TX)?;
+            table.insert((two_eid, first_tx), first)?;
+            let (_, (vt, _)) = by_tx[0];
+            table.insert((one_eid, first_tx), (vt, first_tx))?;
+        }
+        tx.commit()?;
+    }
+    let store = Store::open(path)?;
+    let findings = store.fsck()?;
+    let kinds: Vec<&str> = findings.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, ["versions_by_tx"], "{findings:?}");
+    assert_eq!(findings[0].tx, Some(first_tx), "{findings:?}");
+    Ok(())
+}
+
+#[test]
+fn fsck_finds_filesystem_numbers_that_disagree_with_each_other_or_with_the_rows() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    {
+        let store = Store::create(path)?;
+        store.transact(vec![Op::put(file("/a.rs", "a")?)], Origin::Cli)?;
+        assert!(store.fsck()?.is_empty());
+        assert_eq!(
+            store.entity_at_path("fs1", "/a.rs")?.as_deref(),
+            Some(file("/a.rs", "a")?.id())
+        );
+    }
+    // fs1 has number 1: its paths key is the tag 2 and 1.
+    assert_eq!(fs_key_tags(path)?.0, vec![2]);
+    let fs1 = {
+        let mut key = vec![1u8];
+        key.extend_from_slice(b"fs1");
+        key
+    };
+    let kinds = |path: &std::path::Path| -> TestResult<Vec<&'static str>> {
+        let store = Store::open(path)?;
+        Ok(store.fsck()?.iter().map(|f| f.kind).collect())
+    };
+    // Number 1 named as another filesystem's: the two tables disagree.
+    {
+        let db = redb::Database::open(path.join("store.redb"))?;
+        let tx = db.begin_write()?;
+        tx.open_table(FILESYSTEM_IDS)?
+            .insert(1, b"\x01fs9".as_slice())?;
+        tx.commit()?;
+    }
+    assert!(kinds(path)?.contains(&"filesystems"), "{:?}", kinds(path)?);
+    // fs1 renumbered 2 in both tables: they agree, but the rows keyed by number 1 are not the
+    // ones the log makes through them.
+    {
+        let db = redb::Database::open(path.join("store.redb"))?;
+        let tx = db.begin_write()?;
+        {
+            let mut ids = tx.open_table(FILESYSTEM_IDS)?;
+            ids.remove(1)?;
+            ids.insert(2, fs1.as_slice())?;
+            tx.open_table(FILESYSTEMS)?.insert(fs1.as_slice(), 2)?;
+        }
+        tx.commit()?;
+    }
+    let found = kinds(path)?;
+    assert!(!found.contains(&"filesystems"), "{found:?}");
+    assert!(found.contains(&"paths"), "{found:?}");
+    Ok(())
+}
+
+#[test]
+fn a_format_5_store_made_before_filesystem_numbers_keeps_its_long_keys() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    drop(Store::create(path)?);
+    write_format_4_rows(path, "fs1")?;
+    let a = file("/a.rs", "a")?;
+    Store::open(path)?.transact(vec![Op::put(a.clone())], Origin::Cli)?;
+    drop_filesystem_tables(path)?;
+    let store = Store::open(path)?;
+    store.transact(vec![Op::put(file("/b.rs", "b")?)], Origin::Cli)?;
+    assert_eq!(
+        store.entity_at_path("fs1", "/a.rs")?.as_deref(),
+        Some(a.id())
+    );
+    assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    drop(store);
+    assert_eq!(fs_key_tags(path)?.0, vec![1, 1]);
     Ok(())
 }
 

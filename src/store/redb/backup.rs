@@ -71,6 +71,8 @@ impl RedbStore {
         copy_table(&rtx, &wtx, EVICTED_OPS)?;
         copy_table(&rtx, &wtx, PATHS)?;
         copy_table(&rtx, &wtx, STAT_CACHE)?;
+        copy_table(&rtx, &wtx, FILESYSTEMS)?;
+        copy_table(&rtx, &wtx, FILESYSTEM_IDS)?;
         {
             // A store made before evictions were recorded keeps saying so.
             let has_since = rtx
@@ -81,6 +83,19 @@ impl RedbStore {
                 .is_some();
             if !has_since {
                 wtx.open_table(META).db()?.remove(EVICTIONS_SINCE).db()?;
+            }
+            // And one whose every write has its `versions_by_tx` row keeps them all.
+            let has_by_tx_since = rtx
+                .open_table(META)
+                .db()?
+                .get(BY_TX_OMITTED_SINCE)
+                .db()?
+                .is_some();
+            if !has_by_tx_since {
+                wtx.open_table(META)
+                    .db()?
+                    .remove(BY_TX_OMITTED_SINCE)
+                    .db()?;
             }
         }
         wtx.commit().db()?;

@@ -128,7 +128,8 @@ pub(crate) fn ensure_doc(
                 content_hash: object.content_hash().map(|h| h.0),
                 fields,
             };
-            let record = codec::encode(&rec)?;
+            // A file's fields in a few bytes (format 5).
+            let record = codec::encode_doc(&rec)?;
             let seq = next_seq(&docs.data)?;
             docs.data.insert(seq, record.as_slice()).db()?;
             docs.index.insert(&key, (seq, 0, file_blob)).db()?;
@@ -501,10 +502,10 @@ fn skip_base(
     // is a delta (and a delta's head) is looked at.
     let number_of = |hash: &[u8; 32]| -> Result<Option<(u32, Option<[u8; 32]>)>> {
         with_doc_ref(index, data, hash, |raw| {
-            if !is_delta(raw.fields) {
+            if !is_delta(&raw.fields) {
                 return Ok((0, None));
             }
-            let head = parse_head(raw.fields)?;
+            let head = parse_head(&raw.fields)?;
             Ok((head.d, Some(hash_of(&head.b)?)))
         })
     };
@@ -595,13 +596,7 @@ fn delta_base_of(
     by_tx: &impl ReadableTable<(u64, u64), (i64, u64)>,
     eid: u64,
 ) -> Result<Option<[u8; 32]>> {
-    let latest = by_tx
-        .range((eid, 0u64)..=(eid, u64::MAX))
-        .db()?
-        .next_back()
-        .transpose()
-        .db()?
-        .map(|(_, v)| v.value());
+    let latest = super::temporal::latest_at(versions, by_tx, eid, u64::MAX)?;
     let Some((vt, tx)) = latest else {
         return Ok(None);
     };

@@ -98,9 +98,8 @@ impl WriteTables<'_> {
         self.entity_ids.remove(eid).db()?;
         self.next_eid = None;
         if let Some((filesystem_id, path)) = &rec.source {
-            self.paths
-                .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
-                .db()?;
+            let fs = self.fs_key(filesystem_id, false)?;
+            self.paths.remove((fs.as_slice(), path.as_str())).db()?;
         }
         let (more, less) = blobs::unbase(&mut self.blobs, &erased_blobs)?;
         added += more;
@@ -184,9 +183,8 @@ impl WriteTables<'_> {
         self.entity_ids.remove(eid).db()?;
         self.next_eid = None;
         if let Some((filesystem_id, path)) = &rec.source {
-            self.paths
-                .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
-                .db()?;
+            let fs = self.fs_key(filesystem_id, false)?;
+            self.paths.remove((fs.as_slice(), path.as_str())).db()?;
         }
         Ok(())
     }

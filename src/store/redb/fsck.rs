@@ -82,6 +82,8 @@ struct Check {
     doc_users: HashMap<[u8; 32], Vec<(u64, u64)>>,
     /// Entity id → the number the store gave it (the replay gives it the same when free).
     eid_hints: HashMap<String, u64>,
+    /// The store's `meta[BY_TX_OMITTED_SINCE]`, which the replay writes by.
+    by_tx_since: u64,
 }
 
 impl Check {
@@ -201,6 +203,7 @@ impl Check {
         let tx_ops = rtx.open_table(TX_OPS).db()?;
         let log_tables = verify::LogTables::open(rtx)?;
         self.evictions_since = log_tables.since;
+        self.by_tx_since = by_tx_omitted_since(&rtx.open_table(META).db()?)?;
         let mut present = HashSet::new();
         for entry in tx_ops.iter().db()? {
             let (key, value) = entry.db()?;
@@ -420,16 +423,20 @@ impl Check {
     }
 
     /// Replays the verified op bodies into a scratch store in memory.
-    fn replay(&mut self) -> Result<()> {
+    fn replay(&mut self, rtx: &ReadTransaction) -> Result<()> {
         let db = Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .db()?;
         let wtx = db.begin_write().db()?;
         tables::create_all(&wtx)?;
+        // The store's filesystem numbers (fsck checks them below): its rows were keyed by them.
+        super::fsnum::copy(rtx, &wtx)?;
         {
             let mut w = WriteTables::open(&wtx)?;
             w.derived_only = true;
             w.eid_hints = std::mem::take(&mut self.eid_hints);
+            w.by_tx_since = self.by_tx_since;
+            w.register_filesystems = rtx.open_table(FILESYSTEMS).is_ok();
             for (hash, (seq, _, file_blob)) in &self.doc_index {
                 w.docs.index.insert(hash, (*seq, 0, *file_blob)).db()?;
             }
@@ -817,7 +824,10 @@ impl RedbStore {
     /// finding per problem (empty when the store is sound); damage is a finding, never an
     /// error.
     pub fn fsck(&self) -> Vec<Finding> {
-        let mut check = Check::default();
+        let mut check = Check {
+            by_tx_since: u64::MAX,
+            ..Check::default()
+        };
         let flag = AtomicBool::new(false);
         let rtx = match guard::guarded(&flag, "beginning a read", || self.read()) {
             Ok(rtx) => rtx,
@@ -831,7 +841,13 @@ impl RedbStore {
         check.section("the contents", |c| c.contents(&rtx));
         check.section("the documents", |c| c.documents(&rtx));
         check.section("the store's entity numbers", |c| c.store_names(&rtx));
-        check.section("the log's replay", Check::replay);
+        check.section("the log's replay", |c| c.replay(&rtx));
+        check.section("filesystems", |c| {
+            for (subject, problem) in super::fsnum::disagreements(&rtx)? {
+                c.push(finding("filesystems", subject, problem));
+            }
+            Ok(())
+        });
         check.section("entities", |c| {
             c.compare(
                 &rtx,
@@ -1013,7 +1029,7 @@ mod tests {
         let wtx = store.begin_write()?;
         {
             let mut paths = wtx.open_table(PATHS).db()?;
-            let fs = codec::id_key("fs");
+            let fs = codec::fs_number_key(1);
             paths.insert((fs.as_slice(), "/a"), 7).db()?;
         }
         wtx.commit().db()?;

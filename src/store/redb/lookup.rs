@@ -9,12 +9,12 @@ use super::tables::{ENTITIES, ENTITY_IDS, PATHS, STAT_CACHE, TX_LOG};
 use super::{RedbStore, Timestamp, TxId, Version};
 use crate::error::{Error, Result};
 
-/// Calls `visit` with every (path, value) of a `(filesystem id key, path)`-keyed table at `prefix` or
+/// Calls `visit` with every (path, value) of a `(filesystem key, path)`-keyed table at `prefix` or
 /// below it, whole path segments only (`/a/b` matches `/a/b` and `/a/b/c`, not `/a/bc`), in path
-/// order.
+/// order; `fs` is the filesystem's key prefix (`fsnum::read_key`).
 pub(super) fn for_each_under<V: redb::Value + 'static>(
     table: &impl ReadableTable<(&'static [u8], &'static str), V>,
-    filesystem_id: &str,
+    fs: &[u8],
     prefix: &str,
     mut visit: impl FnMut(&str, V::SelfType<'_>) -> Result<()>,
 ) -> Result<()> {
@@ -22,8 +22,6 @@ pub(super) fn for_each_under<V: redb::Value + 'static>(
     // The exact path, then everything under `base/` ('0' is the byte after '/').
     let below_start = format!("{base}/");
     let below_end = format!("{base}0");
-    let fs = codec::id_key(filesystem_id);
-    let fs = fs.as_slice();
     if !base.is_empty()
         && let Some(value) = table.get((fs, base)).db()?
     {
@@ -80,7 +78,7 @@ impl RedbStore {
         let paths = rtx.open_table(PATHS).db()?;
         let ids = rtx.open_table(ENTITY_IDS).db()?;
         let entities = rtx.open_table(ENTITIES).db()?;
-        let fs = codec::id_key(filesystem_id);
+        let fs = super::fsnum::read_key(&rtx, filesystem_id)?;
         paths
             .get((fs.as_slice(), path))
             .db()?
@@ -99,7 +97,8 @@ impl RedbStore {
         let ids = rtx.open_table(ENTITY_IDS).db()?;
         let entities = rtx.open_table(ENTITIES).db()?;
         let mut out = Vec::new();
-        for_each_under(&paths, filesystem_id, prefix, |path, eid| {
+        let fs = super::fsnum::read_key(&rtx, filesystem_id)?;
+        for_each_under(&paths, &fs, prefix, |path, eid| {
             let id = id_at_path(&ids, &entities, filesystem_id, path, eid)?;
             out.push((path.to_string(), id));
             Ok(())
@@ -108,7 +107,7 @@ impl RedbStore {
         // damaged `paths` table, not a file the store does not know.
         let cache = rtx.open_table(STAT_CACHE).db()?;
         let listed: std::collections::HashSet<&str> = out.iter().map(|(p, _)| p.as_str()).collect();
-        for_each_under(&cache, filesystem_id, prefix, |path, _| {
+        for_each_under(&cache, &fs, prefix, |path, _| {
             if listed.contains(path) {
                 return Ok(());
             }

@@ -50,6 +50,11 @@ impl RedbStore {
         wtx.open_table(META_SNAPSHOTS).db()?;
         {
             let mut w = WriteTables::open(&wtx)?;
+            // The rebuilt rows are format 5's from the first transaction on.
+            w.meta
+                .insert(BY_TX_OMITTED_SINCE, 1u64.to_le_bytes().as_slice())
+                .db()?;
+            w.by_tx_since = 1;
             let mut docs = Vec::new();
             for entry in w.docs.index.iter().db()? {
                 let (k, v) = entry.db()?;

@@ -29,6 +29,7 @@ mod doc_delta;
 mod docs;
 mod evict;
 mod fsck;
+mod fsnum;
 pub(crate) mod guard;
 mod lookup;
 mod maintain;
@@ -199,6 +200,15 @@ fn read_counter(meta: &impl ReadableTable<&'static str, &'static [u8]>, name: &s
             u64::from_le_bytes(bytes)
         }
         None => 0,
+    })
+}
+
+/// `meta[BY_TX_OMITTED_SINCE]`: the first transaction whose single-row first writes have no
+/// `versions_by_tx` row; `u64::MAX` when absent (every write has its row).
+fn by_tx_omitted_since(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u64> {
+    Ok(match meta.get(BY_TX_OMITTED_SINCE).db()? {
+        Some(_) => read_counter(meta, BY_TX_OMITTED_SINCE)?,
+        None => u64::MAX,
     })
 }
 

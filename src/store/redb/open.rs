@@ -8,9 +8,9 @@ use redb::{Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, WriteT
 use super::*;
 use crate::store::private;
 
-/// The one older format version a read-write open upgrades in place (see
-/// [`RedbStore::check_format`]).
-const UPGRADES_FROM: u32 = 3;
+/// The older format versions a read-write open upgrades in place (see
+/// [`RedbStore::check_format`]): their rows are read as they are.
+const UPGRADES_FROM: [u32; 2] = [3, 4];
 
 /// A transaction of a store's handle, counted while it lives so that the handle is never
 /// reopened under it ([`RedbStore::reopen`]). It derefs to the redb transaction.
@@ -336,6 +336,8 @@ impl RedbStore {
                     .db()?;
                 meta.insert(EVICTIONS_SINCE, 1u64.to_le_bytes().as_slice())
                     .db()?;
+                meta.insert(BY_TX_OMITTED_SINCE, 1u64.to_le_bytes().as_slice())
+                    .db()?;
             }
             tx.commit().db()?;
             return Ok(());
@@ -343,8 +345,9 @@ impl RedbStore {
         self.check_format(path).map_err(|e| damage_or(path, e))
     }
 
-    /// Refuses a file that is not a strata store or has another format version; a format 3
-    /// file is read as it is, and marked format 4 when opened to write.
+    /// Refuses a file that is not a strata store or has another format version; a format 3 or
+    /// 4 file is read as it is, and marked format 5 when opened to write (its later writes use
+    /// format 5's rows, `meta[BY_TX_OMITTED_SINCE]` saying from which transaction on).
     pub(super) fn check_format(&self, path: &Path) -> Result<()> {
         let tx = self.handle().begin_read().db()?;
         let meta = tx.open_table(META).map_err(|e| {
@@ -362,21 +365,38 @@ impl RedbStore {
             }
             None => 0,
         };
-        if found == UPGRADES_FROM && !self.handle().is_read_only() {
-            // Format 4 only adds a log header format (index runs); a format 3 file is a valid
-            // format 4 file, marked as such on its first read-write open so that builds that
-            // cannot read run headers refuse it instead of failing on a record.
+        if UPGRADES_FROM.contains(&found) && !self.handle().is_read_only() {
+            // Format 4 only adds a log header format (index runs); format 5 omits the
+            // `versions_by_tx` row of a first write of one row from the transaction that
+            // `BY_TX_OMITTED_SINCE` names on, so an older file is a valid format 5 file once
+            // that key says "after the last transaction". It is marked on its first read-write
+            // open so that builds that cannot read the new rows refuse it instead of answering
+            // wrong.
             drop(meta);
             drop(tx);
             let wtx = self.begin_write()?;
-            wtx.open_table(META)
-                .db()?
-                .insert("format_version", FORMAT_VERSION.to_le_bytes().as_slice())
-                .db()?;
+            {
+                let next = wtx
+                    .open_table(TX_LOG)
+                    .db()?
+                    .last()
+                    .db()?
+                    .map_or(1, |(k, _)| k.value() + 1);
+                // Filesystems with rows keep their long keys; later ones get numbers.
+                tables::create_all(&wtx)?;
+                super::fsnum::register_long(&wtx)?;
+                let mut meta = wtx.open_table(META).db()?;
+                meta.insert("format_version", FORMAT_VERSION.to_le_bytes().as_slice())
+                    .db()?;
+                if meta.get(BY_TX_OMITTED_SINCE).db()?.is_none() {
+                    meta.insert(BY_TX_OMITTED_SINCE, next.to_le_bytes().as_slice())
+                        .db()?;
+                }
+            }
             wtx.commit().db()?;
             return Ok(());
         }
-        if found != FORMAT_VERSION && found != UPGRADES_FROM {
+        if found != FORMAT_VERSION && !UPGRADES_FROM.contains(&found) {
             // A damaged meta page reads as another version (redb reads a leaf without checking
             // its checksum): the file's page checksums tell damage from another format.
             let flag = std::sync::atomic::AtomicBool::new(false);
@@ -395,6 +415,20 @@ impl RedbStore {
                 found,
                 supported: FORMAT_VERSION,
             });
+        }
+        let numbered = !matches!(
+            tx.open_table(FILESYSTEMS),
+            Err(redb::TableError::TableDoesNotExist(_))
+        );
+        if !numbered && !self.handle().is_read_only() {
+            // A format 5 file of a build before filesystem numbers: its filesystems keep their
+            // long keys, as a format-4 file's do at the upgrade.
+            drop(meta);
+            drop(tx);
+            let wtx = self.begin_write()?;
+            tables::create_all(&wtx)?;
+            super::fsnum::register_long(&wtx)?;
+            wtx.commit().db()?;
         }
         Ok(())
     }

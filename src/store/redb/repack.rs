@@ -271,7 +271,10 @@ mod tests {
             let paths = rtx.open_table(PATHS).db()?.stats().db()?;
             let used = paths.stored_bytes() + paths.metadata_bytes();
             let space = (paths.leaf_pages() + paths.branch_pages()) * 4096;
-            assert!(used * 100 > space * 90, "paths: {used} of {space} bytes");
+            assert!(
+                used * 100 > space * MIN_FILL_PERCENT,
+                "paths: {used} of {space} bytes"
+            );
             // Nothing left to repack: the close did it.
             drop(rtx);
             assert!(repack_sparse_tables(&db)?.is_empty());
@@ -288,7 +291,10 @@ mod tests {
             ] {
                 let used = stats.stored_bytes() + stats.metadata_bytes();
                 let space = (stats.leaf_pages() + stats.branch_pages()) * 4096;
-                assert!(used * 100 > space * 90, "{used} of {space} bytes");
+                assert!(
+                    used * 100 > space * MIN_FILL_PERCENT,
+                    "{used} of {space} bytes"
+                );
             }
         }
         let rebuilt = answers(&store, &fs, files)?;

@@ -12,9 +12,9 @@ use crate::error::Result;
 
 /// Writes `update` into the stat cache inside `wtx`.
 pub(super) fn apply(wtx: &WriteTransaction, update: &StatUpdate) -> Result<()> {
-    let mut table = wtx.open_table(STAT_CACHE).db()?;
-    let fs = codec::id_key(&update.filesystem_id);
+    let fs = super::fsnum::write_key(wtx, &update.filesystem_id, true)?;
     let fs = fs.as_slice();
+    let mut table = wtx.open_table(STAT_CACHE).db()?;
     // In path order: random inserts leave redb's pages about half full.
     let mut puts: Vec<_> = update.puts.iter().collect();
     puts.sort_by(|a, b| a.0.cmp(&b.0));
@@ -54,7 +54,8 @@ impl RedbStore {
         // profiles of an unchanged re-index).
         let capacity = usize::try_from(table.len().db()?).unwrap_or(0);
         let mut out = rustc_hash::FxHashMap::with_capacity_and_hasher(capacity, Default::default());
-        for_each_entry(&table, filesystem_id, prefix, &mut |path, entry| {
+        let fs = super::fsnum::read_key(&rtx, filesystem_id)?;
+        for_each_entry(&table, &fs, prefix, &mut |path, entry| {
             out.insert(path.to_string(), entry);
             Ok(())
         })?;
@@ -83,7 +84,8 @@ impl RedbStore {
     ) -> Result<()> {
         let rtx = self.read()?;
         let table = rtx.open_table(STAT_CACHE).db()?;
-        for_each_entry(&table, filesystem_id, prefix, visit)
+        let fs = super::fsnum::read_key(&rtx, filesystem_id)?;
+        for_each_entry(&table, &fs, prefix, visit)
     }
 
     /// The paths of the files the store knows on `filesystem_id` at `prefix` or below it (whole
@@ -113,7 +115,8 @@ impl RedbStore {
     ) -> Result<()> {
         let rtx = self.read()?;
         let paths = rtx.open_table(super::tables::PATHS).db()?;
-        super::lookup::for_each_under(&paths, filesystem_id, prefix, |path, _| visit(path))
+        let fs = super::fsnum::read_key(&rtx, filesystem_id)?;
+        super::lookup::for_each_under(&paths, &fs, prefix, |path, _| visit(path))
     }
 
     /// Writes `ops` (when there are any) and the stat cache changes in one redb transaction.
@@ -139,17 +142,18 @@ impl RedbStore {
     }
 }
 
-/// Gives each stat cache entry of `table` on `filesystem_id` at `prefix` or below it to `visit`.
+/// Gives each stat cache entry of `table` on the filesystem of key prefix `fs` at `prefix` or
+/// below it to `visit`.
 ///
 /// # Errors
 /// [`crate::Error::Corrupt`] when an entry does not decode; the first error of `visit`.
 fn for_each_entry(
     table: &redb::ReadOnlyTable<(&'static [u8], &'static str), &'static [u8]>,
-    filesystem_id: &str,
+    fs: &[u8],
     prefix: &str,
     visit: &mut dyn FnMut(&str, StatEntry) -> Result<()>,
 ) -> Result<()> {
-    super::lookup::for_each_under(table, filesystem_id, prefix, |path, bytes| {
+    super::lookup::for_each_under(table, fs, prefix, |path, bytes| {
         let rec: StatRec = codec::decode(bytes, "stat cache entry")
             .map_err(|e| crate::Error::corrupt(format!("{e} (the entry of {path})")))?;
         visit(path, rec.entry())

@@ -69,6 +69,12 @@ pub const EVICTED_OPS: TableDefinition<(u64, u32), u64> = TableDefinition::new("
 /// The `meta` key of the first transaction whose evictions `evicted_ops` records (u64 LE).
 pub const EVICTIONS_SINCE: &str = "evictions_recorded_since";
 
+/// The `meta` key of the first transaction from which an entity's first write, when it writes
+/// one version row, has no `versions_by_tx` row (u64 LE; format 5): 1 in a store made as format
+/// 5, the first transaction after the upgrade in a format-4 store (its earlier writes keep
+/// theirs). Absent: every write has its row. See `temporal::latest_at`.
+pub const BY_TX_OMITTED_SINCE: &str = "by_tx_first_omitted_since";
+
 /// `paths`: (filesystem id as `codec::id_key`, canonical path) → eid of the file there (8
 /// fixed bytes where the 33-byte id took 37; `entity_ids` turns it into the id).
 pub const PATHS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("paths");
@@ -77,6 +83,15 @@ pub const PATHS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("pat
 /// (`codec::StatRec`): what the indexer saw when it last read the file, so that an unchanged
 /// file is not read again.
 pub const STAT_CACHE: TableDefinition<(&[u8], &str), &[u8]> = TableDefinition::new("stat_cache");
+
+/// `filesystems`: filesystem id (as `codec::id_key`) → its number (store format 5,
+/// `fsnum.rs`): the `paths` and `stat_cache` keys of a numbered filesystem carry
+/// `codec::fs_number_key` instead of the id; number `fsnum::LONG_KEYS` (0) keeps the id (a
+/// filesystem a format-4 file already held).
+pub const FILESYSTEMS: TableDefinition<&[u8], u32> = TableDefinition::new("filesystems");
+/// `filesystem_ids`: filesystem number → filesystem id (as `codec::id_key`), the reverse of
+/// `filesystems`.
+pub const FILESYSTEM_IDS: TableDefinition<u32, &[u8]> = TableDefinition::new("filesystem_ids");
 
 /// `meta_snapshots`: name (a session's entity id) → metadata snapshot record (`snapshot.rs`:
 /// the stored metadata of many entities as of one transaction, with a BLAKE3 checksum), so that
@@ -105,5 +120,7 @@ pub fn create_all(tx: &WriteTransaction) -> Result<()> {
     tx.open_table(PATHS).db()?;
     tx.open_table(STAT_CACHE).db()?;
     tx.open_table(META_SNAPSHOTS).db()?;
+    tx.open_table(FILESYSTEMS).db()?;
+    tx.open_table(FILESYSTEM_IDS).db()?;
     Ok(())
 }

@@ -33,16 +33,30 @@ pub(crate) fn as_of_row(
     vt: i64,
     tx: u64,
 ) -> Result<Option<(Row, bool)>> {
-    let last = by_tx
-        .range((eid, 0u64)..=(eid, tx))
-        .db()?
-        .next_back()
-        .transpose()
-        .db()?;
-    let Some((_, max)) = last else {
-        return Ok(None);
+    let Some((max_vt, max_tx)) = last_by_tx(by_tx, eid, tx)? else {
+        // No `versions_by_tx` row at or before tx: the entity's only version row when it has
+        // none at all (format 5, see `latest_at`), read in the same step as its key.
+        if has_by_tx_after(by_tx, eid, tx)? {
+            return Ok(None);
+        }
+        let first = versions
+            .range((eid, i64::MIN, 0u64)..=(eid, i64::MAX, u64::MAX))
+            .db()?
+            .next()
+            .transpose()
+            .db()?;
+        return match first {
+            Some((key, value)) => {
+                let (_, row_vt, row_tx) = key.value();
+                if row_tx <= tx && row_vt <= vt {
+                    Ok(Some((row(row_vt, row_tx, value.value())?, true)))
+                } else {
+                    Ok(None)
+                }
+            }
+            None => Ok(None),
+        };
     };
-    let (max_vt, max_tx) = max.value();
     if max_vt <= vt {
         let found = versions.get((eid, max_vt, max_tx)).db()?;
         return match found {
@@ -64,6 +78,89 @@ pub(crate) fn as_of_row(
         }
     }
     Ok(None)
+}
+
+/// (valid_from, tx) of the row with the greatest valid_from (then tx) among entity `eid`'s rows
+/// written up to and including transaction `tx`; `None` when it had none then.
+///
+/// `versions_by_tx` answers, except for an entity whose only write so far wrote one row
+/// (format 5 writes no `versions_by_tx` row for it, see [`omits_first_by_tx`]): an entity
+/// with no `versions_by_tx` row at all has that one version row, visible from its tx on. An
+/// entity with `versions_by_tx` rows has one for every write (the second write adds the
+/// first's), so when none is at or before `tx`, the entity had no rows then.
+pub(crate) fn latest_at(
+    versions: &impl ReadableTable<(u64, i64, u64), &'static [u8]>,
+    by_tx: &impl ReadableTable<(u64, u64), (i64, u64)>,
+    eid: u64,
+    tx: u64,
+) -> Result<Option<(i64, u64)>> {
+    if let Some(max) = last_by_tx(by_tx, eid, tx)? {
+        return Ok(Some(max));
+    }
+    if has_by_tx_after(by_tx, eid, tx)? {
+        return Ok(None);
+    }
+    Ok(only_row(versions, eid)?.filter(|&(_, row_tx)| row_tx <= tx))
+}
+
+/// The value of entity `eid`'s last `versions_by_tx` row at or before transaction `tx`.
+pub(crate) fn last_by_tx(
+    by_tx: &impl ReadableTable<(u64, u64), (i64, u64)>,
+    eid: u64,
+    tx: u64,
+) -> Result<Option<(i64, u64)>> {
+    Ok(by_tx
+        .range((eid, 0u64)..=(eid, tx))
+        .db()?
+        .next_back()
+        .transpose()
+        .db()?
+        .map(|(_, max)| max.value()))
+}
+
+/// Whether entity `eid` has a `versions_by_tx` row after transaction `tx` (then, having none at
+/// or before it, it had no rows at `tx`).
+fn has_by_tx_after(
+    by_tx: &impl ReadableTable<(u64, u64), (i64, u64)>,
+    eid: u64,
+    tx: u64,
+) -> Result<bool> {
+    if tx == u64::MAX {
+        return Ok(false);
+    }
+    Ok(by_tx
+        .range((eid, tx + 1)..=(eid, u64::MAX))
+        .db()?
+        .next()
+        .transpose()
+        .db()?
+        .is_some())
+}
+
+/// (valid_from, tx) of the first version row of entity `eid` (its only one when it has no
+/// `versions_by_tx` row); `None` when it has none.
+pub(crate) fn only_row(
+    versions: &impl ReadableTable<(u64, i64, u64), &'static [u8]>,
+    eid: u64,
+) -> Result<Option<(i64, u64)>> {
+    Ok(versions
+        .range((eid, i64::MIN, 0u64)..=(eid, i64::MAX, u64::MAX))
+        .db()?
+        .next()
+        .transpose()
+        .db()?
+        .map(|(key, _)| {
+            let (_, vt, tx) = key.value();
+            (vt, tx)
+        }))
+}
+
+/// Whether a first write of transaction `tx` that writes `rows` version rows goes without its
+/// `versions_by_tx` row: one row, written from `since` on (`meta[BY_TX_OMITTED_SINCE]`: 1 in a
+/// store made as format 5, the first transaction after the upgrade in a format-4 store, whose
+/// earlier writes all have their row; absent, never).
+pub(crate) fn omits_first_by_tx(rows: usize, tx: u64, since: u64) -> bool {
+    rows == 1 && tx >= since
 }
 
 /// The valid_from of the next row after `vt` visible at `tx`: the end of the version at `vt`.

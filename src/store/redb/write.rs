@@ -5,6 +5,13 @@ use super::*;
 
 /// The write tables of one transaction.
 pub(crate) struct WriteTables<'t> {
+    /// The transaction, for the filesystem tables (`fsnum`), opened per call.
+    pub(super) wtx: &'t WriteTransaction,
+    /// Filesystem id → its key prefix in `paths` (`fsnum::write_key`), once registered.
+    pub(super) fs_keys: HashMap<String, Vec<u8>>,
+    /// Whether a filesystem without a number gets one (false when fsck replays a format-4 file
+    /// opened read-only: its rows all have long keys).
+    pub(super) register_filesystems: bool,
     pub(super) meta: Table<'t, &'static str, &'static [u8]>,
     pub(super) blobs: BlobTables<'t>,
     pub(super) docs: DocTables<'t>,
@@ -45,6 +52,9 @@ pub(crate) struct WriteTables<'t> {
     /// The next entity number `create_entity` gives without a hint (`entity_ids`' last + 1),
     /// once read; forgotten when an eviction removes an entity number.
     pub(super) next_eid: Option<u64>,
+    /// `meta[BY_TX_OMITTED_SINCE]`: from this transaction on, a first write of one version row
+    /// has no `versions_by_tx` row (`u64::MAX`: never).
+    pub(super) by_tx_since: u64,
 }
 
 impl<'t> WriteTables<'t> {
@@ -57,7 +67,11 @@ impl<'t> WriteTables<'t> {
             meta.insert(EVICTIONS_SINCE, next.to_le_bytes().as_slice())
                 .db()?;
         }
+        let by_tx_since = by_tx_omitted_since(&meta)?;
         Ok(WriteTables {
+            wtx: tx,
+            fs_keys: HashMap::new(),
+            register_filesystems: true,
             meta,
             blobs: BlobTables::open(tx)?,
             docs: DocTables {
@@ -83,6 +97,7 @@ impl<'t> WriteTables<'t> {
             eid_hints: HashMap::new(),
             pending_bytes: (0, 0),
             next_eid: None,
+            by_tx_since,
         })
     }
 
@@ -133,6 +148,20 @@ impl<'t> WriteTables<'t> {
                 .db()?;
         }
         Ok(())
+    }
+
+    /// The key prefix of filesystem `id` in `paths` and `stat_cache`: its number's when it has
+    /// one or gets one here (`register`), else its id's (`fsnum`).
+    pub(super) fn fs_key(&mut self, id: &str, register: bool) -> Result<Vec<u8>> {
+        if let Some(key) = self.fs_keys.get(id) {
+            return Ok(key.clone());
+        }
+        let register = register && self.register_filesystems;
+        let key = super::fsnum::write_key(self.wtx, id, register)?;
+        if register {
+            self.fs_keys.insert(id.to_string(), key.clone());
+        }
+        Ok(key)
     }
 
     pub(super) fn add_counter(&mut self, name: &str, delta: i64) -> Result<()> {
@@ -211,16 +240,19 @@ impl WriteTables<'_> {
                 // A new entity has no rows yet: its first ones are planned and placed without
                 // reading `versions` or `versions_by_tx` (a scan's files are mostly new).
                 let eid = self.create_entity(&w.entity, first)?;
+                let rows =
+                    crate::store::rule::plan_first_write(w.valid_from, w.valid_to, &new, tx_time);
+                // One row (a put from now on): no `versions_by_tx` row, its readers take the
+                // entity's only version row (format 5, `temporal::latest_at`).
+                let omit = temporal::omits_first_by_tx(rows.len(), tx, self.by_tx_since);
                 let mut latest: Option<(i64, u64)> = None;
-                for (vt, row) in
-                    crate::store::rule::plan_first_write(w.valid_from, w.valid_to, &new, tx_time)
-                {
+                for (vt, row) in rows {
                     let max = match latest {
                         Some((max_vt, max_tx)) if max_vt > vt => (max_vt, max_tx),
                         _ => (vt, tx),
                     };
                     latest = Some(max);
-                    self.write_row(eid, vt, tx, &row, max)?;
+                    self.write_row(eid, vt, tx, &row, (!omit).then_some(max))?;
                 }
             }
             (None, None) => return Err(unknown_entity(&w.entity)),
@@ -259,8 +291,8 @@ impl WriteTables<'_> {
             .db()?;
         self.entity_ids.insert(eid, key.as_slice()).db()?;
         if let Some((filesystem_id, path)) = &first.source {
-            self.new_paths
-                .push((codec::id_key(filesystem_id), path.clone(), eid));
+            let fs = self.fs_key(filesystem_id, true)?;
+            self.new_paths.push((fs, path.clone(), eid));
         }
         Ok(eid)
     }
@@ -276,18 +308,19 @@ impl WriteTables<'_> {
             Some((max_vt, max_tx)) if max_vt > vt => (max_vt, max_tx),
             _ => (vt, tx),
         };
-        self.write_row(eid, vt, tx, rec, max)
+        self.write_row(eid, vt, tx, rec, Some(max))
     }
 
     /// Writes version row (`eid`, `vt`, `tx`) and its `versions_by_tx` row, `max` being the
-    /// (valid_from, tx) of the entity's latest row once it is written.
+    /// (valid_from, tx) of the entity's latest row once it is written (`None`: no
+    /// `versions_by_tx` row, for a first write of one row).
     fn write_row(
         &mut self,
         eid: u64,
         vt: i64,
         tx: u64,
         rec: &VersionRec,
-        max: (i64, u64),
+        max: Option<(i64, u64)>,
     ) -> Result<()> {
         if let Some(hash) = &rec.object_hash {
             docs::reference_doc(&mut self.docs, hash)?;
@@ -295,20 +328,26 @@ impl WriteTables<'_> {
         self.versions
             .insert((eid, vt, tx), codec::encode(rec)?.as_slice())
             .db()?;
-        self.by_tx.insert((eid, tx), max).db()?;
+        if let Some(max) = max {
+            self.by_tx.insert((eid, tx), max).db()?;
+        }
         Ok(())
     }
 
-    /// (valid_from, tx) of the latest row of entity `eid` (greatest valid time, then tx).
-    pub(super) fn latest_row(&self, eid: u64) -> Result<Option<(i64, u64)>> {
-        Ok(self
-            .by_tx
-            .range((eid, 0u64)..=(eid, u64::MAX))
-            .db()?
-            .next_back()
-            .transpose()
-            .db()?
-            .map(|(_, v)| v.value()))
+    /// (valid_from, tx) of the latest row of entity `eid` (greatest valid time, then tx), for a
+    /// write after its first. An entity whose first write went without its `versions_by_tx`
+    /// row gets that row now, so that an entity with any such row has one for every write
+    /// (what `temporal::latest_at` relies on).
+    pub(super) fn latest_row(&mut self, eid: u64) -> Result<Option<(i64, u64)>> {
+        let last = temporal::last_by_tx(&self.by_tx, eid, u64::MAX)?;
+        if last.is_some() {
+            return Ok(last);
+        }
+        let only = temporal::only_row(&self.versions, eid)?;
+        if let Some((vt, tx)) = only {
+            self.by_tx.insert((eid, tx), (vt, tx)).db()?;
+        }
+        Ok(only)
     }
     /// The entity's current object hash (visible now as of the latest tx), `None` when absent.
     pub(super) fn current_hash(&self, id: &str, now: i64) -> Result<Option<[u8; 32]>> {
@@ -382,7 +421,7 @@ impl WriteTables<'_> {
                 // write would make a second entity for it.
                 if let Some(source) = object.source() {
                     let fs = source.as_filesystem();
-                    let key = codec::id_key(&fs.filesystem_id);
+                    let key = self.fs_key(&fs.filesystem_id, false)?;
                     if self
                         .paths
                         .get((key.as_slice(), fs.path.as_str()))
@@ -404,14 +443,10 @@ impl WriteTables<'_> {
             ValidFrom::At(t) => t.as_micros(),
             ValidFrom::MtimeClamped(mtime) => {
                 let previous = match &existing {
-                    Some(rec) => self
-                        .by_tx
-                        .range((rec.eid, 0u64)..=(rec.eid, u64::MAX))
-                        .db()?
-                        .next_back()
-                        .transpose()
-                        .db()?
-                        .map(|(_, v)| v.value().0),
+                    Some(rec) => {
+                        temporal::latest_at(&self.versions, &self.by_tx, rec.eid, u64::MAX)?
+                            .map(|(vt, _)| vt)
+                    }
                     None => None,
                 };
                 let floor = previous.map_or(Timestamp::MIN.as_micros(), |p| p + 1);
@@ -575,11 +610,13 @@ impl RedbStore {
             .db()?;
         w.write_paths()?;
         if !evicted_paths.is_empty() {
-            let mut cache = wtx.open_table(STAT_CACHE).db()?;
+            let mut keys = Vec::with_capacity(evicted_paths.len());
             for (filesystem_id, path) in &evicted_paths {
-                cache
-                    .remove((codec::id_key(filesystem_id).as_slice(), path.as_str()))
-                    .db()?;
+                keys.push((w.fs_key(filesystem_id, false)?, path));
+            }
+            let mut cache = wtx.open_table(STAT_CACHE).db()?;
+            for (fs, path) in keys {
+                cache.remove((fs.as_slice(), path.as_str())).db()?;
             }
         }
         Ok(TxReceipt {
