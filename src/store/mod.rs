@@ -46,8 +46,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use answers::{
-    DocumentMeta, EntityInfo, Finding, GcReport, HistoryQuery, ObjectMeta, Order, Stats, Version,
-    VersionInfo,
+    DocumentMeta, EntityInfo, FileView, FileViewDoc, Finding, GcReport, HistoryQuery, MetaView,
+    ObjectMeta, Order, Stats, Version, VersionInfo,
 };
 pub use log::{LoggedOp, Origin, TxRecord};
 pub use migrate::{MigrateReport, ReplayRecord, migrate};
@@ -348,6 +348,32 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     ) -> Result<Vec<Option<ObjectMeta>>> {
         let _ = (name, refresh);
         self.metadata_many(ids, None)
+    }
+
+    /// [`Backend::metadata_latest`] handed to `each` id by id (its position in `ids` and its
+    /// answer; ids without one are skipped), in the order of `ids`. A backend that answers from
+    /// a record hands files over borrowed from it ([`MetaView::File`]), so a caller keeps what it
+    /// needs without an [`ObjectMeta`] per file in between.
+    ///
+    /// # Errors
+    /// As [`Backend::metadata_latest`]; `each`'s errors.
+    fn metadata_latest_each(
+        &self,
+        name: &str,
+        ids: &[&str],
+        refresh: bool,
+        each: &mut dyn FnMut(usize, MetaView<'_>) -> Result<()>,
+    ) -> Result<()> {
+        for (n, meta) in self
+            .metadata_latest(name, ids, refresh)?
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(meta) = meta {
+                each(n, MetaView::Whole(Box::new(meta)))?;
+            }
+        }
+        Ok(())
     }
 
     /// [`Backend::metadata`] plus the document's stored fields JSON (the kept text a session's

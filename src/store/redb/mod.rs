@@ -63,8 +63,8 @@ use super::codec::{self, EntityRec, FirstRec, OpRec, TxHeaderRec, VersionRec};
 use super::log::{self, LoggedOp, Origin, TxRecord};
 use super::{
     Backend, DB_FILE, DocumentMeta, EncodedBlob, EntityInfo, FORMAT_VERSION, Finding, GcReport,
-    HistoryQuery, LOCK_FILE, ObjectMeta, Op, Put, StatEntry, StatUpdate, Stats, Timestamp, TxId,
-    TxReceipt, ValidFrom, Version, VersionInfo,
+    HistoryQuery, LOCK_FILE, MetaView, ObjectMeta, Op, Put, StatEntry, StatUpdate, Stats,
+    Timestamp, TxId, TxReceipt, ValidFrom, Version, VersionInfo,
 };
 use crate::error::{Error, Result};
 use crate::hash::Hash;
@@ -716,6 +716,36 @@ impl Backend for RedbStore {
             })?;
         }
         Ok(answer.metas)
+    }
+
+    fn metadata_latest_each(
+        &self,
+        name: &str,
+        ids: &[&str],
+        refresh: bool,
+        each: &mut dyn FnMut(usize, MetaView<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let answer = self.guarded("reading metadata", || {
+            RedbStore::metadata_snapshot_each(self, name, ids, Some(&mut *each))
+        })?;
+        tracing::debug!(
+            name,
+            ids = ids.len(),
+            hits = answer.hits,
+            handed = answer.handed,
+            "metadata read through a snapshot"
+        );
+        if refresh && let Some(rec) = &answer.refresh {
+            self.guarded("writing a metadata snapshot", || {
+                RedbStore::put_snapshot(self, name, rec)
+            })?;
+        }
+        for (n, meta) in answer.metas.into_iter().enumerate() {
+            if let Some(meta) = meta {
+                each(n, MetaView::Whole(Box::new(meta)))?;
+            }
+        }
+        Ok(())
     }
 
     fn metadata_with_json(
