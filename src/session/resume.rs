@@ -54,6 +54,14 @@ fn common_dir(paths: &[&str]) -> String {
     };
     let mut prefix = &first[..dir(first)];
     for path in &paths[1..] {
+        // Mostly the prefix is already a whole-segment prefix of the path's directory (one
+        // `memcmp`, no walk of the bytes).
+        if path.len() > prefix.len()
+            && path.as_bytes().get(prefix.len()) == Some(&b'/')
+            && path.as_bytes().starts_with(prefix.as_bytes())
+        {
+            continue;
+        }
         let other = &path[..dir(path)];
         let same = prefix
             .bytes()
