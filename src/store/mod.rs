@@ -352,7 +352,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// [`Backend::metadata_latest`] handed to `each` id by id (its position in `ids` and its
     /// answer; ids without one are skipped), in the order of `ids`. A backend that answers from
-    /// a record hands files over borrowed from it ([`MetaView::File`]), so a caller keeps what it
+    /// a record hands files over borrowed from it (`MetaView::File`), so a caller keeps what it
     /// needs without an [`ObjectMeta`] per file in between.
     ///
     /// # Errors
@@ -364,16 +364,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         refresh: bool,
         each: &mut dyn FnMut(usize, MetaView<'_>) -> Result<()>,
     ) -> Result<()> {
-        for (n, meta) in self
-            .metadata_latest(name, ids, refresh)?
-            .into_iter()
-            .enumerate()
-        {
-            if let Some(meta) = meta {
-                each(n, MetaView::Whole(Box::new(meta)))?;
-            }
-        }
-        Ok(())
+        hand_over(self.metadata_latest(name, ids, refresh)?, each)
     }
 
     /// [`Backend::metadata`] plus the document's stored fields JSON (the kept text a session's
@@ -799,4 +790,21 @@ impl Store {
             .map(|(_, id)| id)
             .collect())
     }
+}
+
+/// Hands each answer of `metas` to `each` whole, with its position (what
+/// [`Backend::metadata_latest_each`] does with answers that were collected).
+///
+/// # Errors
+/// `each`'s errors.
+pub(crate) fn hand_over(
+    metas: Vec<Option<ObjectMeta>>,
+    each: &mut dyn FnMut(usize, MetaView<'_>) -> Result<()>,
+) -> Result<()> {
+    for (n, meta) in metas.into_iter().enumerate() {
+        if let Some(meta) = meta {
+            each(n, MetaView::Whole(Box::new(meta)))?;
+        }
+    }
+    Ok(())
 }

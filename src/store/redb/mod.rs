@@ -394,6 +394,36 @@ impl RedbStore {
     /// On a store marked damaged, "not found" may be what the damage lost (a row of `entities`
     /// gone): it is then an [`Error::Corrupt`] saying so, never an answer that something is
     /// absent.
+    /// [`RedbStore::metadata_snapshot_each`] guarded, writing the new snapshot it asks for
+    /// with `refresh`.
+    ///
+    /// # Errors
+    /// As [`Backend::metadata_latest`].
+    fn latest_answer(
+        &self,
+        name: &str,
+        ids: &[&str],
+        refresh: bool,
+        each: Option<&mut snapshot::Each<'_>>,
+    ) -> Result<snapshot::Answer> {
+        let answer = self.guarded("reading metadata", || {
+            RedbStore::metadata_snapshot_each(self, name, ids, each)
+        })?;
+        tracing::debug!(
+            name,
+            ids = ids.len(),
+            hits = answer.hits,
+            handed = answer.handed,
+            "metadata read through a snapshot"
+        );
+        if refresh && let Some(rec) = &answer.refresh {
+            self.guarded("writing a metadata snapshot", || {
+                RedbStore::put_snapshot(self, name, rec)
+            })?;
+        }
+        Ok(answer)
+    }
+
     fn guarded<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         if self
             .reopen_pending
@@ -701,21 +731,7 @@ impl Backend for RedbStore {
         ids: &[&str],
         refresh: bool,
     ) -> Result<Vec<Option<ObjectMeta>>> {
-        let answer = self.guarded("reading metadata", || {
-            RedbStore::metadata_snapshot(self, name, ids)
-        })?;
-        tracing::debug!(
-            name,
-            ids = ids.len(),
-            hits = answer.hits,
-            "metadata read through a snapshot"
-        );
-        if refresh && let Some(rec) = &answer.refresh {
-            self.guarded("writing a metadata snapshot", || {
-                RedbStore::put_snapshot(self, name, rec)
-            })?;
-        }
-        Ok(answer.metas)
+        Ok(self.latest_answer(name, ids, refresh, None)?.metas)
     }
 
     fn metadata_latest_each(
@@ -725,27 +741,8 @@ impl Backend for RedbStore {
         refresh: bool,
         each: &mut dyn FnMut(usize, MetaView<'_>) -> Result<()>,
     ) -> Result<()> {
-        let answer = self.guarded("reading metadata", || {
-            RedbStore::metadata_snapshot_each(self, name, ids, Some(&mut *each))
-        })?;
-        tracing::debug!(
-            name,
-            ids = ids.len(),
-            hits = answer.hits,
-            handed = answer.handed,
-            "metadata read through a snapshot"
-        );
-        if refresh && let Some(rec) = &answer.refresh {
-            self.guarded("writing a metadata snapshot", || {
-                RedbStore::put_snapshot(self, name, rec)
-            })?;
-        }
-        for (n, meta) in answer.metas.into_iter().enumerate() {
-            if let Some(meta) = meta {
-                each(n, MetaView::Whole(Box::new(meta)))?;
-            }
-        }
-        Ok(())
+        let answer = self.latest_answer(name, ids, refresh, Some(&mut *each))?;
+        super::hand_over(answer.metas, each)
     }
 
     fn metadata_with_json(

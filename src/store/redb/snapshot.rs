@@ -347,9 +347,9 @@ impl ReadTables {
 }
 
 /// What takes the answers of [`RedbStore::metadata_snapshot_each`] one by one.
-type Each<'a> = dyn FnMut(usize, MetaView<'_>) -> Result<()> + 'a;
+pub(super) type Each<'a> = dyn FnMut(usize, MetaView<'_>) -> Result<()> + 'a;
 
-/// What [`RedbStore::metadata_snapshot`] found.
+/// What [`RedbStore::metadata_snapshot_each`] found.
 pub(super) struct Answer {
     /// The metadata of each id asked, in order.
     pub(super) metas: Vec<Option<ObjectMeta>>,
@@ -398,24 +398,26 @@ impl RedbStore {
         table.get(name).db()
     }
 
-    /// [`RedbStore::metadata_many`] of `ids` as of the latest transaction, taking what it can
-    /// from the snapshot named `name` (see the module notes); the answers are the same. When the
-    /// snapshot was missing, damaged, stale or missed many ids, the answer's `refresh` holds a
-    /// new one for [`RedbStore::put_snapshot`].
+    /// [`RedbStore::metadata_snapshot_each`] without `each`: the answers collected.
     ///
     /// # Errors
-    /// As [`RedbStore::metadata_many`]. A damaged snapshot is not an error: it is read past.
+    /// As [`RedbStore::metadata_snapshot_each`].
+    #[cfg(test)]
     pub(super) fn metadata_snapshot(&self, name: &str, ids: &[&str]) -> Result<Answer> {
         self.metadata_snapshot_each(name, ids, None)
     }
 
-    /// [`RedbStore::metadata_snapshot`], handing the answers to `each` instead when the
-    /// snapshot serves every id (lined up, nothing written since): files borrowed from the
-    /// record ([`MetaView::File`]), nothing collected; the answer's `metas` is then empty and
-    /// its `handed` set. Otherwise the answer is as without `each`.
+    /// [`RedbStore::metadata_many`] of `ids` as of the latest transaction, taking what it can
+    /// from the snapshot named `name` (see the module notes); the answers are the same. When the
+    /// snapshot was missing, damaged, stale or missed many ids, the answer's `refresh` holds a
+    /// new one for [`RedbStore::put_snapshot`]. With `each`, when the snapshot serves every id
+    /// (lined up, nothing written since), the answers are handed to it instead: files borrowed
+    /// from the record ([`MetaView::File`]), nothing collected; the answer's `metas` is then
+    /// empty and its `handed` set.
     ///
     /// # Errors
-    /// As [`RedbStore::metadata_snapshot`]; `each`'s errors.
+    /// As [`RedbStore::metadata_many`]; `each`'s errors. A damaged snapshot is not an error: it
+    /// is read past.
     pub(super) fn metadata_snapshot_each(
         &self,
         name: &str,
