@@ -74,7 +74,9 @@ pub fn presence_all(paths: &[&str], follow_symlinks: bool) -> Vec<Presence> {
     /// Paths per thread at least (a thread costs about what 100 stats do).
     const PER_THREAD: usize = 1024;
     let mut order: Vec<usize> = (0..paths.len()).collect();
-    order.sort_unstable_by_key(|&i| paths.get(i).copied().unwrap_or_default());
+    if !grouped_by_dir(paths) {
+        order.sort_unstable_by_key(|&i| paths.get(i).copied().unwrap_or_default());
+    }
     // The core count is asked of the system once per process (`store::cores`).
     let threads = crate::store::cores()
         .min(4)
@@ -103,10 +105,15 @@ pub fn presence_all(paths: &[&str], follow_symlinks: bool) -> Vec<Presence> {
         place(stat_part(&order));
     } else {
         std::thread::scope(|scope| {
-            let parts: Vec<_> = order
-                .chunks(order.len().div_ceil(threads))
+            let mut chunks = order.chunks(order.len().div_ceil(threads));
+            // The last part runs on this thread, which would only wait.
+            let own = chunks.next_back();
+            let parts: Vec<_> = chunks
                 .map(|part| scope.spawn(move || stat_part(part)))
                 .collect();
+            if let Some(own) = own {
+                place(stat_part(own));
+            }
             // Each part is placed as it ends, no vector of all the answers in between.
             for part in parts {
                 place(part.join().unwrap_or_default());
@@ -120,6 +127,25 @@ pub fn presence_all(paths: &[&str], follow_symlinks: bool) -> Vec<Presence> {
             })
         })
         .collect()
+}
+
+/// Whether the paths of each directory stand together in `paths` (as a tree walk, or a session
+/// that read a tree in order, lists them): the stats then reach each directory's handle in one
+/// run without sorting the paths (a sort of 10 000 paths was ~0.2 ms before any stat began).
+fn grouped_by_dir(paths: &[&str]) -> bool {
+    let dir = |path: &'_ str| -> usize { path.rfind('/').unwrap_or(0) };
+    let mut seen: rustc_hash::FxHashSet<&str> = rustc_hash::FxHashSet::default();
+    let mut last: Option<&str> = None;
+    for path in paths {
+        let parent = path.get(..dir(path)).unwrap_or_default();
+        if last != Some(parent) {
+            if !seen.insert(parent) {
+                return false;
+            }
+            last = Some(parent);
+        }
+    }
+    true
 }
 
 /// Whether the parent of canonical `path` is reached through a symlink now.
@@ -261,6 +287,14 @@ mod tests {
     /// Enough paths for several threads, unsorted and over several directories, with files,
     /// missing paths and directories: each answer is the one [`presence`] gives alone.
     #[test]
+    fn paths_are_grouped_when_each_directory_stands_together() {
+        assert!(grouped_by_dir(&["/a/x", "/a/y", "/b/x", "/c", "/d"]));
+        assert!(grouped_by_dir(&[]));
+        assert!(!grouped_by_dir(&["/a/x", "/b/x", "/a/y"]));
+        assert!(!grouped_by_dir(&["/a", "/b/x", "/c"]));
+    }
+
+    #[test]
     fn presence_all_answers_each_path_in_its_order() -> io::Result<()> {
         let tmp = tempfile::tempdir()?;
         let root = tmp.path().to_str().ok_or(io::ErrorKind::InvalidData)?;
@@ -278,15 +312,20 @@ mod tests {
         }
         paths.reverse();
         let asked: Vec<&str> = paths.iter().map(String::as_str).collect();
-        let all = presence_all(&asked, true);
-        assert_eq!(all.len(), asked.len());
-        let mut dirs = DirStat::new(true);
-        for (path, found) in asked.iter().zip(&all) {
-            match (found, presence(&mut dirs, path)) {
-                (Presence::File(a), Presence::File(b)) => assert_eq!(*a, b, "{path}"),
-                (Presence::NotAFile, Presence::NotAFile)
-                | (Presence::Missing(_), Presence::Missing(_)) => {}
-                (a, b) => panic!("{path}: {a:?} against {b:?}"),
+        // Interleaved directories (sorted first), then each directory's files together (not).
+        let files: Vec<&str> = asked.iter().copied().filter(|p| p.contains("/f")).collect();
+        assert!(!grouped_by_dir(&asked) && grouped_by_dir(&files));
+        for asked in [asked, files] {
+            let all = presence_all(&asked, true);
+            assert_eq!(all.len(), asked.len());
+            let mut dirs = DirStat::new(true);
+            for (path, found) in asked.iter().zip(&all) {
+                match (found, presence(&mut dirs, path)) {
+                    (Presence::File(a), Presence::File(b)) => assert_eq!(*a, b, "{path}"),
+                    (Presence::NotAFile, Presence::NotAFile)
+                    | (Presence::Missing(_), Presence::Missing(_)) => {}
+                    (a, b) => panic!("{path}: {a:?} against {b:?}"),
+                }
             }
         }
         Ok(())

@@ -32,6 +32,12 @@ pub const DEFAULT_DENY_GLOBS: &[&str] = &[
     "**/.ssh/*",
 ];
 
+/// The last set [`DenyRules::with_defaults`] built, by its extra globs: every session's load
+/// builds one (compiling the default list took ~0.4 ms, a twentieth of a resume's load), and
+/// the loads of one process mostly ask the same; a clone shares the compiled matchers.
+static LAST_WITH_DEFAULTS: std::sync::Mutex<Option<(Vec<String>, DenyRules)>> =
+    std::sync::Mutex::new(None);
+
 /// A compiled set of deny globs. A glob without a `/` matches a file name anywhere; one with a
 /// `/` matches the whole canonical path. Case is ignored, in the globs and in the names.
 #[derive(Clone, Debug)]
@@ -153,9 +159,20 @@ impl DenyRules {
     /// # Errors
     /// [`Error::InvalidInput`] naming an extra glob that does not parse.
     pub fn with_defaults<S: AsRef<str>>(extra: &[S]) -> Result<Self> {
+        let extra: Vec<String> = extra.iter().map(|g| g.as_ref().to_string()).collect();
+        if let Ok(last) = LAST_WITH_DEFAULTS.lock()
+            && let Some((globs, rules)) = last.as_ref()
+            && *globs == extra
+        {
+            return Ok(rules.clone());
+        }
         let mut globs: Vec<String> = DEFAULT_DENY_GLOBS.iter().map(|g| g.to_string()).collect();
-        globs.extend(extra.iter().map(|g| g.as_ref().to_string()));
-        DenyRules::new(&globs)
+        globs.extend(extra.iter().cloned());
+        let rules = DenyRules::new(&globs)?;
+        if let Ok(mut last) = LAST_WITH_DEFAULTS.lock() {
+            *last = Some((extra, rules.clone()));
+        }
+        Ok(rules)
     }
 
     /// Whether the file at canonical `path` is denied.
@@ -179,6 +196,36 @@ impl DenyRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The set kept from the last build answers as a fresh one, and only for the same extras.
+    #[test]
+    fn a_kept_set_is_the_one_its_globs_build() -> Result<()> {
+        for extra in [
+            vec![],
+            vec!["*.key".to_string()],
+            vec![],
+            vec!["/x/**".to_string()],
+        ] {
+            for _ in 0..2 {
+                let kept = DenyRules::with_defaults(&extra)?;
+                let mut globs: Vec<String> =
+                    DEFAULT_DENY_GLOBS.iter().map(|g| g.to_string()).collect();
+                globs.extend(extra.iter().cloned());
+                assert_eq!(kept.globs(), globs.as_slice());
+                let fresh = DenyRules::new(&globs)?;
+                for path in [
+                    "/a/.env",
+                    "/a/b.key",
+                    "/x/y/z.txt",
+                    "/a/main.rs",
+                    "/a/id_rsa",
+                ] {
+                    assert_eq!(kept.is_denied(path), fresh.is_denied(path), "{path}");
+                }
+            }
+        }
+        Ok(())
+    }
 
     #[test]
     fn secrets_are_denied_anywhere() -> Result<()> {

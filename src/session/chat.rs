@@ -192,7 +192,7 @@ impl Session {
         unreferenced.extend(
             ids[scanned..]
                 .iter()
-                .filter(|id| matches!(self.cache.get(*id), Some(Meta::Toolcall { .. })))
+                .filter(|id| matches!(self.cache.get(id), Some(Meta::Toolcall { .. })))
                 .cloned(),
         );
         let scanned = ids.len();
@@ -235,7 +235,7 @@ impl Session {
             .active()
             .ids()
             .iter()
-            .filter(|id| matches!(self.cache.get(*id), Some(Meta::Toolcall { .. })))
+            .filter(|id| matches!(self.cache.get(id), Some(Meta::Toolcall { .. })))
             .filter(|id| !keep.contains(id.as_str()) && !self.sets.pinned().contains(id))
             .cloned()
             .collect()

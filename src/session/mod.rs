@@ -70,7 +70,8 @@ use crate::object::{
 };
 use crate::resolve::{FilesystemResolver, MountMapping, machine_filesystem_id};
 use crate::store::{
-    HistoryQuery, Op, Order, Origin, StatUpdate, Store, Timestamp, TxId, TxReceipt, Version,
+    HistoryQuery, MetaView, Op, Order, Origin, StatUpdate, Store, Timestamp, TxId, TxReceipt,
+    Version,
 };
 
 /// The format of the `session_config:{sid}` object's JSON.
@@ -221,7 +222,7 @@ pub struct Session {
     /// Hashes each commit's session document from where it first differs from the last one.
     document_hasher: crate::hash::PrefixSha256,
     system_prompt: String,
-    cache: FxHashMap<String, Meta>,
+    cache: cache::MetaCache,
     /// The on-disk spelling of files whose identity path differs from it (case-insensitive
     /// mounts lowercase the identity path): the path to open them by.
     spellings: HashMap<String, String>,
@@ -343,7 +344,7 @@ impl Session {
             referenced: None,
             document_hasher: crate::hash::PrefixSha256::default(),
             system_prompt: String::new(),
-            cache: FxHashMap::default(),
+            cache: cache::MetaCache::default(),
             spellings: HashMap::new(),
             pending: Vec::new(),
             pending_at: HashMap::new(),
@@ -492,14 +493,45 @@ impl Session {
     /// session's metadata snapshot (written anew with `refresh` when it is missing or stale).
     fn rebuild_cache(&mut self, at: Option<TxId>, refresh: bool) -> Result<()> {
         let ids: Vec<&str> = self.sets.index().ids().iter().map(String::as_str).collect();
-        let stored = match at {
-            None => self
-                .store
-                .metadata_latest(&session_entity(&self.session_id), &ids, refresh)?,
-            Some(_) => self.store.metadata_many(&ids, at)?,
-        };
-        let mut cache = FxHashMap::with_capacity_and_hasher(ids.len(), Default::default());
         let mut spellings = HashMap::new();
+        if at.is_none() {
+            // The latest, through the snapshot: files are kept lean (their texts in one buffer,
+            // nothing converted per file until the cache is first used as a map).
+            let mut lean = cache::Lean::new(ids.len(), self.resolver.clone());
+            let resolver = &self.resolver;
+            self.store.metadata_latest_each(
+                &session_entity(&self.session_id),
+                &ids,
+                refresh,
+                &mut |n, view| {
+                    let Some(id) = ids.get(n) else {
+                        return Ok(());
+                    };
+                    match view {
+                        MetaView::File(file) => {
+                            if let Some(spelling) = file.spelling {
+                                spellings.insert(id.to_string(), spelling.to_string());
+                            }
+                            lean.push_file(n, id, &file);
+                        }
+                        MetaView::Whole(mut stored) => {
+                            if let Some(spelling) = stored.info.spelling.take() {
+                                spellings.insert(id.to_string(), spelling);
+                            }
+                            if let Some(meta) = meta_of_stored(resolver, *stored) {
+                                lean.push_meta(id.to_string(), meta);
+                            }
+                        }
+                    }
+                    Ok(())
+                },
+            )?;
+            self.cache = cache::MetaCache::of_lean(lean);
+            self.spellings = spellings;
+            return Ok(());
+        }
+        let stored = self.store.metadata_many(&ids, at)?;
+        let mut cache = FxHashMap::with_capacity_and_hasher(ids.len(), Default::default());
         for (id, stored) in ids.iter().zip(stored) {
             let Some(mut stored) = stored else { continue };
             // The version's entity is the id asked: its string becomes the key, not a copy.
@@ -514,7 +546,7 @@ impl Session {
                 cache.insert(key, meta);
             }
         }
-        self.cache = cache;
+        self.cache = cache::MetaCache::of_map(cache);
         self.spellings = spellings;
         Ok(())
     }

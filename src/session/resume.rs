@@ -54,6 +54,14 @@ fn common_dir(paths: &[&str]) -> String {
     };
     let mut prefix = &first[..dir(first)];
     for path in &paths[1..] {
+        // Mostly the prefix is already a whole-segment prefix of the path's directory (one
+        // `memcmp`, no walk of the bytes).
+        if path.len() > prefix.len()
+            && path.as_bytes().get(prefix.len()) == Some(&b'/')
+            && path.as_bytes().starts_with(prefix.as_bytes())
+        {
+            continue;
+        }
         let other = &path[..dir(path)];
         let same = prefix
             .bytes()
@@ -106,22 +114,25 @@ impl Session {
         let mut local: Vec<&str> = Vec::new();
         let mut slot_of: rustc_hash::FxHashMap<&str, usize> = rustc_hash::FxHashMap::default();
         slot_of.reserve(self.sets.index().len());
-        for id in self.sets.index().ids() {
-            let Some(meta @ Meta::File { source, .. }) = self.cache.get(id) else {
+        // The files are taken from the cache as loaded, without making it a map (see
+        // `MetaCache::file_at`).
+        for (n, id) in self.sets.index().ids().iter().enumerate() {
+            let Some(file) = self.cache.file_at(n, id) else {
                 continue;
             };
             report.checked += 1;
-            if source.filesystem_id != machine {
+            if file.filesystem_id() != machine {
                 report.unreachable += 1;
                 continue;
             }
+            let path = file.path();
             // Each distinct canonical path gets a slot for its stat cache entry, filled as the
             // entries are read one by one (no map of owned paths is built).
-            local.push(source.path.as_str());
+            local.push(path);
             let next = slot_of.len();
-            let slot = *slot_of.entry(source.path.as_str()).or_insert(next);
+            let slot = *slot_of.entry(path).or_insert(next);
             // A case-insensitive mount's identity path is lowercased: open the on-disk spelling.
-            files.push((id, meta, self.open_path(id, &source.path), slot));
+            files.push((id, file, self.open_path(id, path), slot));
         }
         let opens: Vec<&str> = files.iter().map(|(_, _, open, _)| *open).collect();
         let mut entries: Vec<Option<StatEntry>> = vec![None; slot_of.len()];
@@ -145,13 +156,8 @@ impl Session {
             (cache, presences)
         });
         cache?;
-        for ((id, meta, _, slot), presence) in files.into_iter().zip(presences) {
-            let Meta::File {
-                file_hash, state, ..
-            } = meta
-            else {
-                continue;
-            };
+        for ((id, file, _, slot), presence) in files.into_iter().zip(presences) {
+            let (file_hash, state) = (file.file_hash(), file.state());
             let cached = entries.get(slot).copied().flatten();
             // Gone by the one disk path's rule: nothing there, a parent that is no longer a
             // directory, or something other than a regular file there now.
@@ -162,8 +168,8 @@ impl Session {
                     continue;
                 }
                 _gone => {
-                    if *state != FileState::Deleted {
-                        todo.push((id.clone(), meta.clone(), None));
+                    if state != FileState::Deleted {
+                        todo.push((id.clone(), file.to_meta(), None));
                     }
                     continue;
                 }
@@ -172,12 +178,12 @@ impl Session {
                 state,
                 FileState::Read | FileState::Binary | FileState::TooLarge
             ) && cached.is_some_and(|entry| {
-                Some(entry.file_hash) == *file_hash && entry.vouches_for(&stat)
+                Some(entry.file_hash) == file_hash && entry.vouches_for(&stat)
             });
             if vouched {
                 report.vouched += 1;
-            } else if *state != FileState::Denied {
-                todo.push((id.clone(), meta.clone(), Some(stat)));
+            } else if state != FileState::Denied {
+                todo.push((id.clone(), file.to_meta(), Some(stat)));
             }
         }
         for (id, meta, stat) in todo {

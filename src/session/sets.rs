@@ -248,14 +248,29 @@ impl Sets {
         let corrupt = |e: Error| Error::corrupt(format!("session sets: {e}"));
         // No id repeated (always, in a document a session wrote): the sets keep the lists as
         // they are, checked through maps borrowing the ids; their own maps wait for first use.
-        if let (Some(in_index), Some(in_pool), Some(_), Some(_)) = (
-            distinct(&index),
-            distinct(&pool),
-            distinct(&active),
+        // A list equal to the one it must lie within (a pool of every indexed id, everything
+        // pooled active) is distinct when that one is, and within it: it needs no map.
+        let same_pool = pool == index;
+        let same_active = active == pool;
+        let in_index = distinct(&index);
+        let pool_own = if same_pool { None } else { distinct(&pool) };
+        let in_pool = if same_pool {
+            in_index.as_ref()
+        } else {
+            pool_own.as_ref()
+        };
+        if let (Some(in_index), Some(in_pool), true, Some(_)) = (
+            in_index.as_ref(),
+            in_pool,
+            same_active || distinct(&active).is_some(),
             distinct(&pinned),
         ) {
-            within(&pool, |id| in_index.contains(id), NOT_IN_INDEX).map_err(corrupt)?;
-            within(&active, |id| in_pool.contains(id), ACTIVE_NOT_IN_POOL).map_err(corrupt)?;
+            if !same_pool {
+                within(&pool, |id| in_index.contains(id), NOT_IN_INDEX).map_err(corrupt)?;
+            }
+            if !same_active {
+                within(&active, |id| in_pool.contains(id), ACTIVE_NOT_IN_POOL).map_err(corrupt)?;
+            }
             within(&pinned, |id| in_pool.contains(id), PINNED_NOT_IN_POOL).map_err(corrupt)?;
             return Ok(Sets {
                 index: OrderedSet::unchecked(index),
@@ -520,6 +535,32 @@ mod tests {
             Default::default(),
         );
         assert!(matches!(broken, Err(Error::Corrupt { .. })), "{broken:?}");
+        Ok(())
+    }
+
+    /// Lists equal to the ones they lie within are taken as they are; a repeat in them is
+    /// still dropped, and a list that is not within its set still refused.
+    #[test]
+    fn restore_takes_equal_lists_and_still_checks_the_others() -> Result<()> {
+        let ids = |list: &[&str]| -> SessionIds {
+            std::sync::Arc::new(list.iter().map(|id| id.to_string()).collect())
+        };
+        let abc = ids(&["a", "b", "c"]);
+        let sets = Sets::restore(abc.clone(), abc.clone(), abc.clone(), ids(&["b"]))?;
+        sets.check()?;
+        assert_eq!(sets.active().ids(), ["a", "b", "c"]);
+        let repeated = ids(&["a", "b", "a"]);
+        let sets = Sets::restore(repeated.clone(), repeated.clone(), repeated, ids(&[]))?;
+        assert_eq!(sets.pool().ids(), ["a", "b"]);
+        assert_eq!(sets.active().ids(), ["a", "b"]);
+        for (pool, active, pinned) in [
+            (abc.clone(), ids(&["a", "z"]), ids(&[])),
+            (abc.clone(), abc.clone(), ids(&["z"])),
+            (ids(&["a", "z"]), ids(&["a", "z"]), ids(&[])),
+        ] {
+            let broken = Sets::restore(abc.clone(), pool, active, pinned);
+            assert!(matches!(broken, Err(Error::Corrupt { .. })), "{broken:?}");
+        }
         Ok(())
     }
 

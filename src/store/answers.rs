@@ -148,6 +148,45 @@ pub struct ObjectMeta {
     pub document: Option<DocumentMeta>,
 }
 
+/// One answer of [`super::Backend::metadata_latest_each`]: a file's version or tombstone with
+/// its texts borrowed from the backend's record (what a session's cache keeps of it), or any
+/// other answer whole.
+#[derive(Debug)]
+pub enum MetaView<'a> {
+    /// A version of a file with a filesystem source, or its tombstone.
+    File(FileView<'a>),
+    /// Any other answer, as [`super::Backend::metadata_many`] gives it.
+    Whole(Box<ObjectMeta>),
+}
+
+/// A file's stored metadata, borrowed: the fields of an [`ObjectMeta`] a session's cache keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileView<'a> {
+    /// The entity id.
+    pub entity: &'a str,
+    /// The source's filesystem id.
+    pub filesystem_id: &'a str,
+    /// The source's canonical path.
+    pub path: &'a str,
+    /// The on-disk spelling recorded on the version (case-insensitive mounts).
+    pub spelling: Option<&'a str>,
+    /// Why the content is null, if it is.
+    pub content_omitted: Option<ContentOmitted>,
+    /// The file's fields and hash; `None` for a tombstone.
+    pub document: Option<FileViewDoc<'a>>,
+}
+
+/// The document part of a [`FileView`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileViewDoc<'a> {
+    /// `file_type`.
+    pub file_type: &'a str,
+    /// `char_count`.
+    pub char_count: u64,
+    /// `file_hash` (`None` for a stub).
+    pub file_hash: Option<Hash>,
+}
+
 /// The document of a version as stored: hashes and typed fields, no content.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DocumentMeta {

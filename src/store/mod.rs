@@ -46,8 +46,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use answers::{
-    DocumentMeta, EntityInfo, Finding, GcReport, HistoryQuery, ObjectMeta, Order, Stats, Version,
-    VersionInfo,
+    DocumentMeta, EntityInfo, FileView, FileViewDoc, Finding, GcReport, HistoryQuery, MetaView,
+    ObjectMeta, Order, Stats, Version, VersionInfo,
 };
 pub use log::{LoggedOp, Origin, TxRecord};
 pub use migrate::{MigrateReport, ReplayRecord, migrate};
@@ -348,6 +348,23 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     ) -> Result<Vec<Option<ObjectMeta>>> {
         let _ = (name, refresh);
         self.metadata_many(ids, None)
+    }
+
+    /// [`Backend::metadata_latest`] handed to `each` id by id (its position in `ids` and its
+    /// answer; ids without one are skipped), in the order of `ids`. A backend that answers from
+    /// a record hands files over borrowed from it (`MetaView::File`), so a caller keeps what it
+    /// needs without an [`ObjectMeta`] per file in between.
+    ///
+    /// # Errors
+    /// As [`Backend::metadata_latest`]; `each`'s errors.
+    fn metadata_latest_each(
+        &self,
+        name: &str,
+        ids: &[&str],
+        refresh: bool,
+        each: &mut dyn FnMut(usize, MetaView<'_>) -> Result<()>,
+    ) -> Result<()> {
+        hand_over(self.metadata_latest(name, ids, refresh)?, each)
     }
 
     /// [`Backend::metadata`] plus the document's stored fields JSON (the kept text a session's
@@ -787,4 +804,21 @@ impl Store {
             .map(|(_, id)| id)
             .collect())
     }
+}
+
+/// Hands each answer of `metas` to `each` whole, with its position (what
+/// [`Backend::metadata_latest_each`] does with answers that were collected).
+///
+/// # Errors
+/// `each`'s errors.
+pub(crate) fn hand_over(
+    metas: Vec<Option<ObjectMeta>>,
+    each: &mut dyn FnMut(usize, MetaView<'_>) -> Result<()>,
+) -> Result<()> {
+    for (n, meta) in metas.into_iter().enumerate() {
+        if let Some(meta) = meta {
+            each(n, MetaView::Whole(Box::new(meta)))?;
+        }
+    }
+    Ok(())
 }

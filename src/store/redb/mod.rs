@@ -64,8 +64,8 @@ use super::codec::{self, EntityRec, FirstRec, OpRec, TxHeaderRec, VersionRec};
 use super::log::{self, LoggedOp, Origin, TxRecord};
 use super::{
     Backend, DB_FILE, DocumentMeta, EncodedBlob, EntityInfo, FORMAT_VERSION, Finding, GcReport,
-    HistoryQuery, LOCK_FILE, ObjectMeta, Op, Put, StatEntry, StatUpdate, Stats, Timestamp, TxId,
-    TxReceipt, ValidFrom, Version, VersionInfo,
+    HistoryQuery, LOCK_FILE, MetaView, ObjectMeta, Op, Put, StatEntry, StatUpdate, Stats,
+    Timestamp, TxId, TxReceipt, ValidFrom, Version, VersionInfo,
 };
 use crate::error::{Error, Result};
 use crate::hash::Hash;
@@ -412,6 +412,36 @@ impl RedbStore {
     /// On a store marked damaged, "not found" may be what the damage lost (a row of `entities`
     /// gone): it is then an [`Error::Corrupt`] saying so, never an answer that something is
     /// absent.
+    /// [`RedbStore::metadata_snapshot_each`] guarded, writing the new snapshot it asks for
+    /// with `refresh`.
+    ///
+    /// # Errors
+    /// As [`Backend::metadata_latest`].
+    fn latest_answer(
+        &self,
+        name: &str,
+        ids: &[&str],
+        refresh: bool,
+        each: Option<&mut snapshot::Each<'_>>,
+    ) -> Result<snapshot::Answer> {
+        let answer = self.guarded("reading metadata", || {
+            RedbStore::metadata_snapshot_each(self, name, ids, each)
+        })?;
+        tracing::debug!(
+            name,
+            ids = ids.len(),
+            hits = answer.hits,
+            handed = answer.handed,
+            "metadata read through a snapshot"
+        );
+        if refresh && let Some(rec) = &answer.refresh {
+            self.guarded("writing a metadata snapshot", || {
+                RedbStore::put_snapshot(self, name, rec)
+            })?;
+        }
+        Ok(answer)
+    }
+
     fn guarded<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         if self
             .reopen_pending
@@ -719,21 +749,18 @@ impl Backend for RedbStore {
         ids: &[&str],
         refresh: bool,
     ) -> Result<Vec<Option<ObjectMeta>>> {
-        let answer = self.guarded("reading metadata", || {
-            RedbStore::metadata_snapshot(self, name, ids)
-        })?;
-        tracing::debug!(
-            name,
-            ids = ids.len(),
-            hits = answer.hits,
-            "metadata read through a snapshot"
-        );
-        if refresh && let Some(rec) = &answer.refresh {
-            self.guarded("writing a metadata snapshot", || {
-                RedbStore::put_snapshot(self, name, rec)
-            })?;
-        }
-        Ok(answer.metas)
+        Ok(self.latest_answer(name, ids, refresh, None)?.metas)
+    }
+
+    fn metadata_latest_each(
+        &self,
+        name: &str,
+        ids: &[&str],
+        refresh: bool,
+        each: &mut dyn FnMut(usize, MetaView<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let answer = self.latest_answer(name, ids, refresh, Some(&mut *each))?;
+        super::hand_over(answer.metas, each)
     }
 
     fn metadata_with_json(

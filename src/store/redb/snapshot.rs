@@ -36,7 +36,7 @@ use super::tables::META_SNAPSHOTS;
 use super::{Error, ObjectMeta, RedbStore, Result, StorageResult as _, TxId, ts};
 use crate::hash::Hash;
 use crate::object::{Fields, FileFields, FilesystemSource, ObjectType, Source};
-use crate::store::{DocumentMeta, VersionInfo};
+use crate::store::{DocumentMeta, FileView, FileViewDoc, MetaView, VersionInfo};
 
 /// One entity's stored metadata in a snapshot: its visible version row and document fields.
 /// Its texts borrow from the record when read (a resume reads 10 000 rows and keeps only some
@@ -156,6 +156,38 @@ impl SnapRow<'_> {
             },
             ..*self
         }
+    }
+
+    /// This row as a [`FileView`] borrowing it, when it is a file's version or tombstone with
+    /// a filesystem source (`None` for any other row).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when its type is unknown (as [`SnapRow::into_meta`]).
+    fn file_view(&self) -> Result<Option<FileView<'_>>> {
+        let document = match &self.fields {
+            SnapFields::Tombstone => None,
+            SnapFields::File {
+                file_type,
+                char_count,
+            } => Some(FileViewDoc {
+                file_type,
+                char_count: *char_count,
+                file_hash: self.file_hash.map(Hash),
+            }),
+            SnapFields::Json(_) => return Ok(None),
+        };
+        let Some((filesystem_id, path)) = &self.source else {
+            return Ok(None);
+        };
+        let _: ObjectType = self.object_type.parse()?;
+        Ok(Some(FileView {
+            entity: &self.id,
+            filesystem_id,
+            path,
+            spelling: self.spelling.as_deref(),
+            content_omitted: self.content_omitted.map(Into::into),
+            document,
+        }))
     }
 
     /// The metadata this row holds, as [`RedbStore::metadata_many`] answers it.
@@ -314,7 +346,10 @@ impl ReadTables {
     }
 }
 
-/// What [`RedbStore::metadata_snapshot`] found.
+/// What takes the answers of [`RedbStore::metadata_snapshot_each`] one by one.
+pub(super) type Each<'a> = dyn FnMut(usize, MetaView<'_>) -> Result<()> + 'a;
+
+/// What [`RedbStore::metadata_snapshot_each`] found.
 pub(super) struct Answer {
     /// The metadata of each id asked, in order.
     pub(super) metas: Vec<Option<ObjectMeta>>,
@@ -322,6 +357,8 @@ pub(super) struct Answer {
     pub(super) refresh: Option<SnapshotRec<'static>>,
     /// Ids the snapshot answered.
     pub(super) hits: usize,
+    /// Whether the answers went to the caller's `each` (`metas` is then empty).
+    pub(super) handed: bool,
 }
 
 /// What [`RedbStore::document_snapshot`] found.
@@ -361,14 +398,32 @@ impl RedbStore {
         table.get(name).db()
     }
 
+    /// [`RedbStore::metadata_snapshot_each`] without `each`: the answers collected.
+    ///
+    /// # Errors
+    /// As [`RedbStore::metadata_snapshot_each`].
+    #[cfg(test)]
+    pub(super) fn metadata_snapshot(&self, name: &str, ids: &[&str]) -> Result<Answer> {
+        self.metadata_snapshot_each(name, ids, None)
+    }
+
     /// [`RedbStore::metadata_many`] of `ids` as of the latest transaction, taking what it can
     /// from the snapshot named `name` (see the module notes); the answers are the same. When the
     /// snapshot was missing, damaged, stale or missed many ids, the answer's `refresh` holds a
-    /// new one for [`RedbStore::put_snapshot`].
+    /// new one for [`RedbStore::put_snapshot`]. With `each`, when the snapshot serves every id
+    /// (lined up, nothing written since), the answers are handed to it instead: files borrowed
+    /// from the record ([`MetaView::File`]), nothing collected; the answer's `metas` is then
+    /// empty and its `handed` set.
     ///
     /// # Errors
-    /// As [`RedbStore::metadata_many`]. A damaged snapshot is not an error: it is read past.
-    pub(super) fn metadata_snapshot(&self, name: &str, ids: &[&str]) -> Result<Answer> {
+    /// As [`RedbStore::metadata_many`]; `each`'s errors. A damaged snapshot is not an error: it
+    /// is read past.
+    pub(super) fn metadata_snapshot_each(
+        &self,
+        name: &str,
+        ids: &[&str],
+        each: Option<&mut Each<'_>>,
+    ) -> Result<Answer> {
         let rtx = self.read()?;
         let r = ReadTables::open(&rtx)?;
         let now = r.now()?;
@@ -394,14 +449,29 @@ impl RedbStore {
         if lined_up && !ids.is_empty() && written.is_empty() {
             // Every row serves its id (nothing was written since): the answer is the rows in
             // order, with no slot vector between them, nothing missed and nothing to refresh.
-            let metas = rows
-                .into_iter()
-                .map(|row| row.into_meta().map(Some))
-                .collect::<Result<Vec<_>>>()?;
+            let hits = rows.len();
+            let handed = each.is_some();
+            let mut metas = Vec::new();
+            if let Some(each) = each {
+                for (n, row) in rows.into_iter().enumerate() {
+                    match row.file_view()? {
+                        Some(view) => each(n, MetaView::File(view))?,
+                        None => each(n, MetaView::Whole(Box::new(row.into_meta()?)))?,
+                    }
+                }
+            } else {
+                // Sized first: a collect through `Result` would grow it by doubling, copying
+                // megabytes of answers.
+                metas.reserve_exact(rows.len());
+                for row in rows {
+                    metas.push(Some(row.into_meta()?));
+                }
+            }
             return Ok(Answer {
-                hits: metas.len(),
+                hits,
                 metas,
                 refresh: None,
+                handed,
             });
         }
         let slots: Vec<Option<SnapRow>> = if lined_up {
@@ -465,6 +535,7 @@ impl RedbStore {
         let fresh: Vec<SnapRow> = fresh.into_iter().flatten().collect();
         Ok(Answer {
             metas,
+            handed: false,
             refresh: refresh.then_some(SnapshotRec {
                 tx: head,
                 chain,
@@ -664,6 +735,61 @@ mod tests {
         Ok(ids)
     }
 
+    /// [`RedbStore::metadata_snapshot_each`] of `ids` answers as a read row by row, handed over
+    /// one by one (a file's borrowed fields too) or collected; returns whether it handed them.
+    fn answers_handed(store: &RedbStore, ids: &[&str]) -> Result<bool> {
+        let rows = store.metadata_many(ids, None)?;
+        let mut handed = vec![false; ids.len()];
+        let each = store.metadata_snapshot_each(
+            NAME,
+            ids,
+            Some(&mut |n, view| {
+                let row = rows[n]
+                    .as_ref()
+                    .ok_or_else(|| Error::invariant("an answer for a missing id"))?;
+                handed[n] = true;
+                match view {
+                    MetaView::Whole(meta) => assert_eq!(*meta, *row),
+                    MetaView::File(file) => {
+                        let doc = row.document.as_ref();
+                        let fields = doc.map(|d| match &d.fields {
+                            Fields::File(f) => Some((f.file_type.as_str(), f.char_count)),
+                            _ => None,
+                        });
+                        assert_eq!(
+                            (
+                                file.entity,
+                                Some((file.filesystem_id, file.path)),
+                                file.spelling,
+                                file.content_omitted,
+                                file.document
+                                    .map(|d| (Some((d.file_type, d.char_count)), d.file_hash)),
+                            ),
+                            (
+                                row.info.entity.as_str(),
+                                row.source.as_ref().map(|Source::Filesystem(s)| (
+                                    s.filesystem_id.as_str(),
+                                    s.path.as_str()
+                                )),
+                                row.info.spelling.as_deref(),
+                                row.info.content_omitted,
+                                fields.map(|f| (f, doc.and_then(|d| d.file_hash))),
+                            )
+                        );
+                    }
+                }
+                Ok(())
+            }),
+        )?;
+        let expected: Vec<bool> = rows.iter().map(Option::is_some).collect();
+        if each.handed {
+            assert_eq!(handed, expected);
+        } else {
+            assert_eq!(each.metas, rows);
+        }
+        Ok(each.handed)
+    }
+
     /// The snapshot read answers what the row-by-row read does; returns its hits.
     fn same_answers(store: &RedbStore, refresh: bool) -> Result<usize> {
         let ids = ids()?;
@@ -671,6 +797,7 @@ mod tests {
         let answer = store.metadata_snapshot(NAME, &ids)?;
         let rows = store.metadata_many(&ids, None)?;
         assert_eq!(answer.metas, rows);
+        answers_handed(store, &ids)?;
         if refresh && let Some(rec) = &answer.refresh {
             store.put_snapshot(NAME, rec)?;
         }
@@ -868,8 +995,15 @@ mod tests {
                 .ok_or_else(|| Error::invariant("no refresh"))?,
         )?;
         assert_eq!(check(&ids)?.hits, n, "lined up");
+        let asked: Vec<&str> = ids.iter().map(String::as_str).collect();
+        assert!(answers_handed(&store, &asked)?, "lined up: handed over");
         store.transact(vec![Op::put(file(n / 2, "changed")?)], Origin::Cli)?;
         assert_eq!(check(&ids)?.hits, n - 1, "one written since");
+        let asked: Vec<&str> = ids.iter().map(String::as_str).collect();
+        assert!(
+            !answers_handed(&store, &asked)?,
+            "one written since: collected"
+        );
         ids.reverse();
         assert_eq!(check(&ids)?.hits, n - 1, "found by id");
         ids.insert(n / 3, "toolcall:never".into());
