@@ -1048,6 +1048,49 @@ fn a_format_4_store_is_read_as_it_is_and_written_in_format_5_after_its_last_tx()
     Ok(())
 }
 
+/// A backup of a format-4 store read by this build (opened read-only, never upgraded) is a copy
+/// fsck finds sound: its long `paths` keys are read as they are, and the copy reopens and
+/// answers as the store does.
+#[test]
+fn a_backup_of_a_format_4_store_is_sound() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    drop(Store::create(path)?);
+    write_format_4_rows(path, "fs1")?;
+    let (a, b) = (file("/a.rs", "a1")?, file("/b.rs", "b1")?);
+    let ids = [a.id(), b.id()].map(str::to_string);
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    {
+        let store = Store::open(path)?;
+        let stat = stat_of("fs1", &[&a, &b])?;
+        store.transact_with_stat(vec![Op::put(a), Op::put(b)], Origin::Cli, stat)?;
+        let a2 = file("/a.rs", "a2")?;
+        let stat = stat_of("fs1", &[&a2])?;
+        store.transact_with_stat(vec![Op::put(a2)], Origin::Cli, stat)?;
+    }
+    drop_filesystem_tables(path)?;
+    set_format_version(path, 4)?;
+    let copy = tempfile::tempdir()?;
+    let copy = copy.path().join("copy");
+    let (before, before_paths) = {
+        let store = Store::open_read_only(path)?;
+        let report = store.backup(&copy)?;
+        assert!(report.findings.is_empty(), "{:?}", report.findings);
+        (
+            answers(&store, &ids)?,
+            path_answers(&store, "fs1", &["/a.rs", "/b.rs"])?,
+        )
+    };
+    let store = Store::open(&copy)?;
+    assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    assert_eq!(answers(&store, &ids)?, before);
+    assert_eq!(
+        path_answers(&store, "fs1", &["/a.rs", "/b.rs"])?,
+        before_paths
+    );
+    Ok(())
+}
+
 #[test]
 fn fsck_finds_a_versions_by_tx_row_format_5_does_not_write_and_one_it_lacks() -> TestResult {
     let dir = tempfile::tempdir()?;
