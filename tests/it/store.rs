@@ -1091,6 +1091,48 @@ fn a_backup_of_a_format_4_store_is_sound() -> TestResult {
     Ok(())
 }
 
+/// A deferred store over a format-4 file with files and stat entries reads their long keys,
+/// and its first write upgrades the file: the old files keep their keys, a new one on the same
+/// filesystem too, and fsck finds the store sound.
+#[test]
+fn a_deferred_store_upgrades_a_format_4_store_with_files_at_its_first_write() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    drop(Store::create(path)?);
+    write_format_4_rows(path, "fs1")?;
+    let (a, b) = (file("/a.rs", "a1")?, file("/b.rs", "b1")?);
+    {
+        let store = Store::open(path)?;
+        let stat = stat_of("fs1", &[&a, &b])?;
+        store.transact_with_stat(vec![Op::put(a.clone()), Op::put(b)], Origin::Cli, stat)?;
+    }
+    drop_filesystem_tables(path)?;
+    set_format_version(path, 4)?;
+    let paths = ["/a.rs", "/b.rs", "/c.rs"];
+    let before = path_answers(&Store::open_read_only(path)?, "fs1", &paths)?;
+    {
+        let store = Store::open_deferred(path)?;
+        assert_eq!(path_answers(&store, "fs1", &paths)?, before);
+        let (a2, c) = (file("/a.rs", "a2")?, file("/c.rs", "c1")?);
+        let stat = stat_of("fs1", &[&a2, &c])?;
+        store.transact_with_stat(vec![Op::put(a2), Op::put(c.clone())], Origin::Cli, stat)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+        assert_eq!(store.entity_at_path("fs1", "/c.rs")?.as_deref(), Some(c.id()));
+        assert_eq!(store.stat_cache("fs1", "/")?.len(), 3);
+        assert!(
+            store
+                .as_of(a.id(), None, None)?
+                .and_then(|v| v.object)
+                .is_some_and(|o| o.content() == Some("a2"))
+        );
+    }
+    assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
+    assert_eq!(fs_key_tags(path)?, (vec![1; 3], vec![1; 3]));
+    let store = Store::open(path)?;
+    assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    Ok(())
+}
+
 /// Every bitemporal answer of entities written every way (a first write of one row or two,
 /// two writes in one transaction, writes at earlier valid times, corrections, deletes,
 /// evictions and writes after them), as of every transaction and valid time, with format 5's
