@@ -1117,7 +1117,10 @@ fn a_deferred_store_upgrades_a_format_4_store_with_files_at_its_first_write() ->
         let stat = stat_of("fs1", &[&a2, &c])?;
         store.transact_with_stat(vec![Op::put(a2), Op::put(c.clone())], Origin::Cli, stat)?;
         assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
-        assert_eq!(store.entity_at_path("fs1", "/c.rs")?.as_deref(), Some(c.id()));
+        assert_eq!(
+            store.entity_at_path("fs1", "/c.rs")?.as_deref(),
+            Some(c.id())
+        );
         assert_eq!(store.stat_cache("fs1", "/")?.len(), 3);
         assert!(
             store
@@ -1387,6 +1390,58 @@ fn fsck_finds_filesystem_numbers_that_disagree_with_each_other_or_with_the_rows(
     let found = kinds(path)?;
     assert!(!found.contains(&"filesystems"), "{found:?}");
     assert!(found.contains(&"paths"), "{found:?}");
+    Ok(())
+}
+
+/// `fsck --repair` (a rebuild) repairs the filesystem numbers fsck finds disagreeing, as its
+/// findings say it does: a number `filesystem_ids` names for another filesystem, or lost from
+/// it (where the next filesystem would get the same number).
+#[test]
+fn a_rebuild_repairs_filesystem_numbers_that_disagree() -> TestResult {
+    let other = |path: &str| -> TestResult<Object> {
+        Ok(Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs2".into(),
+                path: path.into(),
+            },
+            "other".into(),
+        )?)
+    };
+    for lost in [false, true] {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path();
+        let a = file("/a.rs", "a")?;
+        Store::create(path)?.transact(vec![Op::put(a.clone())], Origin::Cli)?;
+        {
+            let db = redb::Database::open(path.join("store.redb"))?;
+            let tx = db.begin_write()?;
+            {
+                let mut ids = tx.open_table(FILESYSTEM_IDS)?;
+                match lost {
+                    true => drop(ids.remove(1)?),
+                    false => drop(ids.insert(1, b"\x01fs9".as_slice())?),
+                }
+            }
+            tx.commit()?;
+        }
+        let store = Store::open(path)?;
+        let found: Vec<&str> = store.fsck()?.iter().map(|f| f.kind).collect();
+        assert!(found.contains(&"filesystems"), "{found:?}");
+        store.fsck_rebuild()?;
+        assert!(store.fsck()?.is_empty(), "lost {lost}: {:?}", store.fsck()?);
+        // A new filesystem gets a number of its own.
+        let b = other("/a.rs")?;
+        store.transact(vec![Op::put(b.clone())], Origin::Cli)?;
+        assert!(store.fsck()?.is_empty(), "lost {lost}: {:?}", store.fsck()?);
+        assert_eq!(
+            store.entity_at_path("fs1", "/a.rs")?.as_deref(),
+            Some(a.id())
+        );
+        assert_eq!(
+            store.entity_at_path("fs2", "/a.rs")?.as_deref(),
+            Some(b.id())
+        );
+    }
     Ok(())
 }
 
