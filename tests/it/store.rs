@@ -2519,3 +2519,41 @@ fn random_commits_forks_and_evicts_of_chats_sharing_records() -> TestResult {
     }
     Ok(())
 }
+
+/// Two deferred stores (two `strata index` runs) plan from the same state: x is new to both.
+/// The first to write takes the file; the second waits for it at its first write and then
+/// applies what it planned before, writing x again (a second, identical version: `history`
+/// shows the file changed twice). Before the deferred open the second run waited at its open
+/// and planned after the first had written. A store whose head moved between its deferred
+/// open and its first write should refuse to write a plan made from the older state (or the
+/// scan re-plan).
+#[test]
+#[ignore = "deferred open: a run that planned before another run wrote applies its stale plan \
+            after it; needs a rule for a head that moved before the first write (refuse or \
+            re-plan)"]
+fn a_deferred_store_does_not_apply_a_plan_made_before_another_writer_wrote() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().to_path_buf();
+    drop(Store::create(&path)?);
+    let (a, b) = (Store::open_deferred(&path)?, Store::open_deferred(&path)?);
+    let x = file("/x.rs", "x")?;
+    assert!(a.get_if_known(x.id())?.is_none());
+    assert!(b.get_if_known(x.id())?.is_none());
+    let planned = x.clone();
+    let second = std::thread::spawn(move || -> Result<(), String> {
+        // Its first write waits for `a`'s read-only handle, then for `a`'s writes.
+        let written = b.transact(vec![Op::put(planned)], Origin::Cli);
+        written.map(|_| ()).map_err(|e| e.to_string())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    a.transact(vec![Op::put(x.clone())], Origin::Cli)?;
+    drop(a);
+    let _ = second.join().map_err(|_| "the second run panicked")?;
+    let store = Store::open_read_only(&path)?;
+    assert_eq!(
+        store.history(x.id(), HistoryQuery::default())?.len(),
+        1,
+        "x written once"
+    );
+    Ok(())
+}
