@@ -1048,6 +1048,23 @@ fn a_format_4_store_is_read_as_it_is_and_written_in_format_5_after_its_last_tx()
     Ok(())
 }
 
+/// Makes in `path` a format-4 store of the transactions `writes` (each a put of its files on
+/// fs1, with their stat cache entries): long keys, every `versions_by_tx` row, no filesystem
+/// tables.
+fn format_4_store(path: &std::path::Path, writes: &[&[&Object]]) -> TestResult {
+    drop(Store::create(path)?);
+    write_format_4_rows(path, "fs1")?;
+    {
+        let store = Store::open(path)?;
+        for files in writes {
+            let ops = files.iter().map(|f| Op::put((*f).clone())).collect();
+            store.transact_with_stat(ops, Origin::Cli, stat_of("fs1", files)?)?;
+        }
+    }
+    drop_filesystem_tables(path)?;
+    set_format_version(path, 4)
+}
+
 /// A backup of a format-4 store read by this build (opened read-only, never upgraded) is a copy
 /// fsck finds sound: its long `paths` keys are read as they are, and the copy reopens and
 /// answers as the store does.
@@ -1055,21 +1072,14 @@ fn a_format_4_store_is_read_as_it_is_and_written_in_format_5_after_its_last_tx()
 fn a_backup_of_a_format_4_store_is_sound() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path();
-    drop(Store::create(path)?);
-    write_format_4_rows(path, "fs1")?;
-    let (a, b) = (file("/a.rs", "a1")?, file("/b.rs", "b1")?);
+    let (a, b, a2) = (
+        file("/a.rs", "a1")?,
+        file("/b.rs", "b1")?,
+        file("/a.rs", "a2")?,
+    );
     let ids = [a.id(), b.id()].map(str::to_string);
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-    {
-        let store = Store::open(path)?;
-        let stat = stat_of("fs1", &[&a, &b])?;
-        store.transact_with_stat(vec![Op::put(a), Op::put(b)], Origin::Cli, stat)?;
-        let a2 = file("/a.rs", "a2")?;
-        let stat = stat_of("fs1", &[&a2])?;
-        store.transact_with_stat(vec![Op::put(a2)], Origin::Cli, stat)?;
-    }
-    drop_filesystem_tables(path)?;
-    set_format_version(path, 4)?;
+    format_4_store(path, &[&[&a, &b], &[&a2]])?;
     let copy = tempfile::tempdir()?;
     let copy = copy.path().join("copy");
     let (before, before_paths) = {
@@ -1098,16 +1108,8 @@ fn a_backup_of_a_format_4_store_is_sound() -> TestResult {
 fn a_deferred_store_upgrades_a_format_4_store_with_files_at_its_first_write() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path();
-    drop(Store::create(path)?);
-    write_format_4_rows(path, "fs1")?;
     let (a, b) = (file("/a.rs", "a1")?, file("/b.rs", "b1")?);
-    {
-        let store = Store::open(path)?;
-        let stat = stat_of("fs1", &[&a, &b])?;
-        store.transact_with_stat(vec![Op::put(a.clone()), Op::put(b)], Origin::Cli, stat)?;
-    }
-    drop_filesystem_tables(path)?;
-    set_format_version(path, 4)?;
+    format_4_store(path, &[&[&a, &b]])?;
     let paths = ["/a.rs", "/b.rs", "/c.rs"];
     let before = path_answers(&Store::open_read_only(path)?, "fs1", &paths)?;
     {
