@@ -821,6 +821,27 @@ pub fn fs_number_key(n: u32) -> Vec<u8> {
     out
 }
 
+/// The filesystem number of a key prefix made by [`fs_number_key`]; `None` for any other key.
+pub fn fs_number_of_key(key: &[u8]) -> Option<u32> {
+    let (&tag, rest) = key.split_first()?;
+    if tag != FS_NUMBER {
+        return None;
+    }
+    let mut n = 0u64;
+    for (i, &byte) in rest.iter().enumerate() {
+        if i >= 5 {
+            return None;
+        }
+        n |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return (i + 1 == rest.len())
+                .then(|| u32::try_from(n).ok())
+                .flatten();
+        }
+    }
+    None
+}
+
 /// The key of an id that is not a hash (and of every such id that starts with `prefix`).
 pub fn text_id_key(prefix: &str) -> Vec<u8> {
     let mut out = vec![ID_TEXT];
@@ -1293,6 +1314,16 @@ mod tests {
             Err(Error::Corrupt { .. })
         ));
         Ok(())
+    }
+
+    #[test]
+    fn filesystem_number_keys_read_back() {
+        for n in [1, 127, 128, 300, u32::MAX - 1] {
+            assert_eq!(fs_number_of_key(&fs_number_key(n)), Some(n));
+        }
+        assert_eq!(fs_number_of_key(&id_key("fs")), None);
+        assert_eq!(fs_number_of_key(&[FS_NUMBER, 0x80]), None);
+        assert_eq!(fs_number_of_key(&[FS_NUMBER, 1, 1]), None);
     }
 
     #[test]

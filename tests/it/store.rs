@@ -1048,6 +1048,245 @@ fn a_format_4_store_is_read_as_it_is_and_written_in_format_5_after_its_last_tx()
     Ok(())
 }
 
+/// Makes in `path` a format-4 store of the transactions `writes` (each a put of its files on
+/// fs1, with their stat cache entries): long keys, every `versions_by_tx` row, no filesystem
+/// tables.
+fn format_4_store(path: &std::path::Path, writes: &[&[&Object]]) -> TestResult {
+    drop(Store::create(path)?);
+    write_format_4_rows(path, "fs1")?;
+    {
+        let store = Store::open(path)?;
+        for files in writes {
+            let ops = files.iter().map(|f| Op::put((*f).clone())).collect();
+            store.transact_with_stat(ops, Origin::Cli, stat_of("fs1", files)?)?;
+        }
+    }
+    drop_filesystem_tables(path)?;
+    set_format_version(path, 4)
+}
+
+/// A backup of a format-4 store read by this build (opened read-only, never upgraded) is a copy
+/// fsck finds sound: its long `paths` keys are read as they are, and the copy reopens and
+/// answers as the store does.
+#[test]
+fn a_backup_of_a_format_4_store_is_sound() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    let (a, b, a2) = (
+        file("/a.rs", "a1")?,
+        file("/b.rs", "b1")?,
+        file("/a.rs", "a2")?,
+    );
+    let ids = [a.id(), b.id()].map(str::to_string);
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    format_4_store(path, &[&[&a, &b], &[&a2]])?;
+    let copy = tempfile::tempdir()?;
+    let copy = copy.path().join("copy");
+    let (before, before_paths) = {
+        let store = Store::open_read_only(path)?;
+        let report = store.backup(&copy)?;
+        assert!(report.findings.is_empty(), "{:?}", report.findings);
+        (
+            answers(&store, &ids)?,
+            path_answers(&store, "fs1", &["/a.rs", "/b.rs"])?,
+        )
+    };
+    let store = Store::open(&copy)?;
+    assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    assert_eq!(answers(&store, &ids)?, before);
+    assert_eq!(
+        path_answers(&store, "fs1", &["/a.rs", "/b.rs"])?,
+        before_paths
+    );
+    Ok(())
+}
+
+/// A deferred store over a format-4 file with files and stat entries reads their long keys,
+/// and its first write upgrades the file: the old files keep their keys, a new one on the same
+/// filesystem too, and fsck finds the store sound.
+#[test]
+fn a_deferred_store_upgrades_a_format_4_store_with_files_at_its_first_write() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    let (a, b) = (file("/a.rs", "a1")?, file("/b.rs", "b1")?);
+    format_4_store(path, &[&[&a, &b]])?;
+    let paths = ["/a.rs", "/b.rs", "/c.rs"];
+    let before = path_answers(&Store::open_read_only(path)?, "fs1", &paths)?;
+    {
+        let store = Store::open_deferred(path)?;
+        assert_eq!(path_answers(&store, "fs1", &paths)?, before);
+        let (a2, c) = (file("/a.rs", "a2")?, file("/c.rs", "c1")?);
+        let stat = stat_of("fs1", &[&a2, &c])?;
+        store.transact_with_stat(vec![Op::put(a2), Op::put(c.clone())], Origin::Cli, stat)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+        assert_eq!(
+            store.entity_at_path("fs1", "/c.rs")?.as_deref(),
+            Some(c.id())
+        );
+        assert_eq!(store.stat_cache("fs1", "/")?.len(), 3);
+        assert!(
+            store
+                .as_of(a.id(), None, None)?
+                .and_then(|v| v.object)
+                .is_some_and(|o| o.content() == Some("a2"))
+        );
+    }
+    assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
+    assert_eq!(fs_key_tags(path)?, (vec![1; 3], vec![1; 3]));
+    let store = Store::open(path)?;
+    assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    Ok(())
+}
+
+/// Every bitemporal answer of entities written every way (a first write of one row or two,
+/// two writes in one transaction, writes at earlier valid times, corrections, deletes,
+/// evictions and writes after them), as of every transaction and valid time, with format 5's
+/// rows (some `versions_by_tx` rows omitted).
+fn bitemporal_answers(store: &Store, ids: &[&str], txs: u64) -> TestResult<Vec<String>> {
+    let mut out = Vec::new();
+    for id in ids {
+        for tx in 1..=txs + 1 {
+            let mut line = format!("{id} @tx{tx}:");
+            for d in [None, Some(1), Some(2), Some(3), Some(4), Some(5), Some(6)] {
+                let vt = d.map(day).transpose()?;
+                let answer = match store.version_info(id, vt, Some(TxId(tx))) {
+                    Ok(v) => format!("{:?}", v.map(|v| (v.tx_id, v.object_hash))),
+                    Err(e) => format!("error {}", e.kind()),
+                };
+                line += &format!(" {answer}");
+            }
+            let history = store.history(
+                id,
+                HistoryQuery {
+                    with_corrections: true,
+                    as_of_tx: Some(TxId(tx)),
+                    ..HistoryQuery::default()
+                },
+            );
+            let history = match history {
+                Ok(h) => format!(
+                    "{:?}",
+                    h.iter()
+                        .map(|v| (
+                            v.valid_from == v.tx_time,
+                            v.tx_id,
+                            v.object_hash,
+                            v.valid_to.is_some()
+                        ))
+                        .collect::<Vec<_>>()
+                ),
+                Err(e) => format!("error {}", e.kind()),
+            };
+            line += &format!(" / {history}");
+            out.push(line);
+        }
+    }
+    Ok(out)
+}
+
+/// Format 5's omitted `versions_by_tx` rows answer as format 4's full rows do, for writes of
+/// every kind: a store writing format 4's rows and one writing format 5's, given the same
+/// transactions, answer the same as of every transaction and valid time, before and after a
+/// rebuild.
+#[test]
+fn format_5_rows_answer_as_format_4_rows_for_every_kind_of_write() -> TestResult {
+    let (four, five) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    drop(Store::create(four.path())?);
+    write_format_4_rows(four.path(), "fs1")?;
+    drop(Store::create(five.path())?);
+    let ids: Vec<String> = ["/a", "/b", "/c", "/d", "/e", "/f", "/g", "/h"]
+        .iter()
+        .map(|p| file(p, "x").map(|o| o.id().to_string()))
+        .collect::<TestResult<_>>()?;
+    let id = |p: &str| -> TestResult<String> { Ok(file(p, "x")?.id().to_string()) };
+    let txs: Vec<Vec<Op>> = vec![
+        vec![
+            // One row at an earlier valid time; one row now; two rows (a range).
+            Op::put_at(file("/a", "a1")?, day(3)?, None),
+            Op::put(file("/b", "b1")?),
+            Op::put_at(file("/c", "c1")?, day(2)?, Some(day(4)?)),
+            // Two writes in the first transaction: now twice; now, then earlier.
+            Op::put(file("/d", "d1")?),
+            Op::put(file("/e", "e1")?),
+        ],
+        vec![
+            // Second writes in the first one's commit (a group): now; at an earlier time.
+            Op::put(file("/d", "d2")?),
+            Op::put_at(file("/e", "e2")?, day(1)?, None),
+        ],
+        vec![
+            // A write at an earlier valid time; a correction of a past range.
+            Op::put_at(file("/a", "a2")?, day(1)?, None),
+            Op::put_at(file("/b", "b2")?, day(2)?, Some(day(3)?)),
+            Op::put(file("/f", "f1")?),
+            Op::put_at(file("/h", "h1")?, day(5)?, None),
+        ],
+        vec![Op::Evict { entity: id("/f")? }],
+        vec![Op::put(file("/f", "f2")?), Op::put(file("/g", "g1")?)],
+        vec![
+            Op::put_at(file("/h", "h2")?, day(5)?, None),
+            Op::delete(id("/b")?),
+        ],
+        vec![Op::put_at(file("/c", "c2")?, day(3)?, None)],
+        // An eviction and a first write again in one commit (a group).
+        vec![Op::Evict { entity: id("/g")? }],
+        vec![Op::put(file("/g", "g2")?)],
+    ];
+    for dir in [four.path(), five.path()] {
+        let store = Store::open(dir)?;
+        let group = txs[..2]
+            .iter()
+            .map(|ops| strata::TxRequest {
+                ops: ops.clone(),
+                origin: Origin::Cli,
+                stat: None,
+            })
+            .collect();
+        for receipt in store.transact_group(group) {
+            receipt?;
+        }
+        let last = txs.len() - 2;
+        for ops in &txs[2..last] {
+            store.transact(ops.clone(), Origin::Cli)?;
+        }
+        let group = txs[last..]
+            .iter()
+            .map(|ops| strata::TxRequest {
+                ops: ops.clone(),
+                origin: Origin::Cli,
+                stat: None,
+            })
+            .collect();
+        for receipt in store.transact_group(group) {
+            receipt?;
+        }
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    }
+    let n = txs.len() as u64;
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let want = bitemporal_answers(&Store::open_read_only(four.path())?, &ids, n)?;
+    let (rows_four, rows_five) = (version_rows(four.path())?, version_rows(five.path())?);
+    assert!(rows_five.1 < rows_four.1, "{rows_four:?} {rows_five:?}");
+    assert_eq!(
+        bitemporal_answers(&Store::open_read_only(five.path())?, &ids, n)?,
+        want
+    );
+    let store = Store::open(five.path())?;
+    assert_eq!(bitemporal_answers(&store, &ids, n)?, want);
+    store.fsck_rebuild()?;
+    assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    assert_eq!(bitemporal_answers(&store, &ids, n)?, want);
+    drop(store);
+    // The store of format 4's rows, rebuilt, has format 5's and answers the same.
+    let store = Store::open(four.path())?;
+    store.fsck_rebuild()?;
+    assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    assert_eq!(bitemporal_answers(&store, &ids, n)?, want);
+    drop(store);
+    assert_eq!(version_rows(four.path())?, version_rows(five.path())?);
+    Ok(())
+}
+
 #[test]
 fn fsck_finds_a_versions_by_tx_row_format_5_does_not_write_and_one_it_lacks() -> TestResult {
     let dir = tempfile::tempdir()?;
@@ -1161,6 +1400,58 @@ fn fsck_finds_filesystem_numbers_that_disagree_with_each_other_or_with_the_rows(
     let found = kinds(path)?;
     assert!(!found.contains(&"filesystems"), "{found:?}");
     assert!(found.contains(&"paths"), "{found:?}");
+    Ok(())
+}
+
+/// `fsck --repair` (a rebuild) repairs the filesystem numbers fsck finds disagreeing, as its
+/// findings say it does: a number `filesystem_ids` names for another filesystem, or lost from
+/// it (where the next filesystem would get the same number).
+#[test]
+fn a_rebuild_repairs_filesystem_numbers_that_disagree() -> TestResult {
+    let other = |path: &str| -> TestResult<Object> {
+        Ok(Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs2".into(),
+                path: path.into(),
+            },
+            "other".into(),
+        )?)
+    };
+    for lost in [false, true] {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path();
+        let a = file("/a.rs", "a")?;
+        Store::create(path)?.transact(vec![Op::put(a.clone())], Origin::Cli)?;
+        {
+            let db = redb::Database::open(path.join("store.redb"))?;
+            let tx = db.begin_write()?;
+            {
+                let mut ids = tx.open_table(FILESYSTEM_IDS)?;
+                match lost {
+                    true => drop(ids.remove(1)?),
+                    false => drop(ids.insert(1, b"\x01fs9".as_slice())?),
+                }
+            }
+            tx.commit()?;
+        }
+        let store = Store::open(path)?;
+        let found: Vec<&str> = store.fsck()?.iter().map(|f| f.kind).collect();
+        assert!(found.contains(&"filesystems"), "{found:?}");
+        store.fsck_rebuild()?;
+        assert!(store.fsck()?.is_empty(), "lost {lost}: {:?}", store.fsck()?);
+        // A new filesystem gets a number of its own.
+        let b = other("/a.rs")?;
+        store.transact(vec![Op::put(b.clone())], Origin::Cli)?;
+        assert!(store.fsck()?.is_empty(), "lost {lost}: {:?}", store.fsck()?);
+        assert_eq!(
+            store.entity_at_path("fs1", "/a.rs")?.as_deref(),
+            Some(a.id())
+        );
+        assert_eq!(
+            store.entity_at_path("fs2", "/a.rs")?.as_deref(),
+            Some(b.id())
+        );
+    }
     Ok(())
 }
 
@@ -2236,5 +2527,43 @@ fn random_commits_forks_and_evicts_of_chats_sharing_records() -> TestResult {
         }
         assert_eq!(stored_counts(&store)?, (0, 0, 0), "seed {seed}");
     }
+    Ok(())
+}
+
+/// Two deferred stores (two `strata index` runs) plan from the same state: x is new to both.
+/// The first to write takes the file; the second waits for it at its first write and then
+/// applies what it planned before, writing x again (a second, identical version: `history`
+/// shows the file changed twice). Before the deferred open the second run waited at its open
+/// and planned after the first had written. A store whose head moved between its deferred
+/// open and its first write should refuse to write a plan made from the older state (or the
+/// scan re-plan).
+#[test]
+#[ignore = "deferred open: a run that planned before another run wrote applies its stale plan \
+            after it; needs a rule for a head that moved before the first write (refuse or \
+            re-plan)"]
+fn a_deferred_store_does_not_apply_a_plan_made_before_another_writer_wrote() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().to_path_buf();
+    drop(Store::create(&path)?);
+    let (a, b) = (Store::open_deferred(&path)?, Store::open_deferred(&path)?);
+    let x = file("/x.rs", "x")?;
+    assert!(a.get_if_known(x.id())?.is_none());
+    assert!(b.get_if_known(x.id())?.is_none());
+    let planned = x.clone();
+    let second = std::thread::spawn(move || -> Result<(), String> {
+        // Its first write waits for `a`'s read-only handle, then for `a`'s writes.
+        let written = b.transact(vec![Op::put(planned)], Origin::Cli);
+        written.map(|_| ()).map_err(|e| e.to_string())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    a.transact(vec![Op::put(x.clone())], Origin::Cli)?;
+    drop(a);
+    let _ = second.join().map_err(|_| "the second run panicked")?;
+    let store = Store::open_read_only(&path)?;
+    assert_eq!(
+        store.history(x.id(), HistoryQuery::default())?.len(),
+        1,
+        "x written once"
+    );
     Ok(())
 }

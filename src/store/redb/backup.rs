@@ -73,6 +73,14 @@ impl RedbStore {
         copy_table(&rtx, &wtx, STAT_CACHE)?;
         copy_table(&rtx, &wtx, FILESYSTEMS)?;
         copy_table(&rtx, &wtx, FILESYSTEM_IDS)?;
+        if matches!(
+            rtx.open_table(FILESYSTEMS),
+            Err(redb::TableError::TableDoesNotExist(_))
+        ) {
+            // A format-4 file read as it is: its rows have long keys, which the copy (made with
+            // the filesystem tables) must be told to keep, as the upgrade does.
+            super::fsnum::register_long(&wtx)?;
+        }
         {
             // A store made before evictions were recorded keeps saying so.
             let has_since = rtx

@@ -44,6 +44,12 @@ impl RedbStore {
         // emptied, so the next scan reads every file again (unchanged ones stay unchanged).
         wtx.delete_table(STAT_CACHE).db()?;
         wtx.open_table(STAT_CACHE).db()?;
+        // Only `paths` and the stat cache use the filesystem numbers, both made anew here: the
+        // replay numbers the filesystems afresh (repairing numbers the two tables disagree on).
+        wtx.delete_table(FILESYSTEMS).db()?;
+        wtx.delete_table(FILESYSTEM_IDS).db()?;
+        wtx.open_table(FILESYSTEMS).db()?;
+        wtx.open_table(FILESYSTEM_IDS).db()?;
         // Metadata snapshots summarise the rows rebuilt here: emptied, the next resume reads
         // row by row and writes them anew.
         wtx.delete_table(META_SNAPSHOTS).db()?;

@@ -249,6 +249,17 @@ struct Source {
     op_entities: HashMap<(u64, u32), String>,
     /// Tables that could not be read through, with why.
     unreadable: Vec<(&'static str, String)>,
+    /// Filesystem number → its id, as `filesystem_ids` lists them (format 5).
+    filesystems: HashMap<u32, String>,
+}
+
+/// The filesystem id of a `paths` or `stat_cache` key prefix: its id's key, or its number's
+/// (format 5) when `numbers` (`filesystem_ids`) names it.
+fn filesystem_of_key(numbers: &HashMap<u32, String>, fs: &[u8]) -> Option<String> {
+    match codec::fs_number_of_key(fs) {
+        Some(n) => numbers.get(&n).cloned(),
+        None => codec::id_of_key(fs, "filesystem id").ok(),
+    }
 }
 
 impl Source {
@@ -342,6 +353,12 @@ impl Source {
                 source.op_entities.insert((tx, n), id);
             }
         }
+        let (numbers, _) = read_rows(db, FILESYSTEM_IDS, |k: u32, v: &[u8]| (k, v.to_vec()));
+        for (n, key) in numbers {
+            if let Ok(id) = codec::id_of_key(&key, "filesystem id") {
+                source.filesystems.insert(n, id);
+            }
+        }
         let own = |k: (&[u8], &str), _| (k.0.to_vec(), k.1.to_string());
         let (paths, problem) = read_rows(db, PATHS, |k, _: u64| own(k, ()));
         if let Some(problem) = problem {
@@ -352,7 +369,7 @@ impl Source {
             source.unreadable.push(("stat_cache", problem));
         }
         for (fs, path) in paths.into_iter().chain(cached) {
-            let Ok(filesystem_id) = codec::id_of_key(&fs, "filesystem id") else {
+            let Some(filesystem_id) = filesystem_of_key(&source.filesystems, &fs) else {
                 continue;
             };
             let file = crate::object::Source::Filesystem(FilesystemSource {
@@ -549,6 +566,7 @@ impl Source {
             }
         }
         // The names of files, wherever they verify.
+        let filesystems = &self.filesystems;
         let mut name = |id: String, path: Option<String>| match self.entities.get_mut(&id) {
             Some(known @ None) => *known = path,
             Some(Some(_)) => {}
@@ -579,7 +597,7 @@ impl Source {
                     None => name(id, None),
                 }
             } else if let Some((fs, path)) = scan::split_path_key(key)
-                && let Ok(fs) = codec::id_of_key(fs, "filesystem id")
+                && let Some(fs) = filesystem_of_key(filesystems, fs)
                 && let Some(id) = file_id(fs, path)
             {
                 name(id, Some(path.to_string()));
@@ -587,7 +605,7 @@ impl Source {
         }
         for key in &scan.var_u64 {
             if let Some((fs, path)) = scan::split_path_key(key)
-                && let Ok(fs) = codec::id_of_key(fs, "filesystem id")
+                && let Some(fs) = filesystem_of_key(filesystems, fs)
                 && let Some(id) = file_id(fs, path)
             {
                 name(id, Some(path.to_string()));
@@ -1263,6 +1281,49 @@ fn finally_evicted(source: &Source) -> HashSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With the `entities` table lost, the files that `paths` and the stat cache list are still
+    /// named by their paths: a numbered filesystem's keys (format 5) as its id's.
+    #[test]
+    fn the_paths_and_stat_cache_of_a_numbered_filesystem_name_their_files() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let object = crate::object::Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: "/a.rs".into(),
+            },
+            "text".into(),
+        )?;
+        let id = object.id().to_string();
+        {
+            let store = RedbStore::create(dir.path())?;
+            let update = crate::store::StatUpdate {
+                filesystem_id: "fs".into(),
+                puts: vec![(
+                    "/a.rs".into(),
+                    crate::store::StatEntry {
+                        stat: crate::store::FileStat {
+                            size: 4,
+                            mtime_ns: 1,
+                            ctime_ns: 1,
+                            inode: 1,
+                        },
+                        file_hash: *object.file_hash().ok_or_else(|| Error::invariant("hash"))?,
+                        scan_start_ns: 0,
+                    },
+                )],
+                removes: Vec::new(),
+            };
+            store.transact_with_stat(vec![Op::put(object)], Origin::Cli, update)?;
+        }
+        let db = Database::open(dir.path().join(DB_FILE)).db()?;
+        let wtx = db.begin_write().db()?;
+        wtx.delete_table(ENTITIES).db()?;
+        wtx.commit().db()?;
+        let source = Source::read(&db);
+        assert_eq!(source.entities.get(&id), Some(&Some("/a.rs".to_string())));
+        Ok(())
+    }
 
     /// A record keyed far past the others (a damaged key) ends the log there; gaps of lost
     /// records within reach do not.
