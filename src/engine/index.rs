@@ -55,7 +55,6 @@ impl IndexRequest {
                 return answered;
             }
         }
-        let indexer = Indexer::new(&engine.store, &settings)?;
         let skip_dirs = engine
             .dir
             .iter()
@@ -67,7 +66,17 @@ impl IndexRequest {
             threads: self.threads.unwrap_or(0),
             ..ScanOptions::default()
         };
-        let summary = scan(&indexer, &roots, &options, progress)?;
+        let indexer = Indexer::new(&engine.store, &settings)?;
+        let summary = match scan(&indexer, &roots, &options, progress) {
+            // A store opened to write at its first write refused that write: another process
+            // committed after this scan read the store, so nothing was written. The handle
+            // writes now, so a second scan plans from the store as it is.
+            Err(err) if crate::store::is_written_meanwhile(&err) => {
+                let indexer = Indexer::new(&engine.store, &settings)?;
+                scan(&indexer, &roots, &options, progress)?
+            }
+            other => other?,
+        };
         engine.publish(&summary.tx_ids);
         Ok(summary)
     }

@@ -57,7 +57,7 @@ pub use rescue::{BackupReport, Rebuild, SalvageReport};
 pub use stat::{FileStat, StatEntry, StatUpdate};
 pub use time::{Timestamp, TxId};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::hash::Hash;
 
 /// The number of cores this process may use, asked of the system once per process (the
@@ -78,6 +78,16 @@ pub const DB_FILE: &str = "store.redb";
 pub const BACKEND_FILE: &str = "store.backend";
 /// The informational lock file's name inside the store directory.
 pub const LOCK_FILE: &str = "store.lock";
+
+/// The `entity` of the [`Error::Conflict`] that refuses the first write of a store opened to
+/// write at its first write ([`Store::open_deferred`]) when another process committed after it
+/// was opened: nothing was written, and planning again from the store as it is then succeeds.
+pub(crate) const WRITTEN_MEANWHILE: &str = "the store";
+
+/// Whether `err` is the refusal [`WRITTEN_MEANWHILE`] names.
+pub(crate) fn is_written_meanwhile(err: &Error) -> bool {
+    matches!(err, Error::Conflict { entity, .. } if entity == WRITTEN_MEANWHILE)
+}
 
 /// The bitemporal store's contract: everything the index, sessions and the engine ask of a
 /// storage engine. redb implements it; a second engine (PostgreSQL) implements the same contract
@@ -745,10 +755,12 @@ impl Store {
     /// Opens the existing store in `dir` to write, reading through a read-only redb handle until
     /// the first write begins (which opens the file to write then): a command that finds nothing
     /// to write, as an unchanged re-index, writes and syncs nothing. PostgreSQL opens as
-    /// [`Store::open`] does.
+    /// [`Store::open`] does. When another process committed between the open and the first
+    /// write, that write is refused with nothing written (what was read may be stale); the
+    /// store writes from then on, so planning again and writing again goes through.
     ///
     /// # Errors
-    /// As [`Store::open`].
+    /// As [`Store::open`]; the first write fails with [`Error::Conflict`] as said above.
     pub fn open_deferred(dir: impl AsRef<Path>) -> Result<Self> {
         if let Some(store) = pointed(dir.as_ref(), PgOpen::Open)? {
             return Ok(store);

@@ -431,3 +431,52 @@ fn a_scan_of_a_deferred_store_writes_nothing_for_an_unchanged_tree_and_every_cha
     assert_eq!(store.fsck()?, Vec::new());
     Ok(())
 }
+
+/// Two `strata index` runs of one tree at once, each opened to write at its first write: the
+/// one that writes second read the store before the other wrote, so its first write is refused
+/// and the scan plans again from the store as it is. Every file ends with one version, created
+/// by one run and unchanged for the other.
+#[test]
+fn two_deferred_index_runs_at_once_write_each_file_once() -> TestResult {
+    use strata::engine::{Access, Apply, Engine, IndexRequest};
+    let tmp = tempfile::tempdir()?;
+    let root = fs::canonicalize(tmp.path())?;
+    let tree = root.join("tree");
+    let files = make_tree(&tree, 7)?;
+    let dir = root.join("s.strata");
+    drop(Store::create(&dir)?);
+    let request = || IndexRequest {
+        paths: vec![tree.to_string_lossy().into_owned()],
+        cwd: None,
+        threads: Some(2),
+    };
+    // Both read the empty store before either writes.
+    let first = Engine::open(&dir, Access::CreateDeferred)?;
+    let second = Engine::open(&dir, Access::CreateDeferred)?;
+    let other = std::thread::spawn({
+        let request = request();
+        move || request.apply(&second).map_err(|e| e.to_string())
+    });
+    let mine = request().apply(&first)?;
+    drop(first);
+    let theirs = other.join().map_err(|_| "the other run panicked")??;
+    let created = mine.created + theirs.created;
+    assert_eq!(created as usize, files.len(), "{mine:?} {theirs:?}");
+    assert_eq!(
+        (mine.unchanged + theirs.unchanged) as usize,
+        files.len(),
+        "{mine:?} {theirs:?}"
+    );
+    let store = Store::open_read_only(&dir)?;
+    assert_eq!(store.fsck()?, Vec::new());
+    let fresh = Store::open_or_create(root.join("fresh.strata"))?;
+    let indexer = Indexer::new(&fresh, &Settings::default())?;
+    scan(
+        &indexer,
+        std::slice::from_ref(&tree),
+        &ScanOptions::default(),
+        &mut |_| {},
+    )?;
+    assert_eq!(answers(&store, &tree)?, answers(&fresh, &tree)?);
+    Ok(())
+}

@@ -159,6 +159,9 @@ pub(crate) struct RedbStore {
     /// Set while a store opened to write reads through a read-only handle, until its first write
     /// transaction opens the file to write ([`RedbStore::open_deferred`]).
     deferred: std::sync::atomic::AtomicBool,
+    /// The last transaction in the log when a deferred store was opened (0: none): its first
+    /// write is refused when another process committed before it took the file.
+    deferred_from: std::sync::atomic::AtomicU64,
     dir: Option<PathBuf>,
     /// (length, bytes allocated on disk) of `store.redb` when this handle opened it to write (see
     /// `Drop`).

@@ -283,6 +283,7 @@ impl RedbStore {
             handle: std::sync::RwLock::new(Handle::ReadWrite(db)),
             read_only: false,
             deferred: std::sync::atomic::AtomicBool::new(false),
+            deferred_from: std::sync::atomic::AtomicU64::new(0),
             dir: None,
             opened: std::sync::Mutex::new((0, 0)),
             base_cache: docs::BaseCache::default(),
@@ -311,6 +312,7 @@ impl RedbStore {
             handle: std::sync::RwLock::new(Handle::ReadWrite(db)),
             read_only: false,
             deferred: std::sync::atomic::AtomicBool::new(false),
+            deferred_from: std::sync::atomic::AtomicU64::new(0),
             dir: Some(dir.to_path_buf()),
             opened: std::sync::Mutex::new(file_size(&path)),
             base_cache: docs::BaseCache::default(),
@@ -596,6 +598,7 @@ impl RedbStore {
                     handle: std::sync::RwLock::new(Handle::ReadOnly(db)),
                     read_only: !deferred,
                     deferred: std::sync::atomic::AtomicBool::new(deferred),
+                    deferred_from: std::sync::atomic::AtomicU64::new(0),
                     dir: Some(dir.to_path_buf()),
                     opened: std::sync::Mutex::new((0, 0)),
                     base_cache: docs::BaseCache::default(),
@@ -607,6 +610,12 @@ impl RedbStore {
                     full_repair: false,
                 };
                 store.check_format(&path).map_err(|e| damage_or(&path, e))?;
+                if deferred {
+                    let last = store.log_last().map_err(|e| damage_or(&path, e))?;
+                    store
+                        .deferred_from
+                        .store(last, std::sync::atomic::Ordering::SeqCst);
+                }
                 store.load_damage();
                 Ok(store)
             }
@@ -698,7 +707,31 @@ impl RedbStore {
         drop(handle);
         write_lock_file(dir)?;
         // A format 3 file is marked format 4 by its first open to write.
-        self.check_format(&path)
+        self.check_format(&path)?;
+        // What was read before may be stale when another process committed in between: the
+        // write is refused, before anything of it is made, so that the caller plans again (the
+        // handle now writes, so a second attempt reads the file as it is).
+        let (then, now) = (self.deferred_from.load(Ordering::SeqCst), self.log_last()?);
+        if now != then {
+            return Err(Error::Conflict {
+                entity: crate::store::WRITTEN_MEANWHILE.to_string(),
+                expected: format!(
+                    "its log ending at tx {then}, as this command read it before writing"
+                ),
+                actual: format!(
+                    "tx {now}: another process wrote meanwhile; nothing was written, run the \
+                     command again"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The last transaction in the log (0 when there is none).
+    fn log_last(&self) -> Result<u64> {
+        let rtx = self.read()?;
+        let tx_log = rtx.open_table(TX_LOG).db()?;
+        Ok(tx_log.last().db()?.map_or(0, |(k, _)| k.value()))
     }
 }
 

@@ -664,10 +664,19 @@ impl RedbStore {
                 Err(e) => {
                     let message = e.full_message();
                     for i in pending {
-                        results[i] = Some(Err(Error::storage(
-                            "beginning a group commit",
-                            message.clone(),
-                        )));
+                        results[i] = Some(Err(match &e {
+                            // A deferred store's refusal keeps its kind: the caller plans again.
+                            Error::Conflict {
+                                entity,
+                                expected,
+                                actual,
+                            } => Error::Conflict {
+                                entity: entity.clone(),
+                                expected: expected.clone(),
+                                actual: actual.clone(),
+                            },
+                            _ => Error::storage("beginning a group commit", message.clone()),
+                        }));
                     }
                     break;
                 }
