@@ -905,6 +905,9 @@ impl RedbStore {
             }
             scanned = try_read("reading the contents the scan found", || scan.contents()).ok();
         }
+        for (key, tx) in source.put_back_misplaced() {
+            tracing::info!("salvage: the log record under damaged key {key} verifies as tx {tx}");
+        }
         let target = RedbStore::create(new_dir)?;
         let mut salvage = Salvage {
             db: db.as_deref(),
@@ -934,7 +937,7 @@ impl RedbStore {
             );
         }
         if previous {
-            let last = source.headers.keys().next_back().copied().unwrap_or(0);
+            let last = unbroken_last(source.headers.keys().copied());
             salvage.lose(
                 "commit",
                 None,
@@ -957,9 +960,6 @@ impl RedbStore {
             if let Some(path) = path {
                 salvage.paths.insert(id.clone(), path.clone());
             }
-        }
-        for (key, tx) in source.put_back_misplaced() {
-            tracing::info!("salvage: the log record under damaged key {key} verifies as tx {tx}");
         }
         target.replay_salvaged(&source, &mut salvage)?;
         let mut report = salvage.report;
