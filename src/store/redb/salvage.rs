@@ -388,8 +388,9 @@ impl Source {
     /// Puts back log records whose keys were damaged (read past the unbroken log's end, see
     /// [`unbroken_last`]) at the transaction they verify for: a hole of the log next to a record
     /// it holds (or tx 1) where the record chains from the record before, the record after
-    /// chains from it, or every op body at that tx hashes to its digests. A record with no
-    /// such hole, or more than one, stays where it is (and is left out as damaged). Returns
+    /// chains from it, or every op body at that tx hashes to its digests (a hole the chain
+    /// names wins over one where only the bodies verify). A record with no such hole, or more
+    /// than one of the kind that decides, stays where it is (and is left out as damaged). Returns
     /// the records put back, as (damaged key, tx).
     fn put_back_misplaced(&mut self) -> Vec<(u64, u64)> {
         let last = unbroken_last(self.headers.keys().copied());
@@ -427,7 +428,7 @@ impl Source {
             let Some(Ok(record)) = self.headers.get(&key) else {
                 continue;
             };
-            let fits = |tx: u64| {
+            let chains = |tx: u64| {
                 let before = match tx {
                     1 => Some([0u8; 32]),
                     _ => match self.headers.get(&tx.saturating_sub(1)) {
@@ -441,12 +442,23 @@ impl Source {
                 };
                 before.is_some_and(|p| links(&p, tx, record))
                     || after.is_some_and(|n| links(&record.chain, tx.saturating_add(1), n))
-                    || (!record.digests.is_empty()
-                        && (0..record.digests.len() as u32)
-                            .all(|n| matches!(self.body(tx, n, record), Some(Ok(_)))))
             };
-            let mut found = holes.iter().copied().filter(|tx| fits(*tx));
-            let (Some(tx), None) = (found.next(), found.next()) else {
+            let bodies_verify = |tx: u64| {
+                !record.digests.is_empty()
+                    && (0..record.digests.len() as u32)
+                        .all(|n| matches!(self.body(tx, n, record), Some(Ok(_))))
+            };
+            // The chain names the tx itself, so a hole it links into wins over one where only
+            // the op bodies verify (the same ops may stand under two transactions).
+            let only = |fits: &dyn Fn(u64) -> bool| {
+                let mut found = holes.iter().copied().filter(|tx| fits(*tx));
+                match (found.next(), found.next()) {
+                    (Some(tx), None) => Some(Some(tx)),
+                    (None, _) => None,
+                    _ => Some(None),
+                }
+            };
+            let Some(Some(tx)) = only(&chains).or_else(|| only(&bodies_verify)) else {
                 continue;
             };
             if let Some(record) = self.headers.remove(&key) {
@@ -1406,6 +1418,55 @@ mod tests {
         }
         assert_eq!(source.put_back_misplaced(), vec![]);
         assert!(!source.headers.contains_key(&3));
+        Ok(())
+    }
+
+    /// A record that chains into one hole and whose op bodies also verify in another (the
+    /// same op under two transactions) goes where it chains; with no chain, where its bodies
+    /// verify.
+    #[test]
+    fn a_hole_the_chain_names_wins_over_one_where_only_the_bodies_verify() -> Result<()> {
+        let op = OpRec::Evict {
+            entity: codec::IdStr("e".repeat(64)),
+        };
+        let digest = log::op_digest(&op)?;
+        let chained_with_op = || -> Result<Source> {
+            let mut source = Source::default();
+            let mut chain = [0u8; 32];
+            for tx in 1..=8u64 {
+                let header = log::seal_header(
+                    &chain,
+                    tx,
+                    1_000 + tx as i64,
+                    &log::Origin::Indexer,
+                    vec![digest],
+                )?;
+                chain = header.chain;
+                let body = codec::encode_op(&op, header.tx_time)?;
+                source.bodies.insert((tx, 0), body);
+                source.headers.insert(tx, Ok(header));
+            }
+            Ok(source)
+        };
+        // tx 3 damaged, tx 6 lost: 3 chains into its hole, its body verifies in both.
+        let mut source = chained_with_op()?;
+        source.headers.remove(&6);
+        if let Some(Ok(h)) = source.headers.get(&3) {
+            // tx 6's body was written at tx 3's time in this source, so it verifies there too.
+            let body = codec::encode_op(&op, h.tx_time)?;
+            source.bodies.insert((6, 0), body);
+        }
+        let key = damage_key(&mut source, 3);
+        assert_eq!(source.put_back_misplaced(), vec![(key, 3)]);
+        // Its neighbours lost too: only the bodies say where, and they say it once.
+        let mut source = chained_with_op()?;
+        source.headers.insert(2, Err("lost".into()));
+        source.headers.remove(&4);
+        let key = damage_key(&mut source, 3);
+        for tx in [2, 4] {
+            source.bodies.remove(&(tx, 0));
+        }
+        assert_eq!(source.put_back_misplaced(), vec![(key, 3)]);
         Ok(())
     }
 }
