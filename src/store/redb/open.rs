@@ -730,7 +730,12 @@ impl RedbStore {
     /// The last transaction in the log (0 when there is none).
     fn log_last(&self) -> Result<u64> {
         let rtx = self.read()?;
-        let tx_log = rtx.open_table(TX_LOG).db()?;
+        let tx_log = match rtx.open_table(TX_LOG) {
+            Ok(table) => table,
+            // A file opened read-only before its first write may not have made the table yet.
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+            Err(e) => return Err(e).db(),
+        };
         Ok(tx_log.last().db()?.map_or(0, |(k, _)| k.value()))
     }
 }

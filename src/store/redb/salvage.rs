@@ -1349,12 +1349,16 @@ mod tests {
         assert_eq!(unbroken_last([u64::MAX]), 0);
     }
 
-    /// A source holding the sealed, chained records of txs 1..=n (no op bodies).
-    fn chained(n: u64) -> Result<Source> {
+    /// A source holding the sealed, chained records of txs 1..=n, each of one op: `op` with its
+    /// body stored under every tx, or (`None`) a digest of no stored body.
+    fn chained(n: u64, op: Option<&OpRec>) -> Result<Source> {
         let mut source = Source::default();
         let mut chain = [0u8; 32];
         for tx in 1..=n {
-            let digest = crate::hash::blake3_concat(&[&tx.to_le_bytes()]);
+            let digest = match op {
+                Some(op) => log::op_digest(op)?,
+                None => crate::hash::blake3_concat(&[&tx.to_le_bytes()]),
+            };
             let header = log::seal_header(
                 &chain,
                 tx,
@@ -1363,6 +1367,11 @@ mod tests {
                 vec![digest],
             )?;
             chain = header.chain;
+            if let Some(op) = op {
+                source
+                    .bodies
+                    .insert((tx, 0), codec::encode_op(op, header.tx_time)?);
+            }
             source.headers.insert(tx, Ok(header));
         }
         Ok(source)
@@ -1382,7 +1391,7 @@ mod tests {
     #[test]
     fn a_record_under_a_damaged_key_is_put_back_where_it_chains() -> Result<()> {
         for tx in [1, 3, 6] {
-            let mut source = chained(6)?;
+            let mut source = chained(6, None)?;
             let want = source.headers.clone();
             let key = damage_key(&mut source, tx);
             assert_eq!(source.put_back_misplaced(), vec![(key, tx)], "tx {tx}");
@@ -1400,15 +1409,15 @@ mod tests {
             );
         }
         // Its neighbours lost too: nothing it chains with, so it stays out.
-        let mut source = chained(6)?;
+        let mut source = chained(6, None)?;
         source.headers.insert(2, Err("lost".into()));
         source.headers.remove(&4);
         let key = damage_key(&mut source, 3);
         assert_eq!(source.put_back_misplaced(), vec![]);
         assert!(source.headers.contains_key(&key));
         // A record of another log chains nowhere here.
-        let mut source = chained(6)?;
-        let mut other = chained(7)?;
+        let mut source = chained(6, None)?;
+        let mut other = chained(7, None)?;
         if let Some(Ok(h)) = other.headers.get_mut(&7) {
             h.chain = [7; 32];
         }
@@ -1429,27 +1438,8 @@ mod tests {
         let op = OpRec::Evict {
             entity: codec::IdStr("e".repeat(64)),
         };
-        let digest = log::op_digest(&op)?;
-        let chained_with_op = || -> Result<Source> {
-            let mut source = Source::default();
-            let mut chain = [0u8; 32];
-            for tx in 1..=8u64 {
-                let header = log::seal_header(
-                    &chain,
-                    tx,
-                    1_000 + tx as i64,
-                    &log::Origin::Indexer,
-                    vec![digest],
-                )?;
-                chain = header.chain;
-                let body = codec::encode_op(&op, header.tx_time)?;
-                source.bodies.insert((tx, 0), body);
-                source.headers.insert(tx, Ok(header));
-            }
-            Ok(source)
-        };
         // tx 3 damaged, tx 6 lost: 3 chains into its hole, its body verifies in both.
-        let mut source = chained_with_op()?;
+        let mut source = chained(8, Some(&op))?;
         source.headers.remove(&6);
         if let Some(Ok(h)) = source.headers.get(&3) {
             // tx 6's body was written at tx 3's time in this source, so it verifies there too.
@@ -1459,7 +1449,7 @@ mod tests {
         let key = damage_key(&mut source, 3);
         assert_eq!(source.put_back_misplaced(), vec![(key, 3)]);
         // Its neighbours lost too: only the bodies say where, and they say it once.
-        let mut source = chained_with_op()?;
+        let mut source = chained(8, Some(&op))?;
         source.headers.insert(2, Err("lost".into()));
         source.headers.remove(&4);
         let key = damage_key(&mut source, 3);
