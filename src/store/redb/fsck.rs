@@ -141,10 +141,12 @@ impl Check {
             if tx_log.get(tx).db()?.map(|v| v.value().to_vec()).as_ref() != Some(&bytes) {
                 self.push(Finding {
                     tx: Some(tx),
+                    // Damage to the log itself (readers and a rebuild look records up by
+                    // key), which only salvage repairs.
                     ..finding(
-                        "lookup",
-                        "tx_log",
-                        format!("tx {tx} is iterated but not found"),
+                        "log",
+                        format!("tx {tx}"),
+                        "its log record is iterated but a lookup by its id does not find it",
                     )
                 });
             }
@@ -219,10 +221,11 @@ impl Check {
                 .as_ref()
                 != Some(&bytes)
             {
+                // Readers and a rebuild look op bodies up by key: to them it is missing.
                 self.push(at(finding(
-                    "lookup",
-                    "tx_ops",
-                    format!("{subject} is iterated but not found"),
+                    "op_missing",
+                    subject.clone(),
+                    "its body is iterated but a lookup by its key does not find it",
                 )));
             }
             let Some(header) = self.headers.get(&tx) else {

@@ -90,7 +90,16 @@ impl RedbStore {
                     if crate::store::log::op_digest(&op)? != *digest {
                         continue;
                     }
-                    w.apply(tx, tx_time, n, &op)?;
+                    // An op that writes an entity whose first write the log no longer holds
+                    // (a body lost without an eviction) is damage to the log, not a wrong id.
+                    w.apply(tx, tx_time, n, &op).map_err(|e| match e {
+                        Error::NotFound { what } => Error::corrupt(format!(
+                            "op {n} of tx {tx} cannot be replayed: {what}; the log lost what \
+                             came before it, so the tables are not rebuilt from it; `strata \
+                             fsck --salvage NEW_DIR` copies what verifies into a new store"
+                        )),
+                        other => other,
+                    })?;
                 }
                 w.end_tx()?;
             }
@@ -249,6 +258,48 @@ impl RedbStore {
 mod tests {
     use super::*;
     use crate::object::{FilesystemSource, Object};
+
+    /// A rebuild that meets a write to an entity whose first write the log lost (its body gone
+    /// without an eviction) refuses as corrupt, naming salvage, instead of answering "not found"
+    /// (corruption seed 114: a damaged key made a body unfindable while fsck called it only a
+    /// lookup failure, so `fsck --repair` rebuilt and failed with `not_found`).
+    #[test]
+    fn a_rebuild_over_a_lost_first_write_is_corrupt_not_not_found() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| crate::error::Error::io("tempdir", e))?;
+        let store = RedbStore::create(dir.path())?;
+        let file = |text: &str| {
+            Object::file_text(
+                FilesystemSource {
+                    filesystem_id: "fs".into(),
+                    path: "/a".into(),
+                },
+                text.into(),
+            )
+        };
+        Backend::transact(&store, vec![Op::put(file("one\n")?)], Origin::Cli)?;
+        Backend::transact(&store, vec![Op::put(file("two\n")?)], Origin::Cli)?;
+        let wtx = store.begin_write()?;
+        {
+            let mut ops = wtx.open_table(TX_OPS).db()?;
+            ops.remove((1u64, 0u32)).db()?;
+        }
+        wtx.commit().db()?;
+        let findings = store.fsck();
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.kind == "op_missing"
+                    && crate::store::damage::LOG_DAMAGE.contains(&f.kind)),
+            "{findings:?}"
+        );
+        let answer = store.fsck_rebuild();
+        assert!(
+            matches!(&answer, Err(crate::error::Error::Corrupt { what })
+                if what.contains("op 0 of tx 2") && what.contains("--salvage")),
+            "{answer:?}"
+        );
+        Ok(())
+    }
 
     /// A content whose index row holds a damaged length (the 10 000-case corruption suite hung
     /// here: the rewrite of the old record's chunks ran for ~2^50 chunks) is restored at once,
