@@ -105,6 +105,19 @@ impl RedbStore {
                     .remove(BY_TX_OMITTED_SINCE)
                     .db()?;
             }
+            // And one whose entities all have their whole rows keeps them so.
+            let has_sources_since = rtx
+                .open_table(META)
+                .db()?
+                .get(SOURCES_IN_IDS_SINCE)
+                .db()?
+                .is_some();
+            if !has_sources_since {
+                wtx.open_table(META)
+                    .db()?
+                    .remove(SOURCES_IN_IDS_SINCE)
+                    .db()?;
+            }
         }
         wtx.commit().db()?;
         drop(rtx);

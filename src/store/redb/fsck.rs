@@ -84,6 +84,8 @@ struct Check {
     eid_hints: HashMap<String, u64>,
     /// The store's `meta[BY_TX_OMITTED_SINCE]`, which the replay writes by.
     by_tx_since: u64,
+    /// The store's `meta[SOURCES_IN_IDS_SINCE]`, which the replay writes by.
+    sources_since: u64,
 }
 
 impl Check {
@@ -203,7 +205,9 @@ impl Check {
         let tx_ops = rtx.open_table(TX_OPS).db()?;
         let log_tables = verify::LogTables::open(rtx)?;
         self.evictions_since = log_tables.since;
-        self.by_tx_since = by_tx_omitted_since(&rtx.open_table(META).db()?)?;
+        let meta = rtx.open_table(META).db()?;
+        self.by_tx_since = by_tx_omitted_since(&meta)?;
+        self.sources_since = sources_in_ids_since(&meta)?;
         let mut present = HashSet::new();
         for entry in tx_ops.iter().db()? {
             let (key, value) = entry.db()?;
@@ -436,6 +440,7 @@ impl Check {
             w.derived_only = true;
             w.eid_hints = std::mem::take(&mut self.eid_hints);
             w.by_tx_since = self.by_tx_since;
+            w.sources_since = self.sources_since;
             w.register_filesystems = rtx.open_table(FILESYSTEMS).is_ok();
             for (hash, (seq, _, file_blob)) in &self.doc_index {
                 w.docs.index.insert(hash, (*seq, 0, *file_blob)).db()?;
@@ -484,11 +489,11 @@ impl Check {
         wtx.commit().db()?;
         // Names and document users, from the replay.
         let rtx = db.begin_read().db()?;
-        let entities = rtx.open_table(ENTITIES).db()?;
-        for entry in entities.iter().db()? {
+        let entities = ReadEntities::open(&rtx)?;
+        for entry in entities.entities.iter().db()? {
             let (key, value) = entry.db()?;
             let id = codec::id_of_key(key.value(), "entity key")?;
-            let rec: codec::EntityRec = codec::decode(value.value(), "entity")?;
+            let rec = super::entity::entity_of_row(&entities, &id, value.value())?;
             if let (Some((fs, path)), Ok(ObjectType::File)) =
                 (&rec.source, rec.object_type.parse::<ObjectType>())
             {
@@ -530,13 +535,20 @@ impl Check {
 
     /// Adds the store's own names of eids the replay does not know (for findings about them).
     fn store_names(&mut self, rtx: &ReadTransaction) -> Result<()> {
-        let entities = rtx.open_table(ENTITIES).db()?;
-        for entry in entities.iter().db()? {
+        let entities = ReadEntities::open(rtx)?;
+        for entry in entities.entities.iter().db()? {
             let Ok((key, value)) = entry.db() else { break };
-            let (Ok(id), Ok(rec)) = (
-                codec::id_of_key(key.value(), "entity key"),
-                codec::decode::<codec::EntityRec>(value.value(), "entity"),
-            ) else {
+            let Ok(id) = codec::id_of_key(key.value(), "entity key") else {
+                continue;
+            };
+            let Ok(rec) = super::entity::entity_of_row(&entities, &id, value.value()) else {
+                // A file's number is still known when its source is not.
+                if let Ok(codec::StoredEntity::Sourced(eid)) =
+                    codec::decode_entity(value.value(), "entity")
+                {
+                    self.eid_hints.insert(id.clone(), eid);
+                    self.names.entry(eid).or_insert((id, None));
+                }
                 continue;
             };
             self.eid_hints.insert(id.clone(), rec.eid);
@@ -826,6 +838,7 @@ impl RedbStore {
     pub fn fsck(&self) -> Vec<Finding> {
         let mut check = Check {
             by_tx_since: u64::MAX,
+            sources_since: u64::MAX,
             ..Check::default()
         };
         let flag = AtomicBool::new(false);

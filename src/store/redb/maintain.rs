@@ -61,6 +61,11 @@ impl RedbStore {
                 .insert(BY_TX_OMITTED_SINCE, 1u64.to_le_bytes().as_slice())
                 .db()?;
             w.by_tx_since = 1;
+            // And format 6's: a file keeps its source once, in `entity_ids`.
+            w.meta
+                .insert(SOURCES_IN_IDS_SINCE, 1u64.to_le_bytes().as_slice())
+                .db()?;
+            w.sources_since = 1;
             let mut docs = Vec::new();
             for entry in w.docs.index.iter().db()? {
                 let (k, v) = entry.db()?;

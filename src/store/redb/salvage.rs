@@ -321,23 +321,48 @@ impl Source {
         }
         // The names of what was lost: the entities, and the files that `paths` and the stat
         // cache list (a file's id is its source's identity hash).
+        let (numbers, _) = read_rows(db, FILESYSTEM_IDS, |k: u32, v: &[u8]| (k, v.to_vec()));
+        for (n, key) in numbers {
+            if let Ok(id) = codec::id_of_key(&key, "filesystem id") {
+                source.filesystems.insert(n, id);
+            }
+        }
         let (entities, problem) = read_rows(db, ENTITIES, |k, v| (k.to_vec(), v.to_vec()));
         if let Some(problem) = problem {
             source.unreadable.push(("entities", problem));
         }
         for (key, value) in entities {
-            if let (Ok(id), Ok(rec)) = (
+            match (
                 codec::id_of_key(&key, "entity key"),
-                codec::decode::<codec::EntityRec>(&value, "entity"),
+                codec::decode_entity(&value, "entity"),
             ) {
-                source.entities.insert(id, rec.source.map(|(_, p)| p));
+                (Ok(id), Ok(codec::StoredEntity::Whole(rec))) => {
+                    source.entities.insert(id, rec.source.map(|(_, p)| p));
+                }
+                // A file whose path `entity_ids` holds (format 6), named below.
+                (Ok(id), Ok(codec::StoredEntity::Sourced(_))) => {
+                    source.entities.entry(id).or_insert(None);
+                }
+                _ => {}
             }
         }
         let (ids, _) = read_rows(db, ENTITY_IDS, |k, v: &[u8]| (k, v.to_vec()));
-        let id_of = |eid: u64| {
-            ids.get(&eid)
-                .and_then(|key| codec::id_of_key(key, "entity id").ok())
-        };
+        // A file's id by its number (format 6: its source, whose identity hash is the id).
+        let ids: HashMap<u64, String> = ids
+            .into_iter()
+            .filter_map(
+                |(eid, value)| match codec::decode_entity_id(&value, "entity id").ok()? {
+                    codec::StoredEntityId::Id(id) => Some((eid, id)),
+                    codec::StoredEntityId::Source { fs_key, path } => {
+                        let fs = filesystem_of_key(&source.filesystems, &fs_key)?;
+                        let id = codec::file_id(&fs, &path).ok()?;
+                        source.entities.insert(id.clone(), Some(path));
+                        Some((eid, id))
+                    }
+                },
+            )
+            .collect();
+        let id_of = |eid: u64| ids.get(&eid).cloned();
         let (versions, _) = read_rows(db, VERSIONS, |k, v: &[u8]| (k, v.to_vec()));
         for ((eid, _, tx), value) in versions {
             if let (Ok(rec), Some(id)) = (
@@ -351,12 +376,6 @@ impl Source {
         for (eid, tx, n) in matches.into_keys() {
             if let Some(id) = id_of(eid) {
                 source.op_entities.insert((tx, n), id);
-            }
-        }
-        let (numbers, _) = read_rows(db, FILESYSTEM_IDS, |k: u32, v: &[u8]| (k, v.to_vec()));
-        for (n, key) in numbers {
-            if let Ok(id) = codec::id_of_key(&key, "filesystem id") {
-                source.filesystems.insert(n, id);
             }
         }
         let own = |k: (&[u8], &str), _| (k.0.to_vec(), k.1.to_string());
@@ -596,7 +615,13 @@ impl Source {
                 .map(|id| id.to_hex())
         };
         for (key, value) in &scan.var_var {
-            if let (Ok(id), Ok(rec)) = (
+            if let (Ok(id), Ok(codec::StoredEntity::Sourced(_))) = (
+                codec::id_of_key(key, "entity key"),
+                codec::decode_entity(value, "entity"),
+            ) {
+                // A file whose path `entity_ids` holds (format 6), named with it below.
+                name(id, None);
+            } else if let (Ok(id), Ok(rec)) = (
                 codec::id_of_key(key, "entity key"),
                 codec::decode::<codec::EntityRec>(value, "entity"),
             ) {
@@ -625,22 +650,38 @@ impl Source {
         }
         // Entity ids by their numbers (where the scan found one id for a number), and the ops
         // the version rows say wrote them: these name the entity of an op whose body is lost.
-        let ids: HashMap<u64, &String> = scan
+        let mut ids: HashMap<u64, String> = scan
             .entity_ids
             .iter()
             .filter_map(|(eid, found)| match found.as_slice() {
-                [id] => Some((*eid, id)),
+                [id] => Some((*eid, id.clone())),
                 _ => None,
             })
             .collect();
+        // A file's source (format 6) names it and gives its id.
+        for (eid, found) in &scan.entity_sources {
+            let named: Vec<(String, &String)> = found
+                .iter()
+                .filter_map(|(fs, path)| {
+                    let fs = filesystem_of_key(filesystems, fs)?;
+                    Some((file_id(fs, path)?, path))
+                })
+                .collect();
+            for (id, path) in &named {
+                name(id.clone(), Some((*path).clone()));
+            }
+            if let ([(id, _)], false) = (named.as_slice(), ids.contains_key(eid)) {
+                ids.insert(*eid, id.clone());
+            }
+        }
         for id in ids.values() {
-            name((*id).clone(), None);
+            name(id.clone(), None);
         }
         for (eid, tx, n) in &scan.versions {
             if let Some(id) = ids.get(eid) {
                 self.op_entities
                     .entry((*tx, *n))
-                    .or_insert_with(|| (*id).clone());
+                    .or_insert_with(|| id.clone());
             }
         }
         for ((tx, n), found) in &scan.bodies {
@@ -1186,7 +1227,7 @@ impl RedbStore {
             {
                 salvage.paths.insert(write.entity.0.clone(), path.clone());
             }
-            if write.first.is_none() && entity_rec(&w.entities, &write.entity)?.is_none() {
+            if write.first.is_none() && entity_rec(&*w, &write.entity)?.is_none() {
                 return Ok(Some(
                     "the op that created its entity was lost, so this version has no entity".into(),
                 ));
@@ -1333,6 +1374,44 @@ mod tests {
         wtx.delete_table(ENTITIES).db()?;
         wtx.commit().db()?;
         let source = Source::read(&db);
+        assert_eq!(source.entities.get(&id), Some(&Some("/a.rs".to_string())));
+        Ok(())
+    }
+
+    /// A file's source in `entity_ids` (format 6) names it when `entities`, `paths` and the
+    /// stat cache are lost, read through the tables and found by a scan of the pages.
+    #[test]
+    fn a_files_source_in_entity_ids_names_it() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let object = crate::object::Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: "/a.rs".into(),
+            },
+            "text".into(),
+        )?;
+        let id = object.id().to_string();
+        RedbStore::create(dir.path())?.transact(vec![Op::put(object)], Origin::Cli)?;
+        let path = dir.path().join(DB_FILE);
+        {
+            let db = Database::open(&path).db()?;
+            let wtx = db.begin_write().db()?;
+            wtx.delete_table(ENTITIES).db()?;
+            wtx.delete_table(PATHS).db()?;
+            wtx.delete_table(STAT_CACHE).db()?;
+            wtx.commit().db()?;
+            let source = Source::read(&db);
+            assert_eq!(source.entities.get(&id), Some(&Some("/a.rs".to_string())));
+            assert!(source.op_entities.values().any(|e| *e == id));
+        }
+        let io = |e: std::io::Error| Error::io("reading the store", e);
+        let file = std::fs::File::open(&path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let scan = scan::Scan::file(&file, len).map_err(io)?;
+        assert_eq!(scan.entity_sources.len(), 1);
+        let mut source = Source::default();
+        source.filesystems.insert(1, "fs".into());
+        source.merge_scan(&scan);
         assert_eq!(source.entities.get(&id), Some(&Some("/a.rs".to_string())));
         Ok(())
     }

@@ -59,6 +59,8 @@ pub(super) struct Scan {
     pub(super) blob_index: HashMap<[u8; 32], Vec<(u64, u64, u64)>>,
     /// `entity_ids`: eid → entity ids (hash ids only: 33 bytes as `codec::id_key`).
     pub(super) entity_ids: HashMap<u64, Vec<String>>,
+    /// `entity_ids` of files named by their source (format 6): eid → (filesystem key, path).
+    pub(super) entity_sources: HashMap<u64, Vec<(Vec<u8>, String)>>,
     /// `versions`: (eid, tx, op index) of each row that decodes.
     pub(super) versions: Vec<(u64, u64, u32)>,
     /// `entities` and `stat_cache`: variable key → variable value.
@@ -221,6 +223,12 @@ impl Scan {
                     && let Ok(id) = codec::id_of_key(value, "a scanned entity id")
                 {
                     push(self.entity_ids.entry(k).or_default(), id);
+                } else if let Ok(codec::StoredEntityId::Source { fs_key, path }) =
+                    codec::decode_entity_id(value, "a scanned entity source")
+                    && (codec::fs_number_of_key(&fs_key).is_some()
+                        || codec::id_of_key(&fs_key, "a scanned filesystem").is_ok())
+                {
+                    push(self.entity_sources.entry(k).or_default(), (fs_key, path));
                 } else {
                     other.push((k, *value));
                 }
