@@ -773,7 +773,7 @@ fn format_version(dir: &std::path::Path) -> TestResult<u32> {
 }
 
 #[test]
-fn a_format_3_store_is_read_as_it_is_and_marked_format_6_when_opened_to_write() -> TestResult {
+fn a_format_3_store_is_read_as_it_is_and_marked_format_7_when_opened_to_write() -> TestResult {
     let dir = tempfile::tempdir()?;
     {
         let store = Store::create(dir.path())?;
@@ -812,7 +812,7 @@ fn a_format_3_store_is_read_as_it_is_and_marked_format_6_when_opened_to_write() 
     assert_eq!(store.log(None, 10)?.len(), 2);
     drop(store);
     assert_eq!(format_version(dir.path())?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 6);
+    assert_eq!(strata::FORMAT_VERSION, 7);
     Ok(())
 }
 
@@ -1027,7 +1027,7 @@ fn a_format_4_store_is_read_as_it_is_and_written_in_format_5_after_its_last_tx()
     }
     assert_eq!(version_rows(path)?, (10, 8));
     assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 6);
+    assert_eq!(strata::FORMAT_VERSION, 7);
     let store = Store::open(path)?;
     let after = answers(&store, &ids)?;
     for i in [0, 2, 3] {
@@ -1587,7 +1587,7 @@ fn a_format_5_store_is_read_as_it_is_and_keeps_new_files_sources_once_after_its_
         assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
     }
     assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 6);
+    assert_eq!(strata::FORMAT_VERSION, 7);
     assert_eq!(entity_layouts(path)?, [(1, 0), (1, 1), (2, 3), (2, 3)]);
     let store = Store::open(path)?;
     // e goes too: its rows of format 6.
@@ -1708,6 +1708,154 @@ fn fsck_finds_an_entity_row_too_many_too_few_or_of_the_other_layout() -> TestRes
         assert!(format!("{:?}", store.entity(&ids[1])?).contains("/two.rs"));
     }
     assert_eq!(kinds()?, ["entities"]);
+    Ok(())
+}
+
+const BLOB_CHUNKS: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("blob_chunks");
+
+/// The lengths of the blob chunks of the store file in `dir`, and its `meta` chunk size.
+fn blob_chunks(dir: &std::path::Path) -> TestResult<(Vec<usize>, Option<u64>)> {
+    use redb::{ReadableDatabase, ReadableTable};
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_read()?;
+    let mut lengths = Vec::new();
+    for entry in tx.open_table(BLOB_CHUNKS)?.iter()? {
+        lengths.push(entry?.1.value().len());
+    }
+    let size = match tx.open_table(META)?.get("blob_chunk_bytes")? {
+        Some(v) => Some(u64::from_le_bytes(v.value().try_into()?)),
+        None => None,
+    };
+    Ok((lengths, size))
+}
+
+/// Whether every chunk but the last is `size` bytes long (and the last no longer).
+fn chunks_of(lengths: &[usize], size: usize) -> bool {
+    match lengths.split_last() {
+        Some((last, full)) => *last <= size && full.iter().all(|l| *l == size),
+        None => true,
+    }
+}
+
+/// `len` characters of text that zstd hardly shrinks (hex of a hash chain), from `seed`.
+fn long_text(seed: u32, len: usize) -> String {
+    let mut out = String::new();
+    let mut h = sha256(&seed.to_le_bytes()).0;
+    while out.len() < len {
+        out.push_str(&hex::encode(h));
+        h = sha256(&h).0;
+    }
+    out.truncate(len);
+    out
+}
+
+/// The content of `id` visible now.
+fn content_now(store: &Store, id: &str) -> TestResult<Option<String>> {
+    Ok(store
+        .as_of(id, None, None)?
+        .and_then(|v| v.object)
+        .and_then(|o| o.content().map(str::to_string)))
+}
+
+#[test]
+fn a_new_store_cuts_its_blob_stream_in_4080_byte_chunks() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let a = file("/a.rs", &long_text(1, 30_000))?;
+    {
+        let store = Store::create(dir.path())?;
+        store.transact(vec![Op::put(a.clone())], Origin::Cli)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    }
+    let (lengths, size) = blob_chunks(dir.path())?;
+    assert_eq!(size, Some(4080));
+    assert!(
+        lengths.len() >= 3 && chunks_of(&lengths, 4080),
+        "{lengths:?}"
+    );
+    let store = Store::open(dir.path())?;
+    assert_eq!(content_now(&store, a.id())?.as_deref(), a.content());
+    Ok(())
+}
+
+/// A store made before format 7 keeps its 4 032-byte chunks: it is read, written, evicted
+/// from, backed up and rebuilt with them, and fsck finds a chunk of the wrong length.
+#[test]
+fn a_format_6_store_keeps_its_4032_byte_blob_chunks() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    drop(Store::create(path)?);
+    {
+        // Format 6's stream: no chunk size in `meta`.
+        let db = redb::Database::open(path.join("store.redb"))?;
+        let tx = db.begin_write()?;
+        tx.open_table(META)?.remove("blob_chunk_bytes")?;
+        tx.commit()?;
+    }
+    let (a, b, c) = (
+        file("/a.rs", &long_text(1, 20_000))?,
+        file("/b.rs", &long_text(2, 20_000))?,
+        file("/c.rs", &long_text(3, 9_000))?,
+    );
+    Store::open(path)?.transact(vec![Op::put(a.clone()), Op::put(b.clone())], Origin::Cli)?;
+    set_format_version(path, 6)?;
+    let (lengths, size) = blob_chunks(path)?;
+    assert_eq!(size, None);
+    assert!(
+        lengths.len() >= 4 && chunks_of(&lengths, 4032),
+        "{lengths:?}"
+    );
+    {
+        let store = Store::open_read_only(path)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+        assert_eq!(content_now(&store, a.id())?.as_deref(), a.content());
+    }
+    assert_eq!(format_version(path)?, 6, "a reader changes nothing");
+    let copy = tempfile::tempdir()?;
+    let copy = copy.path().join("copy");
+    {
+        let store = Store::open_read_only(path)?;
+        let report = store.backup(&copy)?;
+        assert!(report.findings.is_empty(), "{:?}", report.findings);
+    }
+    assert_eq!(blob_chunks(&copy)?, (lengths, None));
+    assert_eq!(
+        content_now(&Store::open(&copy)?, b.id())?.as_deref(),
+        b.content()
+    );
+    {
+        let store = Store::open(path)?;
+        store.transact(vec![Op::put(c.clone())], Origin::Cli)?;
+        store.evict(a.id(), Origin::Cli)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+        assert_eq!(content_now(&store, b.id())?.as_deref(), b.content());
+        assert_eq!(content_now(&store, c.id())?.as_deref(), c.content());
+        store.fsck_rebuild()?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+        assert_eq!(content_now(&store, c.id())?.as_deref(), c.content());
+    }
+    assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
+    let (lengths, size) = blob_chunks(path)?;
+    assert_eq!(size, None);
+    assert!(chunks_of(&lengths, 4032), "{lengths:?}");
+    // A chunk of the wrong length: fsck names it.
+    {
+        let db = redb::Database::open(path.join("store.redb"))?;
+        let tx = db.begin_write()?;
+        {
+            use redb::ReadableTable;
+            let mut chunks = tx.open_table(BLOB_CHUNKS)?;
+            let first = chunks
+                .first()?
+                .map(|(k, v)| (k.value(), v.value().to_vec()));
+            let (no, mut bytes) = first.ok_or("no chunk")?;
+            bytes.truncate(4000);
+            chunks.insert(no, bytes.as_slice())?;
+        }
+        tx.commit()?;
+    }
+    let store = Store::open(path)?;
+    let kinds: Vec<&str> = store.fsck()?.iter().map(|f| f.kind).collect();
+    assert!(kinds.contains(&"blob_chunk"), "{kinds:?}");
     Ok(())
 }
 

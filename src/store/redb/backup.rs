@@ -118,6 +118,16 @@ impl RedbStore {
                     .remove(SOURCES_IN_IDS_SINCE)
                     .db()?;
             }
+            // And the blob chunks, copied as they are, keep their size (4 032 without the key).
+            let has_chunk = rtx
+                .open_table(META)
+                .db()?
+                .get(BLOB_CHUNK_KEY)
+                .db()?
+                .is_some();
+            if !has_chunk {
+                wtx.open_table(META).db()?.remove(BLOB_CHUNK_KEY).db()?;
+            }
         }
         wtx.commit().db()?;
         drop(rtx);

@@ -284,6 +284,20 @@ impl Check {
     fn contents(&mut self, rtx: &ReadTransaction) -> Result<()> {
         let blob_index = rtx.open_table(BLOB_INDEX).db()?;
         let blob_data = rtx.open_table(BLOB_DATA).db()?;
+        let chunk = blobs::chunk_of(rtx)?;
+        // Every chunk but the last is full: a read finds a byte by its offset ÷ the chunk size.
+        let last = blob_data.last().db()?.map(|(k, _)| k.value());
+        for entry in blob_data.iter().db()? {
+            let (key, value) = entry.db()?;
+            let (no, len) = (key.value(), value.value().len() as u64);
+            if len > chunk || (len != chunk && Some(no) != last) {
+                self.push(finding(
+                    "blob_chunk",
+                    format!("blob chunk {no}"),
+                    format!("{len} bytes long, but the store's chunks are {chunk} bytes"),
+                ));
+            }
+        }
         let mut ranges = Vec::new();
         for entry in blob_index.iter().db()? {
             let (key, value) = entry.db()?;
@@ -299,12 +313,12 @@ impl Check {
             }
             self.blob_refs.insert(hash, refs);
             ranges.push((offset, len, subject.clone()));
-            if let Ok(header) = blobs::record_header(&blob_data, &hash, offset, len)
+            if let Ok(header) = blobs::record_header(&blob_data, chunk, &hash, offset, len)
                 && let Some(base) = header.base
             {
                 *self.suffix_refs.entry(base).or_default() += 1;
             }
-            match blobs::read_at(&blob_index, &blob_data, &hash, offset, len) {
+            match blobs::read_at(&blob_index, &blob_data, chunk, &hash, offset, len) {
                 Err(Error::Corrupt { what }) if what.contains("missing") => {
                     self.push(finding("blob_missing", subject, what));
                 }

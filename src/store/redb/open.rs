@@ -10,7 +10,7 @@ use crate::store::private;
 
 /// The older format versions a read-write open upgrades in place (see
 /// [`RedbStore::check_format`]): their rows are read as they are.
-const UPGRADES_FROM: [u32; 3] = [3, 4, 5];
+const UPGRADES_FROM: [u32; 4] = [3, 4, 5, 6];
 
 /// A transaction of a store's handle, counted while it lives so that the handle is never
 /// reopened under it ([`RedbStore::reopen`]). It derefs to the redb transaction.
@@ -342,6 +342,8 @@ impl RedbStore {
                     .db()?;
                 meta.insert(SOURCES_IN_IDS_SINCE, 1u64.to_le_bytes().as_slice())
                     .db()?;
+                meta.insert(BLOB_CHUNK_KEY, BLOB_CHUNK.to_le_bytes().as_slice())
+                    .db()?;
             }
             tx.commit().db()?;
             return Ok(());
@@ -349,10 +351,11 @@ impl RedbStore {
         self.check_format(path).map_err(|e| damage_or(path, e))
     }
 
-    /// Refuses a file that is not a strata store or has another format version; a format 3, 4
-    /// or 5 file is read as it is, and marked format 6 when opened to write (its later writes
+    /// Refuses a file that is not a strata store or has another format version; a format 3, 4,
+    /// 5 or 6 file is read as it is, and marked format 7 when opened to write (its later writes
     /// use format 5's and 6's rows, `meta[BY_TX_OMITTED_SINCE]` and
-    /// `meta[SOURCES_IN_IDS_SINCE]` saying from which transaction on).
+    /// `meta[SOURCES_IN_IDS_SINCE]` saying from which transaction on; its blob stream keeps its
+    /// 4 032-byte chunks, `meta` having no `BLOB_CHUNK_KEY`).
     pub(super) fn check_format(&self, path: &Path) -> Result<()> {
         let tx = self.handle().begin_read().db()?;
         let meta = tx.open_table(META).map_err(|e| {
@@ -373,9 +376,10 @@ impl RedbStore {
         if UPGRADES_FROM.contains(&found) && !self.handle().is_read_only() {
             // Format 4 only adds a log header format (index runs); format 5 omits the
             // `versions_by_tx` row of a first write of one row from the transaction that
-            // `BY_TX_OMITTED_SINCE` names on, and format 6 keeps a new file's source once from
-            // the one `SOURCES_IN_IDS_SINCE` names on, so an older file is a valid format 6 file
-            // once those keys say "after the last transaction". It is marked on its first
+            // `BY_TX_OMITTED_SINCE` names on, format 6 keeps a new file's source once from the
+            // one `SOURCES_IN_IDS_SINCE` names on, and format 7 reads the chunk size in `meta`
+            // (4 032 bytes without it), so an older file is a valid format 7 file once those
+            // keys say "after the last transaction". It is marked on its first
             // read-write open so that builds that cannot read the new rows refuse it instead
             // of answering wrong.
             let numbered = !matches!(

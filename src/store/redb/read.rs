@@ -115,7 +115,7 @@ impl RedbStore {
                     Some(blob) => {
                         // A content the document names must be there: a missing one is damage,
                         // never a file without content (a stub).
-                        let bytes = blobs::read_blob(&r.blob_index, &r.blob_data, &blob)?
+                        let bytes = blobs::read_blob(&r.blob_index, &r.blob_data, r.chunk, &blob)?
                             .ok_or_else(|| {
                                 Error::corrupt(format!(
                                     "a version of {id} points at missing content {}; run `strata \
@@ -268,7 +268,7 @@ impl RedbStore {
         let rtx = self.read()?;
         let index = rtx.open_table(BLOB_INDEX).db()?;
         let data = rtx.open_table(BLOB_DATA).db()?;
-        let bytes = blobs::read_blob(&index, &data, &hash.0)?;
+        let bytes = blobs::read_blob(&index, &data, blobs::chunk_of(&rtx)?, &hash.0)?;
         if let Some(bytes) = &bytes {
             verify::check_content(&hash.0, bytes)?;
         }
@@ -354,6 +354,8 @@ pub(crate) struct ReadTables {
     pub(super) log: verify::LogTables,
     /// `meta[BY_TX_OMITTED_SINCE]` (`u64::MAX` when absent).
     pub(super) by_tx_since: u64,
+    /// The store's blob chunk size (`blobs::chunk_size`).
+    pub(super) chunk: u64,
 }
 
 impl EntityTables for ReadTables {
@@ -374,6 +376,7 @@ impl ReadTables {
     pub(super) fn open(tx: &ReadTransaction) -> Result<Self> {
         let meta = tx.open_table(META).db()?;
         let by_tx_since = by_tx_omitted_since(&meta)?;
+        let chunk = blobs::chunk_size(&meta)?;
         Ok(ReadTables {
             meta,
             entities: tx.open_table(ENTITIES).db()?,
@@ -388,6 +391,7 @@ impl ReadTables {
             doc_data: tx.open_table(DOC_DATA).db()?,
             log: verify::LogTables::open(tx)?,
             by_tx_since,
+            chunk,
         })
     }
 
@@ -516,7 +520,7 @@ impl ReadTables {
     ) -> Result<Object> {
         let doc = self.version_doc(id, hash)?;
         assemble(id, entity, hash, &doc, omitted, |c| {
-            blobs::read_blob(&self.blob_index, &self.blob_data, c)
+            blobs::read_blob(&self.blob_index, &self.blob_data, self.chunk, c)
         })
     }
 }

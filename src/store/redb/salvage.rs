@@ -251,6 +251,8 @@ struct Source {
     unreadable: Vec<(&'static str, String)>,
     /// Filesystem number → its id, as `filesystem_ids` lists them (format 5).
     filesystems: HashMap<u32, String>,
+    /// The blob stream's chunk size, as `meta` says or the first chunks' lengths show.
+    chunk: Option<u64>,
 }
 
 /// The filesystem id of a `paths` or `stat_cache` key prefix: its id's key, or its number's
@@ -318,6 +320,23 @@ impl Source {
             }
         }) {
             source.evictions_since = since;
+        }
+        if let Ok(chunk) = try_read("reading the blob chunk size", || {
+            let rtx = db.begin_read().db()?;
+            let meta = rtx.open_table(META).db()?;
+            if meta.get(BLOB_CHUNK_KEY).db()?.is_some() {
+                return blobs::chunk_size(&meta);
+            }
+            // Without the key: format 7's chunks are longer than any before (a full one among
+            // the first two, when there are two).
+            let data = rtx.open_table(BLOB_DATA).db()?;
+            let mut lengths = Vec::new();
+            for entry in data.iter().db()?.take(2) {
+                lengths.push(entry.db()?.1.value().len() as u64);
+            }
+            Ok(blobs::infer_chunk(lengths))
+        }) {
+            source.chunk = Some(chunk);
         }
         // The names of what was lost: the entities, and the files that `paths` and the stat
         // cache list (a file's id is its source's identity hash).
@@ -764,6 +783,8 @@ struct Salvage<'a> {
     db: Option<&'a dyn ReadableDatabase>,
     /// The content tables as the page scan found them, when it ran.
     scanned: Option<Database>,
+    /// The damaged store's blob chunk size (the scanned tables' too).
+    chunk: u64,
     /// Makes a file's object again from disk.
     rebuild: Rebuild<'a>,
     report: SalvageReport,
@@ -807,12 +828,13 @@ impl Salvage<'_> {
             })
             .map_err(|e| ("document", e))?;
         let mut contents = Vec::new();
+        let chunk = self.chunk;
         for blob in docs::doc_blobs(&rec, file_blob) {
             let read = self.first_read("reading a content", |db| {
                 let rtx = db.begin_read().db()?;
                 let index = rtx.open_table(BLOB_INDEX).db()?;
                 let data = rtx.open_table(BLOB_DATA).db()?;
-                let bytes = blobs::read_blob(&index, &data, &blob)?.ok_or_else(|| {
+                let bytes = blobs::read_blob(&index, &data, chunk, &blob)?.ok_or_else(|| {
                     Error::corrupt(format!("content {} is missing", hex::encode(blob)))
                 })?;
                 verify::check_content(&blob, &bytes)?;
@@ -938,6 +960,7 @@ impl RedbStore {
         }
         // What the tables do not give is looked for in the file's pages.
         let mut scanned = None;
+        let mut chunk = source.chunk;
         let mut found = (0, 0);
         if db.is_none() || padded.is_some() || previous || !source.unreadable.is_empty() {
             let io = |e: std::io::Error| Error::io(format!("reading {}", path.display()), e);
@@ -956,7 +979,11 @@ impl RedbStore {
                     refusal.full_message()
                 )));
             }
-            scanned = try_read("reading the contents the scan found", || scan.contents()).ok();
+            chunk = chunk.or(Some(scan.chunk()));
+            scanned = try_read("reading the contents the scan found", || {
+                scan.contents(chunk.unwrap_or(BLOB_CHUNK_OLD))
+            })
+            .ok();
         }
         for (key, tx) in source.put_back_misplaced() {
             tracing::info!("salvage: the log record under damaged key {key} verifies as tx {tx}");
@@ -965,6 +992,7 @@ impl RedbStore {
         let mut salvage = Salvage {
             db: db.as_deref(),
             scanned,
+            chunk: chunk.unwrap_or(BLOB_CHUNK_OLD),
             rebuild,
             report: SalvageReport {
                 padded,
@@ -1413,6 +1441,77 @@ mod tests {
         source.filesystems.insert(1, "fs".into());
         source.merge_scan(&scan);
         assert_eq!(source.entities.get(&id), Some(&Some("/a.rs".to_string())));
+        Ok(())
+    }
+
+    /// A store made before format 7 (no chunk size in `meta`: 4 032-byte chunks) is salvaged
+    /// with its chunk size, read in `meta`, or without it from the chunks' lengths, through the
+    /// tables and through the page scan; the new store has 4 080-byte chunks.
+    #[test]
+    fn the_chunk_size_of_an_older_stream_is_read_or_found() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let text: String = (0u32..3000)
+            .map(|i| crate::hash::sha256(&i.to_le_bytes()).to_hex())
+            .collect::<String>()
+            .chars()
+            .take(30_000)
+            .collect();
+        let object = crate::object::Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: "/a.rs".into(),
+            },
+            text.clone(),
+        )?;
+        let id = object.id().to_string();
+        drop(RedbStore::create(dir.path())?);
+        let path = dir.path().join(DB_FILE);
+        {
+            let db = Database::open(&path).db()?;
+            let wtx = db.begin_write().db()?;
+            wtx.open_table(META).db()?.remove(BLOB_CHUNK_KEY).db()?;
+            wtx.commit().db()?;
+        }
+        RedbStore::open(dir.path())?.transact(vec![Op::put(object)], Origin::Cli)?;
+        {
+            let db = Database::open(&path).db()?;
+            assert_eq!(Source::read(&db).chunk, Some(BLOB_CHUNK_OLD));
+            let wtx = db.begin_write().db()?;
+            wtx.open_table(META).db()?.remove(BLOB_CHUNK_KEY).db()?;
+            wtx.commit().db()?;
+            assert_eq!(
+                Source::read(&db).chunk,
+                Some(BLOB_CHUNK_OLD),
+                "from the lengths"
+            );
+        }
+        let io = |e: std::io::Error| Error::io("reading the store", e);
+        let file = std::fs::File::open(&path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let mut scan = scan::Scan::file(&file, len).map_err(io)?;
+        assert_eq!(scan.chunk(), BLOB_CHUNK_OLD);
+        let found = scan.contents(scan.chunk())?;
+        let rtx = found.begin_read().db()?;
+        assert_eq!(blobs::chunk_of(&rtx)?, BLOB_CHUNK_OLD);
+        let new = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let new = new.path().join("new");
+        let report = RedbStore::salvage(dir.path(), &new, &|_| None)?;
+        assert!(report.findings.is_empty(), "{:?}", report.findings);
+        assert!(
+            report.contents_lost.is_empty(),
+            "{:?}",
+            report.contents_lost
+        );
+        let store = RedbStore::open(&new)?;
+        let rtx = store.read()?;
+        assert_eq!(blobs::chunk_of(&rtx)?, BLOB_CHUNK);
+        let version = store
+            .as_of(&id, None, None)?
+            .ok_or_else(|| Error::invariant("gone"))?;
+        assert_eq!(
+            version.object.and_then(|o| o.content().map(str::to_string)),
+            Some(text)
+        );
         Ok(())
     }
 

@@ -27,8 +27,15 @@ pub const BLOB_DATA: TableDefinition<u64, &[u8]> = TableDefinition::new("blob_ch
 /// documents using it).
 pub const BLOB_INDEX: TableDefinition<[u8; 32], (u64, u64, u64)> =
     TableDefinition::new("blob_index");
-/// Bytes per blob chunk: a 4 KiB page less redb's leaf header and offsets.
-pub const BLOB_CHUNK: u64 = 4032;
+/// Bytes per blob chunk of a store whose `meta` has no [`BLOB_CHUNK_KEY`] (every store made
+/// before format 7): a 4 KiB page less more than redb's leaf header and offsets need.
+pub const BLOB_CHUNK_OLD: u64 = 4032;
+/// Bytes per blob chunk of a store made as format 7 or later: the most a 4 KiB leaf of one
+/// `u64 → bytes` entry holds (measured: 4 080 fits, 4 084 takes a second page).
+pub const BLOB_CHUNK: u64 = 4080;
+/// The `meta` key of the store's blob chunk size (u64 LE; format 7): [`BLOB_CHUNK`] in a store
+/// made as format 7 or later; absent, [`BLOB_CHUNK_OLD`].
+pub const BLOB_CHUNK_KEY: &str = "blob_chunk_bytes";
 
 /// `doc_data`: sequence → document record (the hashed fields, content by reference).
 pub const DOC_DATA: TableDefinition<u64, &[u8]> = TableDefinition::new("doc_data");

@@ -88,12 +88,13 @@ impl<'t> WriteTables<'t> {
         }
         let by_tx_since = by_tx_omitted_since(&meta)?;
         let sources_since = sources_in_ids_since(&meta)?;
+        let chunk = blobs::chunk_size(&meta)?;
         Ok(WriteTables {
             wtx: tx,
             fs_keys: HashMap::new(),
             register_filesystems: true,
             meta,
-            blobs: BlobTables::open(tx)?,
+            blobs: BlobTables::open(tx, chunk)?,
             docs: DocTables {
                 index: tx.open_table(DOC_INDEX).db()?,
                 data: tx.open_table(DOC_DATA).db()?,
