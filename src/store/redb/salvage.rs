@@ -1363,18 +1363,23 @@ fn finally_evicted(source: &Source) -> HashSet<String> {
 mod tests {
     use super::*;
 
-    /// With the `entities` table lost, the files that `paths` and the stat cache list are still
-    /// named by their paths: a numbered filesystem's keys (format 5) as its id's.
-    #[test]
-    fn the_paths_and_stat_cache_of_a_numbered_filesystem_name_their_files() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let object = crate::object::Object::file_text(
+    /// The file `/a.rs` on filesystem `fs`, holding "text".
+    fn file_a() -> Result<crate::object::Object> {
+        crate::object::Object::file_text(
             FilesystemSource {
                 filesystem_id: "fs".into(),
                 path: "/a.rs".into(),
             },
             "text".into(),
-        )?;
+        )
+    }
+
+    /// With the `entities` table lost, the files that `paths` and the stat cache list are still
+    /// named by their paths: a numbered filesystem's keys (format 5) as its id's.
+    #[test]
+    fn the_paths_and_stat_cache_of_a_numbered_filesystem_name_their_files() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let object = file_a()?;
         let id = object.id().to_string();
         {
             let store = RedbStore::create(dir.path())?;
@@ -1411,13 +1416,7 @@ mod tests {
     #[test]
     fn a_files_source_in_entity_ids_names_it() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let object = crate::object::Object::file_text(
-            FilesystemSource {
-                filesystem_id: "fs".into(),
-                path: "/a.rs".into(),
-            },
-            "text".into(),
-        )?;
+        let object = file_a()?;
         let id = object.id().to_string();
         RedbStore::create(dir.path())?.transact(vec![Op::put(object)], Origin::Cli)?;
         let path = dir.path().join(DB_FILE);
