@@ -1356,6 +1356,68 @@ mod tests {
         Ok(())
     }
 
+    /// Both layouts of an entity row and of an `entity_ids` value read back as what they are,
+    /// told apart by their first byte, and a value of neither is refused.
+    #[test]
+    fn entity_rows_of_either_layout_read_back() -> Result<()> {
+        let whole = EntityRec {
+            eid: 300,
+            object_type: TypeName::from(ObjectType::File),
+            source: Some((IdStr::from("fs"), "/a.rs".to_string())),
+        };
+        assert_eq!(
+            decode_entity(&encode(&whole)?, "entity")?,
+            StoredEntity::Whole(whole)
+        );
+        let sourced = encode_sourced_entity(300)?;
+        assert_eq!(sourced[0], ENTITY_SOURCED);
+        assert_eq!(sourced.len(), 4, "the format byte and a 3-byte varint");
+        assert_eq!(
+            decode_entity(&sourced, "entity")?,
+            StoredEntity::Sourced(300)
+        );
+        let hash_id = "ab".repeat(32);
+        assert_eq!(
+            decode_entity_id(&id_key(&hash_id), "id")?,
+            StoredEntityId::Id(hash_id)
+        );
+        assert_eq!(
+            decode_entity_id(&id_key("session:x"), "id")?,
+            StoredEntityId::Id("session:x".to_string())
+        );
+        let source = encode_entity_source(&fs_number_key(7), "/a.rs")?;
+        assert_eq!(source.len(), 1 + 1 + 2 + 1 + 5);
+        assert_eq!(
+            decode_entity_id(&source, "id")?,
+            StoredEntityId::Source {
+                fs_key: fs_number_key(7),
+                path: "/a.rs".to_string(),
+            }
+        );
+        assert!(decode_entity_id(&[3, 9], "id").is_err(), "a cut source");
+        assert!(decode_entity_id(&[4, 0], "id").is_err(), "an unknown tag");
+        assert!(decode_entity(&[2], "entity").is_err(), "no number");
+        Ok(())
+    }
+
+    /// A file's id is its source's identity hash; another id, or another type, is not sourced.
+    #[test]
+    fn only_a_file_named_by_its_source_is_sourced() -> Result<()> {
+        let first = FirstRec {
+            object_type: TypeName::from(ObjectType::File),
+            source: Some((IdStr::from("fs"), "/a.rs".to_string())),
+        };
+        let id = file_id("fs", "/a.rs")?;
+        assert!(sourced_file(&id, &first)?);
+        assert!(!sourced_file("other", &first)?);
+        let prompt = FirstRec {
+            object_type: TypeName::from(ObjectType::SystemPrompt),
+            source: None,
+        };
+        assert!(!sourced_file(&id, &prompt)?);
+        Ok(())
+    }
+
     #[test]
     fn a_file_documents_fields_are_stored_compact_and_read_back_byte_for_byte() -> Result<()> {
         let doc = |fields: &str| DocRec {
