@@ -864,6 +864,117 @@ pub fn id_of_key(key: &[u8], what: &str) -> Result<String> {
     }
 }
 
+/// The record format byte of a file's entity row whose source is in `entity_ids` (store format
+/// 6): the row is this byte and the entity number (bincode varint), 2–5 bytes where the whole
+/// [`EntityRec`] with its source took ~90.
+pub const ENTITY_SOURCED: u8 = 2;
+
+/// An `entities` row as stored: the whole record (every row before store format 6, and the
+/// rows of entities that are not files named by their source), or a file's number alone, its
+/// source being in `entity_ids`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoredEntity {
+    /// The whole record.
+    Whole(EntityRec),
+    /// A file whose id is its source's identity hash, by number; the source is in `entity_ids`.
+    Sourced(u64),
+}
+
+/// Encodes the `entities` row of a file whose source `entity_ids` holds (store format 6).
+///
+/// # Errors
+/// [`Error::Storage`] when bincode fails.
+pub fn encode_sourced_entity(eid: u64) -> Result<Vec<u8>> {
+    let mut out = vec![ENTITY_SOURCED];
+    bincode::encode_into_std_write(eid, &mut out, config())
+        .map_err(|e| Error::storage("encoding an entity row", e))?;
+    Ok(out)
+}
+
+/// Decodes an `entities` row of either layout; `what` names it for the error.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the bytes decode as neither.
+pub fn decode_entity(bytes: &[u8], what: &str) -> Result<StoredEntity> {
+    match bytes.split_first() {
+        Some((&ENTITY_SOURCED, rest)) => Ok(StoredEntity::Sourced(whole(
+            bincode::decode_from_slice(rest, config()),
+            rest.len(),
+            what,
+        )?)),
+        _ => decode(bytes, what).map(StoredEntity::Whole),
+    }
+}
+
+/// The tag of an `entity_ids` value that holds a file's source (store format 6) instead of its
+/// id's [`id_key`] (tags 0 and 1): the id is the source's identity hash.
+const ID_SOURCE: u8 = 3;
+
+/// An `entity_ids` value as stored: an entity id, or a file's source whose identity hash is its
+/// id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoredEntityId {
+    /// The id.
+    Id(String),
+    /// A file's source: its filesystem as the key prefix of its `paths` row (a number, or the
+    /// filesystem's [`id_key`]) and its path.
+    Source {
+        /// The filesystem's key prefix (`redb/fsnum.rs`).
+        fs_key: Vec<u8>,
+        /// The canonical path.
+        path: String,
+    },
+}
+
+/// Encodes the `entity_ids` value of a file's source: a tag byte, then the filesystem key and
+/// the path (bincode).
+///
+/// # Errors
+/// [`Error::Storage`] when bincode fails.
+pub fn encode_entity_source(fs_key: &[u8], path: &str) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(fs_key.len() + path.len() + 4);
+    out.push(ID_SOURCE);
+    bincode::encode_into_std_write((fs_key, path), &mut out, config())
+        .map_err(|e| Error::storage("encoding an entity source", e))?;
+    Ok(out)
+}
+
+/// Decodes an `entity_ids` value of either kind; `what` names it for the error.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the bytes are neither an id key nor a source.
+pub fn decode_entity_id(bytes: &[u8], what: &str) -> Result<StoredEntityId> {
+    match bytes.split_first() {
+        Some((&ID_SOURCE, rest)) => {
+            let (fs_key, path): (Vec<u8>, String) =
+                whole(bincode::decode_from_slice(rest, config()), rest.len(), what)?;
+            Ok(StoredEntityId::Source { fs_key, path })
+        }
+        _ => id_of_key(bytes, what).map(StoredEntityId::Id),
+    }
+}
+
+/// The id of a file at `path` on filesystem `filesystem_id`: its source's identity hash.
+///
+/// # Errors
+/// Never in practice (canonicalisation of the source).
+pub fn file_id(filesystem_id: &str, path: &str) -> Result<String> {
+    let source = Source::Filesystem(FilesystemSource {
+        filesystem_id: filesystem_id.to_string(),
+        path: path.to_string(),
+    });
+    Ok(sourced_identity(ObjectType::File, &source)?.to_hex())
+}
+
+/// Whether the entity `id` that `first` creates is a file named by its source (its id is the
+/// source's identity hash): such an entity's row can leave the source to `entity_ids`.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for an unknown type name.
+pub fn sourced_file(id: &str, first: &FirstRec) -> Result<bool> {
+    Ok(implied_id(first)?.as_deref() == Some(id))
+}
+
 /// Blob payload stored as given.
 const METHOD_RAW: u8 = 0;
 /// Blob payload compressed with LZ4 (block format, uncompressed size prepended); read only.
@@ -1242,6 +1353,68 @@ mod tests {
         assert_eq!(bad_type[at], 0, "the type byte of a file");
         bad_type[at] = 9;
         assert!(decode_op(&bad_type, tx_time, "op").is_err());
+        Ok(())
+    }
+
+    /// Both layouts of an entity row and of an `entity_ids` value read back as what they are,
+    /// told apart by their first byte, and a value of neither is refused.
+    #[test]
+    fn entity_rows_of_either_layout_read_back() -> Result<()> {
+        let whole = EntityRec {
+            eid: 300,
+            object_type: TypeName::from(ObjectType::File),
+            source: Some((IdStr::from("fs"), "/a.rs".to_string())),
+        };
+        assert_eq!(
+            decode_entity(&encode(&whole)?, "entity")?,
+            StoredEntity::Whole(whole)
+        );
+        let sourced = encode_sourced_entity(300)?;
+        assert_eq!(sourced[0], ENTITY_SOURCED);
+        assert_eq!(sourced.len(), 4, "the format byte and a 3-byte varint");
+        assert_eq!(
+            decode_entity(&sourced, "entity")?,
+            StoredEntity::Sourced(300)
+        );
+        let hash_id = "ab".repeat(32);
+        assert_eq!(
+            decode_entity_id(&id_key(&hash_id), "id")?,
+            StoredEntityId::Id(hash_id)
+        );
+        assert_eq!(
+            decode_entity_id(&id_key("session:x"), "id")?,
+            StoredEntityId::Id("session:x".to_string())
+        );
+        let source = encode_entity_source(&fs_number_key(7), "/a.rs")?;
+        assert_eq!(source.len(), 1 + 1 + 2 + 1 + 5);
+        assert_eq!(
+            decode_entity_id(&source, "id")?,
+            StoredEntityId::Source {
+                fs_key: fs_number_key(7),
+                path: "/a.rs".to_string(),
+            }
+        );
+        assert!(decode_entity_id(&[3, 9], "id").is_err(), "a cut source");
+        assert!(decode_entity_id(&[4, 0], "id").is_err(), "an unknown tag");
+        assert!(decode_entity(&[2], "entity").is_err(), "no number");
+        Ok(())
+    }
+
+    /// A file's id is its source's identity hash; another id, or another type, is not sourced.
+    #[test]
+    fn only_a_file_named_by_its_source_is_sourced() -> Result<()> {
+        let first = FirstRec {
+            object_type: TypeName::from(ObjectType::File),
+            source: Some((IdStr::from("fs"), "/a.rs".to_string())),
+        };
+        let id = file_id("fs", "/a.rs")?;
+        assert!(sourced_file(&id, &first)?);
+        assert!(!sourced_file("other", &first)?);
+        let prompt = FirstRec {
+            object_type: TypeName::from(ObjectType::SystemPrompt),
+            source: None,
+        };
+        assert!(!sourced_file(&id, &prompt)?);
         Ok(())
     }
 

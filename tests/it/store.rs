@@ -773,7 +773,7 @@ fn format_version(dir: &std::path::Path) -> TestResult<u32> {
 }
 
 #[test]
-fn a_format_3_store_is_read_as_it_is_and_marked_format_5_when_opened_to_write() -> TestResult {
+fn a_format_3_store_is_read_as_it_is_and_marked_format_7_when_opened_to_write() -> TestResult {
     let dir = tempfile::tempdir()?;
     {
         let store = Store::create(dir.path())?;
@@ -812,7 +812,7 @@ fn a_format_3_store_is_read_as_it_is_and_marked_format_5_when_opened_to_write() 
     assert_eq!(store.log(None, 10)?.len(), 2);
     drop(store);
     assert_eq!(format_version(dir.path())?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 5);
+    assert_eq!(strata::FORMAT_VERSION, 7);
     Ok(())
 }
 
@@ -840,12 +840,15 @@ const STAT_CACHE: redb::TableDefinition<(&[u8], &str), &[u8]> =
     redb::TableDefinition::new("stat_cache");
 
 /// Makes the store in `dir` write format 4's rows: a `versions_by_tx` row for every write (the
-/// `meta` key that tells from which transaction on format 5 omits some is removed), and long
-/// `paths` and `stat_cache` keys for filesystem `fs` (registered as keeping them, number 0).
+/// `meta` key that tells from which transaction on format 5 omits some is removed), long
+/// `paths` and `stat_cache` keys for filesystem `fs` (registered as keeping them, number 0), and
+/// whole entity rows (format 5's too: the key of format 6's is removed).
 fn write_format_4_rows(dir: &std::path::Path, fs: &str) -> TestResult {
     let db = redb::Database::open(dir.join("store.redb"))?;
     let tx = db.begin_write()?;
     tx.open_table(META)?.remove("by_tx_first_omitted_since")?;
+    tx.open_table(META)?
+        .remove("file_sources_in_entity_ids_since")?;
     let mut key = vec![1u8];
     key.extend_from_slice(fs.as_bytes());
     tx.open_table(FILESYSTEMS)?.insert(key.as_slice(), 0)?;
@@ -1024,7 +1027,7 @@ fn a_format_4_store_is_read_as_it_is_and_written_in_format_5_after_its_last_tx()
     }
     assert_eq!(version_rows(path)?, (10, 8));
     assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 5);
+    assert_eq!(strata::FORMAT_VERSION, 7);
     let store = Store::open(path)?;
     let after = answers(&store, &ids)?;
     for i in [0, 2, 3] {
@@ -1464,6 +1467,7 @@ fn a_format_5_store_made_before_filesystem_numbers_keeps_its_long_keys() -> Test
     let a = file("/a.rs", "a")?;
     Store::open(path)?.transact(vec![Op::put(a.clone())], Origin::Cli)?;
     drop_filesystem_tables(path)?;
+    set_format_version(path, 5)?;
     let store = Store::open(path)?;
     store.transact(vec![Op::put(file("/b.rs", "b")?)], Origin::Cli)?;
     assert_eq!(
@@ -1473,6 +1477,385 @@ fn a_format_5_store_made_before_filesystem_numbers_keeps_its_long_keys() -> Test
     assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
     drop(store);
     assert_eq!(fs_key_tags(path)?.0, vec![1, 1]);
+    Ok(())
+}
+
+const ENTITIES: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("entities");
+const ENTITY_IDS: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("entity_ids");
+
+/// The layout of each entity of the store file in `dir`, in eid order: the format byte of its
+/// `entities` row (1 whole, 2 a file's number alone) and the tag of its `entity_ids` value (0
+/// a hash id, 1 a text id, 3 a file's source).
+fn entity_layouts(dir: &std::path::Path) -> TestResult<Vec<(u8, u8)>> {
+    use redb::{ReadableDatabase, ReadableTable};
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_read()?;
+    let mut rows = std::collections::BTreeMap::new();
+    for entry in tx.open_table(ENTITY_IDS)?.iter()? {
+        let (eid, value) = entry?;
+        rows.insert(eid.value(), (0, value.value()[0]));
+    }
+    for entry in tx.open_table(ENTITIES)?.iter()? {
+        let (_, value) = entry?;
+        let value = value.value();
+        // Either layout: the eid follows the format byte (a bincode varint, one byte < 251).
+        let eid = u64::from(value[1]);
+        rows.entry(eid).or_insert((0, 0)).0 = value[0];
+    }
+    Ok(rows.into_values().collect())
+}
+
+/// What the store says of entities `ids`: `entity` (type and source) and whether each exists.
+fn entity_answers(store: &Store, ids: &[&str]) -> TestResult<Vec<String>> {
+    let mut out = Vec::new();
+    for id in ids {
+        out.push(format!("{:?}", store.entity(id)?));
+    }
+    let mut live: Vec<String> = store
+        .live_entities()?
+        .into_iter()
+        .map(|e| format!("{e:?}"))
+        .collect();
+    live.sort();
+    out.extend(live);
+    Ok(out)
+}
+
+#[test]
+fn a_format_5_store_is_read_as_it_is_and_keeps_new_files_sources_once_after_its_last_tx()
+-> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    drop(Store::create(path)?);
+    {
+        // Format 5's entity rows: whole, the id in entity_ids.
+        let db = redb::Database::open(path.join("store.redb"))?;
+        let tx = db.begin_write()?;
+        tx.open_table(META)?
+            .remove("file_sources_in_entity_ids_since")?;
+        tx.commit()?;
+    }
+    let (a, b, c) = (
+        file("/a.rs", "a1")?,
+        file("/b.rs", "b1")?,
+        prompt("p", "p1")?,
+    );
+    let (d, e) = (file("/d.rs", "d1")?, file("/e.rs", "e1")?);
+    let ids = [a.id(), b.id(), c.id(), d.id(), e.id()].map(str::to_string);
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let fs1_paths = ["/a.rs", "/b.rs", "/d.rs", "/e.rs"];
+    {
+        let store = Store::open(path)?;
+        let stat = stat_of("fs1", &[&a, &b])?;
+        store.transact_with_stat(vec![Op::put(a), Op::put(b)], Origin::Cli, stat)?;
+        store.transact(vec![Op::put(c)], Origin::Cli)?;
+    }
+    assert_eq!(entity_layouts(path)?, [(1, 0), (1, 0), (1, 1)]);
+    set_format_version(path, 5)?;
+    let (before, before_entities, before_paths) = {
+        let store = Store::open_read_only(path)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+        (
+            answers(&store, &ids[..3])?,
+            entity_answers(&store, &ids[..3])?,
+            path_answers(&store, "fs1", &fs1_paths)?,
+        )
+    };
+    assert_eq!(format_version(path)?, 5, "a reader changes nothing");
+    // A backup of the format-5 file read as it is keeps its layout and is sound.
+    let copy = tempfile::tempdir()?;
+    let copy = copy.path().join("copy");
+    {
+        let store = Store::open_read_only(path)?;
+        let report = store.backup(&copy)?;
+        assert!(report.findings.is_empty(), "{:?}", report.findings);
+    }
+    assert_eq!(entity_layouts(&copy)?, [(1, 0), (1, 0), (1, 1)]);
+    {
+        let store = Store::open(path)?;
+        assert_eq!(answers(&store, &ids[..3])?, before);
+        assert_eq!(entity_answers(&store, &ids[..3])?, before_entities);
+        assert_eq!(path_answers(&store, "fs1", &fs1_paths)?, before_paths);
+        // Format 6's rows from tx 3 on: d and e keep their sources once; a's second write and
+        // an evict of b leave the old rows as they were (b's go).
+        let stat = stat_of("fs1", &[&d, &e])?;
+        store.transact_with_stat(vec![Op::put(d), Op::put(e)], Origin::Cli, stat)?;
+        let a2 = file("/a.rs", "a2")?;
+        let stat = stat_of("fs1", &[&a2])?;
+        store.transact_with_stat(vec![Op::put(a2)], Origin::Cli, stat)?;
+        store.evict(ids[1], Origin::Cli)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    }
+    assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
+    assert_eq!(strata::FORMAT_VERSION, 7);
+    assert_eq!(entity_layouts(path)?, [(1, 0), (1, 1), (2, 3), (2, 3)]);
+    let store = Store::open(path)?;
+    // e goes too: its rows of format 6.
+    store.evict(ids[4], Origin::Cli)?;
+    let d2 = file("/d.rs", "d2")?;
+    let stat = stat_of("fs1", &[&d2])?;
+    store.transact_with_stat(vec![Op::put(d2)], Origin::Cli, stat)?;
+    assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    let live = [ids[0], ids[2], ids[3]];
+    let after = answers(&store, &live)?;
+    let after_entities = entity_answers(&store, &live)?;
+    let after_paths = path_answers(&store, "fs1", &fs1_paths)?;
+    assert!(after[0].contains("\"a2\""), "{}", after[0]);
+    assert_eq!(after[1], before[2]);
+    assert!(after[2].contains("\"d2\""), "{}", after[2]);
+    assert!(after_entities[2].contains("/d.rs"), "{after_entities:?}");
+    assert!(after_paths.contains(ids[3]), "{after_paths}");
+    drop(store);
+    assert_eq!(entity_layouts(path)?, [(1, 0), (1, 1), (2, 3)]);
+    let store = Store::open(path)?;
+    // A rebuild writes format 6's rows from the first tx on: a's keeps its source once too.
+    store.fsck_rebuild()?;
+    assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    assert_eq!(answers(&store, &live)?, after);
+    assert_eq!(entity_answers(&store, &live)?, after_entities);
+    drop(store);
+    let mut layouts = entity_layouts(path)?;
+    layouts.sort();
+    assert_eq!(layouts, [(1, 1), (2, 3), (2, 3)]);
+    let store = Store::open(path)?;
+    // The same paths and listing (a rebuild empties the stat cache, the last line).
+    let rebuilt = path_answers(&store, "fs1", &fs1_paths)?;
+    assert_eq!(
+        rebuilt.rsplit_once('\n').map(|(paths, _)| paths),
+        after_paths.rsplit_once('\n').map(|(paths, _)| paths)
+    );
+    Ok(())
+}
+
+/// fsck compares both entity tables with the rows the log makes: an `entity_ids` row lost or
+/// one too many, and an entity row of the other layout, are findings; a rebuild repairs them.
+#[test]
+fn fsck_finds_an_entity_row_too_many_too_few_or_of_the_other_layout() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    let (one, two) = (file("/one.rs", "1")?, file("/two.rs", "2")?);
+    let ids = [one.id().to_string(), two.id().to_string()];
+    Store::create(path)?.transact(vec![Op::put(one), Op::put(two)], Origin::Cli)?;
+    assert_eq!(entity_layouts(path)?, [(2, 3), (2, 3)]);
+    let edit = |f: &dyn Fn(&redb::WriteTransaction) -> TestResult| -> TestResult {
+        let db = redb::Database::open(path.join("store.redb"))?;
+        let tx = db.begin_write()?;
+        f(&tx)?;
+        tx.commit()?;
+        Ok(())
+    };
+    let kinds = || -> TestResult<Vec<&'static str>> {
+        let store = Store::open(path)?;
+        let mut kinds: Vec<&str> = store.fsck()?.iter().map(|f| f.kind).collect();
+        kinds.dedup();
+        store.fsck_rebuild()?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+        Ok(kinds)
+    };
+    // Too few: entity 1's source lost; its reads fail as damage.
+    edit(&|tx| {
+        tx.open_table(ENTITY_IDS)?.remove(1)?;
+        Ok(())
+    })?;
+    {
+        let store = Store::open(path)?;
+        let err = store.entity(&ids[0]).err().ok_or("read without a source")?;
+        assert_eq!(err.kind(), "corrupt", "{err}");
+    }
+    assert!(kinds()?.contains(&"entity_ids"));
+    // Too many: a number no entity has.
+    edit(&|tx| {
+        tx.open_table(ENTITY_IDS)?
+            .insert(9, [3u8, 2, 2, 1, 2, b'/', b'x'].as_slice())?;
+        Ok(())
+    })?;
+    assert_eq!(kinds()?, ["entity_ids"]);
+    // The other layout: two's whole row (format 5's) where the log makes format 6's, taken
+    // from a store that writes format 5's rows.
+    let five = tempfile::tempdir()?;
+    drop(Store::create(five.path())?);
+    write_format_4_rows(five.path(), "fs0")?;
+    Store::open(five.path())?.transact(
+        vec![
+            Op::put(file("/one.rs", "1")?),
+            Op::put(file("/two.rs", "2")?),
+        ],
+        Origin::Cli,
+    )?;
+    let (key, whole) = {
+        use redb::{ReadableDatabase, ReadableTable};
+        let db = redb::Database::open(five.path().join("store.redb"))?;
+        let tx = db.begin_read()?;
+        let table = tx.open_table(ENTITIES)?;
+        let mut found = None;
+        for entry in table.iter()? {
+            let (k, v) = entry?;
+            if v.value()[1] == 2 {
+                found = Some((k.value().to_vec(), v.value().to_vec()));
+            }
+        }
+        found.ok_or("no entity 2")?
+    };
+    assert_eq!(whole[0], 1, "a whole row");
+    edit(&|tx| {
+        tx.open_table(ENTITIES)?
+            .insert(key.as_slice(), whole.as_slice())?;
+        Ok(())
+    })?;
+    {
+        // The whole row reads as it says.
+        let store = Store::open(path)?;
+        assert!(format!("{:?}", store.entity(&ids[1])?).contains("/two.rs"));
+    }
+    assert_eq!(kinds()?, ["entities"]);
+    Ok(())
+}
+
+const BLOB_CHUNKS: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("blob_chunks");
+
+/// The lengths of the blob chunks of the store file in `dir`, and its `meta` chunk size.
+fn blob_chunks(dir: &std::path::Path) -> TestResult<(Vec<usize>, Option<u64>)> {
+    use redb::{ReadableDatabase, ReadableTable};
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_read()?;
+    let mut lengths = Vec::new();
+    for entry in tx.open_table(BLOB_CHUNKS)?.iter()? {
+        lengths.push(entry?.1.value().len());
+    }
+    let size = match tx.open_table(META)?.get("blob_chunk_bytes")? {
+        Some(v) => Some(u64::from_le_bytes(v.value().try_into()?)),
+        None => None,
+    };
+    Ok((lengths, size))
+}
+
+/// Whether every chunk but the last is `size` bytes long (and the last no longer).
+fn chunks_of(lengths: &[usize], size: usize) -> bool {
+    match lengths.split_last() {
+        Some((last, full)) => *last <= size && full.iter().all(|l| *l == size),
+        None => true,
+    }
+}
+
+/// `len` characters of text that zstd hardly shrinks (hex of a hash chain), from `seed`.
+fn long_text(seed: u32, len: usize) -> String {
+    let mut out = String::new();
+    let mut h = sha256(&seed.to_le_bytes()).0;
+    while out.len() < len {
+        out.push_str(&hex::encode(h));
+        h = sha256(&h).0;
+    }
+    out.truncate(len);
+    out
+}
+
+/// The content of `id` visible now.
+fn content_now(store: &Store, id: &str) -> TestResult<Option<String>> {
+    Ok(store
+        .as_of(id, None, None)?
+        .and_then(|v| v.object)
+        .and_then(|o| o.content().map(str::to_string)))
+}
+
+#[test]
+fn a_new_store_cuts_its_blob_stream_in_4080_byte_chunks() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let a = file("/a.rs", &long_text(1, 30_000))?;
+    {
+        let store = Store::create(dir.path())?;
+        store.transact(vec![Op::put(a.clone())], Origin::Cli)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+    }
+    let (lengths, size) = blob_chunks(dir.path())?;
+    assert_eq!(size, Some(4080));
+    assert!(
+        lengths.len() >= 3 && chunks_of(&lengths, 4080),
+        "{lengths:?}"
+    );
+    let store = Store::open(dir.path())?;
+    assert_eq!(content_now(&store, a.id())?.as_deref(), a.content());
+    Ok(())
+}
+
+/// A store made before format 7 keeps its 4 032-byte chunks: it is read, written, evicted
+/// from, backed up and rebuilt with them, and fsck finds a chunk of the wrong length.
+#[test]
+fn a_format_6_store_keeps_its_4032_byte_blob_chunks() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path();
+    drop(Store::create(path)?);
+    {
+        // Format 6's stream: no chunk size in `meta`.
+        let db = redb::Database::open(path.join("store.redb"))?;
+        let tx = db.begin_write()?;
+        tx.open_table(META)?.remove("blob_chunk_bytes")?;
+        tx.commit()?;
+    }
+    let (a, b, c) = (
+        file("/a.rs", &long_text(1, 20_000))?,
+        file("/b.rs", &long_text(2, 20_000))?,
+        file("/c.rs", &long_text(3, 9_000))?,
+    );
+    Store::open(path)?.transact(vec![Op::put(a.clone()), Op::put(b.clone())], Origin::Cli)?;
+    set_format_version(path, 6)?;
+    let (lengths, size) = blob_chunks(path)?;
+    assert_eq!(size, None);
+    assert!(
+        lengths.len() >= 4 && chunks_of(&lengths, 4032),
+        "{lengths:?}"
+    );
+    {
+        let store = Store::open_read_only(path)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+        assert_eq!(content_now(&store, a.id())?.as_deref(), a.content());
+    }
+    assert_eq!(format_version(path)?, 6, "a reader changes nothing");
+    let copy = tempfile::tempdir()?;
+    let copy = copy.path().join("copy");
+    {
+        let store = Store::open_read_only(path)?;
+        let report = store.backup(&copy)?;
+        assert!(report.findings.is_empty(), "{:?}", report.findings);
+    }
+    assert_eq!(blob_chunks(&copy)?, (lengths, None));
+    assert_eq!(
+        content_now(&Store::open(&copy)?, b.id())?.as_deref(),
+        b.content()
+    );
+    {
+        let store = Store::open(path)?;
+        store.transact(vec![Op::put(c.clone())], Origin::Cli)?;
+        store.evict(a.id(), Origin::Cli)?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+        assert_eq!(content_now(&store, b.id())?.as_deref(), b.content());
+        assert_eq!(content_now(&store, c.id())?.as_deref(), c.content());
+        store.fsck_rebuild()?;
+        assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
+        assert_eq!(content_now(&store, c.id())?.as_deref(), c.content());
+    }
+    assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
+    let (lengths, size) = blob_chunks(path)?;
+    assert_eq!(size, None);
+    assert!(chunks_of(&lengths, 4032), "{lengths:?}");
+    // A chunk of the wrong length: fsck names it.
+    {
+        let db = redb::Database::open(path.join("store.redb"))?;
+        let tx = db.begin_write()?;
+        {
+            use redb::ReadableTable;
+            let mut chunks = tx.open_table(BLOB_CHUNKS)?;
+            let first = chunks
+                .first()?
+                .map(|(k, v)| (k.value(), v.value().to_vec()));
+            let (no, mut bytes) = first.ok_or("no chunk")?;
+            bytes.truncate(4000);
+            chunks.insert(no, bytes.as_slice())?;
+        }
+        tx.commit()?;
+    }
+    let store = Store::open(path)?;
+    let kinds: Vec<&str> = store.fsck()?.iter().map(|f| f.kind).collect();
+    assert!(kinds.contains(&"blob_chunk"), "{kinds:?}");
     Ok(())
 }
 

@@ -34,7 +34,7 @@ impl RedbStore {
                     match op {
                         ReplayOp::Body { op, put } => {
                             if let (OpRec::Write(write), Some(put)) = (&**op, put) {
-                                let existing = entity_rec(&w.entities, &write.entity)?;
+                                let existing = entity_rec(&w, &write.entity)?;
                                 let kept = put.kept.as_deref();
                                 w.store_doc(&put.object, kept, None, existing.as_ref())?;
                             }

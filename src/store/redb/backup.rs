@@ -82,28 +82,21 @@ impl RedbStore {
             super::fsnum::register_long(&wtx)?;
         }
         {
-            // A store made before evictions were recorded keeps saying so.
-            let has_since = rtx
-                .open_table(META)
-                .db()?
-                .get(EVICTIONS_SINCE)
-                .db()?
-                .is_some();
-            if !has_since {
-                wtx.open_table(META).db()?.remove(EVICTIONS_SINCE).db()?;
-            }
-            // And one whose every write has its `versions_by_tx` row keeps them all.
-            let has_by_tx_since = rtx
-                .open_table(META)
-                .db()?
-                .get(BY_TX_OMITTED_SINCE)
-                .db()?
-                .is_some();
-            if !has_by_tx_since {
-                wtx.open_table(META)
-                    .db()?
-                    .remove(BY_TX_OMITTED_SINCE)
-                    .db()?;
+            // The copy was made with this build's `meta` keys, and the store's copied over
+            // them. A key the store lacks says something of its rows, which the copy keeps as
+            // they are: evictions recorded only from some transaction on, a `versions_by_tx` row
+            // for every write, whole entity rows, 4 032-byte blob chunks.
+            let from = rtx.open_table(META).db()?;
+            let mut to = wtx.open_table(META).db()?;
+            for key in [
+                EVICTIONS_SINCE,
+                BY_TX_OMITTED_SINCE,
+                SOURCES_IN_IDS_SINCE,
+                BLOB_CHUNK_KEY,
+            ] {
+                if from.get(key).db()?.is_none() {
+                    to.remove(key).db()?;
+                }
             }
         }
         wtx.commit().db()?;

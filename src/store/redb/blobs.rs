@@ -16,7 +16,7 @@ use super::*;
 use redb::{ReadableTable, Table};
 
 use super::codec;
-use super::tables::BLOB_CHUNK;
+use super::tables::{BLOB_CHUNK, BLOB_CHUNK_KEY, BLOB_CHUNK_OLD};
 use crate::error::{Error, Result};
 use crate::hash::sha256;
 use crate::store::ops::Encoded;
@@ -37,15 +37,57 @@ pub(crate) struct BlobTables<'t> {
     /// The stream's last chunk as appends left it: its number, its bytes, and whether they
     /// differ from the table's row.
     tail: Option<(u64, Vec<u8>, bool)>,
+    /// The store's chunk size ([`chunk_size`]).
+    pub chunk: u64,
+}
+
+/// The blob chunk size of the store whose `meta` table is `meta`: `meta[BLOB_CHUNK_KEY]`, or
+/// [`BLOB_CHUNK_OLD`] when absent (a store made before format 7).
+///
+/// # Errors
+/// [`Error::Corrupt`] when the value is not 8 bytes or not a size from 1 to [`BLOB_CHUNK`].
+pub(crate) fn chunk_size(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u64> {
+    let Some(value) = meta.get(BLOB_CHUNK_KEY).db()? else {
+        return Ok(BLOB_CHUNK_OLD);
+    };
+    let size = <[u8; 8]>::try_from(value.value())
+        .ok()
+        .map(u64::from_le_bytes)
+        .filter(|n| (1..=BLOB_CHUNK).contains(n));
+    size.ok_or_else(|| {
+        Error::corrupt(format!(
+            "meta[{BLOB_CHUNK_KEY}] is not a chunk size; run `strata fsck`"
+        ))
+    })
+}
+
+/// The chunk size of a stream whose chunks (some of them, the first ones) are `lengths` long,
+/// for a store whose `meta` does not say: [`BLOB_CHUNK`] when one is longer than
+/// [`BLOB_CHUNK_OLD`], else that (a stream of one chunk reads the same with either).
+pub(crate) fn infer_chunk(lengths: impl IntoIterator<Item = u64>) -> u64 {
+    if lengths.into_iter().any(|len| len > BLOB_CHUNK_OLD) {
+        BLOB_CHUNK
+    } else {
+        BLOB_CHUNK_OLD
+    }
+}
+
+/// The blob chunk size of the store `rtx` reads ([`chunk_size`]).
+///
+/// # Errors
+/// As [`chunk_size`].
+pub(crate) fn chunk_of(rtx: &redb::ReadTransaction) -> Result<u64> {
+    chunk_size(&rtx.open_table(super::tables::META).db()?)
 }
 
 impl<'t> BlobTables<'t> {
-    /// The blob tables of `tx`.
-    pub(crate) fn open(tx: &'t redb::WriteTransaction) -> Result<Self> {
+    /// The blob tables of `tx`, whose store cuts its stream in chunks of `chunk` bytes.
+    pub(crate) fn open(tx: &'t redb::WriteTransaction, chunk: u64) -> Result<Self> {
         Ok(BlobTables {
             index: tx.open_table(super::tables::BLOB_INDEX).db()?,
             data: tx.open_table(super::tables::BLOB_DATA).db()?,
             tail: None,
+            chunk,
         })
     }
 
@@ -90,29 +132,30 @@ impl<'t> BlobTables<'t> {
     /// # Errors
     /// A storage error reading the last chunk or writing a full one.
     pub(crate) fn append_all(&mut self, parts: &[&[u8]]) -> Result<u64> {
+        let chunk = self.chunk;
         let (mut chunk_no, mut tail, mut dirty) = match self.tail.take() {
             Some(tail) => tail,
             None => match self.data.last().db()? {
-                Some((k, v)) if (v.value().len() as u64) < BLOB_CHUNK => {
+                Some((k, v)) if (v.value().len() as u64) < chunk => {
                     (k.value(), v.value().to_vec(), false)
                 }
                 Some((k, _)) => (k.value() + 1, Vec::new(), false),
                 None => (0, Vec::new(), false),
             },
         };
-        let offset = chunk_no * BLOB_CHUNK + tail.len() as u64;
+        let offset = chunk_no * chunk + tail.len() as u64;
         for &part in parts {
             let mut rest = part;
             while !rest.is_empty() {
-                if tail.capacity() < BLOB_CHUNK as usize {
-                    tail.reserve_exact(BLOB_CHUNK as usize - tail.len());
+                if tail.capacity() < chunk as usize {
+                    tail.reserve_exact(chunk as usize - tail.len());
                 }
-                let room = BLOB_CHUNK as usize - tail.len();
+                let room = chunk as usize - tail.len();
                 let (now, later) = rest.split_at(room.min(rest.len()));
                 tail.extend_from_slice(now);
                 dirty = true;
                 rest = later;
-                if tail.len() as u64 == BLOB_CHUNK {
+                if tail.len() as u64 == chunk {
                     self.data.insert(chunk_no, tail.as_slice()).db()?;
                     chunk_no += 1;
                     tail.clear();
@@ -151,9 +194,11 @@ pub(crate) fn next_seq(data: &impl ReadableTable<u64, &'static [u8]>) -> Result<
     Ok(data.last().db()?.map_or(1, |(k, _)| k.value() + 1))
 }
 
-/// Reads `len` bytes at `offset` of the blob stream; `None` when a chunk is missing or short.
+/// Reads `len` bytes at `offset` of the blob stream (cut in chunks of `chunk` bytes); `None`
+/// when a chunk is missing or short.
 pub(crate) fn read_range(
     chunks: &impl ReadableTable<u64, &'static [u8]>,
+    chunk: u64,
     offset: u64,
     len: u64,
 ) -> Result<Option<Vec<u8>>> {
@@ -163,19 +208,19 @@ pub(crate) fn read_range(
     if len == 0 {
         return Ok(Some(out));
     }
-    let first = offset / BLOB_CHUNK;
-    let last = offset.saturating_add(len - 1) / BLOB_CHUNK;
+    let first = offset / chunk;
+    let last = offset.saturating_add(len - 1) / chunk;
     for no in first..=last {
-        let Some(chunk) = chunks.get(no).db()? else {
+        let Some(row) = chunks.get(no).db()? else {
             return Ok(None);
         };
-        let bytes = chunk.value();
+        let bytes = row.value();
         let start = if no == first {
-            (offset % BLOB_CHUNK) as usize
+            (offset % chunk) as usize
         } else {
             0
         };
-        let want = (len as usize - out.len()).min(BLOB_CHUNK as usize - start);
+        let want = (len as usize - out.len()).min(chunk as usize - start);
         let Some(piece) = bytes.get(start..start + want) else {
             return Ok(None);
         };
@@ -188,6 +233,7 @@ pub(crate) fn read_range(
 /// the last, which the next append extends).
 pub(crate) fn erase_range(
     chunks: &mut Table<'_, u64, &'static [u8]>,
+    chunk: u64,
     offset: u64,
     len: u64,
 ) -> Result<()> {
@@ -195,16 +241,16 @@ pub(crate) fn erase_range(
         return Ok(());
     }
     let last_no = chunks.last().db()?.map_or(0, |(k, _)| k.value());
-    let first = offset / BLOB_CHUNK;
+    let first = offset / chunk;
     // No further than the last chunk there is: a damaged index row may claim any length.
-    let last = (offset.saturating_add(len - 1) / BLOB_CHUNK).min(last_no);
+    let last = (offset.saturating_add(len - 1) / chunk).min(last_no);
     for no in first..=last {
         let Some(mut bytes) = chunks.get(no).db()?.map(|v| v.value().to_vec()) else {
             continue;
         };
-        let chunk_start = no * BLOB_CHUNK;
+        let chunk_start = no * chunk;
         let from = offset.max(chunk_start) - chunk_start;
-        let to = offset.saturating_add(len).min(chunk_start + BLOB_CHUNK) - chunk_start;
+        let to = offset.saturating_add(len).min(chunk_start + chunk) - chunk_start;
         let to = (to as usize).min(bytes.len());
         if let Some(range) = bytes.get_mut(from as usize..to) {
             range.fill(0);
@@ -348,8 +394,9 @@ fn suffix_base(
     let len = match header.len {
         Some(len) => len,
         None => {
+            let chunk = t.chunk;
             let (index, data) = t.parts()?;
-            read_blob(&*index, &*data, &at)?.map_or(0, |b| b.len() as u64)
+            read_blob(&*index, &*data, chunk, &at)?.map_or(0, |b| b.len() as u64)
         }
     };
     Ok(Some((at, seq, len)))
@@ -357,11 +404,12 @@ fn suffix_base(
 
 /// The header of the record of blob `hash`; `None` when it is not stored.
 fn header_of(t: &mut BlobTables<'_>, hash: &[u8; 32]) -> Result<Option<codec::BlobHeader>> {
+    let chunk = t.chunk;
     let (index, data) = t.parts()?;
     let Some((offset, len, _)) = index.get(hash).db()?.map(|v| v.value()) else {
         return Ok(None);
     };
-    record_header(&*data, hash, offset, len).map(Some)
+    record_header(&*data, chunk, hash, offset, len).map(Some)
 }
 
 /// The header of the blob record of `hash` at (`offset`, `len`), read without its payload.
@@ -370,13 +418,14 @@ fn header_of(t: &mut BlobTables<'_>, hash: &[u8; 32]) -> Result<Option<codec::Bl
 /// [`Error::Corrupt`] when the range is missing or the header is unknown.
 pub(crate) fn record_header(
     data: &impl ReadableTable<u64, &'static [u8]>,
+    chunk: u64,
     hash: &[u8; 32],
     offset: u64,
     len: u64,
 ) -> Result<codec::BlobHeader> {
     let what = format!("blob {}", hex::encode(hash));
-    let prefix =
-        read_range(data, offset, len.min(codec::SUFFIX_HEADER as u64))?.ok_or_else(|| {
+    let prefix = read_range(data, chunk, offset, len.min(codec::SUFFIX_HEADER as u64))?
+        .ok_or_else(|| {
             Error::corrupt(format!(
                 "{what} points at bytes {offset}..{} of the blob stream, which are missing",
                 offset.saturating_add(len)
@@ -393,6 +442,7 @@ pub(crate) fn record_header(
 /// Drops one reference to a blob, erasing it at zero (and then dropping its reference to its
 /// base, for a suffix record); returns the bytes freed.
 pub(crate) fn release_blob(t: &mut BlobTables<'_>, hash: &[u8; 32]) -> Result<u64> {
+    let chunk = t.chunk;
     let mut freed = 0;
     let mut next = Some(*hash);
     while let Some(hash) = next.take() {
@@ -403,7 +453,7 @@ pub(crate) fn release_blob(t: &mut BlobTables<'_>, hash: &[u8; 32]) -> Result<u6
             t.index.insert(&hash, (offset, len, refs - 1)).db()?;
             break;
         }
-        next = record_header(t.data()?, &hash, offset, len)?.base;
+        next = record_header(t.data()?, chunk, &hash, offset, len)?.base;
         t.index.remove(&hash).db()?;
         erase_blob(t, offset, len)?;
         freed += len;
@@ -420,6 +470,7 @@ pub(crate) fn release_blob(t: &mut BlobTables<'_>, hash: &[u8; 32]) -> Result<u6
 /// # Errors
 /// [`Error::Corrupt`] when a record does not read.
 pub(crate) fn unbase(t: &mut BlobTables<'_>, candidates: &[[u8; 32]]) -> Result<(u64, u64)> {
+    let chunk = t.chunk;
     let mut left = Vec::new();
     for hash in candidates {
         if t.index.get(hash).db()?.is_some() && !left.contains(hash) {
@@ -438,7 +489,7 @@ pub(crate) fn unbase(t: &mut BlobTables<'_>, candidates: &[[u8; 32]]) -> Result<
         all.push((key.value(), value.value()));
     }
     for (hash, (offset, len, _)) in all {
-        if let Some(base) = record_header(t.data()?, &hash, offset, len)?.base
+        if let Some(base) = record_header(t.data()?, chunk, &hash, offset, len)?.base
             && left.contains(&base)
         {
             dependents.entry(base).or_default().push(hash);
@@ -452,7 +503,7 @@ pub(crate) fn unbase(t: &mut BlobTables<'_>, candidates: &[[u8; 32]]) -> Result<
         for hash in on_it {
             let row = t.index.get(&hash).db()?.map(|v| v.value());
             if let Some((offset, len, refs)) = row
-                && record_header(t.data()?, &hash, offset, len)?.base == Some(base)
+                && record_header(t.data()?, chunk, &hash, offset, len)?.base == Some(base)
             {
                 live.push((hash, offset, len, refs));
             }
@@ -466,7 +517,7 @@ pub(crate) fn unbase(t: &mut BlobTables<'_>, candidates: &[[u8; 32]]) -> Result<
         }
         for (hash, offset, len, refs) in live {
             let (index, data) = t.parts()?;
-            let bytes = read_at(&*index, &*data, &hash, offset, len)?;
+            let bytes = read_at(&*index, &*data, chunk, &hash, offset, len)?;
             let record = codec::encode_blob(&bytes);
             let at = t.append(&record)?;
             t.index
@@ -483,7 +534,8 @@ pub(crate) fn unbase(t: &mut BlobTables<'_>, candidates: &[[u8; 32]]) -> Result<
 
 /// Erases a blob's record from the stream (its index row is the caller's).
 pub(crate) fn erase_blob(t: &mut BlobTables<'_>, offset: u64, len: u64) -> Result<()> {
-    erase_range(t.data()?, offset, len)
+    let chunk = t.chunk;
+    erase_range(t.data()?, chunk, offset, len)
 }
 
 /// Reads a blob's bytes, following a suffix record back to its whole base.
@@ -494,12 +546,13 @@ pub(crate) fn erase_blob(t: &mut BlobTables<'_>, offset: u64, len: u64) -> Resul
 pub(crate) fn read_blob(
     index: &impl ReadableTable<[u8; 32], (u64, u64, u64)>,
     data: &impl ReadableTable<u64, &'static [u8]>,
+    chunk: u64,
     hash: &[u8; 32],
 ) -> Result<Option<Vec<u8>>> {
     let Some((offset, len, _)) = index.get(hash).db()?.map(|v| v.value()) else {
         return Ok(None);
     };
-    read_at(index, data, hash, offset, len).map(Some)
+    read_at(index, data, chunk, hash, offset, len).map(Some)
 }
 
 /// The longest chain of suffix records a read follows: record `n` is based on `n & (n - 1)`,
@@ -515,6 +568,7 @@ const MAX_CHAIN: usize = 33;
 pub(crate) fn read_at(
     index: &impl ReadableTable<[u8; 32], (u64, u64, u64)>,
     data: &impl ReadableTable<u64, &'static [u8]>,
+    chunk: u64,
     hash: &[u8; 32],
     offset: u64,
     len: u64,
@@ -523,7 +577,7 @@ pub(crate) fn read_at(
     let (mut at, mut offset, mut len) = (*hash, offset, len);
     let whole = loop {
         let what = format!("blob {}", hex::encode(at));
-        let record = read_range(data, offset, len)?.ok_or_else(|| {
+        let record = read_range(data, chunk, offset, len)?.ok_or_else(|| {
             Error::corrupt(format!(
                 "{what} points at bytes {offset}..{} of the blob stream, which are missing",
                 offset.saturating_add(len)
@@ -583,7 +637,7 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let db = redb::Database::create(dir.path().join("t.redb")).db()?;
         let wtx = db.begin_write().db()?;
-        let mut t = BlobTables::open(&wtx)?;
+        let mut t = BlobTables::open(&wtx, BLOB_CHUNK)?;
         for (hash, base) in records {
             let record = codec::encode_suffix_blob(5, 600, base, b"more");
             let offset = t.append(&record)?;
@@ -600,9 +654,12 @@ mod tests {
     fn a_damaged_length_reads_and_erases_only_the_chunks_there_are() -> Result<()> {
         with_suffix_records(&[([1u8; 32], [9u8; 32])], |t| {
             let data = t.data()?;
-            assert!(read_range(data, 0, u64::MAX)?.is_none(), "past the stream");
-            erase_range(data, 0, u64::MAX)?;
-            erase_range(data, u64::MAX - 1, u64::MAX)?;
+            assert!(
+                read_range(data, BLOB_CHUNK, 0, u64::MAX)?.is_none(),
+                "past the stream"
+            );
+            erase_range(data, BLOB_CHUNK, 0, u64::MAX)?;
+            erase_range(data, BLOB_CHUNK, u64::MAX - 1, u64::MAX)?;
             let last = data.last().db()?.map(|(_, v)| v.value().to_vec());
             assert!(last.is_some_and(|bytes| bytes.iter().all(|b| *b == 0)));
             Ok(())
@@ -616,7 +673,7 @@ mod tests {
         let (a, gone) = ([1u8; 32], [9u8; 32]);
         with_suffix_records(&[(a, gone)], |t| {
             let (index, data) = t.parts()?;
-            let read = read_blob(&*index, &*data, &a);
+            let read = read_blob(&*index, &*data, BLOB_CHUNK, &a);
             assert!(
                 matches!(&read, Err(Error::Corrupt { what }) if what.contains(&hex::encode(gone)) && what.contains("missing")),
                 "{read:?}"
@@ -645,7 +702,7 @@ mod tests {
             );
             let (index, data) = t.parts()?;
             assert!(matches!(
-                read_blob(&*index, &*data, &a),
+                read_blob(&*index, &*data, BLOB_CHUNK, &a),
                 Err(Error::Corrupt { .. })
             ));
             Ok(())
@@ -667,12 +724,13 @@ mod tests {
         let wtx = db.begin_write().db()?;
         let mut offsets = Vec::new();
         {
-            let mut t = BlobTables::open(&wtx)?;
+            let mut t = BlobTables::open(&wtx, BLOB_CHUNK)?;
             for (i, record) in records.iter().enumerate() {
                 offsets.push(t.append(record)?);
                 if i == 2 {
                     // A read in the middle sees every record so far.
-                    let got = read_range(&*t.data()?, offsets[1], records[1].len() as u64)?;
+                    let got =
+                        read_range(&*t.data()?, BLOB_CHUNK, offsets[1], records[1].len() as u64)?;
                     assert_eq!(got.as_deref(), Some(records[1].as_slice()));
                 }
             }
@@ -684,7 +742,7 @@ mod tests {
         let rtx = db.begin_read().db()?;
         let data = rtx.open_table(super::super::tables::BLOB_DATA).db()?;
         for (record, offset) in records.iter().zip(&offsets) {
-            let got = read_range(&data, *offset, record.len() as u64)?;
+            let got = read_range(&data, BLOB_CHUNK, *offset, record.len() as u64)?;
             assert_eq!(got.as_deref(), Some(record.as_slice()));
         }
         let last = data.last().db()?.map(|(k, v)| (k.value(), v.value().len()));
@@ -701,7 +759,7 @@ mod tests {
         let db = redb::Database::create(dir.path().join("t.redb")).db()?;
         let wtx = db.begin_write().db()?;
         {
-            let mut t = BlobTables::open(&wtx)?;
+            let mut t = BlobTables::open(&wtx, BLOB_CHUNK)?;
             t.append(b"hello")?;
             t.append_all(&[b"wor", b"ld"])?;
         }
@@ -709,7 +767,7 @@ mod tests {
         let rtx = db.begin_read().db()?;
         let data = rtx.open_table(super::super::tables::BLOB_DATA).db()?;
         assert_eq!(
-            read_range(&data, 0, 10)?.as_deref(),
+            read_range(&data, BLOB_CHUNK, 0, 10)?.as_deref(),
             Some(b"helloworld".as_slice())
         );
         Ok(())
@@ -738,7 +796,10 @@ mod tests {
             let stored = acquire_blob(t, &hash, &bytes, encoded.as_ref())?;
             assert_eq!(stored, Some(bytes.len() as u64 + 2));
             let (index, data) = t.parts()?;
-            assert_eq!(read_blob(&*index, &*data, &hash)?, Some(bytes.clone()));
+            assert_eq!(
+                read_blob(&*index, &*data, BLOB_CHUNK, &hash)?,
+                Some(bytes.clone())
+            );
             Ok(())
         })
     }

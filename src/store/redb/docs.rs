@@ -633,7 +633,7 @@ impl RedbStore {
             return Ok(());
         }
         let rtx = self.read()?;
-        let entities = rtx.open_table(ENTITIES).db()?;
+        let entities = ReadEntities::open(&rtx)?;
         let versions = rtx.open_table(VERSIONS).db()?;
         let by_tx = rtx.open_table(VERSIONS_BY_TX).db()?;
         let index = rtx.open_table(DOC_INDEX).db()?;

@@ -84,6 +84,8 @@ struct Check {
     eid_hints: HashMap<String, u64>,
     /// The store's `meta[BY_TX_OMITTED_SINCE]`, which the replay writes by.
     by_tx_since: u64,
+    /// The store's `meta[SOURCES_IN_IDS_SINCE]`, which the replay writes by.
+    sources_since: u64,
 }
 
 impl Check {
@@ -205,7 +207,9 @@ impl Check {
         let tx_ops = rtx.open_table(TX_OPS).db()?;
         let log_tables = verify::LogTables::open(rtx)?;
         self.evictions_since = log_tables.since;
-        self.by_tx_since = by_tx_omitted_since(&rtx.open_table(META).db()?)?;
+        let meta = rtx.open_table(META).db()?;
+        self.by_tx_since = by_tx_omitted_since(&meta)?;
+        self.sources_since = sources_in_ids_since(&meta)?;
         let mut present = HashSet::new();
         for entry in tx_ops.iter().db()? {
             let (key, value) = entry.db()?;
@@ -283,6 +287,20 @@ impl Check {
     fn contents(&mut self, rtx: &ReadTransaction) -> Result<()> {
         let blob_index = rtx.open_table(BLOB_INDEX).db()?;
         let blob_data = rtx.open_table(BLOB_DATA).db()?;
+        let chunk = blobs::chunk_of(rtx)?;
+        // Every chunk but the last is full: a read finds a byte by its offset ÷ the chunk size.
+        let last = blob_data.last().db()?.map(|(k, _)| k.value());
+        for entry in blob_data.iter().db()? {
+            let (key, value) = entry.db()?;
+            let (no, len) = (key.value(), value.value().len() as u64);
+            if len > chunk || (len != chunk && Some(no) != last) {
+                self.push(finding(
+                    "blob_chunk",
+                    format!("blob chunk {no}"),
+                    format!("{len} bytes long, but the store's chunks are {chunk} bytes"),
+                ));
+            }
+        }
         let mut ranges = Vec::new();
         for entry in blob_index.iter().db()? {
             let (key, value) = entry.db()?;
@@ -298,12 +316,12 @@ impl Check {
             }
             self.blob_refs.insert(hash, refs);
             ranges.push((offset, len, subject.clone()));
-            if let Ok(header) = blobs::record_header(&blob_data, &hash, offset, len)
+            if let Ok(header) = blobs::record_header(&blob_data, chunk, &hash, offset, len)
                 && let Some(base) = header.base
             {
                 *self.suffix_refs.entry(base).or_default() += 1;
             }
-            match blobs::read_at(&blob_index, &blob_data, &hash, offset, len) {
+            match blobs::read_at(&blob_index, &blob_data, chunk, &hash, offset, len) {
                 Err(Error::Corrupt { what }) if what.contains("missing") => {
                     self.push(finding("blob_missing", subject, what));
                 }
@@ -439,6 +457,7 @@ impl Check {
             w.derived_only = true;
             w.eid_hints = std::mem::take(&mut self.eid_hints);
             w.by_tx_since = self.by_tx_since;
+            w.sources_since = self.sources_since;
             w.register_filesystems = rtx.open_table(FILESYSTEMS).is_ok();
             for (hash, (seq, _, file_blob)) in &self.doc_index {
                 w.docs.index.insert(hash, (*seq, 0, *file_blob)).db()?;
@@ -487,11 +506,11 @@ impl Check {
         wtx.commit().db()?;
         // Names and document users, from the replay.
         let rtx = db.begin_read().db()?;
-        let entities = rtx.open_table(ENTITIES).db()?;
-        for entry in entities.iter().db()? {
+        let entities = ReadEntities::open(&rtx)?;
+        for entry in entities.entities.iter().db()? {
             let (key, value) = entry.db()?;
             let id = codec::id_of_key(key.value(), "entity key")?;
-            let rec: codec::EntityRec = codec::decode(value.value(), "entity")?;
+            let rec = super::entity::entity_of_row(&entities, &id, value.value())?;
             if let (Some((fs, path)), Ok(ObjectType::File)) =
                 (&rec.source, rec.object_type.parse::<ObjectType>())
             {
@@ -533,13 +552,20 @@ impl Check {
 
     /// Adds the store's own names of eids the replay does not know (for findings about them).
     fn store_names(&mut self, rtx: &ReadTransaction) -> Result<()> {
-        let entities = rtx.open_table(ENTITIES).db()?;
-        for entry in entities.iter().db()? {
+        let entities = ReadEntities::open(rtx)?;
+        for entry in entities.entities.iter().db()? {
             let Ok((key, value)) = entry.db() else { break };
-            let (Ok(id), Ok(rec)) = (
-                codec::id_of_key(key.value(), "entity key"),
-                codec::decode::<codec::EntityRec>(value.value(), "entity"),
-            ) else {
+            let Ok(id) = codec::id_of_key(key.value(), "entity key") else {
+                continue;
+            };
+            let Ok(rec) = super::entity::entity_of_row(&entities, &id, value.value()) else {
+                // A file's number is still known when its source is not.
+                if let Ok(codec::StoredEntity::Sourced(eid)) =
+                    codec::decode_entity(value.value(), "entity")
+                {
+                    self.eid_hints.insert(id.clone(), eid);
+                    self.names.entry(eid).or_insert((id, None));
+                }
                 continue;
             };
             self.eid_hints.insert(id.clone(), rec.eid);
@@ -829,6 +855,7 @@ impl RedbStore {
     pub fn fsck(&self) -> Vec<Finding> {
         let mut check = Check {
             by_tx_since: u64::MAX,
+            sources_since: u64::MAX,
             ..Check::default()
         };
         let flag = AtomicBool::new(false);

@@ -5,7 +5,7 @@ use super::*;
 use redb::ReadableTable;
 
 use super::codec;
-use super::tables::{ENTITIES, ENTITY_IDS, PATHS, STAT_CACHE, TX_LOG};
+use super::tables::{ENTITIES, PATHS, STAT_CACHE, TX_LOG};
 use super::{RedbStore, Timestamp, TxId, Version};
 use crate::error::{Error, Result};
 
@@ -37,33 +37,18 @@ pub(super) fn for_each_under<V: redb::Value + 'static>(
     Ok(())
 }
 
-/// The entity id of number `eid`.
-///
-/// # Errors
-/// [`Error::Corrupt`] when `entity_ids` has no such number (a `paths` row outlived its entity).
-fn id_of_eid(ids: &impl ReadableTable<u64, &'static [u8]>, eid: u64) -> Result<String> {
-    match ids.get(eid).db()? {
-        Some(key) => codec::id_of_key(key.value(), "entity id in entity_ids"),
-        None => Err(Error::corrupt(format!(
-            "paths names entity number {eid}, which entity_ids does not know; run fsck --rebuild"
-        ))),
-    }
-}
-
 /// The entity id of number `eid`, which the `paths` row (`filesystem_id`, `path`) names,
 /// checked against the entity's own source.
 ///
 /// # Errors
 /// [`Error::Corrupt`] when the number or the entity is unknown or its source differs.
-fn id_at_path(
-    ids: &impl ReadableTable<u64, &'static [u8]>,
-    entities: &impl ReadableTable<&'static [u8], &'static [u8]>,
-    filesystem_id: &str,
-    path: &str,
-    eid: u64,
-) -> Result<String> {
-    let id = id_of_eid(ids, eid)?;
-    let rec = entity_rec(entities, &id)?;
+fn id_at_path(t: &ReadEntities, filesystem_id: &str, path: &str, eid: u64) -> Result<String> {
+    let Some(id) = super::entity::id_of_eid(t, eid)? else {
+        return Err(Error::corrupt(format!(
+            "paths names entity number {eid}, which entity_ids does not know; run fsck --rebuild"
+        )));
+    };
+    let rec = entity_rec(t, &id)?;
     super::verify::check_path_row(filesystem_id, path, &id, rec.as_ref())?;
     Ok(id)
 }
@@ -76,13 +61,12 @@ impl RedbStore {
     pub fn entity_at_path(&self, filesystem_id: &str, path: &str) -> Result<Option<String>> {
         let rtx = self.read()?;
         let paths = rtx.open_table(PATHS).db()?;
-        let ids = rtx.open_table(ENTITY_IDS).db()?;
-        let entities = rtx.open_table(ENTITIES).db()?;
+        let entities = ReadEntities::open(&rtx)?;
         let fs = super::fsnum::read_key(&rtx, filesystem_id)?;
         paths
             .get((fs.as_slice(), path))
             .db()?
-            .map(|v| id_at_path(&ids, &entities, filesystem_id, path, v.value()))
+            .map(|v| id_at_path(&entities, filesystem_id, path, v.value()))
             .transpose()
     }
 
@@ -94,12 +78,11 @@ impl RedbStore {
     pub fn paths_under(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<(String, String)>> {
         let rtx = self.read()?;
         let paths = rtx.open_table(PATHS).db()?;
-        let ids = rtx.open_table(ENTITY_IDS).db()?;
-        let entities = rtx.open_table(ENTITIES).db()?;
+        let entities = ReadEntities::open(&rtx)?;
         let mut out = Vec::new();
         let fs = super::fsnum::read_key(&rtx, filesystem_id)?;
         for_each_under(&paths, &fs, prefix, |path, eid| {
-            let id = id_at_path(&ids, &entities, filesystem_id, path, eid)?;
+            let id = id_at_path(&entities, filesystem_id, path, eid)?;
             out.push((path.to_string(), id));
             Ok(())
         })?;

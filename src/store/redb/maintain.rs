@@ -61,6 +61,11 @@ impl RedbStore {
                 .insert(BY_TX_OMITTED_SINCE, 1u64.to_le_bytes().as_slice())
                 .db()?;
             w.by_tx_since = 1;
+            // And format 6's: a file keeps its source once, in `entity_ids`.
+            w.meta
+                .insert(SOURCES_IN_IDS_SINCE, 1u64.to_le_bytes().as_slice())
+                .db()?;
+            w.sources_since = 1;
             let mut docs = Vec::new();
             for entry in w.docs.index.iter().db()? {
                 let (k, v) = entry.db()?;
@@ -139,10 +144,11 @@ impl RedbStore {
                 // pages get fresh checksums (the storage engine's own check passes). The
                 // record's place is the damaged store's word: no further than the last chunk
                 // there is (a damaged length once made this loop run for ever).
+                let chunk_size = w.blobs.chunk;
                 let last_chunk = w.blobs.data()?.last().db()?.map(|(no, _)| no.value());
                 if let (Some((offset, len, _)), Some(last_chunk)) = (old, last_chunk) {
-                    let first = offset / BLOB_CHUNK;
-                    let last = (offset.saturating_add(len.max(1) - 1) / BLOB_CHUNK).min(last_chunk);
+                    let first = offset / chunk_size;
+                    let last = (offset.saturating_add(len.max(1) - 1) / chunk_size).min(last_chunk);
                     for no in first..=last {
                         let data = w.blobs.data()?;
                         let chunk = data.get(no).db()?.map(|v| v.value().to_vec());
@@ -221,12 +227,13 @@ impl RedbStore {
                 .map(|(hash, (offset, len, _))| (*hash, (*offset, *len)))
                 .collect();
             let mut live: Vec<[u8; 32]> = blob_counts.keys().copied().collect();
+            let chunk = w.blobs.chunk;
             while let Some(hash) = live.pop() {
                 let Some((offset, len)) = locations.get(&hash) else {
                     continue;
                 };
                 if let Some(base) =
-                    blobs::record_header(w.blobs.data()?, &hash, *offset, *len)?.base
+                    blobs::record_header(w.blobs.data()?, chunk, &hash, *offset, *len)?.base
                 {
                     let count = blob_counts.entry(base).or_default();
                     *count += 1;

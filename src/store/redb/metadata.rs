@@ -41,7 +41,7 @@ impl ReadTables {
         now: i64,
         tx: u64,
     ) -> Result<Option<(ObjectMeta, Option<String>)>> {
-        let Some(entity) = entity_rec(&self.entities, id)? else {
+        let Some(entity) = entity_rec(self, id)? else {
             return Ok(None);
         };
         let Some((info, row)) = self.info_row(id, entity.eid, now, tx)? else {

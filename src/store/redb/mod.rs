@@ -27,6 +27,7 @@ mod backup;
 mod blobs;
 mod doc_delta;
 mod docs;
+mod entity;
 mod evict;
 mod fsck;
 mod fsnum;
@@ -72,6 +73,7 @@ use crate::hash::Hash;
 use crate::object::{ContentOmitted, Fields, FilesystemSource, Object, ObjectType, Source};
 use blobs::BlobTables;
 use docs::DocTables;
+use entity::{EntityTables, ReadEntities, entity_rec};
 use open::Handle;
 use read::ReadTables;
 use tables::*;
@@ -215,24 +217,19 @@ fn by_tx_omitted_since(meta: &impl ReadableTable<&'static str, &'static [u8]>) -
     })
 }
 
+/// `meta[SOURCES_IN_IDS_SINCE]`: the first transaction whose new files keep their source in
+/// `entity_ids`; `u64::MAX` when absent (every entity has its whole row).
+fn sources_in_ids_since(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u64> {
+    Ok(match meta.get(SOURCES_IN_IDS_SINCE).db()? {
+        Some(_) => read_counter(meta, SOURCES_IN_IDS_SINCE)?,
+        None => u64::MAX,
+    })
+}
+
 const STORED_BYTES: &str = "stored_bytes";
 /// The eid under which `match_ops` keeps matches on an id no entity had (eids count from 1).
 const ABSENT_EID: u64 = 0;
 const PUT_BYTES: &str = "put_bytes";
-
-fn entity_rec(
-    entities: &impl ReadableTable<&'static [u8], &'static [u8]>,
-    id: &str,
-) -> Result<Option<EntityRec>> {
-    match entities.get(codec::id_key(id).as_slice()).db()? {
-        // The error's name is built only on the error path (a resume decodes 10 000 records).
-        Some(v) => match codec::decode(v.value(), "entity") {
-            Ok(rec) => Ok(Some(rec)),
-            Err(_) => Ok(Some(codec::decode(v.value(), &format!("entity {id}"))?)),
-        },
-        None => Ok(None),
-    }
-}
 
 pub(in crate::store) fn unknown_entity(id: &str) -> Error {
     Error::not_found(format!(

@@ -10,7 +10,7 @@ use crate::store::private;
 
 /// The older format versions a read-write open upgrades in place (see
 /// [`RedbStore::check_format`]): their rows are read as they are.
-const UPGRADES_FROM: [u32; 2] = [3, 4];
+const UPGRADES_FROM: [u32; 4] = [3, 4, 5, 6];
 
 /// A transaction of a store's handle, counted while it lives so that the handle is never
 /// reopened under it ([`RedbStore::reopen`]). It derefs to the redb transaction.
@@ -340,6 +340,10 @@ impl RedbStore {
                     .db()?;
                 meta.insert(BY_TX_OMITTED_SINCE, 1u64.to_le_bytes().as_slice())
                     .db()?;
+                meta.insert(SOURCES_IN_IDS_SINCE, 1u64.to_le_bytes().as_slice())
+                    .db()?;
+                meta.insert(BLOB_CHUNK_KEY, BLOB_CHUNK.to_le_bytes().as_slice())
+                    .db()?;
             }
             tx.commit().db()?;
             return Ok(());
@@ -347,9 +351,11 @@ impl RedbStore {
         self.check_format(path).map_err(|e| damage_or(path, e))
     }
 
-    /// Refuses a file that is not a strata store or has another format version; a format 3 or
-    /// 4 file is read as it is, and marked format 5 when opened to write (its later writes use
-    /// format 5's rows, `meta[BY_TX_OMITTED_SINCE]` saying from which transaction on).
+    /// Refuses a file that is not a strata store or has another format version; a format 3, 4,
+    /// 5 or 6 file is read as it is, and marked format 7 when opened to write (its later writes
+    /// use format 5's and 6's rows, `meta[BY_TX_OMITTED_SINCE]` and
+    /// `meta[SOURCES_IN_IDS_SINCE]` saying from which transaction on; its blob stream keeps its
+    /// 4 032-byte chunks, `meta` having no `BLOB_CHUNK_KEY`).
     pub(super) fn check_format(&self, path: &Path) -> Result<()> {
         let tx = self.handle().begin_read().db()?;
         let meta = tx.open_table(META).map_err(|e| {
@@ -370,10 +376,16 @@ impl RedbStore {
         if UPGRADES_FROM.contains(&found) && !self.handle().is_read_only() {
             // Format 4 only adds a log header format (index runs); format 5 omits the
             // `versions_by_tx` row of a first write of one row from the transaction that
-            // `BY_TX_OMITTED_SINCE` names on, so an older file is a valid format 5 file once
-            // that key says "after the last transaction". It is marked on its first read-write
-            // open so that builds that cannot read the new rows refuse it instead of answering
-            // wrong.
+            // `BY_TX_OMITTED_SINCE` names on, format 6 keeps a new file's source once from the
+            // one `SOURCES_IN_IDS_SINCE` names on, and format 7 reads the chunk size in `meta`
+            // (4 032 bytes without it), so an older file is a valid format 7 file once those
+            // keys say "after the last transaction". It is marked on its first
+            // read-write open so that builds that cannot read the new rows refuse it instead
+            // of answering wrong.
+            let numbered = !matches!(
+                tx.open_table(FILESYSTEMS),
+                Err(redb::TableError::TableDoesNotExist(_))
+            );
             drop(meta);
             drop(tx);
             let wtx = self.begin_write()?;
@@ -384,15 +396,18 @@ impl RedbStore {
                     .last()
                     .db()?
                     .map_or(1, |(k, _)| k.value() + 1);
-                // Filesystems with rows keep their long keys; later ones get numbers.
                 tables::create_all(&wtx)?;
-                super::fsnum::register_long(&wtx)?;
+                if !numbered {
+                    // Filesystems with rows keep their long keys; later ones get numbers.
+                    super::fsnum::register_long(&wtx)?;
+                }
                 let mut meta = wtx.open_table(META).db()?;
                 meta.insert("format_version", FORMAT_VERSION.to_le_bytes().as_slice())
                     .db()?;
-                if meta.get(BY_TX_OMITTED_SINCE).db()?.is_none() {
-                    meta.insert(BY_TX_OMITTED_SINCE, next.to_le_bytes().as_slice())
-                        .db()?;
+                for key in [BY_TX_OMITTED_SINCE, SOURCES_IN_IDS_SINCE] {
+                    if meta.get(key).db()?.is_none() {
+                        meta.insert(key, next.to_le_bytes().as_slice()).db()?;
+                    }
                 }
             }
             wtx.commit().db()?;
@@ -417,20 +432,6 @@ impl RedbStore {
                 found,
                 supported: FORMAT_VERSION,
             });
-        }
-        let numbered = !matches!(
-            tx.open_table(FILESYSTEMS),
-            Err(redb::TableError::TableDoesNotExist(_))
-        );
-        if !numbered && !self.handle().is_read_only() {
-            // A format 5 file of a build before filesystem numbers: its filesystems keep their
-            // long keys, as a format-4 file's do at the upgrade.
-            drop(meta);
-            drop(tx);
-            let wtx = self.begin_write()?;
-            tables::create_all(&wtx)?;
-            super::fsnum::register_long(&wtx)?;
-            wtx.commit().db()?;
         }
         Ok(())
     }

@@ -27,7 +27,7 @@ impl RedbStore {
     ) -> Result<Option<Version>> {
         let rtx = self.read()?;
         let r = ReadTables::open(&rtx)?;
-        let entity = entity_rec(&r.entities, id)?.ok_or_else(|| unknown_entity(id))?;
+        let entity = entity_rec(&r, id)?.ok_or_else(|| unknown_entity(id))?;
         r.version_at(id, &entity, valid_time, tx)
     }
 
@@ -43,7 +43,7 @@ impl RedbStore {
     ) -> Result<Option<VersionInfo>> {
         let rtx = self.read()?;
         let r = ReadTables::open(&rtx)?;
-        let entity = entity_rec(&r.entities, id)?.ok_or_else(|| unknown_entity(id))?;
+        let entity = entity_rec(&r, id)?.ok_or_else(|| unknown_entity(id))?;
         r.info_at(id, &entity, valid_time, tx)
     }
 
@@ -54,7 +54,7 @@ impl RedbStore {
     pub fn history(&self, id: &str, query: HistoryQuery) -> Result<Vec<VersionInfo>> {
         let rtx = self.read()?;
         let r = ReadTables::open(&rtx)?;
-        let entity = entity_rec(&r.entities, id)?.ok_or_else(|| unknown_entity(id))?;
+        let entity = entity_rec(&r, id)?.ok_or_else(|| unknown_entity(id))?;
         let tx = query.as_of_tx.map_or(u64::MAX, |t| t.0);
         let from = query.valid_from.map_or(i64::MIN, Timestamp::as_micros);
         let to = query.valid_to.map_or(i64::MAX, Timestamp::as_micros);
@@ -115,7 +115,7 @@ impl RedbStore {
                     Some(blob) => {
                         // A content the document names must be there: a missing one is damage,
                         // never a file without content (a stub).
-                        let bytes = blobs::read_blob(&r.blob_index, &r.blob_data, &blob)?
+                        let bytes = blobs::read_blob(&r.blob_index, &r.blob_data, r.chunk, &blob)?
                             .ok_or_else(|| {
                                 Error::corrupt(format!(
                                     "a version of {id} points at missing content {}; run `strata \
@@ -254,7 +254,7 @@ impl RedbStore {
     /// [`Error::NotFound`] for an unknown entity.
     pub fn entity(&self, id: &str) -> Result<EntityInfo> {
         let rtx = self.read()?;
-        let entities = rtx.open_table(ENTITIES).db()?;
+        let entities = ReadEntities::open(&rtx)?;
         let rec = entity_rec(&entities, id)?.ok_or_else(|| unknown_entity(id))?;
         entity_info(id, &rec)
     }
@@ -268,7 +268,7 @@ impl RedbStore {
         let rtx = self.read()?;
         let index = rtx.open_table(BLOB_INDEX).db()?;
         let data = rtx.open_table(BLOB_DATA).db()?;
-        let bytes = blobs::read_blob(&index, &data, &hash.0)?;
+        let bytes = blobs::read_blob(&index, &data, blobs::chunk_of(&rtx)?, &hash.0)?;
         if let Some(bytes) = &bytes {
             verify::check_content(&hash.0, bytes)?;
         }
@@ -287,7 +287,7 @@ impl RedbStore {
         for entry in r.entities.iter().db()? {
             let (key, value) = entry.db()?;
             let id = codec::id_of_key(key.value(), "entity key")?;
-            let rec: EntityRec = codec::decode(value.value(), &format!("entity {id}"))?;
+            let rec = entity::entity_of_row(&r, &id, value.value())?;
             let live = temporal::as_of_row(&r.versions, &r.by_tx, rec.eid, now, u64::MAX)?
                 .is_some_and(|(row, _)| row.rec.object_hash.is_some());
             if live {
@@ -340,6 +340,9 @@ pub(in crate::store) fn entity_info(id: &str, rec: &EntityRec) -> Result<EntityI
 pub(crate) struct ReadTables {
     pub(super) meta: redb::ReadOnlyTable<&'static str, &'static [u8]>,
     pub(super) entities: redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
+    pub(super) entity_ids: redb::ReadOnlyTable<u64, &'static [u8]>,
+    /// `filesystem_ids` (`None` in a format-4 file opened read-only).
+    pub(super) filesystems: Option<redb::ReadOnlyTable<u32, &'static [u8]>>,
     pub(super) versions: redb::ReadOnlyTable<(u64, i64, u64), &'static [u8]>,
     pub(super) by_tx: redb::ReadOnlyTable<(u64, u64), (i64, u64)>,
     pub(super) tx_log: redb::ReadOnlyTable<u64, &'static [u8]>,
@@ -351,15 +354,34 @@ pub(crate) struct ReadTables {
     pub(super) log: verify::LogTables,
     /// `meta[BY_TX_OMITTED_SINCE]` (`u64::MAX` when absent).
     pub(super) by_tx_since: u64,
+    /// The store's blob chunk size (`blobs::chunk_size`).
+    pub(super) chunk: u64,
+}
+
+impl EntityTables for ReadTables {
+    type Entities = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+    type Ids = redb::ReadOnlyTable<u64, &'static [u8]>;
+    fn entities(&self) -> &Self::Entities {
+        &self.entities
+    }
+    fn entity_ids(&self) -> &Self::Ids {
+        &self.entity_ids
+    }
+    fn filesystem(&self, n: u32) -> Result<Option<String>> {
+        entity::filesystem_in(self.filesystems.as_ref(), n)
+    }
 }
 
 impl ReadTables {
     pub(super) fn open(tx: &ReadTransaction) -> Result<Self> {
         let meta = tx.open_table(META).db()?;
         let by_tx_since = by_tx_omitted_since(&meta)?;
+        let chunk = blobs::chunk_size(&meta)?;
         Ok(ReadTables {
             meta,
             entities: tx.open_table(ENTITIES).db()?,
+            entity_ids: tx.open_table(ENTITY_IDS).db()?,
+            filesystems: entity::filesystem_ids(tx)?,
             versions: tx.open_table(VERSIONS).db()?,
             by_tx: tx.open_table(VERSIONS_BY_TX).db()?,
             tx_log: tx.open_table(TX_LOG).db()?,
@@ -369,6 +391,7 @@ impl ReadTables {
             doc_data: tx.open_table(DOC_DATA).db()?,
             log: verify::LogTables::open(tx)?,
             by_tx_since,
+            chunk,
         })
     }
 
@@ -497,7 +520,7 @@ impl ReadTables {
     ) -> Result<Object> {
         let doc = self.version_doc(id, hash)?;
         assemble(id, entity, hash, &doc, omitted, |c| {
-            blobs::read_blob(&self.blob_index, &self.blob_data, c)
+            blobs::read_blob(&self.blob_index, &self.blob_data, self.chunk, c)
         })
     }
 }

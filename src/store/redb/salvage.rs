@@ -251,6 +251,8 @@ struct Source {
     unreadable: Vec<(&'static str, String)>,
     /// Filesystem number → its id, as `filesystem_ids` lists them (format 5).
     filesystems: HashMap<u32, String>,
+    /// The blob stream's chunk size, as `meta` says or the first chunks' lengths show.
+    chunk: Option<u64>,
 }
 
 /// The filesystem id of a `paths` or `stat_cache` key prefix: its id's key, or its number's
@@ -319,25 +321,67 @@ impl Source {
         }) {
             source.evictions_since = since;
         }
+        if let Ok(chunk) = try_read("reading the blob chunk size", || {
+            let rtx = db.begin_read().db()?;
+            let meta = rtx.open_table(META).db()?;
+            if meta.get(BLOB_CHUNK_KEY).db()?.is_some() {
+                return blobs::chunk_size(&meta);
+            }
+            // Without the key: format 7's chunks are longer than any before (a full one among
+            // the first two, when there are two).
+            let data = rtx.open_table(BLOB_DATA).db()?;
+            let mut lengths = Vec::new();
+            for entry in data.iter().db()?.take(2) {
+                lengths.push(entry.db()?.1.value().len() as u64);
+            }
+            Ok(blobs::infer_chunk(lengths))
+        }) {
+            source.chunk = Some(chunk);
+        }
         // The names of what was lost: the entities, and the files that `paths` and the stat
         // cache list (a file's id is its source's identity hash).
+        let (numbers, _) = read_rows(db, FILESYSTEM_IDS, |k: u32, v: &[u8]| (k, v.to_vec()));
+        for (n, key) in numbers {
+            if let Ok(id) = codec::id_of_key(&key, "filesystem id") {
+                source.filesystems.insert(n, id);
+            }
+        }
         let (entities, problem) = read_rows(db, ENTITIES, |k, v| (k.to_vec(), v.to_vec()));
         if let Some(problem) = problem {
             source.unreadable.push(("entities", problem));
         }
         for (key, value) in entities {
-            if let (Ok(id), Ok(rec)) = (
+            match (
                 codec::id_of_key(&key, "entity key"),
-                codec::decode::<codec::EntityRec>(&value, "entity"),
+                codec::decode_entity(&value, "entity"),
             ) {
-                source.entities.insert(id, rec.source.map(|(_, p)| p));
+                (Ok(id), Ok(codec::StoredEntity::Whole(rec))) => {
+                    source.entities.insert(id, rec.source.map(|(_, p)| p));
+                }
+                // A file whose path `entity_ids` holds (format 6), named below.
+                (Ok(id), Ok(codec::StoredEntity::Sourced(_))) => {
+                    source.entities.entry(id).or_insert(None);
+                }
+                _ => {}
             }
         }
         let (ids, _) = read_rows(db, ENTITY_IDS, |k, v: &[u8]| (k, v.to_vec()));
-        let id_of = |eid: u64| {
-            ids.get(&eid)
-                .and_then(|key| codec::id_of_key(key, "entity id").ok())
-        };
+        // A file's id by its number (format 6: its source, whose identity hash is the id).
+        let ids: HashMap<u64, String> = ids
+            .into_iter()
+            .filter_map(
+                |(eid, value)| match codec::decode_entity_id(&value, "entity id").ok()? {
+                    codec::StoredEntityId::Id(id) => Some((eid, id)),
+                    codec::StoredEntityId::Source { fs_key, path } => {
+                        let fs = filesystem_of_key(&source.filesystems, &fs_key)?;
+                        let id = codec::file_id(&fs, &path).ok()?;
+                        source.entities.insert(id.clone(), Some(path));
+                        Some((eid, id))
+                    }
+                },
+            )
+            .collect();
+        let id_of = |eid: u64| ids.get(&eid).cloned();
         let (versions, _) = read_rows(db, VERSIONS, |k, v: &[u8]| (k, v.to_vec()));
         for ((eid, _, tx), value) in versions {
             if let (Ok(rec), Some(id)) = (
@@ -351,12 +395,6 @@ impl Source {
         for (eid, tx, n) in matches.into_keys() {
             if let Some(id) = id_of(eid) {
                 source.op_entities.insert((tx, n), id);
-            }
-        }
-        let (numbers, _) = read_rows(db, FILESYSTEM_IDS, |k: u32, v: &[u8]| (k, v.to_vec()));
-        for (n, key) in numbers {
-            if let Ok(id) = codec::id_of_key(&key, "filesystem id") {
-                source.filesystems.insert(n, id);
             }
         }
         let own = |k: (&[u8], &str), _| (k.0.to_vec(), k.1.to_string());
@@ -596,7 +634,13 @@ impl Source {
                 .map(|id| id.to_hex())
         };
         for (key, value) in &scan.var_var {
-            if let (Ok(id), Ok(rec)) = (
+            if let (Ok(id), Ok(codec::StoredEntity::Sourced(_))) = (
+                codec::id_of_key(key, "entity key"),
+                codec::decode_entity(value, "entity"),
+            ) {
+                // A file whose path `entity_ids` holds (format 6), named with it below.
+                name(id, None);
+            } else if let (Ok(id), Ok(rec)) = (
                 codec::id_of_key(key, "entity key"),
                 codec::decode::<codec::EntityRec>(value, "entity"),
             ) {
@@ -625,22 +669,38 @@ impl Source {
         }
         // Entity ids by their numbers (where the scan found one id for a number), and the ops
         // the version rows say wrote them: these name the entity of an op whose body is lost.
-        let ids: HashMap<u64, &String> = scan
+        let mut ids: HashMap<u64, String> = scan
             .entity_ids
             .iter()
             .filter_map(|(eid, found)| match found.as_slice() {
-                [id] => Some((*eid, id)),
+                [id] => Some((*eid, id.clone())),
                 _ => None,
             })
             .collect();
+        // A file's source (format 6) names it and gives its id.
+        for (eid, found) in &scan.entity_sources {
+            let named: Vec<(String, &String)> = found
+                .iter()
+                .filter_map(|(fs, path)| {
+                    let fs = filesystem_of_key(filesystems, fs)?;
+                    Some((file_id(fs, path)?, path))
+                })
+                .collect();
+            for (id, path) in &named {
+                name(id.clone(), Some((*path).clone()));
+            }
+            if let ([(id, _)], false) = (named.as_slice(), ids.contains_key(eid)) {
+                ids.insert(*eid, id.clone());
+            }
+        }
         for id in ids.values() {
-            name((*id).clone(), None);
+            name(id.clone(), None);
         }
         for (eid, tx, n) in &scan.versions {
             if let Some(id) = ids.get(eid) {
                 self.op_entities
                     .entry((*tx, *n))
-                    .or_insert_with(|| (*id).clone());
+                    .or_insert_with(|| id.clone());
             }
         }
         for ((tx, n), found) in &scan.bodies {
@@ -723,6 +783,8 @@ struct Salvage<'a> {
     db: Option<&'a dyn ReadableDatabase>,
     /// The content tables as the page scan found them, when it ran.
     scanned: Option<Database>,
+    /// The damaged store's blob chunk size (the scanned tables' too).
+    chunk: u64,
     /// Makes a file's object again from disk.
     rebuild: Rebuild<'a>,
     report: SalvageReport,
@@ -766,12 +828,13 @@ impl Salvage<'_> {
             })
             .map_err(|e| ("document", e))?;
         let mut contents = Vec::new();
+        let chunk = self.chunk;
         for blob in docs::doc_blobs(&rec, file_blob) {
             let read = self.first_read("reading a content", |db| {
                 let rtx = db.begin_read().db()?;
                 let index = rtx.open_table(BLOB_INDEX).db()?;
                 let data = rtx.open_table(BLOB_DATA).db()?;
-                let bytes = blobs::read_blob(&index, &data, &blob)?.ok_or_else(|| {
+                let bytes = blobs::read_blob(&index, &data, chunk, &blob)?.ok_or_else(|| {
                     Error::corrupt(format!("content {} is missing", hex::encode(blob)))
                 })?;
                 verify::check_content(&blob, &bytes)?;
@@ -897,6 +960,7 @@ impl RedbStore {
         }
         // What the tables do not give is looked for in the file's pages.
         let mut scanned = None;
+        let mut chunk = source.chunk;
         let mut found = (0, 0);
         if db.is_none() || padded.is_some() || previous || !source.unreadable.is_empty() {
             let io = |e: std::io::Error| Error::io(format!("reading {}", path.display()), e);
@@ -915,7 +979,11 @@ impl RedbStore {
                     refusal.full_message()
                 )));
             }
-            scanned = try_read("reading the contents the scan found", || scan.contents()).ok();
+            chunk = chunk.or(Some(scan.chunk()));
+            scanned = try_read("reading the contents the scan found", || {
+                scan.contents(chunk.unwrap_or(BLOB_CHUNK_OLD))
+            })
+            .ok();
         }
         for (key, tx) in source.put_back_misplaced() {
             tracing::info!("salvage: the log record under damaged key {key} verifies as tx {tx}");
@@ -924,6 +992,7 @@ impl RedbStore {
         let mut salvage = Salvage {
             db: db.as_deref(),
             scanned,
+            chunk: chunk.unwrap_or(BLOB_CHUNK_OLD),
             rebuild,
             report: SalvageReport {
                 padded,
@@ -1186,7 +1255,7 @@ impl RedbStore {
             {
                 salvage.paths.insert(write.entity.0.clone(), path.clone());
             }
-            if write.first.is_none() && entity_rec(&w.entities, &write.entity)?.is_none() {
+            if write.first.is_none() && entity_rec(&*w, &write.entity)?.is_none() {
                 return Ok(Some(
                     "the op that created its entity was lost, so this version has no entity".into(),
                 ));
@@ -1294,18 +1363,23 @@ fn finally_evicted(source: &Source) -> HashSet<String> {
 mod tests {
     use super::*;
 
-    /// With the `entities` table lost, the files that `paths` and the stat cache list are still
-    /// named by their paths: a numbered filesystem's keys (format 5) as its id's.
-    #[test]
-    fn the_paths_and_stat_cache_of_a_numbered_filesystem_name_their_files() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let object = crate::object::Object::file_text(
+    /// The file `/a.rs` on filesystem `fs`, holding "text".
+    fn file_a() -> Result<crate::object::Object> {
+        crate::object::Object::file_text(
             FilesystemSource {
                 filesystem_id: "fs".into(),
                 path: "/a.rs".into(),
             },
             "text".into(),
-        )?;
+        )
+    }
+
+    /// With the `entities` table lost, the files that `paths` and the stat cache list are still
+    /// named by their paths: a numbered filesystem's keys (format 5) as its id's.
+    #[test]
+    fn the_paths_and_stat_cache_of_a_numbered_filesystem_name_their_files() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let object = file_a()?;
         let id = object.id().to_string();
         {
             let store = RedbStore::create(dir.path())?;
@@ -1334,6 +1408,109 @@ mod tests {
         wtx.commit().db()?;
         let source = Source::read(&db);
         assert_eq!(source.entities.get(&id), Some(&Some("/a.rs".to_string())));
+        Ok(())
+    }
+
+    /// A file's source in `entity_ids` (format 6) names it when `entities`, `paths` and the
+    /// stat cache are lost, read through the tables and found by a scan of the pages.
+    #[test]
+    fn a_files_source_in_entity_ids_names_it() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let object = file_a()?;
+        let id = object.id().to_string();
+        RedbStore::create(dir.path())?.transact(vec![Op::put(object)], Origin::Cli)?;
+        let path = dir.path().join(DB_FILE);
+        {
+            let db = Database::open(&path).db()?;
+            let wtx = db.begin_write().db()?;
+            wtx.delete_table(ENTITIES).db()?;
+            wtx.delete_table(PATHS).db()?;
+            wtx.delete_table(STAT_CACHE).db()?;
+            wtx.commit().db()?;
+            let source = Source::read(&db);
+            assert_eq!(source.entities.get(&id), Some(&Some("/a.rs".to_string())));
+            assert!(source.op_entities.values().any(|e| *e == id));
+        }
+        let io = |e: std::io::Error| Error::io("reading the store", e);
+        let file = std::fs::File::open(&path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let scan = scan::Scan::file(&file, len).map_err(io)?;
+        assert_eq!(scan.entity_sources.len(), 1);
+        let mut source = Source::default();
+        source.filesystems.insert(1, "fs".into());
+        source.merge_scan(&scan);
+        assert_eq!(source.entities.get(&id), Some(&Some("/a.rs".to_string())));
+        Ok(())
+    }
+
+    /// A store made before format 7 (no chunk size in `meta`: 4 032-byte chunks) is salvaged
+    /// with its chunk size, read in `meta`, or without it from the chunks' lengths, through the
+    /// tables and through the page scan; the new store has 4 080-byte chunks.
+    #[test]
+    fn the_chunk_size_of_an_older_stream_is_read_or_found() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let text: String = (0u32..3000)
+            .map(|i| crate::hash::sha256(&i.to_le_bytes()).to_hex())
+            .collect::<String>()
+            .chars()
+            .take(30_000)
+            .collect();
+        let object = crate::object::Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: "/a.rs".into(),
+            },
+            text.clone(),
+        )?;
+        let id = object.id().to_string();
+        drop(RedbStore::create(dir.path())?);
+        let path = dir.path().join(DB_FILE);
+        {
+            let db = Database::open(&path).db()?;
+            let wtx = db.begin_write().db()?;
+            wtx.open_table(META).db()?.remove(BLOB_CHUNK_KEY).db()?;
+            wtx.commit().db()?;
+        }
+        RedbStore::open(dir.path())?.transact(vec![Op::put(object)], Origin::Cli)?;
+        {
+            let db = Database::open(&path).db()?;
+            assert_eq!(Source::read(&db).chunk, Some(BLOB_CHUNK_OLD));
+            let wtx = db.begin_write().db()?;
+            wtx.open_table(META).db()?.remove(BLOB_CHUNK_KEY).db()?;
+            wtx.commit().db()?;
+            assert_eq!(
+                Source::read(&db).chunk,
+                Some(BLOB_CHUNK_OLD),
+                "from the lengths"
+            );
+        }
+        let io = |e: std::io::Error| Error::io("reading the store", e);
+        let file = std::fs::File::open(&path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let mut scan = scan::Scan::file(&file, len).map_err(io)?;
+        assert_eq!(scan.chunk(), BLOB_CHUNK_OLD);
+        let found = scan.contents(scan.chunk())?;
+        let rtx = found.begin_read().db()?;
+        assert_eq!(blobs::chunk_of(&rtx)?, BLOB_CHUNK_OLD);
+        let new = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let new = new.path().join("new");
+        let report = RedbStore::salvage(dir.path(), &new, &|_| None)?;
+        assert!(report.findings.is_empty(), "{:?}", report.findings);
+        assert!(
+            report.contents_lost.is_empty(),
+            "{:?}",
+            report.contents_lost
+        );
+        let store = RedbStore::open(&new)?;
+        let rtx = store.read()?;
+        assert_eq!(blobs::chunk_of(&rtx)?, BLOB_CHUNK);
+        let version = store
+            .as_of(&id, None, None)?
+            .ok_or_else(|| Error::invariant("gone"))?;
+        assert_eq!(
+            version.object.and_then(|o| o.content().map(str::to_string)),
+            Some(text)
+        );
         Ok(())
     }
 

@@ -25,7 +25,7 @@ use std::os::unix::fs::FileExt;
 use redb::Database;
 
 use super::codec::{self, DocRec, TxHeaderRec};
-use super::tables::{BLOB_CHUNK, BLOB_DATA, BLOB_INDEX, DOC_DATA, DOC_INDEX};
+use super::tables::{BLOB_CHUNK, BLOB_CHUNK_KEY, BLOB_DATA, BLOB_INDEX, DOC_DATA, DOC_INDEX, META};
 use super::{StorageResult as _, blobs, docs, verify};
 use crate::error::Result;
 
@@ -59,6 +59,8 @@ pub(super) struct Scan {
     pub(super) blob_index: HashMap<[u8; 32], Vec<(u64, u64, u64)>>,
     /// `entity_ids`: eid → entity ids (hash ids only: 33 bytes as `codec::id_key`).
     pub(super) entity_ids: HashMap<u64, Vec<String>>,
+    /// `entity_ids` of files named by their source (format 6): eid → (filesystem key, path).
+    pub(super) entity_sources: HashMap<u64, Vec<(Vec<u8>, String)>>,
     /// `versions`: (eid, tx, op index) of each row that decodes.
     pub(super) versions: Vec<(u64, u64, u32)>,
     /// `entities` and `stat_cache`: variable key → variable value.
@@ -221,6 +223,12 @@ impl Scan {
                     && let Ok(id) = codec::id_of_key(value, "a scanned entity id")
                 {
                     push(self.entity_ids.entry(k).or_default(), id);
+                } else if let Ok(codec::StoredEntityId::Source { fs_key, path }) =
+                    codec::decode_entity_id(value, "a scanned entity source")
+                    && (codec::fs_number_of_key(&fs_key).is_some()
+                        || codec::id_of_key(&fs_key, "a scanned filesystem").is_ok())
+                {
+                    push(self.entity_sources.entry(k).or_default(), (fs_key, path));
                 } else {
                     other.push((k, *value));
                 }
@@ -318,20 +326,34 @@ impl Scan {
 }
 
 impl Scan {
+    /// The chunk size of the blob stream the scan found (`blobs::infer_chunk` of every chunk's
+    /// longest version).
+    pub(super) fn chunk(&self) -> u64 {
+        blobs::infer_chunk(
+            self.chunks
+                .values()
+                .filter_map(|found| found.iter().map(|c| c.len() as u64).max()),
+        )
+    }
+
     /// An in-memory database of the content tables (`doc_data`, `doc_index`, `blob_chunks`,
-    /// `blob_index`) as the scan found them, for the reads that the damaged tables cannot
+    /// `blob_index`, and `meta`'s chunk size `chunk`) as the scan found them, for the reads that the damaged tables cannot
     /// answer: the longest version of each chunk (the stream is appended to), and for a hash
     /// with several index rows the one whose document or content verifies. The reads through it
     /// verify what they return, as every read does.
     ///
     /// # Errors
     /// [`Error::Storage`] when redb fails.
-    pub(super) fn contents(&mut self) -> Result<Database> {
+    pub(super) fn contents(&mut self, chunk: u64) -> Result<Database> {
         let db = Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .db()?;
         let wtx = db.begin_write().db()?;
         {
+            wtx.open_table(META)
+                .db()?
+                .insert(BLOB_CHUNK_KEY, chunk.to_le_bytes().as_slice())
+                .db()?;
             let mut chunks = wtx.open_table(BLOB_DATA).db()?;
             for (n, found) in &self.chunks {
                 if let Some(longest) = found.iter().max_by_key(|c| c.len()) {
@@ -356,8 +378,8 @@ impl Scan {
                 .chunks
                 .keys()
                 .next_back()
-                .map_or(0, |n| (n + 1) * BLOB_CHUNK);
-            let found_bytes = self.chunks.len() as u64 * BLOB_CHUNK;
+                .map_or(0, |n| (n + 1) * chunk);
+            let found_bytes = self.chunks.len() as u64 * chunk;
             let mut blob_index = wtx.open_table(BLOB_INDEX).db()?;
             for (hash, found) in &mut self.blob_index {
                 found.retain(|(offset, len, _)| {
@@ -382,7 +404,7 @@ impl Scan {
             for (hash, found) in self.blob_index.iter().filter(|(_, f)| f.len() > 1) {
                 for row in found {
                     blob_index.insert(hash, row).db()?;
-                    if let Ok(Some(bytes)) = blobs::read_blob(&blob_index, &chunks, hash)
+                    if let Ok(Some(bytes)) = blobs::read_blob(&blob_index, &chunks, chunk, hash)
                         && verify::check_content(hash, &bytes).is_ok()
                     {
                         break;

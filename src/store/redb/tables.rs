@@ -27,8 +27,15 @@ pub const BLOB_DATA: TableDefinition<u64, &[u8]> = TableDefinition::new("blob_ch
 /// documents using it).
 pub const BLOB_INDEX: TableDefinition<[u8; 32], (u64, u64, u64)> =
     TableDefinition::new("blob_index");
-/// Bytes per blob chunk: a 4 KiB page less redb's leaf header and offsets.
-pub const BLOB_CHUNK: u64 = 4032;
+/// Bytes per blob chunk of a store whose `meta` has no [`BLOB_CHUNK_KEY`] (every store made
+/// before format 7): a 4 KiB page less more than redb's leaf header and offsets need.
+pub const BLOB_CHUNK_OLD: u64 = 4032;
+/// Bytes per blob chunk of a store made as format 7 or later: the most a 4 KiB leaf of one
+/// `u64 → bytes` entry holds (measured: 4 080 fits, 4 084 takes a second page).
+pub const BLOB_CHUNK: u64 = 4080;
+/// The `meta` key of the store's blob chunk size (u64 LE; format 7): [`BLOB_CHUNK`] in a store
+/// made as format 7 or later; absent, [`BLOB_CHUNK_OLD`].
+pub const BLOB_CHUNK_KEY: &str = "blob_chunk_bytes";
 
 /// `doc_data`: sequence → document record (the hashed fields, content by reference).
 pub const DOC_DATA: TableDefinition<u64, &[u8]> = TableDefinition::new("doc_data");
@@ -38,9 +45,12 @@ pub const DOC_INDEX: TableDefinition<[u8; 32], (u64, u64, bool)> =
     TableDefinition::new("doc_index");
 
 /// `entities`: entity id (`xt/id`, as `codec::id_key`: 33 bytes for a hex id) → entity record
-/// (eid, type, source).
+/// (eid, type, source), or for a file named by its source (format 6) its eid alone
+/// (`codec::StoredEntity`; see `entity.rs`).
 pub const ENTITIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entities");
-/// `entity_ids`: eid → entity id (as `codec::id_key`), the reverse of `entities`.
+/// `entity_ids`: eid → entity id (as `codec::id_key`), the reverse of `entities`; for a file
+/// named by its source (format 6), its source instead (`codec::StoredEntityId`), whose identity
+/// hash is the id.
 pub const ENTITY_IDS: TableDefinition<u64, &[u8]> = TableDefinition::new("entity_ids");
 
 /// `versions`: (eid, valid_from µs, tx_id) → version record (object hash or tombstone, extras).
@@ -74,6 +84,13 @@ pub const EVICTIONS_SINCE: &str = "evictions_recorded_since";
 /// 5, the first transaction after the upgrade in a format-4 store (its earlier writes keep
 /// theirs). Absent: every write has its row. See `temporal::latest_at`.
 pub const BY_TX_OMITTED_SINCE: &str = "by_tx_first_omitted_since";
+
+/// The `meta` key of the first transaction from which a file created with an id that is its
+/// source's identity hash keeps its source once, in `entity_ids`, and a number alone in
+/// `entities` (u64 LE; store format 6, `entity.rs`): 1 in a store made as format 6 or rebuilt,
+/// the first transaction after the upgrade in an older store (its earlier entities keep their
+/// whole rows). Absent: every entity has its whole row.
+pub const SOURCES_IN_IDS_SINCE: &str = "file_sources_in_entity_ids_since";
 
 /// `paths`: (filesystem id as `codec::id_key`, canonical path) → eid of the file there (8
 /// fixed bytes where the 33-byte id took 37; `entity_ids` turns it into the id).

@@ -55,6 +55,25 @@ pub(crate) struct WriteTables<'t> {
     /// `meta[BY_TX_OMITTED_SINCE]`: from this transaction on, a first write of one version row
     /// has no `versions_by_tx` row (`u64::MAX`: never).
     pub(super) by_tx_since: u64,
+    /// `meta[SOURCES_IN_IDS_SINCE]`: from this transaction on, a new file named by its source
+    /// keeps the source in `entity_ids` (`u64::MAX`: never).
+    pub(super) sources_since: u64,
+}
+
+impl<'t> EntityTables for WriteTables<'t> {
+    type Entities = Table<'t, &'static [u8], &'static [u8]>;
+    type Ids = Table<'t, u64, &'static [u8]>;
+    fn entities(&self) -> &Self::Entities {
+        &self.entities
+    }
+    fn entity_ids(&self) -> &Self::Ids {
+        &self.entity_ids
+    }
+    fn filesystem(&self, n: u32) -> Result<Option<String>> {
+        // Opened for the call, as `fsnum::write_key` opens it.
+        let table = self.wtx.open_table(FILESYSTEM_IDS).db()?;
+        entity::filesystem_in(Some(&table), n)
+    }
 }
 
 impl<'t> WriteTables<'t> {
@@ -68,12 +87,14 @@ impl<'t> WriteTables<'t> {
                 .db()?;
         }
         let by_tx_since = by_tx_omitted_since(&meta)?;
+        let sources_since = sources_in_ids_since(&meta)?;
+        let chunk = blobs::chunk_size(&meta)?;
         Ok(WriteTables {
             wtx: tx,
             fs_keys: HashMap::new(),
             register_filesystems: true,
             meta,
-            blobs: BlobTables::open(tx)?,
+            blobs: BlobTables::open(tx, chunk)?,
             docs: DocTables {
                 index: tx.open_table(DOC_INDEX).db()?,
                 data: tx.open_table(DOC_DATA).db()?,
@@ -98,6 +119,7 @@ impl<'t> WriteTables<'t> {
             pending_bytes: (0, 0),
             next_eid: None,
             by_tx_since,
+            sources_since,
         })
     }
 
@@ -107,7 +129,7 @@ impl<'t> WriteTables<'t> {
     /// under [`ABSENT_EID`], where an eviction of a later entity of that id finds them.
     pub(super) fn end_tx(&mut self) -> Result<()> {
         for (entity, tx, n) in std::mem::take(&mut self.absent_matches) {
-            if let Some(rec) = entity_rec(&self.entities, &entity)? {
+            if let Some(rec) = entity_rec(self, &entity)? {
                 self.match_ops.insert((rec.eid, tx, n), ()).db()?;
             } else if self.evicted.contains(&entity) {
                 self.tx_ops.remove((tx, n)).db()?;
@@ -192,16 +214,16 @@ impl WriteTables<'_> {
     pub(super) fn apply(&mut self, tx: u64, tx_time: i64, n: u32, op: &OpRec) -> Result<()> {
         match op {
             OpRec::Write(w) => {
-                let existing = entity_rec(&self.entities, &w.entity)?;
+                let existing = entity_rec(self, &w.entity)?;
                 self.apply_write(tx, tx_time, n, w, existing)?;
             }
             OpRec::Evict { entity } => {
-                if let Some(rec) = entity_rec(&self.entities, entity)? {
+                if let Some(rec) = entity_rec(self, entity)? {
                     self.evict(entity, &rec, tx)?;
                 }
                 self.evicted.insert(entity.0.clone());
             }
-            OpRec::Match { entity, .. } => match entity_rec(&self.entities, entity)? {
+            OpRec::Match { entity, .. } => match entity_rec(self, entity)? {
                 Some(rec) => {
                     self.match_ops.insert((rec.eid, tx, n), ()).db()?;
                 }
@@ -239,7 +261,7 @@ impl WriteTables<'_> {
             (None, Some(first)) => {
                 // A new entity has no rows yet: its first ones are planned and placed without
                 // reading `versions` or `versions_by_tx` (a scan's files are mostly new).
-                let eid = self.create_entity(&w.entity, first)?;
+                let eid = self.create_entity(&w.entity, first, tx)?;
                 let rows =
                     crate::store::rule::plan_first_write(w.valid_from, w.valid_to, &new, tx_time);
                 // One row (a put from now on): no `versions_by_tx` row, its readers take the
@@ -260,7 +282,9 @@ impl WriteTables<'_> {
         Ok(())
     }
 
-    pub(super) fn create_entity(&mut self, id: &str, first: &FirstRec) -> Result<u64> {
+    /// Creates entity `id` (first written by `first` in transaction `tx`) with the next free
+    /// number (or the one a replay hints), and queues its `paths` row.
+    pub(super) fn create_entity(&mut self, id: &str, first: &FirstRec, tx: u64) -> Result<u64> {
         let hinted = match self.eid_hints.get(id) {
             Some(&eid) if eid != ABSENT_EID && self.entity_ids.get(eid).db()?.is_none() => {
                 Some(eid)
@@ -280,19 +304,39 @@ impl WriteTables<'_> {
         } else if let Some(next) = self.next_eid {
             self.next_eid = Some(next.max(eid + 1));
         }
-        let rec = EntityRec {
-            eid,
-            object_type: first.object_type.clone(),
-            source: first.source.clone(),
-        };
         let key = codec::id_key(id);
-        self.entities
-            .insert(key.as_slice(), codec::encode(&rec)?.as_slice())
-            .db()?;
-        self.entity_ids.insert(eid, key.as_slice()).db()?;
-        if let Some((filesystem_id, path)) = &first.source {
-            let fs = self.fs_key(filesystem_id, true)?;
-            self.new_paths.push((fs, path.clone(), eid));
+        let fs = match &first.source {
+            Some((filesystem_id, path)) => {
+                let fs = self.fs_key(filesystem_id, true)?;
+                self.new_paths.push((fs.clone(), path.clone(), eid));
+                Some((fs, path))
+            }
+            None => None,
+        };
+        match fs {
+            // A file named by its source (format 6): the source once, in `entity_ids`.
+            Some((fs, path)) if tx >= self.sources_since && codec::sourced_file(id, first)? => {
+                self.entities
+                    .insert(
+                        key.as_slice(),
+                        codec::encode_sourced_entity(eid)?.as_slice(),
+                    )
+                    .db()?;
+                self.entity_ids
+                    .insert(eid, codec::encode_entity_source(&fs, path)?.as_slice())
+                    .db()?;
+            }
+            _ => {
+                let rec = EntityRec {
+                    eid,
+                    object_type: first.object_type.clone(),
+                    source: first.source.clone(),
+                };
+                self.entities
+                    .insert(key.as_slice(), codec::encode(&rec)?.as_slice())
+                    .db()?;
+                self.entity_ids.insert(eid, key.as_slice()).db()?;
+            }
         }
         Ok(eid)
     }
@@ -351,7 +395,7 @@ impl WriteTables<'_> {
     }
     /// The entity's current object hash (visible now as of the latest tx), `None` when absent.
     pub(super) fn current_hash(&self, id: &str, now: i64) -> Result<Option<[u8; 32]>> {
-        let Some(rec) = entity_rec(&self.entities, id)? else {
+        let Some(rec) = entity_rec(self, id)? else {
             return Ok(None);
         };
         Ok(
@@ -410,7 +454,7 @@ impl WriteTables<'_> {
     ) -> Result<(codec::WriteRec, Option<EntityRec>)> {
         let object = &put.object;
         let id = object.id();
-        let existing = entity_rec(&self.entities, id)?;
+        let existing = entity_rec(self, id)?;
         let first = match &existing {
             Some(rec) => {
                 crate::store::ops::check_same_type(object, &rec.object_type)?;
@@ -564,7 +608,7 @@ impl RedbStore {
                     valid_from,
                     valid_to,
                 } => {
-                    if entity_rec(&w.entities, entity)?.is_none() {
+                    if entity_rec(w, entity)?.is_none() {
                         return Err(unknown_entity(entity));
                     }
                     let from = valid_from.map_or(tx_time, Timestamp::as_micros);
@@ -576,7 +620,7 @@ impl RedbStore {
                     ))
                 }
                 Op::Evict { entity } => {
-                    let Some(rec) = entity_rec(&w.entities, entity)? else {
+                    let Some(rec) = entity_rec(w, entity)? else {
                         return Err(unknown_entity(entity));
                     };
                     if let Some(source) = rec.source {
