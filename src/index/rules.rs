@@ -84,17 +84,23 @@ impl GlobGroup {
         }
         if let Some(literals) = &self.literals
             && text.is_ascii()
-            && let Ok(mut hits) = literals.0.try_find_overlapping_iter(text)
         {
-            return hits.any(|hit| {
-                let n = hit.pattern().as_usize();
-                self.each
-                    .get(n)
-                    .zip(self.globs.get(n))
-                    .is_some_and(|(each, glob)| {
-                        each.get_or_init(|| glob.compile_matcher()).is_match(text)
-                    })
-            });
+            // Most texts contain no literal: the plain search (with its prefilter) says so
+            // faster than the overlapping one that finds which globs to run.
+            if !literals.0.is_match(text) {
+                return false;
+            }
+            if let Ok(mut hits) = literals.0.try_find_overlapping_iter(text) {
+                return hits.any(|hit| {
+                    let n = hit.pattern().as_usize();
+                    self.each
+                        .get(n)
+                        .zip(self.globs.get(n))
+                        .is_some_and(|(each, glob)| {
+                            each.get_or_init(|| glob.compile_matcher()).is_match(text)
+                        })
+                });
+            }
         }
         let all = self.all.get_or_init(|| {
             let mut set = GlobSetBuilder::new();

@@ -363,6 +363,9 @@ pub fn walk_builder(
 /// each other thousands of times (most of an unchanged re-index was scheduler time).
 const BATCH_FILES: usize = 256;
 
+/// Files a walker reserves room for when it meets the first one before the stat cache is loaded.
+const PENDING_FILES: usize = 4096;
+
 /// Content bytes per message, so that a batch of large files does not hold much memory.
 const BATCH_BYTES: u64 = 4 * 1024 * 1024;
 
@@ -458,6 +461,12 @@ impl Visit for Visitor<'_> {
         let presence = Presence::File(stat);
         let found = match self.plan.cache.try_get() {
             None => {
+                if self.pending.capacity() == 0 {
+                    // Room for the files one walker meets while a large cache loads, at once:
+                    // grown by doubling, the copies showed among an unchanged re-index's page
+                    // faults.
+                    self.pending.reserve(PENDING_FILES);
+                }
                 self.pending.push((path.to_string(), presence));
                 return true;
             }
