@@ -225,6 +225,17 @@ impl<'a> Queue<'a> {
     }
 }
 
+/// Stops the walk when dropped by a panicking thread.
+struct QuitOnPanic<'q, 'a>(&'q Queue<'a>);
+
+impl Drop for QuitOnPanic<'_, '_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.quit();
+        }
+    }
+}
+
 /// One directory's ignore files, chained to those of the directories above it (a directory
 /// without any shares its parent's level).
 struct Level {
@@ -490,6 +501,8 @@ struct Worker<'s, 'o, V> {
 
 impl<'o, V: Visit> Worker<'_, 'o, V> {
     fn run(&mut self) {
+        // A thread that panics never ends its item: the others would wait for it forever.
+        let _quit = QuitOnPanic(&self.shared.queue);
         let mut found = Vec::new();
         while let Some(work) = self.shared.queue.next() {
             let go_on = match work {
