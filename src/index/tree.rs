@@ -160,6 +160,7 @@ struct Queue<'a> {
     wake: Condvar,
 }
 
+/// What the queue's lock guards.
 struct QueueState<'a> {
     work: Vec<Work<'a>>,
     /// Threads working on an item (which may add more).
@@ -168,6 +169,7 @@ struct QueueState<'a> {
 }
 
 impl<'a> Queue<'a> {
+    /// A queue holding `work` (the last item is taken first).
     fn new(work: Vec<Work<'a>>) -> Self {
         Queue {
             state: Mutex::new(QueueState {
@@ -264,6 +266,7 @@ impl Holds {
         git: true,
     };
 
+    /// Whether it holds any.
     fn any(self) -> bool {
         self.ignore || self.gitignore || self.git
     }
@@ -411,7 +414,7 @@ fn one_error(mut errors: Vec<ignore::Error>) -> Option<ignore::Error> {
 }
 
 /// The path a walk error is about, if it names one.
-pub fn error_path(err: &ignore::Error) -> Option<PathBuf> {
+fn error_path(err: &ignore::Error) -> Option<PathBuf> {
     match err {
         ignore::Error::WithPath { path, .. } => Some(path.clone()),
         ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
@@ -424,7 +427,7 @@ pub fn error_path(err: &ignore::Error) -> Option<PathBuf> {
 }
 
 /// The I/O error under a walk error, if it is one.
-pub fn error_io(err: &ignore::Error) -> Option<&std::io::Error> {
+fn error_io(err: &ignore::Error) -> Option<&std::io::Error> {
     match err {
         ignore::Error::Io(io) => Some(io),
         ignore::Error::WithPath { err, .. }
@@ -437,7 +440,7 @@ pub fn error_io(err: &ignore::Error) -> Option<&std::io::Error> {
 
 /// What a walk reports for an error of the `ignore` crate: an unreadable directory (or ignore
 /// file) named by the error.
-pub fn error_skip(err: &ignore::Error) -> Event<'static> {
+fn error_skip(err: &ignore::Error) -> Event<'static> {
     let reason = match error_io(err) {
         Some(io) => format!("cannot be read: {io}"),
         None => err.to_string(),
@@ -500,6 +503,7 @@ struct Worker<'s, 'o, V> {
 }
 
 impl<'o, V: Visit> Worker<'_, 'o, V> {
+    /// Takes work until there is none left or the walk stops.
     fn run(&mut self) {
         // A thread that panics never ends its item: the others would wait for it forever.
         let _quit = QuitOnPanic(&self.shared.queue);
