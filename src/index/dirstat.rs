@@ -98,7 +98,7 @@ impl DirStat {
     clippy::unnecessary_fallible_conversions,
     reason = "the stat field types differ by platform"
 )]
-fn file_stat(st: &rustix::fs::Stat) -> FileStat {
+pub(super) fn file_stat(st: &rustix::fs::Stat) -> FileStat {
     let ns = |secs: i64, nsec: i64| secs.saturating_mul(1_000_000_000) + nsec;
     FileStat {
         size: u64::try_from(st.st_size).unwrap_or(0),

@@ -14,6 +14,7 @@ mod read;
 mod rules;
 mod scan;
 mod settings;
+mod tree;
 mod walk;
 
 use std::io::Read;

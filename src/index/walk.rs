@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 
+use ignore::WalkBuilder;
 use ignore::gitignore::Gitignore;
-use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 
 use super::Prepared;
 use super::budget::{Budget, thread_cpu_seconds};
-use super::dirstat::DirStat;
 use super::disk::{Look, LookRules, Presence, StatChange, look};
 use super::rules::DenyRules;
+use super::tree::{Event, TreeOptions, Visit};
 use crate::object::FilesystemSource;
 use crate::store::{FileStat, StatEntry, Timestamp};
 
@@ -142,36 +142,6 @@ impl SkipKind {
             SkipKind::Gone => ("file gone while walked", "files gone while walked"),
         };
         format!("{n} {}", if n == 1 { one } else { many })
-    }
-}
-
-/// Whether `dir` is a strata store's directory (`.strata` holding the store file).
-fn is_store_dir(dir: &Path) -> bool {
-    dir.file_name() == Some(std::ffi::OsStr::new(".strata")) && crate::store::exists(dir)
-}
-
-/// The path a walk error is about, if it names one.
-fn error_path(err: &ignore::Error) -> Option<PathBuf> {
-    match err {
-        ignore::Error::WithPath { path, .. } => Some(path.clone()),
-        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
-            error_path(err)
-        }
-        ignore::Error::Loop { child, .. } => Some(child.clone()),
-        ignore::Error::Partial(errs) => errs.iter().find_map(error_path),
-        _ => None,
-    }
-}
-
-/// The I/O error under a walk error, if it is one.
-fn error_io(err: &ignore::Error) -> Option<&std::io::Error> {
-    match err {
-        ignore::Error::Io(io) => Some(io),
-        ignore::Error::WithPath { err, .. }
-        | ignore::Error::WithDepth { err, .. }
-        | ignore::Error::WithLineNumber { err, .. } => error_io(err),
-        ignore::Error::Partial(errs) => errs.iter().find_map(error_io),
-        _ => None,
     }
 }
 
@@ -307,16 +277,25 @@ pub struct WalkPlan {
 /// Walks the plan's roots, sending what it finds to `sink` in batches; returns when every worker is done
 /// or the receiver hung up.
 pub fn walk(plan: &WalkPlan, sink: SyncSender<Vec<Found>>) {
-    let Some((first, rest)) = plan.roots.split_first() else {
-        return;
+    let options = TreeOptions {
+        skip_dirs: &plan.skip_dirs,
+        ignore: plan.ignore.as_deref(),
+        threads: plan.threads,
     };
-    let mut builder = walk_builder(first, plan.skip_dirs.clone(), plan.ignore.clone());
-    for root in rest {
-        builder.add(root);
-    }
-    builder.threads(plan.threads);
-    let mut visitors = Visitors { plan, sink };
-    builder.build_parallel().visit(&mut visitors);
+    let sink = std::sync::Mutex::new(sink);
+    let visitor = || Visitor {
+        plan,
+        sink: sink
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone(),
+        batch: Vec::new(),
+        batch_bytes: 0,
+        unchanged: 0,
+        pending: Vec::new(),
+        visited: false,
+    };
+    super::tree::walk(&plan.roots, &options, &visitor);
 }
 
 /// Whether `name` is one of the temporary files an agent write makes beside its target
@@ -384,33 +363,15 @@ pub fn walk_builder(
 /// each other thousands of times (most of an unchanged re-index was scheduler time).
 const BATCH_FILES: usize = 256;
 
+/// Files a walker reserves room for when it meets the first one before the stat cache is loaded.
+const PENDING_FILES: usize = 4096;
+
 /// Content bytes per message, so that a batch of large files does not hold much memory.
 const BATCH_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Bytes a read file holds besides its content (its object, paths, the op): counted in the
 /// budget so that many small files weigh what they cost.
 const RECORD_OVERHEAD: u64 = 1024;
-
-/// Makes one [`Visitor`] per walker thread.
-struct Visitors<'p> {
-    plan: &'p WalkPlan,
-    sink: SyncSender<Vec<Found>>,
-}
-
-impl<'s, 'p: 's> ParallelVisitorBuilder<'s> for Visitors<'p> {
-    fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
-        Box::new(Visitor {
-            plan: self.plan,
-            sink: self.sink.clone(),
-            batch: Vec::new(),
-            batch_bytes: 0,
-            unchanged: 0,
-            pending: Vec::new(),
-            dirstat: DirStat::new(false),
-            visited: false,
-        })
-    }
-}
 
 /// One walker thread: visits entries and sends what it found in batches.
 struct Visitor<'p> {
@@ -421,11 +382,8 @@ struct Visitor<'p> {
     /// Files the stat cache vouched for since the last [`Found::Unchanged`] in the batch.
     unchanged: u64,
     /// Files stated before the stat cache was loaded, to judge once it is.
-    pending: Vec<(PathBuf, Presence)>,
-    /// Stats each file through a handle on its directory (the walk visits a directory's files
-    /// one after another).
-    dirstat: DirStat,
-    /// Whether this visitor saw an entry (the walker also makes one that never runs).
+    pending: Vec<(String, Presence)>,
+    /// Whether this visitor saw an entry.
     visited: bool,
 }
 
@@ -445,7 +403,7 @@ impl Visitor<'_> {
     }
 
     /// Judges one stated file against `cache` (see [`judge_file`]).
-    fn judge(&mut self, cache: &ScanCache, path: &Path, presence: Presence) -> Option<Found> {
+    fn judge(&mut self, cache: &ScanCache, path: &str, presence: Presence) -> Option<Found> {
         let Visitor {
             plan,
             sink,
@@ -491,70 +449,37 @@ impl Visitor<'_> {
     }
 }
 
-impl ParallelVisitor for Visitor<'_> {
-    fn visit(&mut self, entry: Result<ignore::DirEntry, ignore::Error>) -> WalkState {
+impl Visit for Visitor<'_> {
+    fn event(&mut self, event: Event<'_>) -> bool {
         self.visited = true;
-        let mut state = WalkState::Continue;
-        let found = match entry {
-            Ok(entry) => match entry.file_type() {
-                Some(t) if t.is_dir() => {
-                    if !is_store_dir(entry.path()) {
-                        return WalkState::Continue;
-                    }
-                    // Another store inside the tree: its files are that store's, not content.
-                    state = WalkState::Skip;
-                    Found::Skipped {
-                        path: entry.path().to_path_buf(),
-                        kind: SkipKind::Store,
-                        reason: "another strata store's directory".into(),
-                    }
-                }
-                Some(t) if t.is_file() => match stat_file(&mut self.dirstat, entry.path()) {
-                    Err(found) => *found,
-                    Ok(presence) => {
-                        let found = match self.plan.cache.try_get() {
-                            None => {
-                                self.pending.push((entry.into_path(), presence));
-                                return WalkState::Continue;
-                            }
-                            // The scan could not load its cache and stops.
-                            Some(None) => return WalkState::Quit,
-                            Some(Some(cache)) => {
-                                if !self.pending.is_empty() && !self.judge_pending(cache) {
-                                    return WalkState::Quit;
-                                }
-                                self.judge(cache, entry.path(), presence)
-                            }
-                        };
-                        return if self.add(found) {
-                            WalkState::Continue
-                        } else {
-                            WalkState::Quit
-                        };
-                    }
-                },
-                other => {
-                    let kind = other.map_or(SkipKind::Special, SkipKind::of_type);
-                    Found::Skipped {
-                        path: entry.path().to_path_buf(),
-                        kind,
-                        reason: kind.describe().into(),
-                    }
-                }
-            },
-            Err(err) => {
-                let path = error_path(&err).unwrap_or_default();
-                let (kind, reason) = match error_io(&err) {
-                    Some(io) => (SkipKind::UnreadableDir, format!("cannot be read: {io}")),
-                    None => (SkipKind::UnreadableDir, err.to_string()),
-                };
-                Found::Skipped { path, kind, reason }
+        let (path, stat) = match event {
+            Event::File { path, stat } => (path, stat),
+            Event::Skip { path, kind, reason } => {
+                return self.add(Some(Found::Skipped { path, kind, reason }));
             }
         };
-        if !self.add(Some(found)) {
-            return WalkState::Quit;
-        }
-        state
+        let presence = Presence::File(stat);
+        let found = match self.plan.cache.try_get() {
+            None => {
+                if self.pending.capacity() == 0 {
+                    // Room for the files one walker meets while a large cache loads, at once:
+                    // grown by doubling, the copies showed among an unchanged re-index's page
+                    // faults.
+                    self.pending.reserve(PENDING_FILES);
+                }
+                self.pending.push((path.to_string(), presence));
+                return true;
+            }
+            // The scan could not load its cache and stops.
+            Some(None) => return false,
+            Some(Some(cache)) => {
+                if !self.pending.is_empty() && !self.judge_pending(cache) {
+                    return false;
+                }
+                self.judge(cache, path, presence)
+            }
+        };
+        self.add(found)
     }
 }
 
@@ -581,53 +506,17 @@ impl Drop for Visitor<'_> {
     }
 }
 
-/// Stats one regular file the walk met: its presence, or what to report instead (a name that is
-/// not UTF-8, something other than a regular file, a stat error).
-fn stat_file(dirstat: &mut DirStat, path: &Path) -> Result<Presence, Box<Found>> {
-    let skipped = |kind: SkipKind, reason: String| {
-        Box::new(Found::Skipped {
-            path: path.to_path_buf(),
-            kind,
-            reason,
-        })
-    };
-    let Some(canonical) = path.to_str() else {
-        return Err(skipped(
-            SkipKind::NotUtf8,
-            SkipKind::NotUtf8.describe().into(),
-        ));
-    };
-    match dirstat.stat(canonical) {
-        Ok((true, stat)) => Ok(Presence::File(stat)),
-        Ok((false, _)) => {
-            let kind = std::fs::symlink_metadata(path)
-                .map_or(SkipKind::Special, |m| SkipKind::of_type(m.file_type()));
-            Err(skipped(kind, kind.describe().into()))
-        }
-        Err(err) => Err(skipped(
-            SkipKind::Unreadable,
-            format!("cannot be read: {err}"),
-        )),
-    }
-}
-
 /// Looks at one stated regular file through the one disk path: unless the cache vouches for it
 /// or a rule denies it, it is read, hashed and turned into its object here, on the walker's
 /// thread. `None`: the cache vouched for it, and it is marked met there.
 fn judge_file(
     plan: &WalkPlan,
     cache: &ScanCache,
-    path: &Path,
+    canonical: &str,
     presence: Presence,
     before_wait: &mut dyn FnMut(),
 ) -> Option<Found> {
-    let Some(canonical) = path.to_str() else {
-        return Some(Found::Skipped {
-            path: path.to_path_buf(),
-            kind: SkipKind::NotUtf8,
-            reason: SkipKind::NotUtf8.describe().into(),
-        });
-    };
+    let path = Path::new(canonical);
     let cached = cache.get(canonical);
     // The deny rules first (a file denied since it was indexed is stubbed whatever its stat),
     // once; then the cache's vouch, without a path of its own.
