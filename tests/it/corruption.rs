@@ -31,6 +31,9 @@
 //! damages other bytes in another run: a failing case names its page and byte. With the report
 //! on, a case that hangs prints every thread's stack (through `gdb`, when installed), and
 //! `STRATA_CORRUPTION_KEEP=DIR` keeps a copy of its damaged store in `DIR/caseN` to rerun.
+//! `STRATA_CORRUPTION_DAMAGE=PAGE,BYTE,MASK` (or `PAGE` for a zeroed page) gives every case that
+//! damage instead, to rerun a reported one (the fixture's layout differs a little between runs,
+//! so the same damage may land on another row).
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -605,8 +608,11 @@ fn repair_case(fixture: &Fixture, dir: &Path, damage: Damage) -> TestResult<Repa
         Answer::Ok(kinds) if kinds.is_empty() => {
             let (fsck, answers) = fixture.run_commands(dir);
             if fsck != Answer::Ok("0".into()) {
+                let findings = Engine::open(dir, Access::ReadWrite)
+                    .and_then(|engine| engine.call(FsckRequest::default()))
+                    .map(|report| report.findings);
                 return Ok(Repaired::Failed(format!(
-                    "repair said clean, then fsck: {fsck:?}"
+                    "repair said clean, then fsck: {fsck:?}: {findings:?}"
                 )));
             }
             for (name, got) in &answers {
@@ -693,6 +699,29 @@ fn damaged_pages_never_panic_hang_or_answer_wrongly() -> TestResult {
         Ok(text) => Some(text.parse::<usize>()?),
         Err(_) => None,
     };
+    // `page,byte,mask` (or `page` for a zeroed page): every case gets this damage instead, to
+    // rerun a reported case (the fixture's bytes differ between runs, so it may land elsewhere).
+    let forced = match std::env::var("STRATA_CORRUPTION_DAMAGE") {
+        Ok(text) => {
+            let v = text
+                .split(',')
+                .map(str::parse::<usize>)
+                .collect::<Result<Vec<_>, _>>()?;
+            match v[..] {
+                [page] => Some(Damage { page, flip: None }),
+                [page, at, mask] => Some(Damage {
+                    page,
+                    flip: Some((at % PAGE, (mask % 256).max(1) as u8)),
+                }),
+                _ => {
+                    return Err(
+                        format!("STRATA_CORRUPTION_DAMAGE={text}: give page[,byte,mask]").into(),
+                    );
+                }
+            }
+        }
+        Err(_) => None,
+    };
     let fixture = std::sync::Arc::new(Fixture::build()?);
     let pristine = std::fs::read(fixture.store.join("store.redb"))?;
     let mut rng = Rng(seed | 1);
@@ -701,7 +730,10 @@ fn damaged_pages_never_panic_hang_or_answer_wrongly() -> TestResult {
     let mut failures = Vec::new();
     let work = tempfile::tempdir()?;
     for case in 0..cases {
-        let damage = Damage::pick(&mut rng, &pristine);
+        let mut damage = Damage::pick(&mut rng, &pristine);
+        if let Some(forced) = forced {
+            damage = forced;
+        }
         if only.is_some_and(|only| only != case) {
             continue;
         }

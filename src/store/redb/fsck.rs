@@ -95,14 +95,22 @@ impl Check {
 
     /// Runs one check (`what`) under its own guard: damage that stops it is a finding.
     fn section(&mut self, what: &str, f: impl FnOnce(&mut Check) -> Result<()>) {
+        self.section_as("unreadable", what, f);
+    }
+
+    /// Like [`Check::section`], a stop found as `kind`: a check of the log that stops is damage
+    /// to the log (`log`), which only salvage repairs, and a repair must not rebuild over it (a
+    /// rebuild from a log it cannot read would replay nothing and drop every table's rows).
+    fn section_as(
+        &mut self,
+        kind: &'static str,
+        what: &str,
+        f: impl FnOnce(&mut Check) -> Result<()>,
+    ) {
         let flag = AtomicBool::new(false);
         let result = guard::guarded(&flag, &format!("checking {what}"), || f(self));
         if let Err(e) = result {
-            self.push(finding(
-                "unreadable",
-                what,
-                format!("the check stopped: {e}"),
-            ));
+            self.push(finding(kind, what, format!("the check stopped: {e}")));
         }
     }
 
@@ -866,8 +874,8 @@ impl RedbStore {
                 return check.out;
             }
         };
-        check.section("the log", |c| c.log(&rtx));
-        check.section("the op bodies", |c| c.bodies(&rtx));
+        check.section_as("log", "the log", |c| c.log(&rtx));
+        check.section_as("log", "the op bodies", |c| c.bodies(&rtx));
         check.section("the contents", |c| c.contents(&rtx));
         check.section("the documents", |c| c.documents(&rtx));
         check.section("the store's entity numbers", |c| c.store_names(&rtx));

@@ -33,6 +33,23 @@ impl RedbStore {
     /// [`Error::Corrupt`] when a log header does not decode or an op points at a missing
     /// document.
     pub fn fsck_rebuild(&self) -> Result<()> {
+        // The log is what the tables are rebuilt from: a store whose log tables are gone (a
+        // damaged table directory) would replay nothing and lose every row. A write transaction
+        // would make them anew, empty, so they are looked for in a read first.
+        {
+            let rtx = self.read()?;
+            let missing = [
+                ("tx_log", rtx.open_table(TX_LOG).err()),
+                ("tx_ops", rtx.open_table(TX_OPS).err()),
+            ];
+            if let Some((table, Some(e))) = missing.into_iter().find(|(_, e)| e.is_some()) {
+                return Err(Error::corrupt(format!(
+                    "the log table {table} cannot be opened ({e}), so the query tables are not \
+                     rebuilt from it; `strata fsck --salvage NEW_DIR` copies what verifies \
+                     into a new store"
+                )));
+            }
+        }
         let wtx = self.begin_write()?;
         wtx.delete_table(ENTITIES).db()?;
         wtx.delete_table(ENTITY_IDS).db()?;
@@ -305,6 +322,48 @@ mod tests {
                 if what.contains("op 0 of tx 2") && what.contains("--salvage")),
             "{answer:?}"
         );
+        Ok(())
+    }
+
+    /// A store whose table directory lost the log (a damaged name): fsck names log damage, so
+    /// a repair does not rebuild, and a rebuild refuses instead of replaying an empty log over
+    /// every table (corruption seed 114: the rebuild made a new, empty `tx_log` and dropped
+    /// every row; the salvage after it then found an empty store).
+    #[test]
+    fn a_store_without_its_log_table_is_not_rebuilt_from_nothing() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| crate::error::Error::io("tempdir", e))?;
+        let store = RedbStore::create(dir.path())?;
+        let object = Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: "/a".into(),
+            },
+            "kept\n".into(),
+        )?;
+        Backend::transact(&store, vec![Op::put(object.clone())], Origin::Cli)?;
+        let lost: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("tx_lox");
+        let wtx = store.begin_write()?;
+        wtx.rename_table(TX_LOG, lost).db()?;
+        wtx.commit().db()?;
+        let findings = store.fsck();
+        assert!(
+            findings
+                .iter()
+                .any(|f| crate::store::damage::LOG_DAMAGE.contains(&f.kind)),
+            "{findings:?}"
+        );
+        let answer = store.fsck_rebuild();
+        assert!(
+            matches!(&answer, Err(crate::error::Error::Corrupt { what })
+                if what.contains("tx_log") && what.contains("--salvage")),
+            "{answer:?}"
+        );
+        // Nothing was dropped: with its name back, the store answers as before.
+        let wtx = store.begin_write()?;
+        wtx.rename_table(lost, TX_LOG).db()?;
+        wtx.commit().db()?;
+        assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        assert!(store.as_of(object.id(), None, None)?.is_some());
         Ok(())
     }
 

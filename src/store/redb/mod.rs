@@ -834,7 +834,14 @@ impl Backend for RedbStore {
         // A repair: allowed on a damaged store.
         guard::guarded(&self.damaged, "rebuilding the query tables", || {
             RedbStore::fsck_rebuild(self)
+        })?;
+        // The storage engine's own repair then checks the pages and rewrites the allocator state
+        // it saved when a damaged page left it disagreeing with the trees (corruption seed 114:
+        // `--repair` said clean, the next `fsck` found pages failing their checksums).
+        self.guarded("checking the store file after the rebuild", || {
+            RedbStore::repair_file_state(self)
         })
+        .map(|_| ())
     }
 
     fn gc(&self) -> Result<GcReport> {

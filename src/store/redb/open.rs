@@ -456,6 +456,31 @@ impl RedbStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Runs the storage engine's own check and repair of the file through this handle, once no
+    /// transaction of it runs: every page of the committed trees against its checksum, and the
+    /// allocator state redb saves for a quick open, rewritten when it disagrees with the trees.
+    /// A repair calls it after rebuilding the tables: a damaged page of that saved state survives
+    /// the rebuild's commit, and only the next open (the next `fsck`) would find it. Returns
+    /// whether the file was clean (nothing happens to a read-only or closed handle).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the check fails or a transaction of the handle still runs.
+    pub(super) fn repair_file_state(&self) -> Result<bool> {
+        let mut handle = self
+            .handle
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.live.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            return Err(Error::invariant(
+                "the store file's check waited for no transaction, but one still runs",
+            ));
+        }
+        match &mut *handle {
+            Handle::ReadWrite(db) => db.check_integrity().db(),
+            _ => Ok(true),
+        }
+    }
+
     /// Drops the handle and opens the store file again, after a panic inside redb: its
     /// in-memory state may be what the panic left half-changed, and a fresh handle reads the
     /// file as it is. The damage flag stays (writes are refused until repair). While any
