@@ -57,6 +57,13 @@ fn file_type_and_char_count_follow_javascript() {
     assert_eq!(file_type_of("/a/x.tar.gz"), "gz");
     assert_eq!(utf16_len("héllo"), 5);
     assert_eq!(utf16_len("😀"), 2);
+    // Longer than one counting block (127 bytes), with characters across block boundaries,
+    // and a text of 4-byte characters only (two units each).
+    let long = "é😀a€".repeat(200);
+    let expected: u64 = long.chars().map(|c| c.len_utf16() as u64).sum();
+    assert_eq!(utf16_len(&long), expected);
+    let emoji = "😀".repeat(127);
+    assert_eq!(utf16_len(&emoji), 254);
 }
 
 #[test]

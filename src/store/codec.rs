@@ -895,12 +895,42 @@ thread_local! {
 
 /// `bytes` compressed as one zstd frame, `None` when zstd fails (it does not on memory input).
 fn zstd_compress(bytes: &[u8]) -> Option<Vec<u8>> {
+    zstd_compress_after(&[], bytes)
+}
+
+/// `head` followed by `bytes` compressed as one zstd frame, in one buffer: the frame is written
+/// in place after `head` (no second buffer and copy of the frame), and the buffer is then cut
+/// to its length, so a small frame does not hold the room zstd's bound asked for. `None` when
+/// zstd fails (it does not on memory input).
+fn zstd_compress_after(head: &[u8], bytes: &[u8]) -> Option<Vec<u8>> {
+    use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective;
+    use zstd::zstd_safe::{InBuffer, OutBuffer, ResetDirective, compress_bound};
     COMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
             *slot = zstd::bulk::Compressor::new(ZSTD_LEVEL).ok();
         }
-        slot.as_mut()?.compress(bytes).ok()
+        let context = slot.as_mut()?.context_mut();
+        // A frame an earlier failure left open is dropped; the level stays.
+        context.reset(ResetDirective::SessionOnly).ok()?;
+        let mut out = Vec::with_capacity(head.len() + compress_bound(bytes.len()));
+        out.extend_from_slice(head);
+        let mut input = InBuffer::around(bytes);
+        // With the whole input, the end directive and room for zstd's bound, one call writes
+        // the whole frame (its header holds the content size, as `compress2`'s does) and sets
+        // the length of `out` to its end.
+        let left = context
+            .compress_stream2(
+                &mut OutBuffer::around_pos(&mut out, head.len()),
+                &mut input,
+                ZSTD_EndDirective::ZSTD_e_end,
+            )
+            .ok()?;
+        if left != 0 || input.pos != bytes.len() {
+            return None;
+        }
+        out.shrink_to_fit();
+        Some(out)
     })
 }
 
@@ -1069,12 +1099,8 @@ pub fn compress_blob(bytes: &[u8]) -> Option<Vec<u8>> {
     if probe_fails {
         return None;
     }
-    let compressed = zstd_compress(bytes).filter(|c| shrinks(c, bytes.len()))?;
-    let mut out = Vec::with_capacity(compressed.len() + 2);
-    out.push(RECORD_FORMAT);
-    out.push(METHOD_ZSTD);
-    out.extend_from_slice(&compressed);
-    Some(out)
+    zstd_compress_after(&[RECORD_FORMAT, METHOD_ZSTD], bytes)
+        .filter(|record| shrinks(&record[2..], bytes.len()))
 }
 
 /// Decodes a whole blob record into its bytes; `what` names it for the error.
@@ -1392,6 +1418,48 @@ mod tests {
             decode_blob(&garbage, "b"),
             Err(Error::Corrupt { .. })
         ));
+        Ok(())
+    }
+
+    /// The frame written in place after the record's header is the one zstd's one-shot call
+    /// makes of the same bytes, says its content size, and the record holds no spare room;
+    /// bytes that do not shrink (probed or not) make no record.
+    #[test]
+    fn blobs_compress_in_place_as_the_one_shot_call_does() -> Result<()> {
+        let text = "def f(x):\n    return x * 2  # éè\n".repeat(20_000);
+        let random: Vec<u8> = (0..40_000u32)
+            .flat_map(|i| crate::hash::sha256(&i.to_le_bytes()).0)
+            .collect();
+        let mut one_shot = zstd::bulk::Compressor::new(ZSTD_LEVEL)
+            .map_err(|e| Error::storage("making a zstd context", e))?;
+        for bytes in [
+            b"".as_slice(),
+            b"abc",
+            &text.as_bytes()[..5000],
+            text.as_bytes(),
+        ] {
+            let frame = one_shot
+                .compress(bytes)
+                .map_err(|e| Error::storage("compressing", e))?;
+            let Some(record) = compress_blob(bytes) else {
+                assert!(
+                    frame.len() + frame.len() / 7 > bytes.len(),
+                    "{}",
+                    bytes.len()
+                );
+                continue;
+            };
+            assert_eq!(record[..2], [RECORD_FORMAT, METHOD_ZSTD]);
+            assert_eq!(record[2..], frame[..]);
+            assert_eq!(record.capacity(), record.len());
+            assert_eq!(blob_header(&record, "b")?.len, Some(bytes.len() as u64));
+            assert_eq!(decode_blob(&record, "b")?, bytes);
+        }
+        // Random bytes: probed past PROBE_AT, compressed whole below it; stored raw either way.
+        assert!(random.len() >= PROBE_AT);
+        assert_eq!(compress_blob(&random), None);
+        assert_eq!(compress_blob(&random[..PROBE_AT / 2]), None);
+        assert_eq!(encode_blob(&random)[2..], random[..]);
         Ok(())
     }
 
