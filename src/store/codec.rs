@@ -893,44 +893,49 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// `bytes` compressed as one zstd frame, `None` when zstd fails (it does not on memory input).
-fn zstd_compress(bytes: &[u8]) -> Option<Vec<u8>> {
-    zstd_compress_after(&[], bytes)
+/// Inputs up to this long are compressed into the thread's [`FRAME`] buffer, and only the frame
+/// is copied out (at most about this much stays allocated per thread).
+const FRAME_BUFFER_MAX: usize = 256 * 1024;
+
+thread_local! {
+    /// Where a thread's zstd writes the frames of inputs up to [`FRAME_BUFFER_MAX`]: a buffer of
+    /// zstd's bound per blob, most of it never written, cost an allocation and fresh pages.
+    static FRAME: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// `head` followed by `bytes` compressed as one zstd frame, in one buffer: the frame is written
-/// in place after `head` (no second buffer and copy of the frame), and the buffer is then cut
-/// to its length, so a small frame does not hold the room zstd's bound asked for. `None` when
-/// zstd fails (it does not on memory input).
-fn zstd_compress_after(head: &[u8], bytes: &[u8]) -> Option<Vec<u8>> {
-    use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective;
-    use zstd::zstd_safe::{InBuffer, OutBuffer, ResetDirective, compress_bound};
+/// `head` followed by `bytes` compressed as one zstd frame, in a buffer of exactly that length
+/// (records wait in memory until their commit: room past the frame would wait with them). The
+/// frame is written into the thread's [`FRAME`] buffer (a fresh one for a long input) and
+/// copied once, if `keep` says yes to its length. `None` when it does not, or when zstd fails
+/// (it does not on memory input).
+fn zstd_compress_after(
+    head: &[u8],
+    bytes: &[u8],
+    keep: impl FnOnce(usize) -> bool,
+) -> Option<Vec<u8>> {
     COMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
             *slot = zstd::bulk::Compressor::new(ZSTD_LEVEL).ok();
         }
-        let context = slot.as_mut()?.context_mut();
-        // A frame an earlier failure left open is dropped; the level stays.
-        context.reset(ResetDirective::SessionOnly).ok()?;
-        let mut out = Vec::with_capacity(head.len() + compress_bound(bytes.len()));
-        out.extend_from_slice(head);
-        let mut input = InBuffer::around(bytes);
-        // With the whole input, the end directive and room for zstd's bound, one call writes
-        // the whole frame (its header holds the content size, as `compress2`'s does) and sets
-        // the length of `out` to its end.
-        let left = context
-            .compress_stream2(
-                &mut OutBuffer::around_pos(&mut out, head.len()),
-                &mut input,
-                ZSTD_EndDirective::ZSTD_e_end,
-            )
-            .ok()?;
-        if left != 0 || input.pos != bytes.len() {
-            return None;
+        let compressor = slot.as_mut()?;
+        let compress = |frame: &mut Vec<u8>| -> Option<Vec<u8>> {
+            frame.clear();
+            frame.reserve(zstd::zstd_safe::compress_bound(bytes.len()));
+            let len = compressor.compress_to_buffer(bytes, frame).ok()?;
+            if !keep(len) {
+                return None;
+            }
+            let mut out = Vec::with_capacity(head.len() + frame.len());
+            out.extend_from_slice(head);
+            out.extend_from_slice(frame);
+            Some(out)
+        };
+        if bytes.len() <= FRAME_BUFFER_MAX {
+            FRAME.with(|frame| compress(&mut frame.borrow_mut()))
+        } else {
+            compress(&mut Vec::new())
         }
-        out.shrink_to_fit();
-        Some(out)
     })
 }
 
@@ -1091,16 +1096,16 @@ pub const RAW_HEADER: [u8; 2] = [RECORD_FORMAT, METHOD_RAW];
 /// The record [`encode_blob`] makes of `bytes` when it compresses them; `None` when it would
 /// store them raw ([`RAW_HEADER`] and the bytes), which a writer appends without building it.
 pub fn compress_blob(bytes: &[u8]) -> Option<Vec<u8>> {
-    let shrinks = |compressed: &[u8], len: usize| {
-        !compressed.is_empty() && compressed.len() + compressed.len() / 7 <= len
-    };
+    let shrinks =
+        |compressed: usize, len: usize| compressed > 0 && compressed + compressed / 7 <= len;
     let probe_fails = bytes.len() >= PROBE_AT
-        && !zstd_compress(&bytes[..PROBE]).is_some_and(|probe| shrinks(&probe, PROBE));
+        && zstd_compress_after(&[], &bytes[..PROBE], |probe| shrinks(probe, PROBE)).is_none();
     if probe_fails {
         return None;
     }
-    zstd_compress_after(&[RECORD_FORMAT, METHOD_ZSTD], bytes)
-        .filter(|record| shrinks(&record[2..], bytes.len()))
+    zstd_compress_after(&[RECORD_FORMAT, METHOD_ZSTD], bytes, |frame| {
+        shrinks(frame, bytes.len())
+    })
 }
 
 /// Decodes a whole blob record into its bytes; `what` names it for the error.
