@@ -57,6 +57,13 @@ fn file_type_and_char_count_follow_javascript() {
     assert_eq!(file_type_of("/a/x.tar.gz"), "gz");
     assert_eq!(utf16_len("héllo"), 5);
     assert_eq!(utf16_len("😀"), 2);
+    // Longer than one counting block (127 bytes), with characters across block boundaries,
+    // and a text of 4-byte characters only (two units each).
+    let long = "é😀a€".repeat(200);
+    let expected: u64 = long.chars().map(|c| c.len_utf16() as u64).sum();
+    assert_eq!(utf16_len(&long), expected);
+    let emoji = "😀".repeat(127);
+    assert_eq!(utf16_len(&emoji), 254);
 }
 
 #[test]
@@ -227,7 +234,50 @@ fn session_canonical_json_is_jcs_on_escapes_and_non_ascii() -> Result<()> {
     Ok(())
 }
 
+/// A file's fields written directly are the JCS of their JSON value: escapes, non-ASCII,
+/// and counts up to the largest safe integer (a larger one is refused, as JCS refuses it).
+#[test]
+fn file_canonical_json_is_jcs() -> Result<()> {
+    let types = [
+        "py",
+        "text",
+        "",
+        "\"",
+        "\\",
+        "\u{0}\u{1f}\u{7f}",
+        "é😀",
+        "\u{2028}x",
+        "a\"b\\c\n",
+    ];
+    let safe = crate::hash::MAX_SAFE_INTEGER;
+    for file_type in types {
+        for char_count in [0, 1, 9, 10, 12_345, u64::from(u32::MAX), safe - 1, safe] {
+            let fields = Fields::File(crate::object::FileFields {
+                file_type: file_type.to_string(),
+                char_count,
+            });
+            assert_eq!(fields.canonical_json()?, jcs_of(&fields)?);
+        }
+    }
+    let unsafe_count = Fields::File(crate::object::FileFields {
+        file_type: "py".into(),
+        char_count: safe + 1,
+    });
+    assert!(unsafe_count.canonical_json().is_err());
+    assert!(jcs_of(&unsafe_count).is_err());
+    Ok(())
+}
+
 proptest::proptest! {
+    #[test]
+    fn file_canonical_json_matches_jcs(
+        file_type in proptest::prelude::any::<String>(),
+        char_count in 0..=crate::hash::MAX_SAFE_INTEGER,
+    ) {
+        let fields = Fields::File(crate::object::FileFields { file_type, char_count });
+        proptest::prop_assert_eq!(fields.canonical_json()?, jcs_of(&fields)?);
+    }
+
     #[test]
     fn session_canonical_json_matches_jcs(
         ids in proptest::collection::vec(proptest::prelude::any::<String>(), 0..40),

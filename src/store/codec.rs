@@ -1004,14 +1004,49 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// `bytes` compressed as one zstd frame, `None` when zstd fails (it does not on memory input).
-fn zstd_compress(bytes: &[u8]) -> Option<Vec<u8>> {
+/// Inputs up to this long are compressed into the thread's [`FRAME`] buffer, and only the frame
+/// is copied out (at most about this much stays allocated per thread).
+const FRAME_BUFFER_MAX: usize = 256 * 1024;
+
+thread_local! {
+    /// Where a thread's zstd writes the frames of inputs up to [`FRAME_BUFFER_MAX`]: a buffer of
+    /// zstd's bound per blob, most of it never written, cost an allocation and fresh pages.
+    static FRAME: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `head` followed by `bytes` compressed as one zstd frame, in a buffer of exactly that length
+/// (records wait in memory until their commit: room past the frame would wait with them). The
+/// frame is written into the thread's [`FRAME`] buffer (a fresh one for a long input) and
+/// copied once, if `keep` says yes to its length. `None` when it does not, or when zstd fails
+/// (it does not on memory input).
+fn zstd_compress_after(
+    head: &[u8],
+    bytes: &[u8],
+    keep: impl FnOnce(usize) -> bool,
+) -> Option<Vec<u8>> {
     COMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
             *slot = zstd::bulk::Compressor::new(ZSTD_LEVEL).ok();
         }
-        slot.as_mut()?.compress(bytes).ok()
+        let compressor = slot.as_mut()?;
+        let compress = |frame: &mut Vec<u8>| -> Option<Vec<u8>> {
+            frame.clear();
+            frame.reserve(zstd::zstd_safe::compress_bound(bytes.len()));
+            let len = compressor.compress_to_buffer(bytes, frame).ok()?;
+            if !keep(len) {
+                return None;
+            }
+            let mut out = Vec::with_capacity(head.len() + frame.len());
+            out.extend_from_slice(head);
+            out.extend_from_slice(frame);
+            Some(out)
+        };
+        if bytes.len() <= FRAME_BUFFER_MAX {
+            FRAME.with(|frame| compress(&mut frame.borrow_mut()))
+        } else {
+            compress(&mut Vec::new())
+        }
     })
 }
 
@@ -1172,20 +1207,16 @@ pub const RAW_HEADER: [u8; 2] = [RECORD_FORMAT, METHOD_RAW];
 /// The record [`encode_blob`] makes of `bytes` when it compresses them; `None` when it would
 /// store them raw ([`RAW_HEADER`] and the bytes), which a writer appends without building it.
 pub fn compress_blob(bytes: &[u8]) -> Option<Vec<u8>> {
-    let shrinks = |compressed: &[u8], len: usize| {
-        !compressed.is_empty() && compressed.len() + compressed.len() / 7 <= len
-    };
+    let shrinks =
+        |compressed: usize, len: usize| compressed > 0 && compressed + compressed / 7 <= len;
     let probe_fails = bytes.len() >= PROBE_AT
-        && !zstd_compress(&bytes[..PROBE]).is_some_and(|probe| shrinks(&probe, PROBE));
+        && zstd_compress_after(&[], &bytes[..PROBE], |probe| shrinks(probe, PROBE)).is_none();
     if probe_fails {
         return None;
     }
-    let compressed = zstd_compress(bytes).filter(|c| shrinks(c, bytes.len()))?;
-    let mut out = Vec::with_capacity(compressed.len() + 2);
-    out.push(RECORD_FORMAT);
-    out.push(METHOD_ZSTD);
-    out.extend_from_slice(&compressed);
-    Some(out)
+    zstd_compress_after(&[RECORD_FORMAT, METHOD_ZSTD], bytes, |frame| {
+        shrinks(frame, bytes.len())
+    })
 }
 
 /// Decodes a whole blob record into its bytes; `what` names it for the error.
@@ -1565,6 +1596,48 @@ mod tests {
             decode_blob(&garbage, "b"),
             Err(Error::Corrupt { .. })
         ));
+        Ok(())
+    }
+
+    /// The frame written in place after the record's header is the one zstd's one-shot call
+    /// makes of the same bytes, says its content size, and the record holds no spare room;
+    /// bytes that do not shrink (probed or not) make no record.
+    #[test]
+    fn blobs_compress_in_place_as_the_one_shot_call_does() -> Result<()> {
+        let text = "def f(x):\n    return x * 2  # éè\n".repeat(20_000);
+        let random: Vec<u8> = (0..40_000u32)
+            .flat_map(|i| crate::hash::sha256(&i.to_le_bytes()).0)
+            .collect();
+        let mut one_shot = zstd::bulk::Compressor::new(ZSTD_LEVEL)
+            .map_err(|e| Error::storage("making a zstd context", e))?;
+        for bytes in [
+            b"".as_slice(),
+            b"abc",
+            &text.as_bytes()[..5000],
+            text.as_bytes(),
+        ] {
+            let frame = one_shot
+                .compress(bytes)
+                .map_err(|e| Error::storage("compressing", e))?;
+            let Some(record) = compress_blob(bytes) else {
+                assert!(
+                    frame.len() + frame.len() / 7 > bytes.len(),
+                    "{}",
+                    bytes.len()
+                );
+                continue;
+            };
+            assert_eq!(record[..2], [RECORD_FORMAT, METHOD_ZSTD]);
+            assert_eq!(record[2..], frame[..]);
+            assert_eq!(record.capacity(), record.len());
+            assert_eq!(blob_header(&record, "b")?.len, Some(bytes.len() as u64));
+            assert_eq!(decode_blob(&record, "b")?, bytes);
+        }
+        // Random bytes: probed past PROBE_AT, compressed whole below it; stored raw either way.
+        assert!(random.len() >= PROBE_AT);
+        assert_eq!(compress_blob(&random), None);
+        assert_eq!(compress_blob(&random[..PROBE_AT / 2]), None);
+        assert_eq!(encode_blob(&random)[2..], random[..]);
         Ok(())
     }
 
