@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::error::{Error, Result};
 
@@ -60,8 +60,9 @@ struct GlobGroup {
     /// contains: only the globs whose literal an ASCII text contains run on it (a scan asks
     /// about every file, and a case-insensitive glob is a regex search).
     literals: Option<Literals>,
-    /// Each glob's matcher, compiled the first time its literal is met.
-    each: Vec<OnceLock<GlobMatcher>>,
+    /// Each glob's matcher, compiled the first time its literal is met (`None` when its regex
+    /// does not build).
+    each: Vec<OnceLock<Option<GlobSet>>>,
     /// All of them as one set, for the texts the literals cannot screen (non-ASCII ones, or
     /// any when a glob has no literal); `None` when the set does not build.
     all: OnceLock<Option<GlobSet>>,
@@ -97,7 +98,14 @@ impl GlobGroup {
                         .get(n)
                         .zip(self.globs.get(n))
                         .is_some_and(|(each, glob)| {
-                            each.get_or_init(|| glob.compile_matcher()).is_match(text)
+                            // `Glob::compile_matcher` panics on a regex that does not build
+                            // (parsing the glob does not build it): one that does not build
+                            // denies, as the whole set does below.
+                            each.get_or_init(|| {
+                                GlobSetBuilder::new().add(glob.clone()).build().ok()
+                            })
+                            .as_ref()
+                            .is_none_or(|one| one.is_match(text))
                         })
                 });
             }
@@ -394,6 +402,20 @@ mod tests {
         let any = DenyRules::new(&["*", "**/*"])?;
         assert!(any.by_name.literals.is_none() && any.by_path.literals.is_none());
         assert!(any.is_denied("/p/anything"));
+        Ok(())
+    }
+
+    /// A glob that parses but whose regex does not build (alternations nested past the regex
+    /// parser's limit) denies what it may match, through its literal or through the whole set,
+    /// instead of panicking on the first name that holds its literal (`compile_matcher`).
+    #[test]
+    fn a_glob_whose_regex_does_not_build_denies_instead_of_panicking() -> Result<()> {
+        let nested = format!("secret{}x{}", "{a,".repeat(300), "}".repeat(300));
+        let rules = DenyRules::new(&[nested.as_str()])?;
+        assert!(rules.by_name.literals.is_some());
+        assert!(rules.is_denied("/p/secretx"));
+        assert!(rules.is_denied("/p/secrété"), "non-ASCII: the whole set");
+        assert!(!rules.is_denied("/p/main.rs"));
         Ok(())
     }
 
