@@ -378,8 +378,8 @@ impl Scan {
                 .chunks
                 .keys()
                 .next_back()
-                .map_or(0, |n| (n + 1) * chunk);
-            let found_bytes = self.chunks.len() as u64 * chunk;
+                .map_or(0, |n| n.saturating_add(1).saturating_mul(chunk));
+            let found_bytes = (self.chunks.len() as u64).saturating_mul(chunk);
             let mut blob_index = wtx.open_table(BLOB_INDEX).db()?;
             for (hash, found) in &mut self.blob_index {
                 found.retain(|(offset, len, _)| {
@@ -451,5 +451,28 @@ mod tests {
         assert!(entries(&page, Some(8), None).is_none(), "a branch page");
         assert_eq!(split_path_key(b"\x02ab/x"), Some((&b"ab"[..], "/x")));
         assert_eq!(split_path_key(b"\x09ab"), None);
+    }
+
+    /// A chunk found under a damaged key (below `MAX_ID`, but past what a stream of u64 offsets
+    /// reaches) does not overflow the stream's length, and the rows within the stream are kept.
+    #[test]
+    fn a_chunk_under_a_damaged_key_does_not_overflow_the_stream() -> Result<()> {
+        use redb::ReadableDatabase as _;
+        let record = codec::encode_blob(b"text");
+        let hash = crate::hash::sha256(b"text").0;
+        let mut scan = Scan::default();
+        scan.chunks.insert(0, vec![record.clone()]);
+        scan.chunks.insert(MAX_ID - 1, vec![vec![0; 8]]);
+        scan.blob_index
+            .insert(hash, vec![(0, record.len() as u64, 1)]);
+        let db = scan.contents(BLOB_CHUNK)?;
+        let rtx = db.begin_read().db()?;
+        let index = rtx.open_table(BLOB_INDEX).db()?;
+        let data = rtx.open_table(BLOB_DATA).db()?;
+        assert_eq!(
+            blobs::read_blob(&index, &data, BLOB_CHUNK, &hash)?.as_deref(),
+            Some(b"text".as_slice())
+        );
+        Ok(())
     }
 }
