@@ -1381,6 +1381,55 @@ mod tests {
         )
     }
 
+    /// Salvages the store in `dir` into a new one (in the directory returned with it), asserting
+    /// that nothing was found lost and that entity `id` holds `text`.
+    fn salvage_keeps(dir: &Path, id: &str, text: &str) -> Result<(tempfile::TempDir, RedbStore)> {
+        let new = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let report = RedbStore::salvage(dir, &new.path().join("new"), &|_| None)?;
+        assert!(report.findings.is_empty(), "{:?}", report.findings);
+        assert!(
+            report.contents_lost.is_empty(),
+            "{:?}",
+            report.contents_lost
+        );
+        let store = RedbStore::open(&new.path().join("new"))?;
+        let version = store
+            .as_of(id, None, None)?
+            .ok_or_else(|| Error::invariant("gone"))?;
+        assert_eq!(
+            version.object.and_then(|o| o.content().map(str::to_string)),
+            Some(text.to_string())
+        );
+        Ok((new, store))
+    }
+
+    /// A new store holding `object`: its directory, and its file's path.
+    fn store_of(object: crate::object::Object) -> Result<(tempfile::TempDir, PathBuf)> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        RedbStore::create(dir.path())?.transact(vec![Op::put(object)], Origin::Cli)?;
+        let path = dir.path().join(DB_FILE);
+        Ok((dir, path))
+    }
+
+    /// The file `/a.rs` on filesystem `fs`, holding 30 000 characters that zstd halves at most
+    /// (a content of several chunks), and its text.
+    fn long_file_a() -> Result<(crate::object::Object, String)> {
+        let text: String = (0u32..3000)
+            .map(|i| crate::hash::sha256(&i.to_le_bytes()).to_hex())
+            .collect::<String>()
+            .chars()
+            .take(30_000)
+            .collect();
+        let object = crate::object::Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: "/a.rs".into(),
+            },
+            text.clone(),
+        )?;
+        Ok((object, text))
+    }
+
     /// With the `entities` table lost, the files that `paths` and the stat cache list are still
     /// named by their paths: a numbered filesystem's keys (format 5) as its id's.
     #[test]
@@ -1422,11 +1471,9 @@ mod tests {
     /// stat cache are lost, read through the tables and found by a scan of the pages.
     #[test]
     fn a_files_source_in_entity_ids_names_it() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let object = file_a()?;
         let id = object.id().to_string();
-        RedbStore::create(dir.path())?.transact(vec![Op::put(object)], Origin::Cli)?;
-        let path = dir.path().join(DB_FILE);
+        let (_dir, path) = store_of(object)?;
         {
             let db = Database::open(&path).db()?;
             let wtx = db.begin_write().db()?;
@@ -1456,19 +1503,7 @@ mod tests {
     #[test]
     fn the_chunk_size_of_an_older_stream_is_read_or_found() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let text: String = (0u32..3000)
-            .map(|i| crate::hash::sha256(&i.to_le_bytes()).to_hex())
-            .collect::<String>()
-            .chars()
-            .take(30_000)
-            .collect();
-        let object = crate::object::Object::file_text(
-            FilesystemSource {
-                filesystem_id: "fs".into(),
-                path: "/a.rs".into(),
-            },
-            text.clone(),
-        )?;
+        let (object, text) = long_file_a()?;
         let id = object.id().to_string();
         drop(RedbStore::create(dir.path())?);
         let path = dir.path().join(DB_FILE);
@@ -1499,25 +1534,9 @@ mod tests {
         let found = scan.contents(scan.chunk())?;
         let rtx = found.begin_read().db()?;
         assert_eq!(blobs::chunk_of(&rtx)?, BLOB_CHUNK_OLD);
-        let new = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let new = new.path().join("new");
-        let report = RedbStore::salvage(dir.path(), &new, &|_| None)?;
-        assert!(report.findings.is_empty(), "{:?}", report.findings);
-        assert!(
-            report.contents_lost.is_empty(),
-            "{:?}",
-            report.contents_lost
-        );
-        let store = RedbStore::open(&new)?;
+        let (_new, store) = salvage_keeps(dir.path(), &id, &text)?;
         let rtx = store.read()?;
         assert_eq!(blobs::chunk_of(&rtx)?, BLOB_CHUNK);
-        let version = store
-            .as_of(&id, None, None)?
-            .ok_or_else(|| Error::invariant("gone"))?;
-        assert_eq!(
-            version.object.and_then(|o| o.content().map(str::to_string)),
-            Some(text)
-        );
         Ok(())
     }
 
@@ -1526,23 +1545,9 @@ mod tests {
     /// lengths, not the 4 032 bytes of a store without the key, and every content is kept.
     #[test]
     fn the_chunk_size_is_found_when_meta_is_lost() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let text: String = (0u32..3000)
-            .map(|i| crate::hash::sha256(&i.to_le_bytes()).to_hex())
-            .collect::<String>()
-            .chars()
-            .take(30_000)
-            .collect();
-        let object = crate::object::Object::file_text(
-            FilesystemSource {
-                filesystem_id: "fs".into(),
-                path: "/a.rs".into(),
-            },
-            text.clone(),
-        )?;
+        let (object, text) = long_file_a()?;
         let id = object.id().to_string();
-        RedbStore::create(dir.path())?.transact(vec![Op::put(object)], Origin::Cli)?;
-        let path = dir.path().join(DB_FILE);
+        let (dir, path) = store_of(object)?;
         {
             let db = Database::open(&path).db()?;
             let wtx = db.begin_write().db()?;
@@ -1550,21 +1555,7 @@ mod tests {
             wtx.commit().db()?;
             assert_eq!(Source::read(&db).chunk, Some(BLOB_CHUNK));
         }
-        let new = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let new = new.path().join("new");
-        let report = RedbStore::salvage(dir.path(), &new, &|_| None)?;
-        assert!(
-            report.contents_lost.is_empty(),
-            "{:?}",
-            report.contents_lost
-        );
-        let version = RedbStore::open(&new)?
-            .as_of(&id, None, None)?
-            .ok_or_else(|| Error::invariant("gone"))?;
-        assert_eq!(
-            version.object.and_then(|o| o.content().map(str::to_string)),
-            Some(text)
-        );
+        salvage_keeps(dir.path(), &id, &text)?;
         Ok(())
     }
 
