@@ -1392,7 +1392,7 @@ mod tests {
             "{:?}",
             report.contents_lost
         );
-        let store = RedbStore::open(&new.path().join("new"))?;
+        let store = RedbStore::open(new.path().join("new"))?;
         let version = store
             .as_of(id, None, None)?
             .ok_or_else(|| Error::invariant("gone"))?;
