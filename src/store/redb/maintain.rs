@@ -367,6 +367,30 @@ mod tests {
         Ok(())
     }
 
+    /// A rebuild while another reader of the store is live (a daemon's client) succeeds: the
+    /// storage engine's check of the file after it waits for the reader, and skips when it
+    /// keeps reading, instead of failing a repair that worked.
+    #[test]
+    fn a_rebuild_beside_a_live_reader_succeeds() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| crate::error::Error::io("tempdir", e))?;
+        let store = RedbStore::create(dir.path())?;
+        let object = Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: "/a".into(),
+            },
+            "read meanwhile\n".into(),
+        )?;
+        Backend::transact(&store, vec![Op::put(object.clone())], Origin::Cli)?;
+        let reader = store.read()?;
+        Backend::fsck_rebuild(&store)?;
+        drop(reader);
+        Backend::fsck_rebuild(&store)?;
+        assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        assert!(store.as_of(object.id(), None, None)?.is_some());
+        Ok(())
+    }
+
     /// A content whose index row holds a damaged length (the 10 000-case corruption suite hung
     /// here: the rewrite of the old record's chunks ran for ~2^50 chunks) is restored at once,
     /// and reads back.

@@ -460,24 +460,39 @@ impl RedbStore {
     /// transaction of it runs: every page of the committed trees against its checksum, and the
     /// allocator state redb saves for a quick open, rewritten when it disagrees with the trees.
     /// A repair calls it after rebuilding the tables: a damaged page of that saved state survives
-    /// the rebuild's commit, and only the next open (the next `fsck`) would find it. Returns
-    /// whether the file was clean (nothing happens to a read-only or closed handle).
+    /// the rebuild's commit, and only the next open (the next `fsck`) would find it. Other
+    /// readers (a daemon's clients) are waited for up to [`FILE_CHECK_WAIT`]; a store busy all
+    /// that time is left unchecked, with a warning in the log, and the next repair checks it.
+    /// Returns whether the check ran (it does not on a read-only or closed handle).
     ///
     /// # Errors
-    /// [`Error::Storage`] when the check fails or a transaction of the handle still runs.
+    /// [`Error::Corrupt`] when the file fails the check beyond what redb repairs; storage errors.
     pub(super) fn repair_file_state(&self) -> Result<bool> {
-        let mut handle = self
-            .handle
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if self.live.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-            return Err(Error::invariant(
-                "the store file's check waited for no transaction, but one still runs",
-            ));
-        }
-        match &mut *handle {
-            Handle::ReadWrite(db) => db.check_integrity().db(),
-            _ => Ok(true),
+        let started = std::time::Instant::now();
+        loop {
+            let mut handle = self
+                .handle
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if self.live.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                return match &mut *handle {
+                    Handle::ReadWrite(db) => match db.check_integrity() {
+                        Err(redb::DatabaseError::TransactionInProgress) => Ok(false),
+                        checked => checked.db().map(|_| true),
+                    },
+                    _ => Ok(false),
+                };
+            }
+            drop(handle);
+            if started.elapsed() >= FILE_CHECK_WAIT {
+                tracing::warn!(
+                    "the store file's own check after the rebuild was skipped: other \
+                     transactions kept running for {} s",
+                    FILE_CHECK_WAIT.as_secs()
+                );
+                return Ok(false);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
 
@@ -655,6 +670,14 @@ impl RedbStore {
         }
     }
 }
+
+/// How long a repair's check of the store file waits for other transactions of the handle to
+/// end (a daemon's readers) before it leaves the file unchecked.
+const FILE_CHECK_WAIT: std::time::Duration = if cfg!(test) {
+    std::time::Duration::from_millis(200)
+} else {
+    std::time::Duration::from_secs(10)
+};
 
 /// How long a deferred store's first write waits for the file: for its own reads to end, then for
 /// another process that took the file meanwhile (as a command waits for a held store).
