@@ -265,7 +265,7 @@ impl Fixture {
         for &name in COMMANDS.iter().filter(|name| **name != "index") {
             let result = match &reader {
                 Ok(Ok(engine)) => answer(|| self.command(engine, name)),
-                Ok(Err(e)) => Answer::Err(format!("{}: {e}", e.kind())),
+                Ok(Err(e)) => Answer::Err(format!("{}: {}", e.kind(), e.full_message())),
                 Err(payload) => Answer::Panic(panic_text(payload.as_ref())),
             };
             answers.insert(name, result);
@@ -396,7 +396,7 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 fn answer(f: impl FnOnce() -> strata::Result<String>) -> Answer {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(text)) => Answer::Ok(text),
-        Ok(Err(e)) => Answer::Err(format!("{}: {e}", e.kind())),
+        Ok(Err(e)) => Answer::Err(format!("{}: {}", e.kind(), e.full_message())),
         Err(payload) => Answer::Panic(panic_text(payload.as_ref())),
     }
 }

@@ -108,11 +108,17 @@ impl<T, E: std::error::Error + Send + Sync + 'static> StorageResult<T>
 }
 
 /// Whether a redb error says the file is damaged: a page that fails its checks (redb returns
-/// `Corrupted` where a debug build panics), or a table whose stored definition is not the one
-/// strata opens it with (strata never changes a table's types).
+/// `Corrupted` where a debug build panics), a read past the file's end (a damaged page number),
+/// the I/O error such a read leaves latched in the handle (`PreviousIo`: every later call gets
+/// it; corruption seed 116), or a table whose stored definition is not the one strata opens it
+/// with (strata never changes a table's types).
 fn reports_damage(error: &dyn std::any::Any) -> bool {
     use redb::{StorageError, TableError};
-    let storage = |e: &StorageError| matches!(e, StorageError::Corrupted(_));
+    let storage = |e: &StorageError| match e {
+        StorageError::Corrupted(_) | StorageError::PreviousIo => true,
+        StorageError::Io(io) => io.kind() == std::io::ErrorKind::UnexpectedEof,
+        _ => false,
+    };
     let table = |e: &TableError| match e {
         TableError::Storage(e) => storage(e),
         // Every table exists from the store's creation (`tables::create_all`; the one a format
@@ -141,6 +147,7 @@ fn reports_damage(error: &dyn std::any::Any) -> bool {
         matches!(
             e,
             redb::Error::Corrupted(_)
+                | redb::Error::PreviousIo
                 | redb::Error::TableDoesNotExist(_)
                 | redb::Error::TableTypeMismatch { .. }
                 | redb::Error::TypeDefinitionChanged { .. }
@@ -885,6 +892,15 @@ mod tests {
             Err::<(), _>(redb::DatabaseError::Storage(corrupted())).db(),
             Err::<(), _>(redb::Error::Corrupted("x".into())).db(),
             Err::<(), _>(redb::TableError::TableDoesNotExist("t".into())).db(),
+            // A read past the file's end (a damaged page number), and the error redb latches
+            // after it for every later call (corruption seed 116).
+            Err::<(), _>(redb::StorageError::Io(
+                std::io::ErrorKind::UnexpectedEof.into(),
+            ))
+            .db(),
+            Err::<(), _>(redb::StorageError::PreviousIo).db(),
+            Err::<(), _>(redb::TableError::Storage(redb::StorageError::PreviousIo)).db(),
+            Err::<(), _>(redb::Error::PreviousIo).db(),
         ];
         for result in damaged {
             let message = result
