@@ -283,25 +283,35 @@ mod tests {
     use super::*;
     use crate::object::{FilesystemSource, Object};
 
+    /// A new store in a temporary directory (kept while the returned guard lives).
+    fn new_store() -> Result<(tempfile::TempDir, RedbStore)> {
+        let dir = tempfile::tempdir().map_err(|e| crate::error::Error::io("tempdir", e))?;
+        let store = RedbStore::create(dir.path())?;
+        Ok((dir, store))
+    }
+
+    /// Puts file `/a` of filesystem `fs` holding `text`, in a transaction of its own.
+    fn put_a(store: &RedbStore, text: &str) -> Result<Object> {
+        let object = Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: "/a".into(),
+            },
+            text.into(),
+        )?;
+        Backend::transact(store, vec![Op::put(object.clone())], Origin::Cli)?;
+        Ok(object)
+    }
+
     /// A rebuild that meets a write to an entity whose first write the log lost (its body gone
     /// without an eviction) refuses as corrupt, naming salvage, instead of answering "not found"
     /// (corruption seed 114: a damaged key made a body unfindable while fsck called it only a
     /// lookup failure, so `fsck --repair` rebuilt and failed with `not_found`).
     #[test]
     fn a_rebuild_over_a_lost_first_write_is_corrupt_not_not_found() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| crate::error::Error::io("tempdir", e))?;
-        let store = RedbStore::create(dir.path())?;
-        let file = |text: &str| {
-            Object::file_text(
-                FilesystemSource {
-                    filesystem_id: "fs".into(),
-                    path: "/a".into(),
-                },
-                text.into(),
-            )
-        };
-        Backend::transact(&store, vec![Op::put(file("one\n")?)], Origin::Cli)?;
-        Backend::transact(&store, vec![Op::put(file("two\n")?)], Origin::Cli)?;
+        let (_dir, store) = new_store()?;
+        put_a(&store, "one\n")?;
+        put_a(&store, "two\n")?;
         let wtx = store.begin_write()?;
         {
             let mut ops = wtx.open_table(TX_OPS).db()?;
@@ -331,16 +341,8 @@ mod tests {
     /// every row; the salvage after it then found an empty store).
     #[test]
     fn a_store_without_its_log_table_is_not_rebuilt_from_nothing() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| crate::error::Error::io("tempdir", e))?;
-        let store = RedbStore::create(dir.path())?;
-        let object = Object::file_text(
-            FilesystemSource {
-                filesystem_id: "fs".into(),
-                path: "/a".into(),
-            },
-            "kept\n".into(),
-        )?;
-        Backend::transact(&store, vec![Op::put(object.clone())], Origin::Cli)?;
+        let (_dir, store) = new_store()?;
+        let object = put_a(&store, "kept\n")?;
         let lost: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("tx_lox");
         let wtx = store.begin_write()?;
         wtx.rename_table(TX_LOG, lost).db()?;
@@ -372,16 +374,8 @@ mod tests {
     /// keeps reading, instead of failing a repair that worked.
     #[test]
     fn a_rebuild_beside_a_live_reader_succeeds() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| crate::error::Error::io("tempdir", e))?;
-        let store = RedbStore::create(dir.path())?;
-        let object = Object::file_text(
-            FilesystemSource {
-                filesystem_id: "fs".into(),
-                path: "/a".into(),
-            },
-            "read meanwhile\n".into(),
-        )?;
-        Backend::transact(&store, vec![Op::put(object.clone())], Origin::Cli)?;
+        let (_dir, store) = new_store()?;
+        let object = put_a(&store, "read meanwhile\n")?;
         let reader = store.read()?;
         Backend::fsck_rebuild(&store)?;
         drop(reader);
@@ -396,17 +390,9 @@ mod tests {
     /// and reads back.
     #[test]
     fn restoring_a_content_whose_index_row_is_damaged_ends() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| crate::error::Error::io("tempdir", e))?;
-        let store = RedbStore::create(dir.path())?;
+        let (_dir, store) = new_store()?;
         let text = "restored text\n".repeat(50);
-        let object = Object::file_text(
-            FilesystemSource {
-                filesystem_id: "fs".into(),
-                path: "/a".into(),
-            },
-            text.clone(),
-        )?;
-        Backend::transact(&store, vec![Op::put(object)], Origin::Cli)?;
+        put_a(&store, &text)?;
         let hash = crate::hash::sha256(text.as_bytes()).0;
         {
             let wtx = store.begin_write()?;
