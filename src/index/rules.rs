@@ -225,6 +225,31 @@ impl DenyRules {
         let mut globs: Vec<String> = DEFAULT_DENY_GLOBS.iter().map(|g| g.to_string()).collect();
         globs.extend(extra.iter().cloned());
         let rules = DenyRules::new(&globs)?;
+        // The defaults are known to build; a store's own globs are few, and one whose regex does
+        // not build would deny every name holding its literal: refuse it here, by name.
+        let group = |glob: &str| {
+            if glob.contains('/') {
+                &rules.by_path
+            } else {
+                &rules.by_name
+            }
+        };
+        for glob in &extra {
+            let group = group(glob);
+            let parsed = group.globs.iter().find(|g| g.glob() == glob);
+            if let Some(parsed) = parsed
+                && let Err(e) = GlobSetBuilder::new().add(parsed.clone()).build()
+            {
+                let shown: String = glob.chars().take(60).collect();
+                let more = if shown.len() < glob.len() { "…" } else { "" };
+                return Err(Error::invalid_input(format!(
+                    "deny glob \"{shown}{more}\" ({} bytes) parses but cannot be compiled into a \
+                     matcher ({e}): simplify it (fewer nested alternatives or classes) in the \
+                     store's settings.toml",
+                    glob.len()
+                )));
+            }
+        }
         if let Ok(mut last) = LAST_WITH_DEFAULTS.lock() {
             *last = Some((extra, rules.clone()));
         }
@@ -417,6 +442,22 @@ mod tests {
         assert!(rules.is_denied("/p/secrété"), "non-ASCII: the whole set");
         assert!(!rules.is_denied("/p/main.rs"));
         Ok(())
+    }
+
+    /// A store's own glob whose regex does not build is refused when the rules load, by name,
+    /// rather than accepted to deny every name that holds its literal.
+    #[test]
+    fn an_extra_glob_whose_regex_does_not_build_is_refused_at_load() {
+        let nested = format!("secret{}x{}", "{a,".repeat(300), "}".repeat(300));
+        let err = DenyRules::with_defaults(&[nested.as_str()])
+            .map(|_| ())
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("cannot be compiled") && text.contains("simplify"),
+            "{text}"
+        );
+        assert!(DenyRules::with_defaults(&["*.key", "deep/**/x.txt"]).is_ok());
     }
 
     #[test]

@@ -666,6 +666,35 @@ fn index_counts_each_file_once_and_deletions_apart() -> TestResult {
     Ok(())
 }
 
+/// A store's own deny glob that parses but cannot be compiled (alternatives nested past the
+/// regex parser's limit) is refused by name when the settings load, and the refused index loses
+/// nothing: with the glob fixed, the next index records the change.
+#[test]
+fn a_deny_glob_that_cannot_be_compiled_is_refused_by_name() -> TestResult {
+    let bench = Bench::new()?;
+    bench.write("a.txt", b"a\n")?;
+    bench.ok(&["index", "-q"])?;
+    bench.write("a.txt", b"a\nb\n")?;
+    let nested = format!("secret{}x{}", "{a,".repeat(300), "}".repeat(300));
+    let settings = bench.store.join("settings.toml");
+    let kept = fs::read_to_string(&settings).unwrap_or_default();
+    fs::write(&settings, format!("deny = [\"{nested}\"]\n{kept}"))?;
+    let refused = bench.run(&["index", "-q"])?;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_ne!(refused.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("cannot be compiled") && stderr.contains("settings.toml"),
+        "{stderr}"
+    );
+    fs::write(&settings, format!("deny = [\"*.secret\"]\n{kept}"))?;
+    let second = bench.ok(&["index", "-q"])?;
+    assert!(
+        second.contains(": 0 created, 1 updated, 0 unchanged, 0 deleted"),
+        "{second}"
+    );
+    Ok(())
+}
+
 #[test]
 fn ls_and_diff_answer_as_git_would() -> TestResult {
     let bench = Bench::new()?;
