@@ -139,11 +139,24 @@ impl<'t> BlobTables<'t> {
                 Some((k, v)) if (v.value().len() as u64) < chunk => {
                     (k.value(), v.value().to_vec(), false)
                 }
-                Some((k, _)) => (k.value() + 1, Vec::new(), false),
+                Some((k, _)) => (k.value().saturating_add(1), Vec::new(), false),
                 None => (0, Vec::new(), false),
             },
         };
-        let offset = chunk_no * chunk + tail.len() as u64;
+        // A damaged chunk key may name a chunk past any offset: appending there would wrap
+        // the record's offset onto other bytes.
+        let past_end = || {
+            Error::corrupt(format!(
+                "the blob stream's last chunk number ({chunk_no}) is past any offset; run \
+                 `strata fsck`"
+            ))
+        };
+        let total: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        let offset = chunk_no
+            .checked_mul(chunk)
+            .and_then(|start| start.checked_add(tail.len() as u64))
+            .filter(|offset| offset.checked_add(total).is_some())
+            .ok_or_else(past_end)?;
         for &part in parts {
             let mut rest = part;
             while !rest.is_empty() {
@@ -244,13 +257,24 @@ pub(crate) fn erase_range(
     let first = offset / chunk;
     // No further than the last chunk there is: a damaged index row may claim any length.
     let last = (offset.saturating_add(len - 1) / chunk).min(last_no);
-    for no in first..=last {
+    // The chunks that are there, not every number in between: a damaged row or chunk key may
+    // make the range span billions of numbers.
+    let mut present = Vec::new();
+    if first <= last {
+        for row in chunks.range(first..=last).db()? {
+            present.push(row.db()?.0.value());
+        }
+    }
+    for no in present {
         let Some(mut bytes) = chunks.get(no).db()?.map(|v| v.value().to_vec()) else {
             continue;
         };
-        let chunk_start = no * chunk;
+        let chunk_start = no.saturating_mul(chunk);
         let from = offset.max(chunk_start) - chunk_start;
-        let to = offset.saturating_add(len).min(chunk_start + chunk) - chunk_start;
+        let to = offset
+            .saturating_add(len)
+            .min(chunk_start.saturating_add(chunk))
+            .saturating_sub(chunk_start);
         let to = (to as usize).min(bytes.len());
         if let Some(range) = bytes.get_mut(from as usize..to) {
             range.fill(0);
@@ -664,6 +688,31 @@ mod tests {
             assert!(last.is_some_and(|bytes| bytes.iter().all(|b| *b == 0)));
             Ok(())
         })
+    }
+
+    /// A damaged chunk key far past the stream (still passing redb's checksums) makes the next
+    /// append corrupt, not an offset that wraps onto other bytes, and an erase across it visits
+    /// the chunks there are, not every number up to it.
+    #[test]
+    fn a_chunk_key_past_any_offset_is_corrupt_and_erases_stay_short() -> Result<()> {
+        // The last chunk number a byte offset can reach, less one: inside the erased range.
+        let far = u64::MAX / BLOB_CHUNK - 1;
+        for damaged in [u64::MAX, u64::MAX / BLOB_CHUNK + 1] {
+            with_suffix_records(&[([1u8; 32], [9u8; 32])], |t| {
+                let data = t.data()?;
+                data.insert(damaged, [7u8; 10].as_slice()).db()?;
+                data.insert(far, [7u8; 10].as_slice()).db()?;
+                erase_range(data, BLOB_CHUNK, 0, u64::MAX)?;
+                assert!(data.get(far).db()?.is_none(), "zeroed and dropped");
+                let appended = t.append(&[5u8; 100]);
+                assert!(
+                    matches!(&appended, Err(Error::Corrupt { what }) if what.contains("past any offset")),
+                    "{damaged}: {appended:?}"
+                );
+                Ok(())
+            })?;
+        }
+        Ok(())
     }
 
     /// A suffix record whose base is gone (a corrupted store) reads as corrupt, naming the
