@@ -45,7 +45,8 @@ pub(crate) struct BlobTables<'t> {
 /// [`BLOB_CHUNK_OLD`] when absent (a store made before format 7).
 ///
 /// # Errors
-/// [`Error::Corrupt`] when the value is not 8 bytes or not a size from 1 to [`BLOB_CHUNK`].
+/// [`Error::Corrupt`] when the value is not 8 bytes or not a chunk size strata writes
+/// ([`BLOB_CHUNK`] or [`BLOB_CHUNK_OLD`]).
 pub(crate) fn chunk_size(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u64> {
     let Some(value) = meta.get(BLOB_CHUNK_KEY).db()? else {
         return Ok(BLOB_CHUNK_OLD);
@@ -53,10 +54,12 @@ pub(crate) fn chunk_size(meta: &impl ReadableTable<&'static str, &'static [u8]>)
     let size = <[u8; 8]>::try_from(value.value())
         .ok()
         .map(u64::from_le_bytes)
-        .filter(|n| (1..=BLOB_CHUNK).contains(n));
+        .filter(|n| *n == BLOB_CHUNK || *n == BLOB_CHUNK_OLD);
     size.ok_or_else(|| {
         Error::corrupt(format!(
-            "meta[{BLOB_CHUNK_KEY}] is not a chunk size; run `strata fsck`"
+            "meta[{BLOB_CHUNK_KEY}] is not a chunk size strata writes ({BLOB_CHUNK} or \
+             {BLOB_CHUNK_OLD}): the store is damaged; `strata fsck --repair` writes the size its \
+             chunks show"
         ))
     })
 }
@@ -70,6 +73,23 @@ pub(crate) fn infer_chunk(lengths: impl IntoIterator<Item = u64>) -> u64 {
     } else {
         BLOB_CHUNK_OLD
     }
+}
+
+/// The chunk size the blob stream `data` itself shows: the length of its first chunk when a
+/// second follows it (every chunk but the last is full) and that length is a chunk size strata
+/// writes; `None` for a stream of one chunk or none, or a first chunk of another length.
+///
+/// # Errors
+/// A storage error reading the first two chunks.
+pub(crate) fn stream_chunk(data: &impl ReadableTable<u64, &'static [u8]>) -> Result<Option<u64>> {
+    let mut lengths = Vec::with_capacity(2);
+    for entry in data.iter().db()?.take(2) {
+        lengths.push(entry.db()?.1.value().len() as u64);
+    }
+    Ok(match lengths.as_slice() {
+        [first, _] if *first == BLOB_CHUNK || *first == BLOB_CHUNK_OLD => Some(*first),
+        _ => None,
+    })
 }
 
 /// The blob chunk size of the store `rtx` reads ([`chunk_size`]).

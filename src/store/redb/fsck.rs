@@ -295,7 +295,29 @@ impl Check {
     fn contents(&mut self, rtx: &ReadTransaction) -> Result<()> {
         let blob_index = rtx.open_table(BLOB_INDEX).db()?;
         let blob_data = rtx.open_table(BLOB_DATA).db()?;
-        let chunk = blobs::chunk_of(rtx)?;
+        // The size `meta` records, checked against the chunks themselves: a damaged record
+        // would make every read cut the stream wrongly (a repair writes what the chunks show).
+        let seen = blobs::stream_chunk(&blob_data)?;
+        let chunk = match (blobs::chunk_of(rtx), seen) {
+            (Ok(said), Some(seen)) if said != seen => {
+                self.push(finding(
+                    "blob_chunk_size",
+                    format!("meta[{BLOB_CHUNK_KEY}]"),
+                    format!("says {said} bytes, but the blob stream's chunks are {seen} bytes"),
+                ));
+                seen
+            }
+            (Ok(said), _) => said,
+            (Err(Error::Corrupt { what }), seen) => {
+                self.push(finding(
+                    "blob_chunk_size",
+                    format!("meta[{BLOB_CHUNK_KEY}]"),
+                    what,
+                ));
+                seen.unwrap_or(BLOB_CHUNK)
+            }
+            (Err(e), _) => return Err(e),
+        };
         // Every chunk but the last is full: a read finds a byte by its offset ÷ the chunk size.
         let last = blob_data.last().db()?.map(|(k, _)| k.value());
         for entry in blob_data.iter().db()? {

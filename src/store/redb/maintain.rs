@@ -71,6 +71,21 @@ impl RedbStore {
         // row by row and writes them anew.
         wtx.delete_table(META_SNAPSHOTS).db()?;
         wtx.open_table(META_SNAPSHOTS).db()?;
+        // A damaged chunk size in `meta` (fsck's `blob_chunk_size`): the chunks say what it is.
+        {
+            let mut meta = wtx.open_table(META).db()?;
+            let seen = blobs::stream_chunk(&wtx.open_table(BLOB_DATA).db()?)?;
+            let right = match (blobs::chunk_size(&meta), seen) {
+                (Ok(said), Some(seen)) if said != seen => Some(seen),
+                (Ok(_), _) => None,
+                (Err(Error::Corrupt { .. }), seen) => Some(seen.unwrap_or(BLOB_CHUNK)),
+                (Err(e), _) => return Err(e),
+            };
+            if let Some(size) = right {
+                meta.insert(BLOB_CHUNK_KEY, size.to_le_bytes().as_slice())
+                    .db()?;
+            }
+        }
         {
             let mut w = WriteTables::open(&wtx)?;
             // The rebuilt rows are format 5's from the first transaction on.
@@ -382,6 +397,50 @@ mod tests {
         Backend::fsck_rebuild(&store)?;
         assert!(store.fsck().is_empty(), "{:?}", store.fsck());
         assert!(store.as_of(object.id(), None, None)?.is_some());
+        Ok(())
+    }
+
+    /// A chunk size in `meta` that damage changed (to the other size strata writes, or to bytes
+    /// that are no size) is one `blob_chunk_size` finding, not a finding per chunk and per
+    /// content; a rebuild writes the size the chunks show, and every content reads back.
+    #[test]
+    fn a_damaged_chunk_size_in_meta_is_found_and_repaired_from_the_chunks() -> Result<()> {
+        for damage in [BLOB_CHUNK_OLD.to_le_bytes().to_vec(), vec![1, 2, 3]] {
+            let (_dir, store) = new_store()?;
+            // Hex of a multiplicative hash: ~20 KB after compression, five chunks.
+            let text: String = (0..6000u32)
+                .map(|i| format!("{:08x}", i.wrapping_mul(2_654_435_761)))
+                .collect();
+            put_a(&store, &text)?;
+            let hash = crate::hash::sha256(text.as_bytes());
+            let wtx = store.begin_write()?;
+            wtx.open_table(META)
+                .db()?
+                .insert(BLOB_CHUNK_KEY, damage.as_slice())
+                .db()?;
+            wtx.commit().db()?;
+            assert!(
+                store.content(&hash).is_err(),
+                "{damage:?}: reads cut wrongly"
+            );
+            let findings = store.fsck();
+            let kinds: Vec<_> = findings.iter().map(|f| f.kind).collect();
+            // Bytes that are no size also stop the check of the metadata snapshots (it reads
+            // contents): one more finding that the same repair clears.
+            assert_eq!(
+                kinds.first(),
+                Some(&"blob_chunk_size"),
+                "{damage:?}: {findings:?}"
+            );
+            assert!(
+                kinds.len() == 1
+                    || (damage.len() == 3 && kinds == ["blob_chunk_size", "unreadable"]),
+                "{damage:?}: {findings:?}"
+            );
+            Backend::fsck_rebuild(&store)?;
+            assert!(store.fsck().is_empty(), "{damage:?}: {:?}", store.fsck());
+            assert_eq!(store.content(&hash)?, Some(text.into_bytes()));
+        }
         Ok(())
     }
 

@@ -329,8 +329,14 @@ impl Source {
                 None => Ok(None),
             }
         });
-        source.chunk = match from_meta {
-            Ok(Some(chunk)) => Some(chunk),
+        // The chunks' own lengths win over a `meta` record that damage may have changed.
+        let from_stream = try_read("reading the blob chunks' lengths", || {
+            let rtx = db.begin_read().db()?;
+            blobs::stream_chunk(&rtx.open_table(BLOB_DATA).db()?)
+        });
+        source.chunk = match (from_meta, from_stream) {
+            (_, Ok(Some(seen))) => Some(seen),
+            (Ok(Some(chunk)), _) => Some(chunk),
             // Without the key, or without a `meta` that reads (and no page scan may run to
             // say): format 7's chunks are longer than any before (a full one among the first
             // two, when there are two).
@@ -1552,6 +1558,27 @@ mod tests {
             let db = Database::open(&path).db()?;
             let wtx = db.begin_write().db()?;
             wtx.delete_table(META).db()?;
+            wtx.commit().db()?;
+            assert_eq!(Source::read(&db).chunk, Some(BLOB_CHUNK));
+        }
+        salvage_keeps(dir.path(), &id, &text)?;
+        Ok(())
+    }
+
+    /// A store of 4 080-byte chunks whose `meta` says 4 032 (damage that left a size strata
+    /// writes): the chunks' lengths win, and every content is kept.
+    #[test]
+    fn the_chunks_lengths_win_over_a_damaged_chunk_size() -> Result<()> {
+        let (object, text) = long_file_a()?;
+        let id = object.id().to_string();
+        let (dir, path) = store_of(object)?;
+        {
+            let db = Database::open(&path).db()?;
+            let wtx = db.begin_write().db()?;
+            wtx.open_table(META)
+                .db()?
+                .insert(BLOB_CHUNK_KEY, BLOB_CHUNK_OLD.to_le_bytes().as_slice())
+                .db()?;
             wtx.commit().db()?;
             assert_eq!(Source::read(&db).chunk, Some(BLOB_CHUNK));
         }
