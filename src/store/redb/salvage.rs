@@ -359,6 +359,15 @@ impl Source {
                 source.filesystems.insert(n, id);
             }
         }
+        // `filesystems` maps the other way: the numbers a damaged `filesystem_ids` lost.
+        let (numbers, _) = read_rows(db, FILESYSTEMS, |k: &[u8], v: u32| (v, k.to_vec()));
+        for (n, key) in numbers {
+            if !source.filesystems.contains_key(&n)
+                && let Ok(id) = codec::id_of_key(&key, "filesystem id")
+            {
+                source.filesystems.insert(n, id);
+            }
+        }
         let (entities, problem) = read_rows(db, ENTITIES, |k, v| (k.to_vec(), v.to_vec()));
         if let Some(problem) = problem {
             source.unreadable.push(("entities", problem));
@@ -1583,6 +1592,22 @@ mod tests {
             assert_eq!(Source::read(&db).chunk, Some(BLOB_CHUNK));
         }
         salvage_keeps(dir.path(), &id, &text)?;
+        Ok(())
+    }
+
+    /// A store whose `filesystem_ids` table is lost still names its filesystems, from
+    /// `filesystems` (which maps the other way).
+    #[test]
+    fn filesystem_numbers_are_read_from_either_table() -> Result<()> {
+        let (object, _) = long_file_a()?;
+        let (_dir, path) = store_of(object)?;
+        let db = Database::open(&path).db()?;
+        let known = Source::read(&db).filesystems;
+        assert!(!known.is_empty());
+        let wtx = db.begin_write().db()?;
+        wtx.delete_table(FILESYSTEM_IDS).db()?;
+        wtx.commit().db()?;
+        assert_eq!(Source::read(&db).filesystems, known);
         Ok(())
     }
 
