@@ -290,9 +290,11 @@ fn size_report(name: &str, make: impl Fn(usize, &mut u64) -> (Object, Option<Vec
 /// Per-table space of a store file, straight from redb, per file put when `files` > 0:
 /// `space` is what the table takes (its pages, with the large pages of values above 4 KiB),
 /// `stored` the keys' and values' own bytes, `overhead` redb's per-page and per-entry bytes
-/// (headers, offsets, branch keys), `fill` (stored + overhead) / space: the rest is free room in
-/// the pages (B-tree leaves split half full, random keys leave them ~70 % full). The last line
-/// sums every table but `blob_chunks` (the contents): the metadata per file.
+/// (headers, offsets, branch keys), `room` the unused bytes in its pages, `pages` its leaves and
+/// branches (a leaf of a large value is one higher-order page), `fill` (stored + overhead) /
+/// space. The next line sums every table but `blob_chunks` (the contents): the metadata per
+/// file. The last lines say what the file holds besides the tables: redb's own pages (the
+/// allocator state, the table of tables) and the free pages a compaction did not give back.
 fn table_report(path: &std::path::Path, files: usize) {
     use redb::{ReadableDatabase, ReadableTableMetadata, TableHandle};
     let db = redb::Database::open(path).unwrap();
@@ -312,9 +314,12 @@ fn table_report(path: &std::path::Path, files: usize) {
         }
     };
     let unit = if files > 0 { "B/file" } else { "B" };
-    println!("  | table | space {unit} | stored {unit} | overhead {unit} | fill |");
-    println!("  | --- | --- | --- | --- | --- |");
-    let mut meta = (0u64, 0u64, 0u64);
+    println!(
+        "  | table | space {unit} | stored {unit} | overhead {unit} | room {unit} | pages (leaf + branch) | fill |"
+    );
+    println!("  | --- | --- | --- | --- | --- | --- | --- |");
+    let mut meta = (0u64, 0u64, 0u64, 0u64);
+    let mut tables_space = 0u64;
     for table in rtx.list_tables().unwrap() {
         let name = table.name().to_string();
         let stats = rtx.open_untyped_table(table).unwrap().stats().unwrap();
@@ -322,39 +327,54 @@ fn table_report(path: &std::path::Path, files: usize) {
         let space =
             pages.max(stats.stored_bytes() + stats.metadata_bytes() + stats.fragmented_bytes());
         let used = stats.stored_bytes() + stats.metadata_bytes();
+        tables_space += space;
         if name != "blob_chunks" {
             meta.0 += space;
             meta.1 += stats.stored_bytes();
             meta.2 += stats.metadata_bytes();
+            meta.3 += stats.fragmented_bytes();
         }
         if space == 0 {
             continue;
         }
         println!(
-            "  | {name} | {} | {} | {} | {} |",
+            "  | {name} | {} | {} | {} | {} | {} + {} | {} |",
             per(space),
             per(stats.stored_bytes()),
             per(stats.metadata_bytes()),
+            per(stats.fragmented_bytes()),
+            stats.leaf_pages(),
+            stats.branch_pages(),
             fill(used, space)
         );
     }
     println!(
-        "  | all but blob_chunks (metadata) | {} | {} | {} | {} |",
+        "  | all but blob_chunks (metadata) | {} | {} | {} | {} | | {} |",
         per(meta.0),
         per(meta.1),
         per(meta.2),
+        per(meta.3),
         fill(meta.1 + meta.2, meta.0)
     );
     drop(rtx);
     let wtx = db.begin_write().unwrap();
     let stats = wtx.stats().unwrap();
+    let page = stats.page_size() as u64;
+    let allocated = stats.allocated_pages() * page;
+    let length = std::fs::metadata(path).map_or(0, |m| m.len());
     println!(
         "  whole file: {} allocated pages ({:.1} MiB), {:.1} MiB stored, {:.1} MiB metadata, {:.1} MiB fragmented",
         stats.allocated_pages(),
-        (stats.allocated_pages() * stats.page_size() as u64) as f64 / 1048576.0,
+        allocated as f64 / 1048576.0,
         stats.stored_bytes() as f64 / 1048576.0,
         stats.metadata_bytes() as f64 / 1048576.0,
         stats.fragmented_bytes() as f64 / 1048576.0
+    );
+    println!(
+        "  besides the tables: redb's own pages {} {unit}, free pages {} {unit} ({} of them), file {length} B",
+        per(allocated.saturating_sub(tables_space)),
+        per(length.saturating_sub(allocated)),
+        length.saturating_sub(allocated) / page
     );
 }
 
