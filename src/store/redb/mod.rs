@@ -46,6 +46,9 @@ mod stat;
 mod tables;
 mod temporal;
 mod verify;
+// Tests of strata's patches to the vendored redb, through redb's own API.
+#[cfg(test)]
+mod vendored;
 mod write;
 
 // What the PostgreSQL backend shares with this one: op checks, entity and field decoding, the

@@ -2062,10 +2062,27 @@ impl<'a, 'b> BranchBuilder<'a, 'b> {
         (size > self.page_allocator.get_page_size() || too_many_keys) && self.keys.len() >= 3
     }
 
+    // strata's patch: the number of keys pushed so far, for `build_split_at`'s callers.
+    pub(super) fn num_keys(&self) -> usize {
+        self.keys.len()
+    }
+
     pub(super) fn build_split<'txn>(self) -> Result<(PageMut<'txn>, Cow<'a, [u8]>, PageMut<'txn>)> {
+        // strata's patch: the even split, now through `build_split_at`.
+        let division = self.keys.len() / 2;
+        self.build_split_at(division)
+    }
+
+    // strata's patch: splits at `keys[division]`, which moves up to the parent: the first page
+    // keeps `keys[..division]` and `children[..=division]`, the second the rest. Each page keeps
+    // at least one key (`1 <= division <= keys.len() - 2`).
+    pub(super) fn build_split_at<'txn>(
+        self,
+        division: usize,
+    ) -> Result<(PageMut<'txn>, Cow<'a, [u8]>, PageMut<'txn>)> {
         assert_eq!(self.children.len(), self.keys.len() + 1);
         assert!(self.keys.len() >= 3);
-        let division = self.keys.len() / 2;
+        assert!(division >= 1 && division + 1 < self.keys.len());
         let first_split_key_len: usize = self.keys.iter().take(division).map(|k| k.len()).sum();
         let division_key = self.keys[division].clone();
         let second_split_key_len = self.total_key_bytes - first_split_key_len - division_key.len();

@@ -1144,7 +1144,22 @@ impl<'a, 'b, K: Key + 'static, V: Value + 'static> MutateHelper<'a, 'b, K, V> {
                 }
 
                 let result = if builder.should_split() {
-                    let (new_page1, split_key, new_page2) = builder.build_split()?;
+                    // strata's patch: when the child that split is the last one on the
+                    // rightmost path (an append, whose leaf took the fast path above, or an
+                    // insert into the tree's last leaf), keep this page packed: the first
+                    // page keeps every child but the last two, a subset of this page, which
+                    // fit; the second takes those two and the key between them. An even split
+                    // would strand half of a page that an ascending load never returns to
+                    // (vendor/redb/PATCHED.md).
+                    let append = rightmost
+                        && child_index == accessor.count_children() - 1
+                        && sub_result.additional_sibling.is_some();
+                    let (new_page1, split_key, new_page2) = if append {
+                        let division = builder.num_keys() - 2;
+                        builder.build_split_at(division)?
+                    } else {
+                        builder.build_split()?
+                    };
                     InsertionResult {
                         new_root: new_page1.get_page_number(),
                         root_checksum: DEFERRED,

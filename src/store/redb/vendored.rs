@@ -1,0 +1,303 @@
+//! Tests of strata's patches to the vendored redb (vendor/redb/PATCHED.md) through redb's own
+//! API on real files: the vendored copy carries none of upstream's test suites.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use proptest::prelude::*;
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+
+/// The width of the test tables' keys: a branch of 240-byte keys holds 16 children in a 4 KiB
+/// page (8 bytes of header, 24 a child, 240 a key), so a few thousand rows make a tree of
+/// several branch levels.
+const WIDTH: usize = 240;
+
+/// A table of wide fixed-width keys.
+const TABLE: TableDefinition<[u8; WIDTH], &[u8]> = TableDefinition::new("t");
+
+/// A test's outcome: redb's and proptest's errors alike.
+type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+/// The wide key that stands for `k`: its big-endian bytes first, so that keys sort as numbers.
+fn key(k: u64) -> [u8; WIDTH] {
+    let mut bytes = [0u8; WIDTH];
+    bytes[..8].copy_from_slice(&k.to_be_bytes());
+    // The last bytes vary too, so that no key is mostly zeros.
+    bytes[WIDTH - 8..].copy_from_slice(&(!k).to_be_bytes());
+    bytes
+}
+
+/// A value of `len` bytes that depends on the key and on the write (`generation`).
+fn value(k: u64, generation: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (k as u8) ^ generation ^ (i as u8).wrapping_mul(31))
+        .collect()
+}
+
+/// One step of a history on one table.
+#[derive(Debug, Clone)]
+enum Step {
+    /// Appends `count` keys above every key so far, each with a value of `len` bytes.
+    Append { count: u64, len: usize },
+    /// Inserts (or replaces) the key `at` % (greatest key + 2): anywhere, the end included.
+    Insert { at: u64, len: usize },
+    /// Removes the `at` % len-th key and the `run` - 1 keys after it.
+    Remove { at: usize, run: usize },
+    /// Removes a key that may be absent (`at` % (greatest key + 2)).
+    RemoveAny { at: u64 },
+    /// Commits the write transaction and checks the table in a read transaction.
+    Commit,
+}
+
+/// A step: mostly appends and inserts, some removes and commits.
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (1u64..80, 0usize..400).prop_map(|(count, len)| Step::Append { count, len }),
+        4 => (any::<u64>(), 0usize..600).prop_map(|(at, len)| Step::Insert { at, len }),
+        2 => (any::<usize>(), 1usize..40).prop_map(|(at, run)| Step::Remove { at, run }),
+        1 => any::<u64>().prop_map(|at| Step::RemoveAny { at }),
+        1 => Just(Step::Commit),
+    ]
+}
+
+/// The greatest key of `model` plus one, the first key an append writes.
+fn next_key(model: &BTreeMap<u64, Vec<u8>>) -> u64 {
+    model.last_key_value().map_or(0, |(k, _)| k + 1)
+}
+
+/// Checks that `table` holds exactly `model`: every get (and a few absent keys), full
+/// iteration forward and backward, and the ranges `ranges` (fractions of the key space).
+fn check_table(
+    table: &impl ReadableTable<[u8; WIDTH], &'static [u8]>,
+    model: &BTreeMap<u64, Vec<u8>>,
+    ranges: &[(u64, u64, bool)],
+) -> TestResult {
+    assert_eq!(table.len()?, model.len() as u64);
+    for (k, v) in model {
+        let got = table.get(key(*k))?;
+        assert_eq!(
+            got.as_ref().map(|g| g.value()),
+            Some(v.as_slice()),
+            "key {k}"
+        );
+        if !model.contains_key(&(k + 1)) {
+            assert!(table.get(key(k + 1))?.is_none(), "absent key {}", k + 1);
+        }
+    }
+    let forward: Vec<(u64, Vec<u8>)> = table
+        .iter()?
+        .map(|row| row.map(|(k, v)| (number(&k.value()), v.value().to_vec())))
+        .collect::<Result<_, _>>()?;
+    let expected: Vec<(u64, Vec<u8>)> = model.iter().map(|(k, v)| (*k, v.clone())).collect();
+    assert_eq!(forward, expected, "forward iteration");
+    let backward: Vec<u64> = table
+        .iter()?
+        .rev()
+        .map(|row| row.map(|(k, _)| number(&k.value())))
+        .collect::<Result<_, _>>()?;
+    let expected_backward: Vec<u64> = model.keys().rev().copied().collect();
+    assert_eq!(backward, expected_backward, "backward iteration");
+    let span = next_key(model) + 1;
+    for &(a, b, inclusive) in ranges {
+        let (low, high) = (a % span, b % span);
+        let (low, high) = (low.min(high), low.max(high));
+        let end = if inclusive {
+            Bound::Included(high)
+        } else {
+            Bound::Excluded(high)
+        };
+        let expected: Vec<u64> = model
+            .range((Bound::Included(low), end))
+            .map(|(k, _)| *k)
+            .collect();
+        let wide_end = match end {
+            Bound::Included(h) => Bound::Included(key(h)),
+            Bound::Excluded(h) => Bound::Excluded(key(h)),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let got: Vec<u64> = table
+            .range::<[u8; WIDTH]>((Bound::Included(key(low)), wide_end))?
+            .map(|row| row.map(|(k, _)| number(&k.value())))
+            .collect::<Result<_, _>>()?;
+        assert_eq!(got, expected, "range {low}..{end:?}");
+        let got_back: Vec<u64> = table
+            .range::<[u8; WIDTH]>((Bound::Included(key(low)), wide_end))?
+            .rev()
+            .map(|row| row.map(|(k, _)| number(&k.value())))
+            .collect::<Result<_, _>>()?;
+        let expected_back: Vec<u64> = expected.into_iter().rev().collect();
+        assert_eq!(got_back, expected_back, "range {low}..{end:?} backward");
+    }
+    Ok(())
+}
+
+/// The number a wide key stands for.
+fn number(k: &[u8; WIDTH]) -> u64 {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&k[..8]);
+    u64::from_be_bytes(bytes)
+}
+
+/// Runs `steps` on a fresh database file against a `BTreeMap`, checking the table after every
+/// commit, after a reopen, and with redb's `check_integrity`.
+fn run(steps: &[Step], ranges: &[(u64, u64, bool)]) -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("t.redb");
+    let mut db = Database::create(&path)?;
+    let mut model: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    let mut generation = 0u8;
+    let mut write = db.begin_write()?;
+    for step in steps {
+        generation = generation.wrapping_add(1);
+        match *step {
+            Step::Append { count, len } => {
+                let mut table = write.open_table(TABLE)?;
+                let first = next_key(&model);
+                for k in first..first + count {
+                    let v = value(k, generation, len);
+                    table.insert(key(k), v.as_slice())?;
+                    model.insert(k, v);
+                }
+            }
+            Step::Insert { at, len } => {
+                let k = at % (next_key(&model) + 1);
+                let v = value(k, generation, len);
+                let old = write
+                    .open_table(TABLE)?
+                    .insert(key(k), v.as_slice())?
+                    .map(|g| g.value().to_vec());
+                assert_eq!(old, model.insert(k, v), "insert {k}");
+            }
+            Step::Remove { at, run } => {
+                if model.is_empty() {
+                    continue;
+                }
+                let keys: Vec<u64> = model
+                    .keys()
+                    .copied()
+                    .skip(at % model.len())
+                    .take(run)
+                    .collect();
+                let mut table = write.open_table(TABLE)?;
+                for k in keys {
+                    let old = table.remove(key(k))?.map(|g| g.value().to_vec());
+                    assert_eq!(old, model.remove(&k), "remove {k}");
+                }
+            }
+            Step::RemoveAny { at } => {
+                let k = at % (next_key(&model) + 1);
+                let old = write
+                    .open_table(TABLE)?
+                    .remove(key(k))?
+                    .map(|g| g.value().to_vec());
+                assert_eq!(old, model.remove(&k), "remove {k}");
+            }
+            Step::Commit => {
+                write.open_table(TABLE)?;
+                write.commit()?;
+                let read = db.begin_read()?;
+                check_table(&read.open_table(TABLE)?, &model, ranges)?;
+                write = db.begin_write()?;
+            }
+        }
+    }
+    check_table(&write.open_table(TABLE)?, &model, ranges)?;
+    write.commit()?;
+    assert!(db.check_integrity()?, "check_integrity repaired the file");
+    drop(db);
+    let mut db = Database::open(&path)?;
+    assert!(
+        db.check_integrity()?,
+        "check_integrity repaired the reopened file"
+    );
+    let read = db.begin_read()?;
+    check_table(&read.open_table(TABLE)?, &model, ranges)?;
+    Ok(())
+}
+
+/// The number of cases of the model property (`STRATA_PROPTEST_CASES` raises it).
+fn cases() -> u32 {
+    crate::proptest_cases(24)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Appends, inserts anywhere, removes and commits in any mix leave the table answering as
+    /// a `BTreeMap` does, and the file passes redb's integrity check.
+    #[test]
+    fn a_table_answers_as_a_btreemap_after_appends_inserts_and_removes(
+        steps in proptest::collection::vec(step(), 1..120),
+        ranges in proptest::collection::vec((any::<u64>(), any::<u64>(), any::<bool>()), 4),
+    ) {
+        let outcome = run(&steps, &ranges);
+        prop_assert!(outcome.is_ok(), "{outcome:?}");
+    }
+}
+
+/// A long append: a few thousand rows in ascending order, then more after a commit and some
+/// removes, the case the branch packing patch changes most.
+#[test]
+fn a_long_append_with_removes_answers_as_a_btreemap() -> TestResult {
+    let mut steps = vec![
+        Step::Append {
+            count: 1500,
+            len: 20,
+        },
+        Step::Commit,
+    ];
+    steps.push(Step::Remove { at: 700, run: 300 });
+    steps.push(Step::Append {
+        count: 1500,
+        len: 300,
+    });
+    steps.push(Step::Insert {
+        at: 12_345,
+        len: 10,
+    });
+    steps.push(Step::Commit);
+    steps.push(Step::Remove { at: 0, run: 2000 });
+    run(
+        &steps,
+        &[(0, u64::MAX, true), (1000, 2500, false), (2999, 3001, true)],
+    )
+}
+
+/// Keys appended in ascending order over several commits leave the table's branch pages
+/// packed (strata's patch: a branch that gains a child at the rightmost end keeps all but the
+/// last two children) where an even split left them about half full.
+#[test]
+fn appended_keys_leave_branch_pages_packed() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Database::create(dir.path().join("t.redb"))?;
+    let mut next = 0u64;
+    for _ in 0..8 {
+        let write = db.begin_write()?;
+        {
+            let mut table = write.open_table(TABLE)?;
+            for _ in 0..500 {
+                table.insert(key(next), [7u8].as_slice())?;
+                next += 1;
+            }
+        }
+        write.commit()?;
+    }
+    let read = db.begin_read()?;
+    let stats = read.open_table(TABLE)?.stats()?;
+    // Packed, a branch that splits keeps 15 of its 16 children (the last one and the new one
+    // go to the new page), so each level holds its children in 15-child pages; an even split
+    // leaves about 9 in each, and 31 branch pages here instead of 20.
+    let mut packed = 0;
+    let mut level = stats.leaf_pages();
+    while level > 1 {
+        level = level.div_ceil(15);
+        packed += level;
+    }
+    assert!(
+        stats.branch_pages() <= packed + 1,
+        "{} branch pages over {} leaves, packed would be {packed}",
+        stats.branch_pages(),
+        stats.leaf_pages()
+    );
+    Ok(())
+}
