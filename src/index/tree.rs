@@ -23,6 +23,7 @@ use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use super::dirstat::file_stat;
+use super::listings::{Listing, Listings, Lookup};
 use super::walk::{SkipKind, is_write_temp};
 use crate::store::FileStat;
 
@@ -61,6 +62,9 @@ pub struct TreeOptions<'a> {
     pub ignore: Option<&'a Gitignore>,
     /// Walker threads (0: one per core, at most 12, as the `ignore` crate chooses).
     pub threads: usize,
+    /// The directory listings earlier scans kept, and where this walk adds what it sees
+    /// (none: every directory is listed).
+    pub listings: Option<&'a Listings>,
 }
 
 /// Directory handles the walk keeps open for the subdirectories waiting to be read, at most; past
@@ -102,8 +106,12 @@ pub fn walk<V: Visit>(
                     names: Vec::new(),
                     entries: Vec::new(),
                     path: Vec::new(),
+                    seen: Vec::new(),
                 };
                 worker.run();
+                if let Some(listings) = options.listings {
+                    listings.add_seen(&mut worker.seen);
+                }
             });
         }
     });
@@ -269,6 +277,16 @@ impl Holds {
     /// Whether it holds any.
     fn any(self) -> bool {
         self.ignore || self.gitignore || self.git
+    }
+
+    /// Notes an entry of the listing, by its NUL-terminated name.
+    fn note(&mut self, name: &[u8]) {
+        match name {
+            b".ignore\0" => self.ignore = true,
+            b".gitignore\0" => self.gitignore = true,
+            b".git\0" => self.git = true,
+            _ => {}
+        }
     }
 }
 
@@ -500,6 +518,9 @@ struct Worker<'s, 'o, V> {
     entries: Vec<Entry>,
     /// The path being built.
     path: Vec<u8>,
+    /// The directories read, for [`TreeOptions::listings`]: each with its new listing, or
+    /// `None` when the kept one held.
+    seen: Vec<(Vec<u8>, Option<Listing>)>,
 }
 
 impl<'o, V: Visit> Worker<'_, 'o, V> {
@@ -609,7 +630,7 @@ impl<'o, V: Visit> Worker<'_, 'o, V> {
             fd,
             open: self.shared.open_dirs,
         });
-        let (holds, listing_error) = self.list(&fd.fd);
+        let (holds, listing_error) = self.read_dir(&dir.path, &fd.fd);
         // The directory's own ignore files (their errors are not reported, as the `ignore`
         // crate does not report them below a root).
         let (level, _) = read_level(&dir.path, holds, dir.level);
@@ -701,6 +722,60 @@ impl<'o, V: Visit> Worker<'_, 'o, V> {
         }
     }
 
+    /// The entries of directory `path`, open as `fd`, into [`Self::names`] and
+    /// [`Self::entries`]: from the listing an earlier scan kept when the directory's stamp is
+    /// the same, else from the directory itself (see [`Self::list`]).
+    fn read_dir(&mut self, path: &Path, fd: &OwnedFd) -> (Holds, Option<rustix::io::Errno>) {
+        let Some(listings) = self.shared.options.listings else {
+            return self.list(fd);
+        };
+        // Stated before it is listed: a change made while it is listed gives the next scan
+        // another stamp.
+        let Ok(st) = rustix::fs::fstat(fd) else {
+            return self.list(fd);
+        };
+        let path = path.as_os_str().as_bytes();
+        match listings.lookup(path, fd, &st) {
+            Lookup::Kept(kept) => {
+                self.names.clear();
+                self.entries.clear();
+                self.names.extend_from_slice(&kept.names);
+                let mut holds = Holds::default();
+                let mut start = 0;
+                for (end, &file_type) in kept
+                    .names
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| **b == 0)
+                    .map(|(at, _)| at + 1)
+                    .zip(&kept.types)
+                {
+                    holds.note(&kept.names[start..end]);
+                    self.entries.push(Entry {
+                        start,
+                        end,
+                        file_type,
+                    });
+                    start = end;
+                }
+                self.seen.push((path.to_vec(), None));
+                (holds, None)
+            }
+            Lookup::List(stamp) => {
+                let (holds, error) = self.list(fd);
+                if let (Some(stamp), None) = (stamp, error) {
+                    let listing = Listing {
+                        stamp,
+                        names: self.names.clone(),
+                        types: self.entries.iter().map(|e| e.file_type).collect(),
+                    };
+                    self.seen.push((path.to_vec(), Some(listing)));
+                }
+                (holds, error)
+            }
+        }
+    }
+
     /// Lists the directory open as `fd` into [`Self::names`] and [`Self::entries`]: which ignore
     /// files it holds, and the error that ended the listing early, if one did.
     fn list(&mut self, fd: &OwnedFd) -> (Holds, Option<rustix::io::Errno>) {
@@ -714,13 +789,10 @@ impl<'o, V: Visit> Worker<'_, 'o, V> {
                 Err(err) => return (holds, Some(err)),
             };
             let name = entry.file_name().to_bytes_with_nul();
-            match name {
-                b".\0" | b"..\0" => continue,
-                b".ignore\0" => holds.ignore = true,
-                b".gitignore\0" => holds.gitignore = true,
-                b".git\0" => holds.git = true,
-                _ => {}
+            if matches!(name, b".\0" | b"..\0") {
+                continue;
             }
+            holds.note(name);
             let start = self.names.len();
             self.names.extend_from_slice(name);
             self.entries.push(Entry {
@@ -788,6 +860,7 @@ mod tests {
             skip_dirs,
             ignore,
             threads,
+            listings: None,
         };
         walk(roots, &options, &|| Collect(&found));
         let mut found = found.into_inner().unwrap_or_else(PoisonError::into_inner);
