@@ -855,12 +855,23 @@ mod tests {
         ignore: Option<&Gitignore>,
         threads: usize,
     ) -> Vec<Outcome> {
+        listed_walk(roots, skip_dirs, ignore, threads, None)
+    }
+
+    /// [`new_walk`] with directory listings kept between walks.
+    fn listed_walk(
+        roots: &[PathBuf],
+        skip_dirs: &[PathBuf],
+        ignore: Option<&Gitignore>,
+        threads: usize,
+        listings: Option<&Listings>,
+    ) -> Vec<Outcome> {
         let found = Mutex::new(Vec::new());
         let options = TreeOptions {
             skip_dirs,
             ignore,
             threads,
-            listings: None,
+            listings,
         };
         walk(roots, &options, &|| Collect(&found));
         let mut found = found.into_inner().unwrap_or_else(PoisonError::into_inner);
@@ -972,6 +983,64 @@ mod tests {
             let new = new_walk(roots, skip_dirs, ignore.as_deref(), threads);
             assert_eq!(new, old, "{threads} threads");
         }
+    }
+
+    #[test]
+    fn listings_kept_between_walks_report_what_listing_each_directory_reports() -> Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let outer = std::fs::canonicalize(tmp.path())?;
+        let (tree, store) = (outer.join("tree"), outer.join("store"));
+        std::fs::create_dir_all(&store)?;
+        put(&tree.join(".gitignore"), "*.log\n")?;
+        put(&tree.join("a.txt"), "a")?;
+        put(&tree.join("b.log"), "b")?;
+        put(&tree.join("sub/c.txt"), "c")?;
+        put(&tree.join("sub/deeper/d.txt"), "d")?;
+        put(&tree.join("gone/e.txt"), "e")?;
+        std::os::unix::fs::symlink("a.txt", tree.join("link"))?;
+        // Walks as by scans that start a minute from now: every directory is settled.
+        let later = || {
+            crate::store::Timestamp::saturating_from_micros(
+                crate::store::Timestamp::now().as_micros() + 60_000_000,
+            )
+        };
+        let roots = [tree.clone()];
+        let walk_kept = |threads| {
+            let listings = Listings::load(&store, later());
+            let found = listed_walk(&roots, &[], None, threads, Some(&listings));
+            listings.save(&store, &roots);
+            found
+        };
+        let changes: [&dyn Fn() -> Result<()>; 5] = [
+            &|| Ok(()),
+            // Entries added, removed and renamed; a directory made and one removed.
+            &|| {
+                put(&tree.join("new.txt"), "n")?;
+                std::fs::remove_file(tree.join("a.txt"))?;
+                std::fs::rename(tree.join("sub/c.txt"), tree.join("sub/c2.txt"))?;
+                put(&tree.join("sub/fresh/f.txt"), "f")?;
+                std::fs::remove_dir_all(tree.join("gone"))
+            },
+            // An ignore file changed in place: the directory's listing holds, its rules do not.
+            &|| put(&tree.join(".gitignore"), "*.txt\n"),
+            // A file replaced by a directory of the same name, deep down.
+            &|| {
+                std::fs::remove_file(tree.join("sub/deeper/d.txt"))?;
+                put(&tree.join("sub/deeper/d.txt/inner"), "i")
+            },
+            &|| Ok(()),
+        ];
+        for change in changes {
+            // Past the coarse clock's tick: with the racy rule moved out of the way by the later
+            // start, a change in the tick of the last one would leave its directory's stamp.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            change()?;
+            let plain = new_walk(&roots, &[], None, 1);
+            for threads in [1, 2, 3] {
+                assert_eq!(walk_kept(threads), plain, "{threads} threads");
+            }
+        }
+        Ok(())
     }
 
     #[test]
