@@ -357,7 +357,9 @@ mod tests {
             types: names
                 .iter()
                 .enumerate()
-                .map(|(n, _)| code_type(u8::try_from(n % 8).unwrap_or(0)).unwrap_or(FileType::Unknown))
+                .map(|(n, _)| {
+                    code_type(u8::try_from(n % 8).unwrap_or(0)).unwrap_or(FileType::Unknown)
+                })
                 .collect(),
         }
     }
@@ -403,10 +405,16 @@ mod tests {
         let listings = Listings::load(tmp.path(), Timestamp::now());
         if !listings.trusted(&fd, &st) {
             // Not a filesystem whose directory times are trusted: nothing is ever kept.
-            assert!(matches!(listings.lookup(path, &fd, &st), Lookup::List(None)));
+            assert!(matches!(
+                listings.lookup(path, &fd, &st),
+                Lookup::List(None)
+            ));
             return Ok(());
         }
-        assert!(matches!(listings.lookup(path, &fd, &st), Lookup::List(None)));
+        assert!(matches!(
+            listings.lookup(path, &fd, &st),
+            Lookup::List(None)
+        ));
         // Seen by a scan two seconds later: kept, saved, and used by the next scan.
         let later = Timestamp::saturating_from_micros(Timestamp::now().as_micros() + 2_000_000);
         let listings = Listings::load(tmp.path(), later);
@@ -422,7 +430,7 @@ mod tests {
             }),
         )];
         listings.add_seen(&mut seen);
-        listings.save(tmp.path(), &[dir.clone()]);
+        listings.save(tmp.path(), std::slice::from_ref(&dir));
         let listings = Listings::load(tmp.path(), later);
         assert!(matches!(listings.lookup(path, &fd, &st), Lookup::Kept(l) if l.names.is_empty()));
         // A file added: the stamp differs, the directory is listed again.

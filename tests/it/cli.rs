@@ -878,7 +878,11 @@ fn directory_listings_kept_between_index_runs_never_hide_a_change() -> TestResul
     f.write(".gitignore", b"xgnored.txt\n")?;
     f.write("dir/a.txt", b"AAAA\n")?;
     assert_eq!(tally(&index()?), [7, 1, 2, 4, 0]);
-    assert_eq!(fs::read(&cache)?, kept, "every listing was taken from the cache");
+    assert_eq!(
+        fs::read(&cache)?,
+        kept,
+        "every listing was taken from the cache"
+    );
 
     // Entries added, removed and renamed in directories that were kept; a directory made and
     // one removed.
@@ -890,7 +894,12 @@ fn directory_listings_kept_between_index_runs_never_hide_a_change() -> TestResul
     assert_eq!(tally(&index()?), [7, 3, 0, 4, 3]);
     assert_eq!(tally(&index()?), [7, 0, 0, 7, 0]);
     let ls = f.ok(&["--no-daemon", "ls"])?;
-    for live in ["dir/new.txt", "dir/sub/d.txt", "dir/fresh/e.txt", "ignored.txt"] {
+    for live in [
+        "dir/new.txt",
+        "dir/sub/d.txt",
+        "dir/fresh/e.txt",
+        "ignored.txt",
+    ] {
         assert!(ls.contains(live), "{live} in {ls}");
     }
 
