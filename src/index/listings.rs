@@ -73,16 +73,65 @@ pub struct Listing {
     pub stamp: DirStamp,
     /// The names, each NUL-terminated.
     pub names: Vec<u8>,
-    /// The type of each name, in order.
-    pub types: Vec<FileType>,
+    /// The type of each name, in order, as [`type_code`] writes it.
+    pub types: Vec<u8>,
+}
+
+impl Listing {
+    /// A listing stamped `stamp` of `names` (each NUL-terminated) of types `types`.
+    pub fn new(stamp: DirStamp, names: Vec<u8>, types: impl Iterator<Item = FileType>) -> Self {
+        Listing {
+            stamp,
+            names,
+            types: types.map(type_code).collect(),
+        }
+    }
+
+    /// The listing as a view.
+    fn view(&self) -> View<'_> {
+        View {
+            stamp: self.stamp,
+            names: &self.names,
+            types: &self.types,
+        }
+    }
+}
+
+/// A listing, borrowed: from the loaded file or from a [`Listing`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct View<'a> {
+    /// The directory's stamp, taken before it was listed.
+    pub stamp: DirStamp,
+    /// The names, each NUL-terminated.
+    pub names: &'a [u8],
+    /// The type code of each name, in order.
+    types: &'a [u8],
+}
+
+impl<'a> View<'a> {
+    /// The entries: each name (NUL-terminated) with its type.
+    pub fn entries(self) -> impl Iterator<Item = (&'a [u8], FileType)> {
+        self.names
+            .split_inclusive(|&b| b == 0)
+            .zip(self.types)
+            .map(|(name, &code)| (name, code_type(code).unwrap_or(FileType::Unknown)))
+    }
+}
+
+/// Where a kept listing lies in the loaded file.
+#[derive(Clone, Debug)]
+struct Kept {
+    stamp: DirStamp,
+    names: std::ops::Range<usize>,
+    types: std::ops::Range<usize>,
 }
 
 /// A scan's directory listings: those the earlier scans kept, and what this scan saw.
 #[derive(Debug, Default)]
 pub struct Listings {
-    /// The kept listings, by directory path.
-    old: FxHashMap<Vec<u8>, Listing>,
-    /// The file's bytes as loaded (it is written again only when it would change).
+    /// The kept listings, by directory path, as places in [`Self::loaded`].
+    old: FxHashMap<Vec<u8>, Kept>,
+    /// The file's bytes as loaded.
     loaded: Vec<u8>,
     /// Directories whose mtime or ctime is not older than this are not kept.
     racy_from_ns: i64,
@@ -95,7 +144,7 @@ pub struct Listings {
 /// What a walker does with one directory.
 pub enum Lookup<'a> {
     /// The kept listing holds.
-    Kept(&'a Listing),
+    Kept(View<'a>),
     /// List it, and keep the listing (stamped so) if it can be.
     List(Option<DirStamp>),
 }
@@ -113,6 +162,15 @@ impl Listings {
             loaded,
             racy_from_ns,
             ..Listings::default()
+        }
+    }
+
+    /// The listing kept at `kept`.
+    fn view(&self, kept: &Kept) -> View<'_> {
+        View {
+            stamp: kept.stamp,
+            names: self.loaded.get(kept.names.clone()).unwrap_or_default(),
+            types: self.loaded.get(kept.types.clone()).unwrap_or_default(),
         }
     }
 
@@ -140,7 +198,7 @@ impl Listings {
         if let Some(kept) = self.old.get(path)
             && kept.stamp == stamp
         {
-            return Lookup::Kept(kept);
+            return Lookup::Kept(self.view(kept));
         }
         let settled = stamp.mtime_ns < self.racy_from_ns && stamp.ctime_ns < self.racy_from_ns;
         Lookup::List(settled.then_some(stamp))
@@ -167,26 +225,38 @@ impl Listings {
                     .is_some_and(|rest| rest.is_empty() || rest[0] == b'/' || root.ends_with(b"/"))
             })
         };
-        let mut keep: std::collections::BTreeMap<&[u8], &Listing> = self
+        // Unchanged when every directory seen kept its listing and every kept listing under
+        // the roots was seen (the usual re-index of a settled tree: nothing to encode).
+        if seen.iter().all(|(_, listing)| listing.is_none()) {
+            let seen_paths: rustc_hash::FxHashSet<&[u8]> =
+                seen.iter().map(|(path, _)| path.as_slice()).collect();
+            let under = self.old.keys().filter(|path| under_roots(path)).count();
+            if under == seen_paths.len() {
+                return;
+            }
+        }
+        let mut keep: std::collections::BTreeMap<&[u8], View<'_>> = self
             .old
             .iter()
             .filter(|(path, _)| !under_roots(path))
-            .map(|(path, listing)| (path.as_slice(), listing))
+            .map(|(path, kept)| (path.as_slice(), self.view(kept)))
             .collect();
         for (path, listing) in seen.iter() {
-            let listing = match listing {
-                Some(listing) => Some(listing),
-                None => self.old.get(path),
+            let view = match listing {
+                Some(listing) => Some(listing.view()),
+                None => self.old.get(path).map(|kept| self.view(kept)),
             };
-            if let Some(listing) = listing {
-                keep.insert(path.as_slice(), listing);
+            if let Some(view) = view {
+                keep.insert(path.as_slice(), view);
             }
         }
-        let bytes = encode(&keep);
-        if bytes == self.loaded || (keep.is_empty() && self.loaded.is_empty()) {
+        if keep.is_empty() && self.loaded.is_empty() {
             return;
         }
-        let _ = write_atomically(store_dir, &bytes);
+        let bytes = encode(&keep);
+        if bytes != self.loaded {
+            let _ = write_atomically(store_dir, &bytes);
+        }
     }
 }
 
@@ -238,7 +308,7 @@ fn code_type(code: u8) -> Option<FileType> {
 
 /// The file's bytes: [`MAGIC`], the BLAKE3 digest of the body, then the body: the count of
 /// directories and each one's path, stamp, names and types (integers little-endian).
-fn encode(listings: &std::collections::BTreeMap<&[u8], &Listing>) -> Vec<u8> {
+fn encode(listings: &std::collections::BTreeMap<&[u8], View<'_>>) -> Vec<u8> {
     let mut body = Vec::new();
     let len = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes();
     body.extend_from_slice(&len(listings.len()));
@@ -257,8 +327,8 @@ fn encode(listings: &std::collections::BTreeMap<&[u8], &Listing>) -> Vec<u8> {
         body.extend_from_slice(&ctime_ns.to_le_bytes());
         body.extend_from_slice(&len(listing.types.len()));
         body.extend_from_slice(&len(listing.names.len()));
-        body.extend_from_slice(&listing.names);
-        body.extend(listing.types.iter().map(|&t| type_code(t)));
+        body.extend_from_slice(listing.names);
+        body.extend_from_slice(listing.types);
     }
     let mut out = Vec::with_capacity(MAGIC.len() + 32 + body.len());
     out.extend_from_slice(MAGIC);
@@ -288,8 +358,9 @@ fn take_8(input: &mut &[u8]) -> Option<[u8; 8]> {
     take(input, 8)?.try_into().ok()
 }
 
-/// The listings of the file's bytes; `None` when they are not a whole, undamaged file.
-fn decode(bytes: &[u8]) -> Option<FxHashMap<Vec<u8>, Listing>> {
+/// The listings of the file's bytes, as places in them; `None` when they are not a whole,
+/// undamaged file.
+fn decode(bytes: &[u8]) -> Option<FxHashMap<Vec<u8>, Kept>> {
     let mut input = bytes;
     if take(&mut input, MAGIC.len())? != MAGIC {
         return None;
@@ -298,6 +369,7 @@ fn decode(bytes: &[u8]) -> Option<FxHashMap<Vec<u8>, Listing>> {
     if blake3::hash(input).as_bytes() != digest {
         return None;
     }
+    let at = |input: &[u8]| bytes.len() - input.len();
     let count = take_len(&mut input)?;
     let mut out = FxHashMap::with_capacity_and_hasher(count.min(1 << 20), Default::default());
     for _ in 0..count {
@@ -311,25 +383,34 @@ fn decode(bytes: &[u8]) -> Option<FxHashMap<Vec<u8>, Listing>> {
         };
         let entries = take_len(&mut input)?;
         let names_len = take_len(&mut input)?;
-        let names = take(&mut input, names_len)?.to_vec();
+        let names_at = at(input);
+        let names = take(&mut input, names_len)?;
         // Every name is non-empty and NUL-terminated, one per type.
-        if names.last().is_some_and(|&b| b != 0)
-            || names.iter().filter(|&&b| b == 0).count() != entries
-            || names.first() == Some(&0)
-            || names.windows(2).any(|w| w == [0, 0])
+        let mut count = 0;
+        let mut start = 0;
+        for end in memchr::memchr_iter(0, names) {
+            if end == start {
+                return None;
+            }
+            count += 1;
+            start = end + 1;
+        }
+        if start != names.len() || count != entries {
+            return None;
+        }
+        let types_at = at(input);
+        if take(&mut input, entries)?
+            .iter()
+            .any(|&code| code_type(code).is_none())
         {
             return None;
         }
-        let types = take(&mut input, entries)?
-            .iter()
-            .map(|&code| code_type(code))
-            .collect::<Option<Vec<_>>>()?;
         out.insert(
             path,
-            Listing {
+            Kept {
                 stamp,
-                names,
-                types,
+                names: names_at..names_at + names_len,
+                types: types_at..types_at + entries,
             },
         );
     }
@@ -354,12 +435,8 @@ mod tests {
                 ctime_ns: 4,
             },
             names: bytes,
-            types: names
-                .iter()
-                .enumerate()
-                .map(|(n, _)| {
-                    code_type(u8::try_from(n % 8).unwrap_or(0)).unwrap_or(FileType::Unknown)
-                })
+            types: (0..names.len())
+                .map(|n| u8::try_from(n % 8).unwrap_or(0))
                 .collect(),
         }
     }
@@ -367,16 +444,33 @@ mod tests {
     #[test]
     fn the_file_reads_back_and_any_damage_makes_it_empty() {
         let (a, b, empty) = (listing(&["x", "yy", "z"]), listing(&["é"]), listing(&[]));
-        let map: std::collections::BTreeMap<&[u8], &Listing> =
-            [(&b"/a"[..], &a), (&b"/a/b"[..], &b), (&b"/c"[..], &empty)]
-                .into_iter()
-                .collect();
+        let map: std::collections::BTreeMap<&[u8], View<'_>> = [
+            (&b"/a"[..], a.view()),
+            (&b"/a/b"[..], b.view()),
+            (&b"/c"[..], empty.view()),
+        ]
+        .into_iter()
+        .collect();
         let bytes = encode(&map);
-        let back = decode(&bytes).unwrap_or_default();
-        assert_eq!(back.len(), 3);
-        assert_eq!(back.get(&b"/a"[..]), Some(&a));
-        assert_eq!(back.get(&b"/a/b"[..]), Some(&b));
-        assert_eq!(back.get(&b"/c"[..]), Some(&empty));
+        let listings = Listings {
+            old: decode(&bytes).unwrap_or_default(),
+            loaded: bytes.clone(),
+            ..Listings::default()
+        };
+        assert_eq!(listings.old.len(), 3);
+        for (path, listing) in [(&b"/a"[..], &a), (b"/a/b", &b), (b"/c", &empty)] {
+            let kept = listings.old.get(path).map(|kept| listings.view(kept));
+            assert_eq!(kept, Some(listing.view()));
+        }
+        let a_entries: Vec<(&[u8], FileType)> = a.view().entries().collect();
+        assert_eq!(
+            a_entries,
+            [
+                (&b"x\0"[..], FileType::Unknown),
+                (b"yy\0", FileType::RegularFile),
+                (b"z\0", FileType::Directory)
+            ]
+        );
         // Any byte changed, or the file cut short or grown, and nothing of it is used.
         for at in 0..bytes.len() {
             let mut bad = bytes.clone();
@@ -423,11 +517,7 @@ mod tests {
         };
         let mut seen = vec![(
             path.to_vec(),
-            Some(Listing {
-                stamp,
-                names: Vec::new(),
-                types: Vec::new(),
-            }),
+            Some(Listing::new(stamp, Vec::new(), std::iter::empty())),
         )];
         listings.add_seen(&mut seen);
         listings.save(tmp.path(), std::slice::from_ref(&dir));

@@ -739,18 +739,12 @@ impl<'o, V: Visit> Worker<'_, 'o, V> {
             Lookup::Kept(kept) => {
                 self.names.clear();
                 self.entries.clear();
-                self.names.extend_from_slice(&kept.names);
+                self.names.extend_from_slice(kept.names);
                 let mut holds = Holds::default();
                 let mut start = 0;
-                for (end, &file_type) in kept
-                    .names
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, b)| **b == 0)
-                    .map(|(at, _)| at + 1)
-                    .zip(&kept.types)
-                {
-                    holds.note(&kept.names[start..end]);
+                for (name, file_type) in kept.entries() {
+                    holds.note(name);
+                    let end = start + name.len();
                     self.entries.push(Entry {
                         start,
                         end,
@@ -764,11 +758,11 @@ impl<'o, V: Visit> Worker<'_, 'o, V> {
             Lookup::List(stamp) => {
                 let (holds, error) = self.list(fd);
                 if let (Some(stamp), None) = (stamp, error) {
-                    let listing = Listing {
+                    let listing = Listing::new(
                         stamp,
-                        names: self.names.clone(),
-                        types: self.entries.iter().map(|e| e.file_type).collect(),
-                    };
+                        self.names.clone(),
+                        self.entries.iter().map(|e| e.file_type),
+                    );
                     self.seen.push((path.to_vec(), Some(listing)));
                 }
                 (holds, error)
