@@ -133,6 +133,8 @@ pub struct Listings {
     old: FxHashMap<Vec<u8>, Kept>,
     /// The file's bytes as loaded.
     loaded: Vec<u8>,
+    /// Whether they were not a whole, undamaged file (it is then written again).
+    damaged: bool,
     /// Directories whose mtime or ctime is not older than this are not kept.
     racy_from_ns: i64,
     /// Whether each device met holds a trusted filesystem.
@@ -156,9 +158,10 @@ impl Listings {
         let start_ns = scan_start.as_micros().saturating_mul(1000);
         let racy_from_ns = start_ns - start_ns.rem_euclid(1_000_000_000) - 1_000_000_000;
         let loaded = std::fs::read(store_dir.join(LISTINGS_FILE)).unwrap_or_default();
-        let old = decode(&loaded).unwrap_or_default();
+        let old = decode(&loaded);
         Listings {
-            old,
+            damaged: old.is_none() && !loaded.is_empty(),
+            old: old.unwrap_or_default(),
             loaded,
             racy_from_ns,
             ..Listings::default()
@@ -227,7 +230,7 @@ impl Listings {
         };
         // Unchanged when every directory seen kept its listing and every kept listing under
         // the roots was seen (the usual re-index of a settled tree: nothing to encode).
-        if seen.iter().all(|(_, listing)| listing.is_none()) {
+        if !self.damaged && seen.iter().all(|(_, listing)| listing.is_none()) {
             let seen_paths: rustc_hash::FxHashSet<&[u8]> =
                 seen.iter().map(|(path, _)| path.as_slice()).collect();
             let under = self.old.keys().filter(|path| under_roots(path)).count();
