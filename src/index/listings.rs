@@ -263,9 +263,12 @@ impl Listings {
     }
 }
 
-/// Writes `bytes` as the cache file of `store_dir`: a private temporary file renamed over it.
+/// Writes `bytes` as the cache file of `store_dir`: a private temporary file, named for this
+/// process and this write (a daemon may run scans at once), renamed over it.
 fn write_atomically(store_dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let temp = store_dir.join(format!(".{LISTINGS_FILE}.{}.tmp", std::process::id()));
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temp = store_dir.join(format!(".{LISTINGS_FILE}.{}-{n}.tmp", std::process::id()));
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
