@@ -279,8 +279,39 @@ fn write_atomically(store_dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .and_then(|()| std::fs::rename(&temp, store_dir.join(LISTINGS_FILE)));
     if written.is_err() {
         let _ = std::fs::remove_file(&temp);
+    } else {
+        sweep_leftovers(store_dir);
     }
     written
+}
+
+/// How old a temporary cache file must be to be taken for one a crashed write left (a write
+/// takes milliseconds).
+const LEFTOVER_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Removes the temporary cache files of `store_dir` that writes killed midway left behind.
+fn sweep_leftovers(store_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(store_dir) else {
+        return;
+    };
+    let prefix = format!(".{LISTINGS_FILE}.");
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let ours = name
+            .to_str()
+            .is_some_and(|name| name.starts_with(&prefix) && name.ends_with(".tmp"));
+        let old = || {
+            entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > LEFTOVER_AGE)
+        };
+        if ours && old() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// The one-byte code of a file type in the file.
@@ -537,6 +568,27 @@ mod tests {
         listings.save(tmp.path(), &[tmp.path().to_path_buf()]);
         let listings = Listings::load(tmp.path(), later);
         assert!(listings.old.is_empty());
+        Ok(())
+    }
+
+    /// A write sweeps the temporary files that writes killed midway left (older than an hour),
+    /// and leaves a fresh one (another process's write under way) alone.
+    #[test]
+    fn a_write_sweeps_old_leftover_temporary_files() -> std::io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let (old, fresh) = (
+            tmp.path().join(format!(".{LISTINGS_FILE}.999999-0.tmp")),
+            tmp.path().join(format!(".{LISTINGS_FILE}.999999-1.tmp")),
+        );
+        std::fs::write(&old, b"partial")?;
+        std::fs::write(&fresh, b"partial")?;
+        std::fs::File::options()
+            .write(true)
+            .open(&old)?
+            .set_modified(std::time::SystemTime::now() - 2 * LEFTOVER_AGE)?;
+        write_atomically(tmp.path(), b"bytes")?;
+        assert!(!old.exists() && fresh.exists());
+        assert_eq!(std::fs::read(tmp.path().join(LISTINGS_FILE))?, b"bytes");
         Ok(())
     }
 }
