@@ -123,7 +123,7 @@ impl EncodedBlob {
             (None, _, Some(bytes), Some(file_hash)) => {
                 let record = codec::compress_blob(bytes);
                 let read_buffer = (read_hashed && record.is_none())
-                    .then(|| (bytes.as_ptr() as usize, bytes.len()));
+                    .then_some((bytes.as_ptr() as usize, bytes.len()));
                 Some(EncodedBlob {
                     hash: file_hash.0,
                     record,
