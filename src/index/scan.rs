@@ -224,6 +224,9 @@ pub fn scan(
         scan_start,
         budget: Arc::new(Budget::new(options.budget_bytes)),
         thread_cpu: std::sync::Mutex::new(Vec::new()),
+        listings: store
+            .dir()
+            .map(|dir| super::listings::Listings::load(dir, scan_start)),
     };
     let planner_cpu_start = thread_cpu_seconds();
 
@@ -313,6 +316,9 @@ pub fn scan(
         }
     })?;
     summary.tx_ids.extend(written.tx_ids);
+    if let (Some(listings), Some(dir)) = (&plan.listings, store.dir()) {
+        listings.save(dir, &plan.roots);
+    }
 
     // The stored paths the walk did not meet, in path order: cached entries not marked met,
     // and the others it did not see (without a copy of every path met).

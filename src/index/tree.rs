@@ -23,6 +23,7 @@ use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use super::dirstat::file_stat;
+use super::listings::{Listing, Listings, Lookup};
 use super::walk::{SkipKind, is_write_temp};
 use crate::store::FileStat;
 
@@ -61,6 +62,9 @@ pub struct TreeOptions<'a> {
     pub ignore: Option<&'a Gitignore>,
     /// Walker threads (0: one per core, at most 12, as the `ignore` crate chooses).
     pub threads: usize,
+    /// The directory listings earlier scans kept, and where this walk adds what it sees
+    /// (none: every directory is listed).
+    pub listings: Option<&'a Listings>,
 }
 
 /// Directory handles the walk keeps open for the subdirectories waiting to be read, at most; past
@@ -102,8 +106,12 @@ pub fn walk<V: Visit>(
                     names: Vec::new(),
                     entries: Vec::new(),
                     path: Vec::new(),
+                    seen: Vec::new(),
                 };
                 worker.run();
+                if let Some(listings) = options.listings {
+                    listings.add_seen(&mut worker.seen);
+                }
             });
         }
     });
@@ -269,6 +277,16 @@ impl Holds {
     /// Whether it holds any.
     fn any(self) -> bool {
         self.ignore || self.gitignore || self.git
+    }
+
+    /// Notes an entry of the listing, by its NUL-terminated name.
+    fn note(&mut self, name: &[u8]) {
+        match name {
+            b".ignore\0" => self.ignore = true,
+            b".gitignore\0" => self.gitignore = true,
+            b".git\0" => self.git = true,
+            _ => {}
+        }
     }
 }
 
@@ -500,6 +518,9 @@ struct Worker<'s, 'o, V> {
     entries: Vec<Entry>,
     /// The path being built.
     path: Vec<u8>,
+    /// The directories read, for [`TreeOptions::listings`]: each with its new listing, or
+    /// `None` when the kept one held.
+    seen: Vec<(Vec<u8>, Option<Listing>)>,
 }
 
 impl<'o, V: Visit> Worker<'_, 'o, V> {
@@ -609,7 +630,7 @@ impl<'o, V: Visit> Worker<'_, 'o, V> {
             fd,
             open: self.shared.open_dirs,
         });
-        let (holds, listing_error) = self.list(&fd.fd);
+        let (holds, listing_error) = self.read_dir(&dir.path, &fd.fd);
         // The directory's own ignore files (their errors are not reported, as the `ignore`
         // crate does not report them below a root).
         let (level, _) = read_level(&dir.path, holds, dir.level);
@@ -701,6 +722,54 @@ impl<'o, V: Visit> Worker<'_, 'o, V> {
         }
     }
 
+    /// The entries of directory `path`, open as `fd`, into [`Self::names`] and
+    /// [`Self::entries`]: from the listing an earlier scan kept when the directory's stamp is
+    /// the same, else from the directory itself (see [`Self::list`]).
+    fn read_dir(&mut self, path: &Path, fd: &OwnedFd) -> (Holds, Option<rustix::io::Errno>) {
+        let Some(listings) = self.shared.options.listings else {
+            return self.list(fd);
+        };
+        // Stated before it is listed: a change made while it is listed gives the next scan
+        // another stamp.
+        let Ok(st) = rustix::fs::fstat(fd) else {
+            return self.list(fd);
+        };
+        let path = path.as_os_str().as_bytes();
+        match listings.lookup(path, fd, &st) {
+            Lookup::Kept(kept) => {
+                self.names.clear();
+                self.entries.clear();
+                self.names.extend_from_slice(kept.names);
+                let mut holds = Holds::default();
+                let mut start = 0;
+                for (name, file_type) in kept.entries() {
+                    holds.note(name);
+                    let end = start + name.len();
+                    self.entries.push(Entry {
+                        start,
+                        end,
+                        file_type,
+                    });
+                    start = end;
+                }
+                self.seen.push((path.to_vec(), None));
+                (holds, None)
+            }
+            Lookup::List(stamp) => {
+                let (holds, error) = self.list(fd);
+                if let (Some(stamp), None) = (stamp, error) {
+                    let listing = Listing::new(
+                        stamp,
+                        self.names.clone(),
+                        self.entries.iter().map(|e| e.file_type),
+                    );
+                    self.seen.push((path.to_vec(), Some(listing)));
+                }
+                (holds, error)
+            }
+        }
+    }
+
     /// Lists the directory open as `fd` into [`Self::names`] and [`Self::entries`]: which ignore
     /// files it holds, and the error that ended the listing early, if one did.
     fn list(&mut self, fd: &OwnedFd) -> (Holds, Option<rustix::io::Errno>) {
@@ -714,13 +783,10 @@ impl<'o, V: Visit> Worker<'_, 'o, V> {
                 Err(err) => return (holds, Some(err)),
             };
             let name = entry.file_name().to_bytes_with_nul();
-            match name {
-                b".\0" | b"..\0" => continue,
-                b".ignore\0" => holds.ignore = true,
-                b".gitignore\0" => holds.gitignore = true,
-                b".git\0" => holds.git = true,
-                _ => {}
+            if matches!(name, b".\0" | b"..\0") {
+                continue;
             }
+            holds.note(name);
             let start = self.names.len();
             self.names.extend_from_slice(name);
             self.entries.push(Entry {
@@ -783,11 +849,23 @@ mod tests {
         ignore: Option<&Gitignore>,
         threads: usize,
     ) -> Vec<Outcome> {
+        listed_walk(roots, skip_dirs, ignore, threads, None)
+    }
+
+    /// [`new_walk`] with directory listings kept between walks.
+    fn listed_walk(
+        roots: &[PathBuf],
+        skip_dirs: &[PathBuf],
+        ignore: Option<&Gitignore>,
+        threads: usize,
+        listings: Option<&Listings>,
+    ) -> Vec<Outcome> {
         let found = Mutex::new(Vec::new());
         let options = TreeOptions {
             skip_dirs,
             ignore,
             threads,
+            listings,
         };
         walk(roots, &options, &|| Collect(&found));
         let mut found = found.into_inner().unwrap_or_else(PoisonError::into_inner);
@@ -899,6 +977,64 @@ mod tests {
             let new = new_walk(roots, skip_dirs, ignore.as_deref(), threads);
             assert_eq!(new, old, "{threads} threads");
         }
+    }
+
+    #[test]
+    fn listings_kept_between_walks_report_what_listing_each_directory_reports() -> Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let outer = std::fs::canonicalize(tmp.path())?;
+        let (tree, store) = (outer.join("tree"), outer.join("store"));
+        std::fs::create_dir_all(&store)?;
+        put(&tree.join(".gitignore"), "*.log\n")?;
+        put(&tree.join("a.txt"), "a")?;
+        put(&tree.join("b.log"), "b")?;
+        put(&tree.join("sub/c.txt"), "c")?;
+        put(&tree.join("sub/deeper/d.txt"), "d")?;
+        put(&tree.join("gone/e.txt"), "e")?;
+        std::os::unix::fs::symlink("a.txt", tree.join("link"))?;
+        // Walks as by scans that start a minute from now: every directory is settled.
+        let later = || {
+            crate::store::Timestamp::saturating_from_micros(
+                crate::store::Timestamp::now().as_micros() + 60_000_000,
+            )
+        };
+        let roots = [tree.clone()];
+        let walk_kept = |threads| {
+            let listings = Listings::load(&store, later());
+            let found = listed_walk(&roots, &[], None, threads, Some(&listings));
+            listings.save(&store, &roots);
+            found
+        };
+        let changes: [&dyn Fn() -> Result<()>; 5] = [
+            &|| Ok(()),
+            // Entries added, removed and renamed; a directory made and one removed.
+            &|| {
+                put(&tree.join("new.txt"), "n")?;
+                std::fs::remove_file(tree.join("a.txt"))?;
+                std::fs::rename(tree.join("sub/c.txt"), tree.join("sub/c2.txt"))?;
+                put(&tree.join("sub/fresh/f.txt"), "f")?;
+                std::fs::remove_dir_all(tree.join("gone"))
+            },
+            // An ignore file changed in place: the directory's listing holds, its rules do not.
+            &|| put(&tree.join(".gitignore"), "*.txt\n"),
+            // A file replaced by a directory of the same name, deep down.
+            &|| {
+                std::fs::remove_file(tree.join("sub/deeper/d.txt"))?;
+                put(&tree.join("sub/deeper/d.txt/inner"), "i")
+            },
+            &|| Ok(()),
+        ];
+        for change in changes {
+            // Past the coarse clock's tick: with the racy rule moved out of the way by the later
+            // start, a change in the tick of the last one would leave its directory's stamp.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            change()?;
+            let plain = new_walk(&roots, &[], None, 1);
+            for threads in [1, 2, 3] {
+                assert_eq!(walk_kept(threads), plain, "{threads} threads");
+            }
+        }
+        Ok(())
     }
 
     #[test]
@@ -1142,7 +1278,21 @@ mod tests {
             }
             let old = old_walk(std::slice::from_ref(&root), &[], None);
             let new = new_walk(std::slice::from_ref(&root), &[], None, 2);
-            proptest::prop_assert_eq!(new, old);
+            proptest::prop_assert_eq!(&new, &old);
+            // With listings kept (by walks that start a minute from now, so every directory is
+            // settled): the walk that keeps them and the one that reads them report the same.
+            let store = tmp.path().join("store");
+            std::fs::create_dir_all(&store)?;
+            let later = crate::store::Timestamp::saturating_from_micros(
+                crate::store::Timestamp::now().as_micros() + 60_000_000,
+            );
+            for _ in 0..2 {
+                let listings = Listings::load(&store, later);
+                let roots = std::slice::from_ref(&root);
+                let kept = listed_walk(roots, &[], None, 2, Some(&listings));
+                listings.save(&store, roots);
+                proptest::prop_assert_eq!(&kept, &old);
+            }
         }
     }
 }

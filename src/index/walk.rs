@@ -272,6 +272,8 @@ pub struct WalkPlan {
     pub budget: Arc<Budget>,
     /// CPU seconds of each walker thread, added when the thread ends.
     pub thread_cpu: std::sync::Mutex<Vec<f64>>,
+    /// The directory listings earlier scans kept (none: every directory is listed).
+    pub listings: Option<super::listings::Listings>,
 }
 
 /// Walks the plan's roots, sending what it finds to `sink` in batches; returns when every worker is done
@@ -281,6 +283,7 @@ pub fn walk(plan: &WalkPlan, sink: SyncSender<Vec<Found>>) {
         skip_dirs: &plan.skip_dirs,
         ignore: plan.ignore.as_deref(),
         threads: plan.threads,
+        listings: plan.listings.as_ref(),
     };
     let sink = std::sync::Mutex::new(sink);
     let visitor = || Visitor {
@@ -617,6 +620,7 @@ mod tests {
             scan_start: Timestamp::now(),
             budget: Arc::new(Budget::new(1 << 20)),
             thread_cpu: std::sync::Mutex::new(Vec::new()),
+            listings: None,
         })
     }
 

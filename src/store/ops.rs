@@ -79,6 +79,9 @@ pub struct EncodedBlob {
     /// Whether the bytes the record was made from were hashed where they were read (their
     /// SHA-256 is `hash`), so that a write stores the record without hashing them again.
     read_hashed: bool,
+    /// For a raw record of bytes hashed where they were read: the address and length of the
+    /// buffer that holds them, so that a write given that very buffer stores it unhashed.
+    read_buffer: Option<(usize, usize)>,
 }
 
 /// What an [`EncodedBlob`] holds for a blob.
@@ -115,12 +118,19 @@ impl EncodedBlob {
                 hash: hash.0,
                 record: codec::compress_blob(content.as_bytes()),
                 read_hashed,
+                read_buffer: None,
             }),
-            (None, _, Some(bytes), Some(file_hash)) => Some(EncodedBlob {
-                hash: file_hash.0,
-                record: codec::compress_blob(bytes),
-                read_hashed,
-            }),
+            (None, _, Some(bytes), Some(file_hash)) => {
+                let record = codec::compress_blob(bytes);
+                let read_buffer = (read_hashed && record.is_none())
+                    .then_some((bytes.as_ptr() as usize, bytes.len()));
+                Some(EncodedBlob {
+                    hash: file_hash.0,
+                    record,
+                    read_hashed,
+                    read_buffer,
+                })
+            }
             _ => None,
         }
     }
@@ -135,11 +145,15 @@ impl EncodedBlob {
         false
     }
 
-    /// Whether a write may store this record as the blob of `hash` without hashing the bytes it
-    /// is given: it was made from bytes hashed where they were read, and it is compressed (a
-    /// raw record stores the bytes given to the write, which the write checks).
-    pub(crate) fn vouches_for(&self, hash: &[u8; 32]) -> bool {
-        self.read_hashed && self.hash == *hash && self.record.is_some()
+    /// Whether a write may store this record as the blob of `hash` without hashing the `bytes`
+    /// it is given: it was made from bytes hashed where they were read, and it is compressed,
+    /// or it is raw (the write stores the bytes given) and `bytes` are the very buffer that
+    /// was hashed (a scan moves it from its reading to the write; a copy is checked).
+    pub(crate) fn vouches_for(&self, hash: &[u8; 32], bytes: &[u8]) -> bool {
+        self.read_hashed
+            && self.hash == *hash
+            && (self.record.is_some()
+                || self.read_buffer == Some((bytes.as_ptr() as usize, bytes.len())))
     }
 
     /// What is encoded for the blob of `hash`, if this is the record for it.
@@ -242,4 +256,55 @@ pub struct TxReceipt {
     pub tx_id: TxId,
     /// Its time.
     pub tx_time: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::sha256;
+
+    /// A raw record of bytes hashed where they were read vouches for that very buffer only: a
+    /// copy, even an equal one, is hashed by the write; a record made by a caller never vouches
+    /// for raw bytes, and a compressed one of read bytes always does.
+    #[test]
+    fn a_raw_record_vouches_only_for_the_buffer_that_was_hashed() -> crate::error::Result<()> {
+        let source = crate::object::FilesystemSource {
+            filesystem_id: "ab".repeat(32),
+            path: "/r.bin".into(),
+        };
+        let random: Vec<u8> = (0..2000u32)
+            .flat_map(|i| sha256(&i.to_le_bytes()).0)
+            .collect();
+        let hash = sha256(&random).0;
+        let object = Object::file_bytes(source.clone(), random.clone())?;
+        let read = EncodedBlob::of_read(&object, Some(&random));
+        assert!(read.as_ref().is_some_and(|e| e.record.is_none()));
+        assert!(read.as_ref().is_some_and(|e| e.vouches_for(&hash, &random)));
+        let copy = random.clone();
+        assert!(!read.as_ref().is_some_and(|e| e.vouches_for(&hash, &copy)));
+        assert!(
+            !read
+                .as_ref()
+                .is_some_and(|e| e.vouches_for(&hash, &random[1..]))
+        );
+        let given = EncodedBlob::of(&object, Some(&random));
+        assert!(
+            !given
+                .as_ref()
+                .is_some_and(|e| e.vouches_for(&hash, &random))
+        );
+        let text: Vec<u8> = (0..2000u32)
+            .flat_map(|i| format!("line {i}\0").into_bytes())
+            .collect();
+        let object = Object::file_bytes(source, text.clone())?;
+        let compressed = EncodedBlob::of_read(&object, Some(&text));
+        let hash = sha256(&text).0;
+        assert!(compressed.as_ref().is_some_and(|e| e.record.is_some()));
+        assert!(
+            compressed
+                .as_ref()
+                .is_some_and(|e| e.vouches_for(&hash, &[]))
+        );
+        Ok(())
+    }
 }

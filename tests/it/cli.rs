@@ -844,3 +844,69 @@ fn an_unchanged_reindex_without_a_daemon_leaves_the_store_file_as_it_was() -> Te
     );
     Ok(())
 }
+
+/// The counts of an index summary: files, created, updated, unchanged, deleted.
+fn tally(summary: &Value) -> [u64; 5] {
+    ["files", "created", "updated", "unchanged", "deleted"].map(|key| count(summary, key))
+}
+
+#[test]
+fn directory_listings_kept_between_index_runs_never_hide_a_change() -> TestResult {
+    let f = Fixture::new()?;
+    let index = || f.json(&["--no-daemon", "index", ".", "--quiet", "--json"]);
+    f.write(".gitignore", b"ignored.txt\n")?;
+    f.write("ignored.txt", b"not indexed at first\n")?;
+    f.write("keep.txt", b"keep\n")?;
+    f.write("dir/a.txt", b"aaaa\n")?;
+    f.write("dir/b.txt", b"bbbb\n")?;
+    f.write("dir/sub/c.txt", b"cccc\n")?;
+    f.write("gone/f.txt", b"ffff\n")?;
+    // Directories changed less than a second before a scan starts are listed again and not
+    // kept: let these settle so that the runs below take them from the cache.
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(tally(&index()?), [6, 6, 0, 0, 0]);
+    let cache = f.store.join("dirs.cache");
+    let kept = fs::read(&cache)?;
+    assert!(!kept.is_empty());
+    // Nothing changed: every listing held, so the cache is not written again.
+    assert_eq!(tally(&index()?), [6, 0, 0, 6, 0]);
+    assert_eq!(fs::read(&cache)?, kept);
+
+    // Changes that leave every directory's stamp as it was: an ignore file rewritten in place
+    // (the file it ignored is now indexed) and a file's bytes changed without changing its
+    // size, its mtime put back, within the second of the last run.
+    f.write(".gitignore", b"xgnored.txt\n")?;
+    f.write("dir/a.txt", b"AAAA\n")?;
+    assert_eq!(tally(&index()?), [7, 1, 2, 4, 0]);
+    assert_eq!(
+        fs::read(&cache)?,
+        kept,
+        "every listing was taken from the cache"
+    );
+
+    // Entries added, removed and renamed in directories that were kept; a directory made and
+    // one removed.
+    f.write("dir/new.txt", b"new\n")?;
+    fs::remove_file(f.tree.join("dir/b.txt"))?;
+    fs::rename(f.tree.join("dir/sub/c.txt"), f.tree.join("dir/sub/d.txt"))?;
+    f.write("dir/fresh/e.txt", b"eeee\n")?;
+    fs::remove_dir_all(f.tree.join("gone"))?;
+    assert_eq!(tally(&index()?), [7, 3, 0, 4, 3]);
+    assert_eq!(tally(&index()?), [7, 0, 0, 7, 0]);
+    let ls = f.ok(&["--no-daemon", "ls"])?;
+    for live in [
+        "dir/new.txt",
+        "dir/sub/d.txt",
+        "dir/fresh/e.txt",
+        "ignored.txt",
+    ] {
+        assert!(ls.contains(live), "{live} in {ls}");
+    }
+
+    // A damaged cache is no cache: every directory is listed, and the cache written afresh.
+    fs::write(&cache, b"strata-dirs-v1\n\0 damaged")?;
+    f.write("dir/sub/late.txt", b"late\n")?;
+    assert_eq!(tally(&index()?), [8, 1, 0, 7, 0]);
+    assert_ne!(fs::read(&cache)?, b"strata-dirs-v1\n\0 damaged");
+    Ok(())
+}

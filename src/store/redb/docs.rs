@@ -49,13 +49,12 @@ pub(crate) fn ensure_doc(
     let key = object.object_hash().0;
     docs.fresh = None;
     let mut stored = 0;
-    // Bytes stored as given are checked against the file hash; a compressed record made from
-    // bytes hashed as they were read (a scan's) needs no second hash.
-    let vouched = object
-        .file_hash()
-        .is_some_and(|hash| encoded.is_some_and(|e| e.vouches_for(&hash.0)));
+    // Bytes stored as given are checked against the file hash; a record made from bytes hashed
+    // as they were read (a scan's) needs no second hash, nor do those very bytes.
     if let Some(bytes) = bytes
-        && !vouched
+        && !object
+            .file_hash()
+            .is_some_and(|hash| encoded.is_some_and(|e| e.vouches_for(&hash.0, bytes)))
     {
         let actual = sha256(bytes);
         if object.file_hash() != Some(&actual) {

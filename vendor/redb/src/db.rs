@@ -1316,6 +1316,8 @@ impl Database {
         )?;
 
         let mut compacted = false;
+        // strata's patch: the shortest the file has been, in bytes (see below)
+        let mut shortest = self.mem.file_len();
         // Iteratively compact until no progress is made
         loop {
             let mut progress = false;
@@ -1345,6 +1347,19 @@ impl Database {
             }
 
             compacted = true;
+
+            // strata's patch: stop once a round leaves the file no shorter than it has been. The
+            // first rounds move the tables' pages down; after them, each round only moves the few
+            // pages the previous round's own commits wrote at the end of the file (the table
+            // tree's and the system tables' new copies, and the parents of what moved), and its
+            // commits write as many again: the file's length oscillates within a few pages while
+            // every round still walks every page of every table (a 41 MB store: 11 rounds where
+            // 6 do, each a walk of 10 200 pages, and the same file in the end)
+            let len = self.mem.file_len();
+            if len >= shortest {
+                break;
+            }
+            shortest = len;
         }
 
         // In multi-writer mode the file's latest commit records the allocator state, for the

@@ -2324,6 +2324,11 @@ impl TransactionalMemory {
         self.state.lock().unwrap().header.layout()
     }
 
+    /// strata's patch: the length of the file's current layout, in bytes.
+    pub(crate) fn file_len(&self) -> u64 {
+        self.get_layout().len()
+    }
+
     // Free all pages allocated by the aborted transaction before rolling back growth. Freeing pages
     // also cancels their buffered writes so a later flush cannot re-extend the file.
     pub(crate) fn rollback_growth(&self, initial_layout: DatabaseLayout) -> Result {
