@@ -422,11 +422,15 @@ fn decode(bytes: &[u8]) -> Option<FxHashMap<Vec<u8>, Kept>> {
         let names_len = take_len(&mut input)?;
         let names_at = at(input);
         let names = take(&mut input, names_len)?;
-        // Every name is non-empty and NUL-terminated, one per type.
+        // Every name is non-empty and NUL-terminated, one per type, and names an entry of the
+        // directory itself (no `/`, no `.` or `..`: the walk opens and states them in it).
+        if memchr::memchr(b'/', names).is_some() {
+            return None;
+        }
         let mut count = 0;
         let mut start = 0;
         for end in memchr::memchr_iter(0, names) {
-            if end == start {
+            if matches!(names.get(start..end), None | Some(b"" | b"." | b"..")) {
                 return None;
             }
             count += 1;
@@ -517,6 +521,14 @@ mod tests {
         assert!(decode(&bytes[..bytes.len() - 1]).is_none());
         assert!(decode(&[bytes.as_slice(), b"x"].concat()).is_none());
         assert!(decode(b"").is_none());
+        // A name that is not an entry of the directory (a file made by hand, its digest
+        // right): the walk would leave the directory by it.
+        for bad in [&["x", ".."][..], &["."], &["../../etc"], &["a/b"]] {
+            let bad = listing(bad);
+            let map: std::collections::BTreeMap<&[u8], View<'_>> =
+                [(&b"/a"[..], bad.view())].into_iter().collect();
+            assert!(decode(&encode(&map)).is_none(), "{:?}", bad.names);
+        }
     }
 
     #[test]
