@@ -440,8 +440,8 @@ mod compaction {
                                 let gone = match shape {
                                     0 => batch == 0,
                                     1 => batch < 3,
-                                    2 => i % 2 == 0,
-                                    _ => random() % 3 == 0,
+                                    2 => i.is_multiple_of(2),
+                                    _ => random().is_multiple_of(3),
                                 };
                                 if gone {
                                     t.remove(batch * 100_000 + i)?;
