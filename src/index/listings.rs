@@ -9,8 +9,10 @@
 //! stamp when it is used, so no writer of the store (an older strata included) can make it
 //! wrong. A listing is kept only when the directory's mtime and ctime are older than the start
 //! of the scan that read it, less a second (the racy rule of the stat cache, with the coarse
-//! clock's lag covered), and only on filesystems whose directory times are known to change with
-//! every entry added, removed or renamed. A damaged or unreadable file is an empty cache.
+//! clock's lag covered), only on filesystems whose directory times are known to change with
+//! every entry added, removed or renamed, and never for an encrypted directory (fscrypt lists
+//! other names once the key is added or removed, under the same stamp). A damaged or unreadable
+//! file is an empty cache.
 
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -20,9 +22,8 @@ use std::sync::{Mutex, PoisonError};
 
 use rustc_hash::FxHashMap;
 use rustix::fd::AsFd;
-use rustix::fs::{FileType, Stat};
+use rustix::fs::{AtFlags, FileType, Statx, StatxAttributes, StatxFlags};
 
-use super::dirstat::file_stat;
 use crate::store::Timestamp;
 
 /// The cache's file in the store directory.
@@ -51,19 +52,28 @@ pub struct DirStamp {
 
 impl DirStamp {
     /// The stamp of a directory stated as `st`.
-    #[allow(
-        clippy::useless_conversion,
-        reason = "the stat field types differ by platform"
-    )]
-    pub fn of(st: &Stat) -> Self {
-        let stat = file_stat(st);
+    pub fn of(st: &Statx) -> Self {
+        let ns = |t: rustix::fs::StatxTimestamp| {
+            t.tv_sec
+                .saturating_mul(1_000_000_000)
+                .saturating_add(i64::from(t.tv_nsec))
+        };
         DirStamp {
-            dev: u64::from(st.st_dev),
-            inode: stat.inode,
-            mtime_ns: stat.mtime_ns,
-            ctime_ns: stat.ctime_ns,
+            dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
+            inode: st.stx_ino,
+            mtime_ns: ns(st.stx_mtime),
+            ctime_ns: ns(st.stx_ctime),
         }
     }
+}
+
+/// The directory open as `fd`, stated for [`Listings::lookup`] (`statx`: what `fstat` says, and
+/// whether the directory is encrypted).
+///
+/// # Errors
+/// The `statx` error (`NOSYS` before Linux 4.11).
+pub fn stat_dir<Fd: AsFd>(fd: Fd) -> rustix::io::Result<Statx> {
+    rustix::fs::statx(fd, c"", AtFlags::EMPTY_PATH, StatxFlags::BASIC_STATS)
 }
 
 /// One directory's entries as a scan listed them (`.` and `..` left out).
@@ -183,18 +193,22 @@ impl Listings {
         clippy::unnecessary_fallible_conversions,
         reason = "the statfs field types differ by platform"
     )]
-    fn trusted<Fd: AsFd>(&self, fd: Fd, st: &Stat) -> bool {
+    fn trusted<Fd: AsFd>(&self, fd: Fd, st: &Statx) -> bool {
+        let dev = rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor);
         let mut devices = self.devices.lock().unwrap_or_else(PoisonError::into_inner);
-        *devices.entry(u64::from(st.st_dev)).or_insert_with(|| {
+        *devices.entry(dev).or_insert_with(|| {
             rustix::fs::fstatfs(fd).is_ok_and(|fs| {
                 i64::try_from(fs.f_type).is_ok_and(|t| TRUSTED_FILESYSTEMS.contains(&t))
             })
         })
     }
 
-    /// What to do with the directory at `path`, open as `fd` and stated as `st`.
-    pub fn lookup<Fd: AsFd>(&self, path: &[u8], fd: Fd, st: &Stat) -> Lookup<'_> {
-        if !self.trusted(fd, st) {
+    /// What to do with the directory at `path`, open as `fd` and stated as `st` (by
+    /// [`stat_dir`]).
+    pub fn lookup<Fd: AsFd>(&self, path: &[u8], fd: Fd, st: &Statx) -> Lookup<'_> {
+        // An encrypted directory (fscrypt) lists other names once its key is added or removed,
+        // and its stamp stays: its names are never kept.
+        if st.stx_attributes.contains(StatxAttributes::ENCRYPTED) || !self.trusted(fd, st) {
             return Lookup::List(None);
         }
         let stamp = DirStamp::of(st);
@@ -422,11 +436,15 @@ fn decode(bytes: &[u8]) -> Option<FxHashMap<Vec<u8>, Kept>> {
         let names_len = take_len(&mut input)?;
         let names_at = at(input);
         let names = take(&mut input, names_len)?;
-        // Every name is non-empty and NUL-terminated, one per type.
+        // Every name is non-empty and NUL-terminated, one per type, and names an entry of the
+        // directory itself (no `/`, no `.` or `..`: the walk opens and states them in it).
+        if memchr::memchr(b'/', names).is_some() {
+            return None;
+        }
         let mut count = 0;
         let mut start = 0;
         for end in memchr::memchr_iter(0, names) {
-            if end == start {
+            if matches!(names.get(start..end), None | Some(b"" | b"." | b"..")) {
                 return None;
             }
             count += 1;
@@ -517,6 +535,14 @@ mod tests {
         assert!(decode(&bytes[..bytes.len() - 1]).is_none());
         assert!(decode(&[bytes.as_slice(), b"x"].concat()).is_none());
         assert!(decode(b"").is_none());
+        // A name that is not an entry of the directory (a file made by hand, its digest
+        // right): the walk would leave the directory by it.
+        for bad in [&["x", ".."][..], &["."], &["../../etc"], &["a/b"]] {
+            let bad = listing(bad);
+            let map: std::collections::BTreeMap<&[u8], View<'_>> =
+                [(&b"/a"[..], bad.view())].into_iter().collect();
+            assert!(decode(&encode(&map)).is_none(), "{:?}", bad.names);
+        }
     }
 
     #[test]
@@ -530,7 +556,7 @@ mod tests {
             rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
             rustix::fs::Mode::empty(),
         )?;
-        let st = rustix::fs::fstat(&fd)?;
+        let st = stat_dir(&fd)?;
         let path = dir.as_os_str().as_bytes();
         // Just made: too recent to keep.
         let listings = Listings::load(tmp.path(), Timestamp::now());
@@ -560,9 +586,17 @@ mod tests {
         listings.save(tmp.path(), std::slice::from_ref(&dir));
         let listings = Listings::load(tmp.path(), later);
         assert!(matches!(listings.lookup(path, &fd, &st), Lookup::Kept(l) if l.names.is_empty()));
+        // The same directory encrypted (fscrypt): its names change with its key, not its stamp,
+        // so a kept listing is not used and a new one not kept.
+        let mut encrypted = st;
+        encrypted.stx_attributes |= StatxAttributes::ENCRYPTED;
+        assert!(matches!(
+            listings.lookup(path, &fd, &encrypted),
+            Lookup::List(None)
+        ));
         // A file added: the stamp differs, the directory is listed again.
         std::fs::write(dir.join("new"), b"x")?;
-        let st = rustix::fs::fstat(&fd)?;
+        let st = stat_dir(&fd)?;
         assert!(matches!(listings.lookup(path, &fd, &st), Lookup::List(_)));
         // A scan of the root that no longer sees the directory drops its listing.
         listings.save(tmp.path(), &[tmp.path().to_path_buf()]);

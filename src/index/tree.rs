@@ -731,7 +731,7 @@ impl<'o, V: Visit> Worker<'_, 'o, V> {
         };
         // Stated before it is listed: a change made while it is listed gives the next scan
         // another stamp.
-        let Ok(st) = rustix::fs::fstat(fd) else {
+        let Ok(st) = super::listings::stat_dir(fd) else {
             return self.list(fd);
         };
         let path = path.as_os_str().as_bytes();

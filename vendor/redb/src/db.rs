@@ -816,6 +816,11 @@ impl ReadableDatabase for Database {
     }
 }
 
+/// strata's patch: a compaction round that leaves the file no shorter ends the compaction once
+/// at most this fraction (its inverse) of the file's pages are free: another round could give
+/// back no more than them.
+const COMPACTION_FREE_FRACTION: u64 = 64;
+
 impl Database {
     /// Opens the specified file as a redb database.
     /// * if the file does not exist, or is an empty file, a new database will be initialized in it
@@ -1348,18 +1353,25 @@ impl Database {
 
             compacted = true;
 
-            // strata's patch: stop once a round leaves the file no shorter than it has been. The
-            // first rounds move the tables' pages down; after them, each round only moves the few
-            // pages the previous round's own commits wrote at the end of the file (the table
-            // tree's and the system tables' new copies, and the parents of what moved), and its
-            // commits write as many again: the file's length oscillates within a few pages while
-            // every round still walks every page of every table (a 41 MB store: 11 rounds where
-            // 6 do, each a walk of 10 200 pages, and the same file in the end)
+            // strata's patch: stop once a round leaves the file no shorter than it has been and
+            // the file holds almost no free page. The first rounds move the tables' pages down;
+            // after them, each round only moves the few pages the previous round's own commits
+            // wrote at the end of the file (the table tree's and the system tables' new copies,
+            // and the parents of what moved), and its commits write as many again: the file's
+            // length oscillates within a few pages while every round still walks every page of
+            // every table (a 41 MB store: 11 rounds where 6 do, each a walk of 10 200 pages, and
+            // the same file in the end). A round that moved many pages but whose commits wrote
+            // past them can leave the file no shorter with all the pages it moved from free
+            // below them, which the next round gives back: the free pages tell the two apart
             let len = self.mem.file_len();
-            if len >= shortest {
+            let len_pages = len / (self.mem.get_page_size() as u64);
+            if len >= shortest
+                && self.mem.count_free_pages()?.saturating_mul(COMPACTION_FREE_FRACTION)
+                    <= len_pages
+            {
                 break;
             }
-            shortest = len;
+            shortest = shortest.min(len);
         }
 
         // In multi-writer mode the file's latest commit records the allocator state, for the
