@@ -294,7 +294,8 @@ fn size_report(name: &str, make: impl Fn(usize, &mut u64) -> (Object, Option<Vec
 /// branches (a leaf of a large value is one higher-order page), `fill` (stored + overhead) /
 /// space. The next line sums every table but `blob_chunks` (the contents): the metadata per
 /// file. The last lines say what the file holds besides the tables: redb's own pages (the
-/// allocator state, the table of tables) and the free pages a compaction did not give back.
+/// allocator state, the table of tables; the header page apart) and the free pages a compaction
+/// did not give back.
 fn table_report(path: &std::path::Path, files: usize) {
     use redb::{ReadableDatabase, ReadableTableMetadata, TableHandle};
     let db = redb::Database::open(path).unwrap();
@@ -370,11 +371,14 @@ fn table_report(path: &std::path::Path, files: usize) {
         stats.metadata_bytes() as f64 / 1048576.0,
         stats.fragmented_bytes() as f64 / 1048576.0
     );
+    // The file's first page is redb's header, which no allocator counts.
+    let free = length.saturating_sub(allocated).saturating_sub(page);
     println!(
-        "  besides the tables: redb's own pages {} {unit}, free pages {} {unit} ({} of them), file {length} B",
+        "  besides the tables: redb's own pages {} {unit} (and its one header page), free pages {} \
+         {unit} ({} of them), file {length} B",
         per(allocated.saturating_sub(tables_space)),
-        per(length.saturating_sub(allocated)),
-        length.saturating_sub(allocated) / page
+        per(free),
+        free / page
     );
 }
 

@@ -89,56 +89,100 @@ fn any_thread_count_batch_and_budget_gives_the_same_store() -> TestResult {
         failure_persistence: None,
         ..ProptestConfig::default()
     };
-    let strategy = (1usize..=4, 1usize..=64, 1u64..=65_536, 1u64..=131_072);
-    TestRunner::new(config).run(&strategy, |(threads, batch_files, batch_bytes, budget)| {
-        let run = || -> TestResult {
-            let tmp = tempfile::tempdir()?;
-            let root = fs::canonicalize(tmp.path())?;
-            let tree = root.join("tree");
-            let files = make_tree(&tree, 7)?;
-            // The reference: one worker, the default batches and budget.
-            let reference = Store::open_or_create(root.join("reference.strata"))?;
-            let one = ScanOptions {
-                threads: 1,
-                ..ScanOptions::default()
-            };
-            let store = Store::open_or_create(root.join("s.strata"))?;
-            let options = ScanOptions {
-                threads,
-                batch_files,
-                batch_bytes,
-                budget_bytes: budget,
-                ..ScanOptions::default()
-            };
-            let runs = [(&reference, &one), (&store, &options)];
-            let first = scan_each(&tree, &runs)?;
-            // Two files rewritten (one becomes binary), one deleted, one added.
-            fs::write(&files[3], "changed\n")?;
-            fs::write(&files[8], vec![0u8; 2048])?;
-            fs::remove_file(&files[5])?;
-            fs::write(tree.join("d0/new.txt"), "new\n")?;
-            let second = scan_each(&tree, &runs)?;
-            for (when, answers) in [("first", first), ("second", second)] {
-                if answers[0] != answers[1] {
+    // `settle`: the tree's directories are left more than a second before the first scans, so
+    // those scans keep their listings (dirs.cache) and the second scans take the listings of the
+    // directories the changes left alone from there.
+    let strategy = (
+        1usize..=4,
+        1usize..=64,
+        1u64..=65_536,
+        1u64..=131_072,
+        any::<bool>(),
+    );
+    TestRunner::new(config).run(
+        &strategy,
+        |(threads, batch_files, batch_bytes, budget, settle)| {
+            let run = || -> TestResult {
+                let tmp = tempfile::tempdir()?;
+                let root = fs::canonicalize(tmp.path())?;
+                let tree = root.join("tree");
+                let files = make_tree(&tree, 7)?;
+                if settle {
+                    std::thread::sleep(std::time::Duration::from_millis(2100));
+                }
+                // The reference: one worker, the default batches and budget.
+                let reference = Store::open_or_create(root.join("reference.strata"))?;
+                let one = ScanOptions {
+                    threads: 1,
+                    ..ScanOptions::default()
+                };
+                let store = Store::open_or_create(root.join("s.strata"))?;
+                let options = ScanOptions {
+                    threads,
+                    batch_files,
+                    batch_bytes,
+                    budget_bytes: budget,
+                    ..ScanOptions::default()
+                };
+                let runs = [(&reference, &one), (&store, &options)];
+                let first = scan_each(&tree, &runs)?;
+                // Two files rewritten (one becomes binary), one deleted, one added.
+                fs::write(&files[3], "changed\n")?;
+                fs::write(&files[8], vec![0u8; 2048])?;
+                fs::remove_file(&files[5])?;
+                fs::write(tree.join("d0/new.txt"), "new\n")?;
+                let second = scan_each(&tree, &runs)?;
+                // Listings are kept only on filesystems whose directory times track every entry
+                // (ext4, XFS, Btrfs, tmpfs, F2FS; ext2/3 share ext4's magic).
+                let trusted = rustix::fs::statfs(&tree).is_ok_and(|fs| {
+                    [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0xF2F5_2010]
+                        .contains(&(fs.f_type as i64))
+                });
+                if settle && trusted && !root.join("s.strata/dirs.cache").exists() {
+                    return Err("settled directories, yet no listing was kept".into());
+                }
+                // The truth after the changes: a store without kept listings lists every directory.
+                let fresh = Store::open_or_create(root.join("fresh.strata"))?;
+                let truth = scan_each(&tree, &[(&fresh, &one)])?;
+                // Live files only: the scanned store also lists the deleted one, with no version.
+                let live = |answers: &Answers| -> BTreeMap<String, Option<String>> {
+                    answers
+                        .0
+                        .iter()
+                        .filter(|(_, h)| h.is_some())
+                        .map(|(p, h)| (p.clone(), h.clone()))
+                        .collect()
+                };
+                if live(&truth[0]) != live(&second[1]) {
                     return Err(format!(
-                        "{when} scan, threads {threads}, batch {batch_files} files / \
-                         {batch_bytes} bytes, budget {budget}: {:?} against the reference {:?}",
-                        answers[1], answers[0]
+                        "second scan (settled {settle}, threads {threads}): {:?} against a fresh \
+                     store's {:?}",
+                        second[1].0, truth[0].0
                     )
                     .into());
                 }
-                let live = answers[1].0.values().filter(|h| h.is_some()).count();
-                if live != 41 {
-                    return Err(format!("{when} scan: {live} live files, not 41").into());
+                for (when, answers) in [("first", first), ("second", second)] {
+                    if answers[0] != answers[1] {
+                        return Err(format!(
+                            "{when} scan, threads {threads}, batch {batch_files} files / \
+                         {batch_bytes} bytes, budget {budget}: {:?} against the reference {:?}",
+                            answers[1], answers[0]
+                        )
+                        .into());
+                    }
+                    let live = answers[1].0.values().filter(|h| h.is_some()).count();
+                    if live != 41 {
+                        return Err(format!("{when} scan: {live} live files, not 41").into());
+                    }
                 }
-            }
-            if !store.fsck()?.is_empty() {
-                return Err("fsck found damage after the scans".into());
-            }
-            Ok(())
-        };
-        run().map_err(|e| TestCaseError::fail(format!("{e:?}")))
-    })?;
+                if !store.fsck()?.is_empty() {
+                    return Err("fsck found damage after the scans".into());
+                }
+                Ok(())
+            };
+            run().map_err(|e| TestCaseError::fail(format!("{e:?}")))
+        },
+    )?;
     Ok(())
 }
 
