@@ -393,7 +393,7 @@ mod tests {
     use crate::store::Origin;
 
     /// A binary file's bytes that do not compress are held by the planned put's record, which
-    /// the write stores unhashed; a caller that replaces the put's `bytes` after planning (same
+    /// vouches for them (the write stores them unhashed); a caller that replaces the put's `bytes` after planning (same
     /// length, other content) has them hashed, and the write refused.
     #[test]
     fn bytes_a_caller_gives_after_planning_are_hashed() -> Result<()> {
@@ -417,6 +417,13 @@ mod tests {
         let mut put = plan("/replaced.bin")?;
         assert!(put.bytes.is_none());
         assert_eq!(put.kept_bytes(), Some(random.as_slice()));
+        // The write stores the record's own bytes without hashing them again.
+        let hash = sha256(&random).0;
+        assert!(
+            put.encoded
+                .as_ref()
+                .is_some_and(|e| e.vouches_for(&hash, put.kept_bytes().unwrap_or_default()))
+        );
         let mut wrong = random.clone();
         wrong[7] ^= 1;
         put.bytes = Some(wrong);
