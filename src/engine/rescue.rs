@@ -345,7 +345,7 @@ fn rebuild_file(path: &str, max_content_bytes: u64) -> Option<(Object, Option<Ve
     let file = std::fs::File::open(path).ok()?;
     let reading = crate::index::read_stream(file, max_content_bytes).ok()?;
     let prepared = crate::index::Prepared::new(source, reading).ok()?;
-    Some((prepared.object, prepared.kept_bytes))
+    Some(prepared.into_object_and_bytes())
 }
 
 impl Engine {

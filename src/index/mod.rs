@@ -76,14 +76,15 @@ pub struct Planned {
 pub struct Prepared {
     /// The file's object.
     pub object: Object,
-    /// The raw bytes to keep beside it (binary files).
-    pub kept_bytes: Option<Vec<u8>>,
+    /// The raw bytes to keep beside it (binary files) when `encoded` does not hold them.
+    kept_bytes: Option<Vec<u8>>,
     /// The byte size of a file whose bytes are not kept (too large).
     pub size: Option<u64>,
     /// Bytes read from the file.
     pub bytes_read: u64,
-    /// The content's blob record, compressed here rather than in the writing thread.
-    pub encoded: Option<EncodedBlob>,
+    /// The content's blob record, compressed here rather than in the writing thread (it holds
+    /// the raw bytes of a binary file that does not compress).
+    encoded: Option<EncodedBlob>,
 }
 
 impl Prepared {
@@ -111,7 +112,7 @@ impl Prepared {
             ),
         };
         // The reading's hash is that of its bytes: the write need not hash them again.
-        let encoded = EncodedBlob::of_read(&object, kept_bytes.as_deref());
+        let (encoded, kept_bytes) = EncodedBlob::of_read(&object, kept_bytes);
         Ok(Prepared {
             object,
             kept_bytes,
@@ -119,6 +120,27 @@ impl Prepared {
             bytes_read,
             encoded,
         })
+    }
+
+    /// The raw bytes to keep beside the object (a binary file's); `None` for other files.
+    pub fn kept_bytes(&self) -> Option<&[u8]> {
+        self.kept_bytes
+            .as_deref()
+            .or_else(|| self.encoded.as_ref().and_then(EncodedBlob::bytes))
+    }
+
+    /// The blob record made here for the content or the kept bytes, if any.
+    pub fn encoded(&self) -> Option<&EncodedBlob> {
+        self.encoded.as_ref()
+    }
+
+    /// The object and the raw bytes to keep beside it, taken out of this.
+    pub fn into_object_and_bytes(self) -> (Object, Option<Vec<u8>>) {
+        let bytes = match self.kept_bytes {
+            Some(bytes) => Some(bytes),
+            None => self.encoded.and_then(EncodedBlob::into_bytes),
+        };
+        (self.object, bytes)
     }
 }
 
@@ -361,5 +383,61 @@ impl Indexer {
             ops,
             bytes_read: 0,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::sha256;
+    use crate::store::Origin;
+
+    /// A binary file's bytes that do not compress are held by the planned put's record, which
+    /// vouches for them (the write stores them unhashed); a caller that replaces the put's `bytes` after planning (same
+    /// length, other content) has them hashed, and the write refused.
+    #[test]
+    fn bytes_a_caller_gives_after_planning_are_hashed() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let store = Store::create(tmp.path().join("store"))?;
+        let indexer = Indexer::new(&store, &Settings::default())?;
+        let random: Vec<u8> = (0..2000u32)
+            .flat_map(|i| sha256(&i.to_le_bytes()).0)
+            .collect();
+        let plan = |path: &str| -> Result<Box<Put>> {
+            let source = FilesystemSource {
+                filesystem_id: "ab".repeat(32),
+                path: path.into(),
+            };
+            let planned = indexer.index_file(source, random.as_slice(), None)?;
+            match planned.ops.into_iter().next() {
+                Some(Op::Put(put)) => Ok(put),
+                _ => Err(Error::not_found("a put")),
+            }
+        };
+        let mut put = plan("/replaced.bin")?;
+        assert!(put.bytes.is_none());
+        assert_eq!(put.kept_bytes(), Some(random.as_slice()));
+        // The write stores the record's own bytes without hashing them again.
+        let hash = sha256(&random).0;
+        assert!(
+            put.encoded
+                .as_ref()
+                .is_some_and(|e| e.vouches_for(&hash, put.kept_bytes().unwrap_or_default()))
+        );
+        let mut wrong = random.clone();
+        wrong[7] ^= 1;
+        put.bytes = Some(wrong);
+        let err = store
+            .transact(vec![Op::Put(put)], Origin::Indexer)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("give the file's own bytes"),
+            "{err}"
+        );
+        assert_eq!(store.content(&sha256(&random))?, None);
+        store.transact(vec![Op::Put(plan("/kept.bin")?)], Origin::Indexer)?;
+        assert_eq!(store.content(&sha256(&random))?, Some(random.clone()));
+        Ok(())
     }
 }

@@ -494,7 +494,7 @@ fn plan_found(
                     };
                     let mtime = Timestamp::saturating_from_micros(changed_ns / 1000);
                     // Content and its compressed record both wait in memory until the commit.
-                    let encoded_len = prepared.encoded.as_ref().map_or(0, EncodedBlob::len);
+                    let encoded_len = prepared.encoded().map_or(0, EncodedBlob::len);
                     let planned = indexer.plan_prepared(*prepared, Some(mtime))?;
                     batch.bytes += planned.bytes_read + encoded_len;
                     add(summary, batch, planned);

@@ -41,7 +41,8 @@ pub struct Put {
     pub valid_from: ValidFrom,
     /// When it ends (the earlier value comes back then); open when `None`.
     pub valid_to: Option<Timestamp>,
-    /// The raw bytes of a file whose content is null (binary), kept as a blob under `file_hash`.
+    /// The raw bytes of a file whose content is null (binary), kept as a blob under `file_hash`
+    /// and checked against it; `None` keeps those `encoded` holds, if any (see [`Put::kept_bytes`]).
     pub bytes: Option<Vec<u8>>,
     /// The byte size of a file whose bytes were not kept.
     pub size: Option<u64>,
@@ -66,11 +67,21 @@ impl Put {
             encoded: None,
         }
     }
+
+    /// The raw bytes the write keeps beside the object: `bytes` when set, else those the
+    /// `encoded` record holds (a scan's binary file whose bytes did not compress).
+    pub fn kept_bytes(&self) -> Option<&[u8]> {
+        self.bytes
+            .as_deref()
+            .or_else(|| self.encoded.as_ref().and_then(EncodedBlob::bytes))
+    }
 }
 
 /// A blob record made ahead of a write: the compressed content of an object (or its kept raw
 /// bytes), keyed by the hash the object itself carries, so the two cannot disagree. Bytes that
 /// do not compress are not copied into a raw record: the writer appends them after the header.
+/// Bytes hashed where they were read that do not compress are moved into the record, which
+/// keeps them unchanged until the write stores them.
 #[derive(Clone, Debug)]
 pub struct EncodedBlob {
     hash: [u8; 32],
@@ -79,9 +90,9 @@ pub struct EncodedBlob {
     /// Whether the bytes the record was made from were hashed where they were read (their
     /// SHA-256 is `hash`), so that a write stores the record without hashing them again.
     read_hashed: bool,
-    /// For a raw record of bytes hashed where they were read: the address and length of the
-    /// buffer that holds them, so that a write given that very buffer stores it unhashed.
-    read_buffer: Option<(usize, usize)>,
+    /// For a raw record of bytes hashed where they were read: those bytes, owned here (nothing
+    /// outside can change them), so that a write given these very bytes stores them unhashed.
+    raw: Option<Vec<u8>>,
 }
 
 /// What an [`EncodedBlob`] holds for a blob.
@@ -101,10 +112,22 @@ impl EncodedBlob {
 
     /// [`EncodedBlob::of`] for an object made from bytes read and hashed in one pass (an
     /// [`crate::index::Prepared`] of a [`crate::index::Reading`], whose `file_hash` is the
-    /// SHA-256 of the bytes it holds): the write then stores a compressed record of `kept`
-    /// without hashing `kept` again (a sixth of a scan's writing thread, for binary files).
-    pub(crate) fn of_read(object: &Object, kept: Option<&[u8]>) -> Option<Self> {
-        Self::make(object, kept, true)
+    /// SHA-256 of the bytes it holds): the write then stores the record of `kept` without
+    /// hashing `kept` again (a sixth of a scan's writing thread, for binary files). Bytes that
+    /// do not compress move into the record (the write stores them from there); the bytes it
+    /// did not take come back.
+    pub(crate) fn of_read(
+        object: &Object,
+        kept: Option<Vec<u8>>,
+    ) -> (Option<Self>, Option<Vec<u8>>) {
+        let mut encoded = Self::make(object, kept.as_deref(), true);
+        match (&mut encoded, kept) {
+            (Some(e), Some(bytes)) if e.record.is_none() && object.content().is_none() => {
+                e.raw = Some(bytes);
+                (encoded, None)
+            }
+            (_, kept) => (encoded, kept),
+        }
     }
 
     fn make(object: &Object, kept: Option<&[u8]>, read_hashed: bool) -> Option<Self> {
@@ -118,24 +141,19 @@ impl EncodedBlob {
                 hash: hash.0,
                 record: codec::compress_blob(content.as_bytes()),
                 read_hashed,
-                read_buffer: None,
+                raw: None,
             }),
-            (None, _, Some(bytes), Some(file_hash)) => {
-                let record = codec::compress_blob(bytes);
-                let read_buffer = (read_hashed && record.is_none())
-                    .then_some((bytes.as_ptr() as usize, bytes.len()));
-                Some(EncodedBlob {
-                    hash: file_hash.0,
-                    record,
-                    read_hashed,
-                    read_buffer,
-                })
-            }
+            (None, _, Some(bytes), Some(file_hash)) => Some(EncodedBlob {
+                hash: file_hash.0,
+                record: codec::compress_blob(bytes),
+                read_hashed,
+                raw: None,
+            }),
             _ => None,
         }
     }
 
-    /// The bytes the record holds in memory (a raw record: its header only).
+    /// The bytes the record holds in memory beyond the file's own (a raw record: its header).
     pub fn len(&self) -> u64 {
         self.record.as_ref().map_or(2, |r| r.len() as u64)
     }
@@ -145,15 +163,31 @@ impl EncodedBlob {
         false
     }
 
+    /// The raw bytes this record holds: bytes hashed where they were read that did not
+    /// compress; `None` for any other record.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        self.raw.as_deref()
+    }
+
+    /// The raw bytes this record holds, taken out of it (see [`EncodedBlob::bytes`]).
+    pub(crate) fn into_bytes(self) -> Option<Vec<u8>> {
+        self.raw
+    }
+
     /// Whether a write may store this record as the blob of `hash` without hashing the `bytes`
     /// it is given: it was made from bytes hashed where they were read, and it is compressed,
-    /// or it is raw (the write stores the bytes given) and `bytes` are the very buffer that
-    /// was hashed (a scan moves it from its reading to the write; a copy is checked).
+    /// or it is raw (the write stores the bytes given) and `bytes` are the very bytes it holds
+    /// (any other buffer, even an equal copy, is hashed).
     pub(crate) fn vouches_for(&self, hash: &[u8; 32], bytes: &[u8]) -> bool {
+        // The record owns `raw` and is borrowed for this call: a slice with its address and
+        // length is those bytes, which nothing could change since they were hashed.
         self.read_hashed
             && self.hash == *hash
             && (self.record.is_some()
-                || self.read_buffer == Some((bytes.as_ptr() as usize, bytes.len())))
+                || self
+                    .raw
+                    .as_deref()
+                    .is_some_and(|raw| std::ptr::eq(raw, bytes)))
     }
 
     /// What is encoded for the blob of `hash`, if this is the record for it.
@@ -263,11 +297,12 @@ mod tests {
     use super::*;
     use crate::hash::sha256;
 
-    /// A raw record of bytes hashed where they were read vouches for that very buffer only: a
-    /// copy, even an equal one, is hashed by the write; a record made by a caller never vouches
-    /// for raw bytes, and a compressed one of read bytes always does.
+    /// A raw record of bytes hashed where they were read holds them and vouches for them only:
+    /// a copy, even an equal one, or a part is hashed by the write; a record made by a caller
+    /// never vouches for raw bytes, and a compressed one of read bytes always does (and leaves
+    /// the bytes with the caller).
     #[test]
-    fn a_raw_record_vouches_only_for_the_buffer_that_was_hashed() -> crate::error::Result<()> {
+    fn a_raw_record_vouches_only_for_the_bytes_it_holds() -> crate::error::Result<()> {
         let source = crate::object::FilesystemSource {
             filesystem_id: "ab".repeat(32),
             path: "/r.bin".into(),
@@ -277,17 +312,32 @@ mod tests {
             .collect();
         let hash = sha256(&random).0;
         let object = Object::file_bytes(source.clone(), random.clone())?;
-        let read = EncodedBlob::of_read(&object, Some(&random));
-        assert!(read.as_ref().is_some_and(|e| e.record.is_none()));
-        assert!(read.as_ref().is_some_and(|e| e.vouches_for(&hash, &random)));
-        let copy = random.clone();
-        assert!(!read.as_ref().is_some_and(|e| e.vouches_for(&hash, &copy)));
+        let (read, left) = EncodedBlob::of_read(&object, Some(random.clone()));
+        assert!(left.is_none());
+        let read = read.ok_or_else(|| crate::error::Error::not_found("a record"))?;
+        assert!(read.record.is_none());
+        let held = read.bytes().unwrap_or_default();
+        assert_eq!(held, random.as_slice());
+        assert!(read.vouches_for(&hash, held));
+        assert!(!read.vouches_for(&hash, &random));
+        assert!(!read.vouches_for(&hash, &held[1..]));
+        assert!(!read.vouches_for(&hash, &held[..held.len() - 1]));
+        let mut put = Put::new(object.clone());
+        put.encoded = Some(read.clone());
+        assert_eq!(put.kept_bytes(), Some(random.as_slice()));
+        // A clone holds its own copy, which it vouches for, and not the original's.
+        assert!(put.encoded.as_ref().is_some_and(|e| {
+            let bytes = put.kept_bytes().unwrap_or_default();
+            e.vouches_for(&hash, bytes) && !read.vouches_for(&hash, bytes)
+        }));
+        put.bytes = Some(random.clone());
         assert!(
-            !read
+            put.encoded
                 .as_ref()
-                .is_some_and(|e| e.vouches_for(&hash, &random[1..]))
+                .is_some_and(|e| !e.vouches_for(&hash, put.kept_bytes().unwrap_or_default()))
         );
         let given = EncodedBlob::of(&object, Some(&random));
+        assert!(given.as_ref().is_some_and(|e| e.bytes().is_none()));
         assert!(
             !given
                 .as_ref()
@@ -297,9 +347,11 @@ mod tests {
             .flat_map(|i| format!("line {i}\0").into_bytes())
             .collect();
         let object = Object::file_bytes(source, text.clone())?;
-        let compressed = EncodedBlob::of_read(&object, Some(&text));
+        let (compressed, left) = EncodedBlob::of_read(&object, Some(text.clone()));
+        assert_eq!(left, Some(text.clone()));
         let hash = sha256(&text).0;
         assert!(compressed.as_ref().is_some_and(|e| e.record.is_some()));
+        assert!(compressed.as_ref().is_some_and(|e| e.bytes().is_none()));
         assert!(
             compressed
                 .as_ref()

@@ -596,7 +596,7 @@ fn put_body(put: &Put, s: &Seen, tx_time: i64, rows: &mut Rows) -> Result<(OpRec
         }
     };
     super::super::redb::check_range(id, valid_from, put.valid_to)?;
-    let (doc, given) = write::doc_row(object, put.bytes.as_deref())?;
+    let (doc, given) = write::doc_row(object, put.kept_bytes())?;
     match rows.docs.iter_mut().find(|d| d.0 == doc.0) {
         Some(same) => same.2 = same.2.or(doc.2),
         None => rows.docs.push(doc),

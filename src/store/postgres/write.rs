@@ -196,7 +196,7 @@ fn insert_batch(
 
 /// The contents a put stores: (hash, bytes), the content or the kept raw bytes.
 pub(super) fn put_blobs(put: &Put) -> Result<Vec<([u8; 32], &[u8])>> {
-    blobs_of(&put.object, put.bytes.as_deref())
+    blobs_of(&put.object, put.kept_bytes())
 }
 
 /// The contents a write of `object` (with the raw `bytes` of a file) stores: (hash, bytes).
@@ -641,7 +641,7 @@ fn resolve_put(
         }
     };
     super::super::redb::check_range(id, valid_from, put.valid_to)?;
-    *given += store_doc(t, object, put.bytes.as_deref())?;
+    *given += store_doc(t, object, put.kept_bytes())?;
     let body = OpRec::Write(WriteRec::put(id, valid_from, first, put, object));
     Ok((body, existing.map(|(eid, _)| eid)))
 }

@@ -50,7 +50,7 @@ pub(crate) fn ensure_doc(
     docs.fresh = None;
     let mut stored = 0;
     // Bytes stored as given are checked against the file hash; a record made from bytes hashed
-    // as they were read (a scan's) needs no second hash, nor do those very bytes.
+    // as they were read (a scan's) needs no second hash, nor do the bytes a raw one holds.
     if let Some(bytes) = bytes
         && !object
             .file_hash()
@@ -769,7 +769,7 @@ mod tests {
             let object = Object::file_bytes(source(path), bytes.to_vec())?;
             let mut put = Put::new(object);
             put.encoded = if read {
-                EncodedBlob::of_read(&put.object, Some(bytes))
+                EncodedBlob::of_read(&put.object, Some(bytes.to_vec())).0
             } else {
                 EncodedBlob::of(&put.object, Some(bytes))
             };

@@ -500,7 +500,7 @@ impl WriteTables<'_> {
         check_range(id, valid_from, put.valid_to)?;
         self.store_doc(
             object,
-            put.bytes.as_deref(),
+            put.kept_bytes(),
             put.encoded.as_ref(),
             existing.as_ref(),
         )?;
