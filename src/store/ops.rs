@@ -104,9 +104,15 @@ pub(crate) enum Encoded<'a> {
 }
 
 impl EncodedBlob {
-    /// Compresses the content of `object`, or else `kept` (the raw bytes of a binary file, which
-    /// must hash to its `file_hash`; the write checks that); `None` when there is neither.
+    /// Compresses the content of `object`, or else `kept` (the raw bytes of a binary file);
+    /// `None` when there is neither, or when `kept` does not hash to the object's `file_hash`
+    /// (the write stores this record, not the bytes it is given: without one, it compresses
+    /// the bytes it is given, which it checks).
     pub fn of(object: &Object, kept: Option<&[u8]>) -> Option<Self> {
+        let kept = match object.content() {
+            Some(_) => kept,
+            None => kept.filter(|bytes| object.file_hash() == Some(&crate::hash::sha256(bytes))),
+        };
         Self::make(object, kept, false)
     }
 

@@ -811,6 +811,22 @@ mod tests {
             Origin::Indexer,
         )?;
         assert_eq!(store.content(&sha256(&random))?, Some(random.clone()));
+        // A record a caller compressed from other bytes than the file's is no record: the
+        // write stores the file's own bytes it is given (and checks them), not the record.
+        let mut other = compressible.clone();
+        other[3] ^= 1;
+        let object = Object::file_bytes(source("/other.bin"), compressible.clone())?;
+        assert!(EncodedBlob::of(&object, Some(&other)).is_none());
+        let mut mixed = Put::new(object);
+        mixed.encoded = EncodedBlob::of(&mixed.object, Some(&other));
+        mixed.bytes = Some(compressible.clone());
+        let fresh = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let fresh = RedbStore::create(fresh.path())?;
+        fresh.transact(vec![Op::Put(Box::new(mixed))], Origin::Indexer)?;
+        assert_eq!(
+            fresh.content(&sha256(&compressible))?,
+            Some(compressible.clone())
+        );
         Ok(())
     }
 }
