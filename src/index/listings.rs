@@ -166,7 +166,10 @@ impl Listings {
     /// file is missing, unreadable or damaged).
     pub fn load(store_dir: &Path, scan_start: Timestamp) -> Self {
         let start_ns = scan_start.as_micros().saturating_mul(1000);
-        let racy_from_ns = start_ns - start_ns.rem_euclid(1_000_000_000) - 1_000_000_000;
+        // Saturating: a clock set before 1678 must not overflow (it then keeps nothing).
+        let racy_from_ns = start_ns
+            .saturating_sub(start_ns.rem_euclid(1_000_000_000))
+            .saturating_sub(1_000_000_000);
         let loaded = std::fs::read(store_dir.join(LISTINGS_FILE)).unwrap_or_default();
         let old = decode(&loaded);
         Listings {

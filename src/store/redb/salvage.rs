@@ -1560,13 +1560,24 @@ mod tests {
     /// lengths, not the 4 032 bytes of a store without the key, and every content is kept.
     #[test]
     fn the_chunk_size_is_found_when_meta_is_lost() -> Result<()> {
+        salvage_keeps_4080_chunks_after(|wtx| {
+            wtx.delete_table(META).db()?;
+            Ok(())
+        })
+    }
+
+    /// A store of 4 080-byte chunks holding a long file, with `damage` done to it in one write:
+    /// salvage reads its chunk size as 4 080, and keeps the file.
+    fn salvage_keeps_4080_chunks_after(
+        damage: impl FnOnce(&redb::WriteTransaction) -> Result<()>,
+    ) -> Result<()> {
         let (object, text) = long_file_a()?;
         let id = object.id().to_string();
         let (dir, path) = store_of(object)?;
         {
             let db = Database::open(&path).db()?;
             let wtx = db.begin_write().db()?;
-            wtx.delete_table(META).db()?;
+            damage(&wtx)?;
             wtx.commit().db()?;
             assert_eq!(Source::read(&db).chunk, Some(BLOB_CHUNK));
         }
@@ -1578,21 +1589,13 @@ mod tests {
     /// writes): the chunks' lengths win, and every content is kept.
     #[test]
     fn the_chunks_lengths_win_over_a_damaged_chunk_size() -> Result<()> {
-        let (object, text) = long_file_a()?;
-        let id = object.id().to_string();
-        let (dir, path) = store_of(object)?;
-        {
-            let db = Database::open(&path).db()?;
-            let wtx = db.begin_write().db()?;
+        salvage_keeps_4080_chunks_after(|wtx| {
             wtx.open_table(META)
                 .db()?
                 .insert(BLOB_CHUNK_KEY, BLOB_CHUNK_OLD.to_le_bytes().as_slice())
                 .db()?;
-            wtx.commit().db()?;
-            assert_eq!(Source::read(&db).chunk, Some(BLOB_CHUNK));
-        }
-        salvage_keeps(dir.path(), &id, &text)?;
-        Ok(())
+            Ok(())
+        })
     }
 
     /// A store whose `filesystem_ids` table is lost still names its filesystems, from
