@@ -394,6 +394,10 @@ pub struct TxHeaderRec {
     pub run: Option<u64>,
     /// BLAKE3(previous chain ‖ canonical JSON of the header).
     pub chain: [u8; 32],
+    /// The filesystems the ops' first writes name by their place in this list (store format
+    /// 8, [`encode_op_in`]); empty in a header whose ops name them in full. Not in the JSON the
+    /// chain hashes: a store's own way of keeping its bodies short.
+    pub filesystems: Vec<IdStr>,
 }
 
 /// A header as stored: format 1 has no run (every header written before runs existed, and
@@ -408,9 +412,13 @@ struct HeaderDisk {
 
 /// The record format of a log header that names its index run (store format 4).
 pub const HEADER_RUN_FORMAT: u8 = 2;
+/// The record format of a log header that lists the filesystems of its ops' first writes
+/// (store format 8): [`HEADER_RUN_FORMAT`]'s fields, the run optional, then the list.
+pub const HEADER_FS_FORMAT: u8 = 3;
 
 /// Encodes a log header: format 1 without a run (the same bytes as before runs existed),
-/// format [`HEADER_RUN_FORMAT`] with one.
+/// format [`HEADER_RUN_FORMAT`] with one, format [`HEADER_FS_FORMAT`] when it lists
+/// filesystems.
 ///
 /// # Errors
 /// [`Error::Storage`] when bincode fails (it does not for these types).
@@ -421,6 +429,12 @@ pub fn encode_header(header: &TxHeaderRec) -> Result<Vec<u8>> {
         digests: header.digests.clone(),
         chain: header.chain,
     };
+    if !header.filesystems.is_empty() {
+        let mut out = vec![HEADER_FS_FORMAT];
+        bincode::encode_into_std_write((disk, header.run, &header.filesystems), &mut out, config())
+            .map_err(|e| Error::storage("encoding a log header", e))?;
+        return Ok(out);
+    }
     match header.run {
         None => encode(&disk),
         Some(run) => {
@@ -437,7 +451,14 @@ pub fn encode_header(header: &TxHeaderRec) -> Result<Vec<u8>> {
 /// # Errors
 /// [`Error::Corrupt`] when the format byte is unknown or the bytes do not decode entirely.
 pub fn decode_header(bytes: &[u8], what: &str) -> Result<TxHeaderRec> {
+    let mut filesystems = Vec::new();
     let (disk, run) = match bytes.split_first() {
+        Some((&HEADER_FS_FORMAT, rest)) => {
+            let (disk, run, listed): (HeaderDisk, Option<u64>, Vec<IdStr>) =
+                whole(bincode::decode_from_slice(rest, config()), rest.len(), what)?;
+            filesystems = listed;
+            (disk, run)
+        }
         Some((&HEADER_RUN_FORMAT, rest)) => {
             let ((disk, run), used): ((HeaderDisk, u64), usize) =
                 bincode::decode_from_slice(rest, config())
@@ -458,6 +479,7 @@ pub fn decode_header(bytes: &[u8], what: &str) -> Result<TxHeaderRec> {
         digests: disk.digests,
         run,
         chain: disk.chain,
+        filesystems,
     })
 }
 
@@ -584,6 +606,27 @@ enum OpDisk {
         entity: IdStr,
         expected: Option<[u8; 32]>,
     },
+    /// A file's first write naming its filesystem by its place in the header's list (store
+    /// format 8, [`encode_op_in`]): `Write`'s fields, `first` as a [`FirstIn`].
+    WriteIn {
+        entity: Option<IdStr>,
+        before_tx: i64,
+        length: Option<i64>,
+        object_hash: Option<[u8; 32]>,
+        first: FirstIn,
+        size: Option<u64>,
+        spelling: Option<String>,
+        content_omitted: Option<Omitted>,
+    },
+}
+
+/// A [`FirstRec`] with a source as a format-8 body keeps it: the filesystem as its place in the
+/// log header's list ([`TxHeaderRec::filesystems`]), 1 byte where its id took 34.
+#[derive(Encode, Decode)]
+struct FirstIn {
+    object_type: TypeName,
+    filesystem: u32,
+    path: String,
 }
 
 /// The id a file's first write implies: the identity hash of its type and source.
@@ -609,7 +652,64 @@ fn implied_id(first: &FirstRec) -> Result<Option<String>> {
 /// # Errors
 /// [`Error::Storage`] when bincode fails; [`Error::InvalidInput`] for an unknown type name.
 pub fn encode_op(op: &OpRec, tx_time: i64) -> Result<Vec<u8>> {
-    let disk = match op {
+    encode(&op_disk(op, tx_time)?)
+}
+
+/// [`encode_op`] as store format 8 writes it: a first write with a source names its filesystem
+/// by its place in `filesystems` (added there when new), which the transaction's log header
+/// keeps ([`TxHeaderRec::filesystems`]); [`decode_op`] needs that list back.
+///
+/// # Errors
+/// As [`encode_op`]; [`Error::InvalidInput`] past 2^32 filesystems in one transaction.
+pub fn encode_op_in(op: &OpRec, tx_time: i64, filesystems: &mut Vec<IdStr>) -> Result<Vec<u8>> {
+    let disk = match op_disk(op, tx_time)? {
+        OpDisk::Write {
+            entity,
+            before_tx,
+            length,
+            object_hash,
+            first:
+                Some(FirstRec {
+                    object_type,
+                    source: Some((fs, path)),
+                }),
+            size,
+            spelling,
+            content_omitted,
+        } => {
+            let place = match filesystems.iter().position(|known| *known == fs) {
+                Some(place) => place,
+                None => {
+                    filesystems.push(fs);
+                    filesystems.len() - 1
+                }
+            };
+            let filesystem = u32::try_from(place).map_err(|_| {
+                Error::invalid_input("a transaction names more than 2^32 filesystems")
+            })?;
+            OpDisk::WriteIn {
+                entity,
+                before_tx,
+                length,
+                object_hash,
+                first: FirstIn {
+                    object_type,
+                    filesystem,
+                    path,
+                },
+                size,
+                spelling,
+                content_omitted,
+            }
+        }
+        other => other,
+    };
+    encode(&disk)
+}
+
+/// The stored form of `op` at `tx_time`, filesystems named in full.
+fn op_disk(op: &OpRec, tx_time: i64) -> Result<OpDisk> {
+    Ok(match op {
         OpRec::Write(w) => {
             let implied = match &w.first {
                 Some(first) => implied_id(first)?,
@@ -633,16 +733,18 @@ pub fn encode_op(op: &OpRec, tx_time: i64) -> Result<Vec<u8>> {
             entity: entity.clone(),
             expected: *expected,
         },
-    };
-    encode(&disk)
+    })
 }
 
-/// Decodes an op body of a transaction at `tx_time` (µs); `what` names it for the error.
+/// Decodes an op body of a transaction at `tx_time` (µs) whose log header lists
+/// `filesystems` ([`TxHeaderRec::filesystems`]: a body of [`encode_op_in`] names its file's
+/// filesystem by its place there); `what` names it for the error.
 ///
 /// # Errors
-/// [`Error::Corrupt`] when the bytes do not decode or a write names no entity and implies none.
-pub fn decode_op(bytes: &[u8], tx_time: i64, what: &str) -> Result<OpRec> {
-    decode_op_of(bytes, tx_time, what, None)
+/// [`Error::Corrupt`] when the bytes do not decode, a write names no entity and implies none,
+/// or it names a filesystem past the list's end.
+pub fn decode_op(bytes: &[u8], tx_time: i64, filesystems: &[IdStr], what: &str) -> Result<OpRec> {
+    decode_op_of(bytes, tx_time, filesystems, what, None)
 }
 
 /// [`decode_op`] for a read that expects the op to write entity `expected`: a body whose entity
@@ -656,10 +758,45 @@ pub fn decode_op(bytes: &[u8], tx_time: i64, what: &str) -> Result<OpRec> {
 pub fn decode_op_of(
     bytes: &[u8],
     tx_time: i64,
+    filesystems: &[IdStr],
     what: &str,
     expected: Option<&str>,
 ) -> Result<OpRec> {
-    Ok(match decode::<OpDisk>(bytes, what)? {
+    let disk = match decode::<OpDisk>(bytes, what)? {
+        OpDisk::WriteIn {
+            entity,
+            before_tx,
+            length,
+            object_hash,
+            first,
+            size,
+            spelling,
+            content_omitted,
+        } => {
+            let fs = filesystems.get(first.filesystem as usize).ok_or_else(|| {
+                Error::corrupt(format!(
+                    "{what} names filesystem {} of its log header's {}",
+                    first.filesystem,
+                    filesystems.len()
+                ))
+            })?;
+            OpDisk::Write {
+                entity,
+                before_tx,
+                length,
+                object_hash,
+                first: Some(FirstRec {
+                    object_type: first.object_type,
+                    source: Some((fs.clone(), first.path)),
+                }),
+                size,
+                spelling,
+                content_omitted,
+            }
+        }
+        other => other,
+    };
+    Ok(match disk {
         OpDisk::Write {
             entity,
             before_tx,
@@ -701,6 +838,9 @@ pub fn decode_op_of(
         }
         OpDisk::Evict { entity } => OpRec::Evict { entity },
         OpDisk::Match { entity, expected } => OpRec::Match { entity, expected },
+        OpDisk::WriteIn { .. } => {
+            return Err(Error::corrupt(format!("{what} did not decode")));
+        }
     })
 }
 
@@ -1291,6 +1431,7 @@ mod tests {
             digests: vec![[1; 32], [2; 32]],
             run: None,
             chain: [9; 32],
+            filesystems: Vec::new(),
         };
         let before = encode(&HeaderBeforeRuns {
             tx_time: header.tx_time,
@@ -1358,7 +1499,7 @@ mod tests {
             .iter()
             .map(|op| {
                 let bytes = encode_op(op, tx_time)?;
-                assert_eq!(&decode_op(&bytes, tx_time, "op")?, op);
+                assert_eq!(&decode_op(&bytes, tx_time, &[], "op")?, op);
                 Ok(bytes.len())
             })
             .collect::<Result<Vec<_>>>()?;
@@ -1376,14 +1517,111 @@ mod tests {
             content_omitted: None,
         })?;
         assert!(matches!(
-            decode_op(&orphan, tx_time, "op"),
+            decode_op(&orphan, tx_time, &[], "op"),
             Err(Error::Corrupt { .. })
         ));
         let mut bad_type = encode_op(&ops[0], tx_time)?;
         let at = bad_type.len() - 1 - 1 - 1 - 2 - 1 - 12 - 1 - 33 - 1 - 1;
         assert_eq!(bad_type[at], 0, "the type byte of a file");
         bad_type[at] = 9;
-        assert!(decode_op(&bad_type, tx_time, "op").is_err());
+        assert!(decode_op(&bad_type, tx_time, &[], "op").is_err());
+        Ok(())
+    }
+
+    /// Format 8's bodies: a first write with a source names its filesystem by its place in
+    /// the header's list (35 bytes fewer for a hash id), each filesystem listed once; every
+    /// other op is stored as before; a place past the list is corrupt; a header with a list
+    /// round-trips in its own format, and its chain JSON does not see the list.
+    #[test]
+    fn format_8_bodies_name_their_filesystem_in_the_header() -> Result<()> {
+        let (fs1, fs2) = ("ab".repeat(32), "fs".to_string());
+        let write = |fs: &str, path: &str, creates: bool| -> Result<OpRec> {
+            let first = FirstRec {
+                object_type: ObjectType::File.into(),
+                source: Some((IdStr::from(fs), path.to_string())),
+            };
+            let id = implied_id(&first)?.unwrap_or_default();
+            Ok(OpRec::Write(WriteRec {
+                entity: id.as_str().into(),
+                valid_from: 1_700_000_000_000_000,
+                valid_to: None,
+                object_hash: Some([3; 32]),
+                first: creates.then_some(first),
+                size: None,
+                spelling: Some("/A.rs".into()),
+                content_omitted: None,
+            }))
+        };
+        let tx_time = 1_700_000_000_000_123;
+        let ops = [
+            write(&fs1, "/a.rs", true)?,
+            write(&fs2, "/b.rs", true)?,
+            write(&fs1, "/c.rs", true)?,
+            write(&fs1, "/a.rs", false)?,
+            OpRec::Match {
+                entity: "system_prompt:x".into(),
+                expected: Some([4; 32]),
+            },
+        ];
+        let mut listed = Vec::new();
+        let mut bodies = Vec::new();
+        for op in &ops {
+            bodies.push(encode_op_in(op, tx_time, &mut listed)?);
+        }
+        assert_eq!(listed, [IdStr(fs1.clone()), IdStr(fs2)]);
+        for (op, body) in ops.iter().zip(&bodies) {
+            assert_eq!(&decode_op(body, tx_time, &listed, "op")?, op);
+        }
+        let old = encode_op(&ops[0], tx_time)?;
+        assert_eq!(bodies[0].len() + 35, old.len(), "a hash id: 35 bytes fewer");
+        assert_eq!(
+            bodies[3],
+            encode_op(&ops[3], tx_time)?,
+            "a later write as before"
+        );
+        assert_eq!(bodies[4], encode_op(&ops[4], tx_time)?);
+        // An old body decodes with or without a list.
+        assert_eq!(decode_op(&old, tx_time, &listed, "op")?, ops[0]);
+        assert_eq!(decode_op(&old, tx_time, &[], "op")?, ops[0]);
+        // Without its list, or past its end, a format-8 body is corrupt.
+        assert!(matches!(
+            decode_op(&bodies[1], tx_time, &listed[..1], "op"),
+            Err(Error::Corrupt { .. })
+        ));
+        assert!(decode_op(&bodies[0], tx_time, &[], "op").is_err());
+        let header = TxHeaderRec {
+            tx_time,
+            origin: "indexer".into(),
+            digests: vec![[1; 32]; 5],
+            run: Some(3),
+            chain: [9; 32],
+            filesystems: listed.clone(),
+        };
+        let bytes = encode_header(&header)?;
+        assert_eq!(bytes[0], HEADER_FS_FORMAT);
+        assert_eq!(decode_header(&bytes, "h")?, header);
+        for run in [None, Some(3)] {
+            let plain = TxHeaderRec {
+                filesystems: Vec::new(),
+                run,
+                ..header.clone()
+            };
+            let with = TxHeaderRec {
+                run,
+                ..header.clone()
+            };
+            assert_eq!(decode_header(&encode_header(&with)?, "h")?, with);
+            assert_ne!(encode_header(&plain)?[0], HEADER_FS_FORMAT);
+            assert_eq!(
+                crate::store::log::header_json(7, &plain),
+                crate::store::log::header_json(7, &with),
+                "the chain does not hash the list"
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode_header(&longer, "h").is_err());
+        assert!(decode_header(&bytes[..bytes.len() - 1], "h").is_err());
         Ok(())
     }
 

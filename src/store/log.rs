@@ -337,6 +337,7 @@ pub(crate) fn seal_header(
         digests,
         run: origin.run_of(TxId(tx_id)).map(|run| run.0),
         chain: [0; 32],
+        filesystems: Vec::new(),
     };
     header.chain = next_chain(previous, tx_id, &header)?;
     Ok(header)

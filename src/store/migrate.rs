@@ -109,6 +109,7 @@ impl ReplayRecord {
                 digests: record.ops.iter().map(|op| op.digest).collect(),
                 run: record.run.map(|run| run.0),
                 chain: record.chain,
+                filesystems: Vec::new(),
             },
             ops,
         })

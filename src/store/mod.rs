@@ -70,8 +70,9 @@ pub fn cores() -> usize {
 /// The format version of the store file this build reads and writes (1: blobs in LZ4; 2: blobs
 /// in zstd; 3: compact metadata records; 4: log headers may name their index run; 5: leaner
 /// metadata rows, see docs/store.md "format 5"; 6: a file's source once, in `entity_ids`; 7:
-/// blob chunks of 4 080 bytes in new stores, the size in `meta`).
-pub const FORMAT_VERSION: u32 = 7;
+/// blob chunks of 4 080 bytes in new stores, the size in `meta`; 8: a first write's filesystem
+/// named once per transaction, in its log header).
+pub const FORMAT_VERSION: u32 = 8;
 /// The store file's name inside the store directory.
 pub const DB_FILE: &str = "store.redb";
 /// The file in a store directory that says the store lives in PostgreSQL: its URL (with

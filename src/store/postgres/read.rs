@@ -456,7 +456,12 @@ pub(super) fn log(
 
 /// Op body `n` of tx `tx` decoded and checked against its digest.
 pub(super) fn checked_body(bytes: &[u8], tx: u64, n: u32, header: &TxHeaderRec) -> Result<OpRec> {
-    let op = codec::decode_op(bytes, header.tx_time, &format!("op {n} of tx {tx}"))?;
+    let op = codec::decode_op(
+        bytes,
+        header.tx_time,
+        &header.filesystems,
+        &format!("op {n} of tx {tx}"),
+    )?;
     let digest = log::op_digest(&op)?;
     if header.digests.get(n as usize) != Some(&digest) {
         return Err(Error::corrupt(format!(

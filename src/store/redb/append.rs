@@ -29,6 +29,10 @@ impl RedbStore {
                     None => record.check_follows(0, &[0; 32], None)?,
                 }
                 let (tx, tx_time) = (record.tx, record.header.tx_time);
+                // Its bodies as this store writes them (format 8): the header lists the
+                // filesystems of their first writes, outside what the chain hashes.
+                let mut header = record.header.clone();
+                header.filesystems.clear();
                 for (n, op) in record.ops.iter().enumerate() {
                     let n = n as u32;
                     match op {
@@ -40,7 +44,11 @@ impl RedbStore {
                             }
                             w.apply(tx, tx_time, n, op)?;
                             w.tx_ops
-                                .insert((tx, n), codec::encode_op(op, tx_time)?.as_slice())
+                                .insert(
+                                    (tx, n),
+                                    codec::encode_op_in(op, tx_time, &mut header.filesystems)?
+                                        .as_slice(),
+                                )
                                 .db()?;
                         }
                         ReplayOp::Evicted { by } => {
@@ -50,10 +58,10 @@ impl RedbStore {
                 }
                 w.end_tx()?;
                 w.tx_log
-                    .insert(tx, codec::encode_header(&record.header)?.as_slice())
+                    .insert(tx, codec::encode_header(&header)?.as_slice())
                     .db()?;
                 w.finish()?;
-                head = Some((tx, record.header.clone()));
+                head = Some((tx, header));
             }
         }
         wtx.commit().db()

@@ -92,6 +92,7 @@ impl RedbStore {
                 EVICTIONS_SINCE,
                 BY_TX_OMITTED_SINCE,
                 SOURCES_IN_IDS_SINCE,
+                FS_IN_HEADERS_SINCE,
                 BLOB_CHUNK_KEY,
             ] {
                 if from.get(key).db()?.is_none() {

@@ -77,10 +77,14 @@ impl WriteTables<'_> {
             let Some(header) = self.tx_log.get(tx).db()?.map(|v| v.value().to_vec()) else {
                 continue;
             };
-            let tx_time = codec::decode_header(&header, "tx header")?.tx_time;
+            let header = codec::decode_header(&header, "tx header")?;
             if let Some(body) = self.tx_ops.get((tx, n)).db()?.map(|v| v.value().to_vec())
-                && let OpRec::Match { entity, .. } =
-                    codec::decode_op(&body, tx_time, &format!("op {n} of tx {tx}"))?
+                && let OpRec::Match { entity, .. } = codec::decode_op(
+                    &body,
+                    header.tx_time,
+                    &header.filesystems,
+                    &format!("op {n} of tx {tx}"),
+                )?
                 && entity.0 == id
             {
                 matches.push((e, tx, n));

@@ -252,7 +252,7 @@ impl Check {
                 )));
                 continue;
             };
-            let op = match codec::decode_op(&bytes, header.tx_time, &subject) {
+            let op = match codec::decode_op(&bytes, header.tx_time, &header.filesystems, &subject) {
                 Ok(op) => op,
                 Err(e) => {
                     self.push(at(finding("op_unreadable", subject, e.to_string())));

@@ -111,17 +111,22 @@ impl RedbStore {
                 let (k, v) = entry.db()?;
                 let header =
                     codec::decode_header(v.value(), &format!("header of tx {}", k.value()))?;
-                headers.push((k.value(), header.tx_time, header.digests));
+                headers.push((k.value(), header));
             }
-            for (tx, tx_time, digests) in headers {
-                for (n, digest) in (0u32..).zip(&digests) {
+            for (tx, header) in headers {
+                let tx_time = header.tx_time;
+                for (n, digest) in (0u32..).zip(&header.digests) {
                     let body = w.tx_ops.get((tx, n)).db()?.map(|v| v.value().to_vec());
                     let Some(body) = body else { continue };
                     // A body that does not decode or hash to its digest is damage: replaying it
                     // would write what the damage made of it (another path, another time). It
                     // is left out; fsck goes on naming it, and salvage keeps what verifies.
-                    let Ok(op) = codec::decode_op(&body, tx_time, &format!("op {n} of tx {tx}"))
-                    else {
+                    let Ok(op) = codec::decode_op(
+                        &body,
+                        tx_time,
+                        &header.filesystems,
+                        &format!("op {n} of tx {tx}"),
+                    ) else {
                         continue;
                     };
                     if crate::store::log::op_digest(&op)? != *digest {

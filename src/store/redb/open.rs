@@ -10,7 +10,7 @@ use crate::store::private;
 
 /// The older format versions a read-write open upgrades in place (see
 /// [`RedbStore::check_format`]): their rows are read as they are.
-const UPGRADES_FROM: [u32; 4] = [3, 4, 5, 6];
+const UPGRADES_FROM: [u32; 5] = [3, 4, 5, 6, 7];
 
 /// A transaction of a store's handle, counted while it lives so that the handle is never
 /// reopened under it ([`RedbStore::reopen`]). It derefs to the redb transaction.
@@ -342,6 +342,8 @@ impl RedbStore {
                     .db()?;
                 meta.insert(SOURCES_IN_IDS_SINCE, 1u64.to_le_bytes().as_slice())
                     .db()?;
+                meta.insert(FS_IN_HEADERS_SINCE, 1u64.to_le_bytes().as_slice())
+                    .db()?;
                 meta.insert(BLOB_CHUNK_KEY, BLOB_CHUNK.to_le_bytes().as_slice())
                     .db()?;
             }
@@ -352,10 +354,11 @@ impl RedbStore {
     }
 
     /// Refuses a file that is not a strata store or has another format version; a format 3, 4,
-    /// 5 or 6 file is read as it is, and marked format 7 when opened to write (its later writes
-    /// use format 5's and 6's rows, `meta[BY_TX_OMITTED_SINCE]` and
-    /// `meta[SOURCES_IN_IDS_SINCE]` saying from which transaction on; its blob stream keeps its
-    /// 4 032-byte chunks, `meta` having no `BLOB_CHUNK_KEY`).
+    /// 5, 6 or 7 file is read as it is, and marked format 8 when opened to write (its later
+    /// writes use format 5's, 6's and 8's rows, `meta[BY_TX_OMITTED_SINCE]`,
+    /// `meta[SOURCES_IN_IDS_SINCE]` and `meta[FS_IN_HEADERS_SINCE]` saying from which
+    /// transaction on; its blob stream keeps its 4 032-byte chunks when `meta` has no
+    /// `BLOB_CHUNK_KEY`).
     pub(super) fn check_format(&self, path: &Path) -> Result<()> {
         let tx = self.handle().begin_read().db()?;
         let meta = tx.open_table(META).map_err(|e| {
@@ -378,8 +381,9 @@ impl RedbStore {
             // `versions_by_tx` row of a first write of one row from the transaction that
             // `BY_TX_OMITTED_SINCE` names on, format 6 keeps a new file's source once from the
             // one `SOURCES_IN_IDS_SINCE` names on, and format 7 reads the chunk size in `meta`
-            // (4 032 bytes without it), so an older file is a valid format 7 file once those
-            // keys say "after the last transaction". It is marked on its first
+            // (4 032 bytes without it), and format 8 names a first write's filesystem in its
+            // log header (a header and a body say their own form), so an older file is a valid
+            // format 8 file once those keys say "after the last transaction". It is marked on its first
             // read-write open so that builds that cannot read the new rows refuse it instead
             // of answering wrong.
             let numbered = !matches!(
@@ -404,7 +408,11 @@ impl RedbStore {
                 let mut meta = wtx.open_table(META).db()?;
                 meta.insert("format_version", FORMAT_VERSION.to_le_bytes().as_slice())
                     .db()?;
-                for key in [BY_TX_OMITTED_SINCE, SOURCES_IN_IDS_SINCE] {
+                for key in [
+                    BY_TX_OMITTED_SINCE,
+                    SOURCES_IN_IDS_SINCE,
+                    FS_IN_HEADERS_SINCE,
+                ] {
                     if meta.get(key).db()?.is_none() {
                         meta.insert(key, next.to_le_bytes().as_slice()).db()?;
                     }
@@ -1062,6 +1070,180 @@ mod tests {
         assert!(Backend::version_info(&store, &id, None, None)?.is_some());
         assert_eq!(store.reopens.load(Ordering::SeqCst), 2);
         assert!(!store.reopen_pending.load(Ordering::SeqCst));
+        Ok(())
+    }
+
+    /// Rewrites the store file at `path` as format 7 wrote it: every op body naming its file's
+    /// filesystem in full, no header listing filesystems, no `meta[FS_IN_HEADERS_SINCE]`.
+    fn make_format_7(path: &Path) -> Result<()> {
+        let db = Database::open(path.join(DB_FILE)).db()?;
+        let wtx = db.begin_write().db()?;
+        {
+            let mut log = wtx.open_table(TX_LOG).db()?;
+            let mut ops = wtx.open_table(TX_OPS).db()?;
+            let mut headers = Vec::new();
+            for entry in log.iter().db()? {
+                let (k, v) = entry.db()?;
+                headers.push((k.value(), codec::decode_header(v.value(), "h")?));
+            }
+            for (tx, mut header) in headers {
+                for n in 0..header.digests.len() as u32 {
+                    let body = ops.get((tx, n)).db()?.map(|v| v.value().to_vec());
+                    let Some(body) = body else { continue };
+                    let op = codec::decode_op(&body, header.tx_time, &header.filesystems, "op")?;
+                    ops.insert((tx, n), codec::encode_op(&op, header.tx_time)?.as_slice())
+                        .db()?;
+                }
+                header.filesystems.clear();
+                log.insert(tx, codec::encode_header(&header)?.as_slice())
+                    .db()?;
+            }
+            let mut meta = wtx.open_table(META).db()?;
+            meta.insert("format_version", 7u32.to_le_bytes().as_slice())
+                .db()?;
+            meta.remove(FS_IN_HEADERS_SINCE).db()?;
+        }
+        wtx.commit().db()
+    }
+
+    /// The filesystems each transaction's log header lists, and the store's format version
+    /// and `meta[FS_IN_HEADERS_SINCE]`.
+    fn listed(path: &Path) -> Result<(Vec<usize>, u32, Option<u64>)> {
+        let db = ReadOnlyDatabase::open(path.join(DB_FILE)).db()?;
+        let rtx = db.begin_read().db()?;
+        let mut lists = Vec::new();
+        for entry in rtx.open_table(TX_LOG).db()?.iter().db()? {
+            let (_, v) = entry.db()?;
+            lists.push(codec::decode_header(v.value(), "h")?.filesystems.len());
+        }
+        let meta = rtx.open_table(META).db()?;
+        let version = match meta.get("format_version").db()? {
+            Some(v) => v.value().first().copied().map_or(0, u32::from),
+            None => 0,
+        };
+        let since = match meta.get(FS_IN_HEADERS_SINCE).db()? {
+            Some(_) => Some(read_counter(&meta, FS_IN_HEADERS_SINCE)?),
+            None => None,
+        };
+        Ok((lists, version, since))
+    }
+
+    /// A format-7 store (bodies naming their filesystem in full) reads as it is, is marked
+    /// format 8 at its first read-write open, writes format 8's bodies after its last
+    /// transaction only, and its log, answers, fsck, rebuild, backup and salvage hold.
+    #[test]
+    fn a_format_7_store_reads_as_it_is_and_lists_filesystems_from_its_next_tx() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = tmp.path().join("s");
+        let fs1 = "ab".repeat(32);
+        let file = |fs: &str, p: &str, text: &str| {
+            Object::file_text(
+                FilesystemSource {
+                    filesystem_id: fs.into(),
+                    path: p.into(),
+                },
+                text.into(),
+            )
+        };
+        let (a, b, c) = (
+            file(&fs1, "/a.rs", "a1")?,
+            file("fs", "/b.rs", "b1")?,
+            file(&fs1, "/c.rs", "c1")?,
+        );
+        let ids = [a.id().to_string(), b.id().to_string(), c.id().to_string()];
+        {
+            let store = RedbStore::create(&path)?;
+            store.transact(vec![Op::put(a), Op::put(b)], Origin::Cli)?;
+            store.transact(vec![Op::put(c)], Origin::Cli)?;
+        }
+        assert_eq!(listed(&path)?, (vec![2, 1], FORMAT_VERSION, Some(1)));
+        let made = RedbStore::open_read_only(&path)?.log(None, usize::MAX)?;
+        make_format_7(&path)?;
+        assert_eq!(listed(&path)?, (vec![0, 0], 7, None));
+        let answers = |store: &RedbStore| -> Result<Vec<Option<String>>> {
+            ids.iter()
+                .map(|id| match store.as_of(id, None, None) {
+                    Ok(v) => Ok(v
+                        .and_then(|v| v.object)
+                        .and_then(|o| o.content().map(str::to_string))),
+                    Err(Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                })
+                .collect()
+        };
+        {
+            let store = RedbStore::open_read_only(&path)?;
+            assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+            assert_eq!(
+                store.log(None, usize::MAX)?,
+                made,
+                "the same log, chain and digests"
+            );
+            assert_eq!(
+                answers(&store)?,
+                [Some("a1".into()), Some("b1".into()), Some("c1".into())]
+            );
+            let copy = tmp.path().join("copy");
+            let report = store.backup(&copy)?;
+            assert!(report.findings.is_empty(), "{:?}", report.findings);
+            assert_eq!(
+                listed(&copy)?.2,
+                None,
+                "the copy keeps the bodies as they are"
+            );
+        }
+        assert_eq!(listed(&path)?.1, 7, "a reader changes nothing");
+        let d = file(&fs1, "/d.rs", "d1")?;
+        let d_id = d.id().to_string();
+        {
+            drop(RedbStore::open(&path)?);
+            assert_eq!(listed(&path)?, (vec![0, 0], FORMAT_VERSION, Some(3)));
+            let store = RedbStore::open(&path)?;
+            store.transact(
+                vec![Op::put(d), Op::put(file(&fs1, "/a.rs", "a2")?)],
+                Origin::Cli,
+            )?;
+            store.evict(&ids[1], Origin::Cli)?;
+            assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+            let chained = |log: &[crate::store::TxRecord]| -> Vec<([u8; 32], Vec<[u8; 32]>)> {
+                log.iter()
+                    .map(|r| (r.chain, r.ops.iter().map(|op| op.digest).collect()))
+                    .collect()
+            };
+            assert_eq!(
+                chained(&store.log(None, 2)?),
+                chained(&made),
+                "the old records chain as they did (b's body evicted since)"
+            );
+            assert_eq!(
+                answers(&store)?,
+                [Some("a2".into()), None, Some("c1".into())]
+            );
+            store.fsck_rebuild()?;
+            assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+            assert_eq!(
+                answers(&store)?,
+                [Some("a2".into()), None, Some("c1".into())]
+            );
+        }
+        assert_eq!(listed(&path)?, (vec![0, 0, 1, 0], FORMAT_VERSION, Some(3)));
+        let new = tmp.path().join("salvaged");
+        let report = RedbStore::salvage(&path, &new, &|_| None)?;
+        assert!(report.findings.is_empty(), "{:?}", report.findings);
+        let salvaged = RedbStore::open(&new)?;
+        assert!(salvaged.fsck().is_empty(), "{:?}", salvaged.fsck());
+        assert_eq!(
+            salvaged.log(None, usize::MAX)?,
+            RedbStore::open_read_only(&path)?.log(None, usize::MAX)?
+        );
+        assert!(salvaged.as_of(&d_id, None, None)?.is_some());
+        drop(salvaged);
+        // b's body evicted: tx 1 keeps a's first write alone.
+        assert_eq!(
+            listed(&new)?.0,
+            [1, 1, 1, 0],
+            "salvage writes format 8's bodies"
+        );
         Ok(())
     }
 }

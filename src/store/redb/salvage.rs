@@ -726,8 +726,15 @@ impl Source {
             }
         }
         for ((tx, n), found) in &scan.bodies {
+            // A format-8 first write names its filesystem in its log header: without a
+            // readable header it names no file here (its header would also be what verifies
+            // it).
+            let listed = match self.headers.get(tx) {
+                Some(Ok(header)) => header.filesystems.as_slice(),
+                _ => &[],
+            };
             for bytes in found {
-                let Ok(op) = codec::decode_op(bytes, 0, "a scanned op") else {
+                let Ok(op) = codec::decode_op(bytes, 0, listed, "a scanned op") else {
                     continue;
                 };
                 if let OpRec::Write(write) = &op
@@ -758,17 +765,22 @@ impl Source {
         header: &TxHeaderRec,
     ) -> Option<std::result::Result<OpRec, String>> {
         let bytes = self.bodies.get(&(tx, n))?;
-        let checked = codec::decode_op(bytes, header.tx_time, &format!("op {n} of tx {tx}"))
-            .and_then(|op| {
-                let digest = log::op_digest(&op)?;
-                if header.digests.get(n as usize) == Some(&digest) {
-                    Ok(op)
-                } else {
-                    Err(Error::corrupt(format!(
-                        "op {n} of tx {tx} does not hash to the digest its log record holds"
-                    )))
-                }
-            });
+        let checked = codec::decode_op(
+            bytes,
+            header.tx_time,
+            &header.filesystems,
+            &format!("op {n} of tx {tx}"),
+        )
+        .and_then(|op| {
+            let digest = log::op_digest(&op)?;
+            if header.digests.get(n as usize) == Some(&digest) {
+                Ok(op)
+            } else {
+                Err(Error::corrupt(format!(
+                    "op {n} of tx {tx} does not hash to the digest its log record holds"
+                )))
+            }
+        });
         Some(checked.map_err(|e| e.to_string()))
     }
 
@@ -1178,10 +1190,13 @@ impl RedbStore {
                             digests: Vec::new(),
                             run: None,
                             chain: [0u8; 32],
+                            filesystems: Vec::new(),
                         }
                     }
                 };
                 let mut digests = Vec::new();
+                // The filesystems of the kept bodies' first writes, in the new record (format 8).
+                let mut filesystems = Vec::new();
                 for n in 0..header.digests.len() as u32 {
                     let new_n = digests.len() as u32;
                     let digest = header.digests[n as usize];
@@ -1200,6 +1215,13 @@ impl RedbStore {
                                 salvage.report.ops_lost += 1;
                                 continue;
                             }
+                            w.tx_ops
+                                .insert(
+                                    (tx, new_n),
+                                    codec::encode_op_in(&op, header.tx_time, &mut filesystems)?
+                                        .as_slice(),
+                                )
+                                .db()?;
                             digests.push(digest);
                             salvage.report.ops += 1;
                         }
@@ -1239,6 +1261,7 @@ impl RedbStore {
                     digests,
                     run: header.run,
                     chain: [0u8; 32],
+                    filesystems,
                 };
                 record.chain = log::next_chain(&chain, tx, &record)?;
                 chain = record.chain;
@@ -1259,7 +1282,7 @@ impl RedbStore {
     }
 
     /// Applies verified op `op` (index `n` in the new record of `tx`), copying the document it
-    /// puts; `Some(why)` when it cannot be kept.
+    /// puts; `Some(why)` when it cannot be kept. The caller stores its body.
     #[allow(clippy::too_many_arguments)]
     fn place(
         &self,
@@ -1324,9 +1347,6 @@ impl RedbStore {
             }
         }
         w.apply(tx, header.tx_time, n, op)?;
-        w.tx_ops
-            .insert((tx, n), codec::encode_op(op, header.tx_time)?.as_slice())
-            .db()?;
         Ok(None)
     }
 }
@@ -1344,7 +1364,7 @@ fn scanned_body<'s>(
         .iter()
         .map(Vec::as_slice)
         .find(|bytes| {
-            codec::decode_op(bytes, header.tx_time, "a scanned op")
+            codec::decode_op(bytes, header.tx_time, &header.filesystems, "a scanned op")
                 .and_then(|op| log::op_digest(&op))
                 .is_ok_and(|digest| digest == *want)
         })

@@ -92,6 +92,13 @@ pub const BY_TX_OMITTED_SINCE: &str = "by_tx_first_omitted_since";
 /// whole rows). Absent: every entity has its whole row.
 pub const SOURCES_IN_IDS_SINCE: &str = "file_sources_in_entity_ids_since";
 
+/// The `meta` key of the first transaction whose op bodies this store wrote as format 8 does
+/// (u64 LE): a file's first write names its filesystem by its place in the log header's list
+/// (`codec::encode_op_in`). 1 in a store made as format 8, the first transaction after the
+/// upgrade in an older store. Bodies and headers say their own form, so readers do not need
+/// it; it tells where a store's shorter bodies begin. Absent: every body names it in full.
+pub const FS_IN_HEADERS_SINCE: &str = "filesystems_in_headers_since";
+
 /// `paths`: (filesystem id as `codec::id_key`, canonical path) → eid of the file there (8
 /// fixed bytes where the 33-byte id took 37; `entity_ids` turns it into the id).
 pub const PATHS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("paths");

@@ -133,14 +133,19 @@ impl LogTables {
             )));
         };
         // The label is built only on failure: this runs once per row a resume reads.
-        let op = codec::decode_op_of(bytes.value(), header.tx_time, "op", expected).map_err(
-            |e| match e {
-                Error::Corrupt { what } => {
-                    Error::corrupt(what.replacen("op", &format!("op {n} of tx {tx}"), 1))
-                }
-                other => other,
-            },
-        )?;
+        let op = codec::decode_op_of(
+            bytes.value(),
+            header.tx_time,
+            &header.filesystems,
+            "op",
+            expected,
+        )
+        .map_err(|e| match e {
+            Error::Corrupt { what } => {
+                Error::corrupt(what.replacen("op", &format!("op {n} of tx {tx}"), 1))
+            }
+            other => other,
+        })?;
         if log::op_digest(&op)? != *digest {
             return Err(Error::corrupt(format!(
                 "op {n} of tx {tx} does not hash to the digest its log record holds; run \

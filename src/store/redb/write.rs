@@ -592,6 +592,8 @@ impl RedbStore {
             }
         }
         let mut bodies = Vec::with_capacity(ops.len());
+        // The filesystems the bodies' first writes name by number (format 8), kept in the header.
+        let mut filesystems = Vec::new();
         // An evicted file's stat cache entry goes too, so that the next scan reads it again.
         let mut evicted_paths: Vec<(String, String)> = Vec::new();
         for (n, op) in ops.iter().enumerate() {
@@ -639,7 +641,10 @@ impl RedbStore {
                 w.apply(tx, tx_time, n, &body)?;
             }
             w.tx_ops
-                .insert((tx, n), codec::encode_op(&body, tx_time)?.as_slice())
+                .insert(
+                    (tx, n),
+                    codec::encode_op_in(&body, tx_time, &mut filesystems)?.as_slice(),
+                )
                 .db()?;
             bodies.push(body);
         }
@@ -648,7 +653,8 @@ impl RedbStore {
             .iter()
             .map(log::op_digest)
             .collect::<Result<Vec<_>>>()?;
-        let header = log::seal_header(&prev_chain, tx, tx_time, origin, digests)?;
+        let mut header = log::seal_header(&prev_chain, tx, tx_time, origin, digests)?;
+        header.filesystems = filesystems;
         w.tx_log
             .insert(tx, codec::encode_header(&header)?.as_slice())
             .db()?;
