@@ -1004,6 +1004,27 @@ pub fn id_of_key(key: &[u8], what: &str) -> Result<String> {
     }
 }
 
+/// Bytes of a short `entities` key (store format 8): a hash id's tag and the first 11 bytes of
+/// its hash, where its [`id_key`] takes 33. Only a file named by its source has one (its id is
+/// its source's identity hash, so a reader checks the key against the source in `entity_ids`);
+/// a second file whose id starts with the same 88 bits keeps the whole key.
+pub const SHORT_ENTITY_KEY: usize = 12;
+
+/// The short `entities` key of the id whose [`id_key`] is `key`: `None` for an id that is not a
+/// hash (its whole key is kept).
+pub fn short_entity_key(key: &[u8]) -> Option<&[u8]> {
+    match key.split_first() {
+        Some((&ID_HASH, hash)) if hash.len() == 32 => key.get(..SHORT_ENTITY_KEY),
+        _ => None,
+    }
+}
+
+/// Whether `key` is a short `entities` key ([`SHORT_ENTITY_KEY`]), whose id is its row's source's
+/// identity hash.
+pub fn is_short_entity_key(key: &[u8]) -> bool {
+    key.len() == SHORT_ENTITY_KEY && key.first() == Some(&ID_HASH)
+}
+
 /// The record format byte of a file's entity row whose source is in `entity_ids` (store format
 /// 6): the row is this byte and the entity number (bincode varint), 2–5 bytes where the whole
 /// [`EntityRec`] with its source took ~90.

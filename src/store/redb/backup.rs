@@ -93,6 +93,7 @@ impl RedbStore {
                 BY_TX_OMITTED_SINCE,
                 SOURCES_IN_IDS_SINCE,
                 FS_IN_HEADERS_SINCE,
+                SHORT_ENTITY_KEYS_SINCE,
                 BLOB_CHUNK_KEY,
             ] {
                 if from.get(key).db()?.is_none() {

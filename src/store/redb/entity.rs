@@ -190,9 +190,250 @@ pub(crate) fn entity_of_row(t: &impl EntityTables, id: &str, row: &[u8]) -> Resu
 /// # Errors
 /// As [`entity_of_row`].
 pub(crate) fn entity_rec(t: &impl EntityTables, id: &str) -> Result<Option<EntityRec>> {
-    let row = t.entities().get(codec::id_key(id).as_slice()).db()?;
-    match row {
-        Some(row) => Ok(Some(entity_of_row(t, id, row.value())?)),
-        None => Ok(None),
+    Ok(entity_row(t, id)?.map(|(_, rec)| rec))
+}
+
+/// The `entities` key of entity `id` (its whole [`codec::id_key`], or from store format 8 a
+/// file's short key, `codec::SHORT_ENTITY_KEY`) and its whole record; `None` when the store does
+/// not know it. A short key's row is the entity's when the source `entity_ids` holds for it
+/// hashes to `id`; a hash id is looked for among the keys that start with its short key (one
+/// B-tree seek, as a lookup of the whole key).
+///
+/// # Errors
+/// As [`entity_of_row`].
+pub(crate) fn entity_row(t: &impl EntityTables, id: &str) -> Result<Option<(Vec<u8>, EntityRec)>> {
+    let full = codec::id_key(id);
+    let Some(short) = codec::short_entity_key(&full) else {
+        return match t.entities().get(full.as_slice()).db()? {
+            Some(row) => {
+                let rec = entity_of_row(t, id, row.value())?;
+                Ok(Some((full, rec)))
+            }
+            None => Ok(None),
+        };
+    };
+    for entry in t.entities().range(short..).db()? {
+        let (key, value) = entry.db()?;
+        let key = key.value();
+        if !key.starts_with(short) {
+            break;
+        }
+        if key == full.as_slice() {
+            return Ok(Some((full.clone(), entity_of_row(t, id, value.value())?)));
+        }
+        if key.len() == short.len() {
+            let rec = entity_of_row(t, id, value.value())?;
+            if source_id(&rec)?.as_deref() == Some(id) {
+                return Ok(Some((key.to_vec(), rec)));
+            }
+        }
     }
+    Ok(None)
+}
+
+/// The id a file's record implies: its source's identity hash; `None` for a record without a
+/// source or not a file.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when the source cannot be hashed.
+fn source_id(rec: &EntityRec) -> Result<Option<String>> {
+    match &rec.source {
+        Some((fs, path)) if rec.object_type.0 == ObjectType::File.as_str() => {
+            Ok(Some(codec::file_id(fs, path)?))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The id of the entity whose `entities` row is (`key`, `value`): the key's own id, or for a
+/// short key (store format 8) its source's identity hash, checked to start with the key.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the key is no id, or a short key's row names no source that hashes to
+/// an id starting with it.
+pub(crate) fn id_of_row(t: &impl EntityTables, key: &[u8], value: &[u8]) -> Result<String> {
+    if !codec::is_short_entity_key(key) {
+        return codec::id_of_key(key, "entity key");
+    }
+    let eid = match codec::decode_entity(value, "entity") {
+        Ok(StoredEntity::Sourced(eid)) => eid,
+        _ => {
+            return Err(Error::corrupt(
+                "an entity under a short key is not a file named by its source; run `strata fsck`",
+            ));
+        }
+    };
+    match id_of_eid(t, eid)? {
+        Some(id) if codec::id_key(&id).starts_with(key) => Ok(id),
+        _ => Err(Error::corrupt(format!(
+            "the entity under short key {} has no source in entity_ids that hashes to it; \
+             run `strata fsck`",
+            hex::encode(key)
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tables::{ENTITIES, ENTITY_IDS};
+    use super::super::{DB_FILE, RedbStore};
+    use super::*;
+    use crate::object::{FilesystemSource, Object, ToolStatus, ToolcallFields};
+    use crate::store::{Op, Origin};
+
+    fn file(path: &str) -> Result<Object> {
+        Object::file_text(
+            FilesystemSource {
+                filesystem_id: "ab".repeat(32),
+                path: path.into(),
+            },
+            format!("text of {path}"),
+        )
+    }
+
+    fn toolcall(id: &str) -> Result<Object> {
+        Object::toolcall(
+            id,
+            ToolcallFields {
+                tool: "grep".into(),
+                args: serde_json::Map::new(),
+                args_display: None,
+                status: ToolStatus::Fail,
+                chat_ref: "chat:s".into(),
+                file_refs: None,
+            },
+            "no match".into(),
+        )
+    }
+
+    /// The lengths of the `entities` keys, in key order.
+    fn key_lengths(store: &RedbStore) -> Result<Vec<usize>> {
+        let rtx = store.read()?;
+        let mut out = Vec::new();
+        for entry in rtx.open_table(ENTITIES).db()?.iter().db()? {
+            out.push(entry.db()?.0.value().len());
+        }
+        Ok(out)
+    }
+
+    /// Whether every id is found, by lookup and by prefix, and listed.
+    fn all_found(store: &RedbStore, ids: &[&str]) -> Result<()> {
+        let live: Vec<String> = store.live_entities()?.into_iter().map(|e| e.id).collect();
+        for id in ids {
+            assert!(store.entity_exists(id)?, "{id}");
+            assert!(store.as_of(id, None, None)?.is_some(), "{id}");
+            assert!(live.iter().any(|l| l == id), "{id} in {live:?}");
+            for n in [1, 8, 21, 22, 23, 30, 64] {
+                let found = store.ids_with_prefix(&id[..n], 100)?;
+                assert!(
+                    found.iter().any(|f| f == id),
+                    "{id} by {n} digits: {found:?}"
+                );
+                assert!(found.iter().all(|f| f.starts_with(&id[..n])), "{found:?}");
+                let mut sorted = found.clone();
+                sorted.sort();
+                assert_eq!(found, sorted);
+            }
+        }
+        Ok(())
+    }
+
+    /// A file named by its source gets a 12-byte key (format 8); an id sharing its first 88
+    /// bits keeps its whole key, before or after it; both are found by lookup, by prefix and in
+    /// the listing; a file whose short key another row holds keeps its whole key; an evict
+    /// removes the row under either key; fsck and a rebuild agree.
+    #[test]
+    fn files_get_short_keys_and_ids_sharing_their_bits_keep_whole_ones() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let store = RedbStore::create(tmp.path())?;
+        let (a, b, c) = (file("/a.rs")?, file("/b.rs")?, file("/c.rs")?);
+        let ids = [a.id().to_string(), b.id().to_string(), c.id().to_string()];
+        let twin_of =
+            |id: &str, fill: char| format!("{}{}", &id[..22], fill.to_string().repeat(42));
+        let (low, high) = (twin_of(&ids[0], '0'), twin_of(&ids[0], 'f'));
+        store.transact(vec![Op::put(toolcall(&low)?)], Origin::Cli)?;
+        store.transact(vec![Op::put(a), Op::put(toolcall(&high)?)], Origin::Cli)?;
+        let mut lengths = key_lengths(&store)?;
+        lengths.sort();
+        assert_eq!(lengths, [SHORT_KEY, 33, 33]);
+        all_found(&store, &[&ids[0], &low, &high])?;
+        assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        // c's short key held by a row naming a (as a file whose id shared c's bits would).
+        let short = codec::id_key(&ids[2])[..SHORT_KEY].to_vec();
+        {
+            let wtx = store.begin_write()?;
+            {
+                let rtx_eid = {
+                    let entities = wtx.open_table(ENTITIES).db()?;
+                    let key = codec::id_key(&ids[0])[..SHORT_KEY].to_vec();
+                    let row = entities
+                        .get(key.as_slice())
+                        .db()?
+                        .map(|v| v.value().to_vec());
+                    row.ok_or_else(|| Error::invariant("a's short row"))?
+                };
+                let mut entities = wtx.open_table(ENTITIES).db()?;
+                entities.insert(short.as_slice(), rtx_eid.as_slice()).db()?;
+            }
+            wtx.commit().db()?;
+        }
+        store.transact(vec![Op::put(b), Op::put(c)], Origin::Cli)?;
+        let mut lengths = key_lengths(&store)?;
+        lengths.sort();
+        assert_eq!(lengths, [SHORT_KEY, SHORT_KEY, SHORT_KEY, 33, 33, 33]);
+        for id in [&ids[0], &ids[1], &ids[2], &low, &high] {
+            assert!(store.entity_exists(id)?, "{id}");
+            assert!(store.as_of(id, None, None)?.is_some(), "{id}");
+        }
+        // The row (which names a file whose id does not start with its key) is damage to a
+        // listing; without it, every entity is found.
+        assert!(matches!(store.live_entities(), Err(Error::Corrupt { .. })));
+        {
+            let wtx = store.begin_write()?;
+            wtx.open_table(ENTITIES)
+                .db()?
+                .remove(short.as_slice())
+                .db()?;
+            wtx.commit().db()?;
+        }
+        all_found(&store, &[&ids[0], &ids[1], &ids[2], &low, &high])?;
+        store.evict(&ids[2], Origin::Cli)?;
+        assert!(!store.entity_exists(&ids[2])?);
+        assert_eq!(key_lengths(&store)?.len(), 4, "c's whole key went");
+        all_found(&store, &[&ids[0], &ids[1], &low, &high])?;
+        assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        store.evict(&ids[0], Origin::Cli)?;
+        all_found(&store, &[&ids[1], &low, &high])?;
+        assert!(!store.entity_exists(&ids[0])?);
+        store.fsck_rebuild()?;
+        assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        all_found(&store, &[&ids[1], &low, &high])?;
+        // A short key whose row names a source of another id is damage a reader names.
+        {
+            let wtx = store.begin_write()?;
+            {
+                let mut entity_ids = wtx.open_table(ENTITY_IDS).db()?;
+                let eid = store_eid(&store, &ids[1])?;
+                let other = codec::encode_entity_source(&codec::id_key(&"ab".repeat(32)), "/z")?;
+                entity_ids.insert(eid, other.as_slice()).db()?;
+            }
+            wtx.commit().db()?;
+        }
+        assert!(matches!(store.live_entities(), Err(Error::Corrupt { .. })));
+        assert!(!store.fsck().is_empty());
+        drop(store);
+        assert!(tmp.path().join(DB_FILE).exists());
+        Ok(())
+    }
+
+    /// The number of entity `id`.
+    fn store_eid(store: &RedbStore, id: &str) -> Result<u64> {
+        let rtx = store.read()?;
+        let entities = ReadEntities::open(&rtx)?;
+        entity_rec(&entities, id)?
+            .map(|rec| rec.eid)
+            .ok_or_else(|| Error::invariant("no such entity"))
+    }
+
+    const SHORT_KEY: usize = codec::SHORT_ENTITY_KEY;
 }

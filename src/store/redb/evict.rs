@@ -98,7 +98,7 @@ impl WriteTables<'_> {
             self.tx_ops.remove((op_tx, n)).db()?;
             self.evicted_ops.insert((op_tx, n), tx).db()?;
         }
-        self.entities.remove(codec::id_key(id).as_slice()).db()?;
+        self.remove_entity_row(id)?;
         self.entity_ids.remove(eid).db()?;
         self.next_eid = None;
         if let Some((filesystem_id, path)) = &rec.source {
@@ -113,6 +113,14 @@ impl WriteTables<'_> {
     }
 
     /// The keys of the match ops made while entity `eid` existed.
+    /// Removes entity `id`'s `entities` row, under whichever key it has (`entity::entity_row`).
+    fn remove_entity_row(&mut self, id: &str) -> Result<()> {
+        if let Some((key, _)) = super::entity::entity_row(self, id)? {
+            self.entities.remove(key.as_slice()).db()?;
+        }
+        Ok(())
+    }
+
     fn match_keys(&self, eid: u64) -> Result<Vec<(u64, u64, u32)>> {
         let mut keys = Vec::new();
         for entry in self
@@ -183,7 +191,7 @@ impl WriteTables<'_> {
         for (op_tx, n) in ops {
             self.evicted_ops.insert((op_tx, n), tx).db()?;
         }
-        self.entities.remove(codec::id_key(id).as_slice()).db()?;
+        self.remove_entity_row(id)?;
         self.entity_ids.remove(eid).db()?;
         self.next_eid = None;
         if let Some((filesystem_id, path)) = &rec.source {

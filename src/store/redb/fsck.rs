@@ -86,6 +86,8 @@ struct Check {
     by_tx_since: u64,
     /// The store's `meta[SOURCES_IN_IDS_SINCE]`, which the replay writes by.
     sources_since: u64,
+    /// The store's `meta[SHORT_ENTITY_KEYS_SINCE]`, which the replay writes by.
+    short_since: u64,
 }
 
 impl Check {
@@ -218,6 +220,7 @@ impl Check {
         let meta = rtx.open_table(META).db()?;
         self.by_tx_since = by_tx_omitted_since(&meta)?;
         self.sources_since = sources_in_ids_since(&meta)?;
+        self.short_since = short_keys_since(&meta)?;
         let mut present = HashSet::new();
         for entry in tx_ops.iter().db()? {
             let (key, value) = entry.db()?;
@@ -488,6 +491,7 @@ impl Check {
             w.eid_hints = std::mem::take(&mut self.eid_hints);
             w.by_tx_since = self.by_tx_since;
             w.sources_since = self.sources_since;
+            w.short_since = self.short_since;
             w.register_filesystems = rtx.open_table(FILESYSTEMS).is_ok();
             for (hash, (seq, _, file_blob)) in &self.doc_index {
                 w.docs.index.insert(hash, (*seq, 0, *file_blob)).db()?;
@@ -539,7 +543,7 @@ impl Check {
         let entities = ReadEntities::open(&rtx)?;
         for entry in entities.entities.iter().db()? {
             let (key, value) = entry.db()?;
-            let id = codec::id_of_key(key.value(), "entity key")?;
+            let id = super::entity::id_of_row(&entities, key.value(), value.value())?;
             let rec = super::entity::entity_of_row(&entities, &id, value.value())?;
             if let (Some((fs, path)), Ok(ObjectType::File)) =
                 (&rec.source, rec.object_type.parse::<ObjectType>())
@@ -585,7 +589,7 @@ impl Check {
         let entities = ReadEntities::open(rtx)?;
         for entry in entities.entities.iter().db()? {
             let Ok((key, value)) = entry.db() else { break };
-            let Ok(id) = codec::id_of_key(key.value(), "entity key") else {
+            let Ok(id) = super::entity::id_of_row(&entities, key.value(), value.value()) else {
                 continue;
             };
             let Ok(rec) = super::entity::entity_of_row(&entities, &id, value.value()) else {
@@ -886,6 +890,7 @@ impl RedbStore {
         let mut check = Check {
             by_tx_since: u64::MAX,
             sources_since: u64::MAX,
+            short_since: u64::MAX,
             ..Check::default()
         };
         let flag = AtomicBool::new(false);

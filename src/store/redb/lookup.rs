@@ -5,7 +5,7 @@ use super::*;
 use redb::ReadableTable;
 
 use super::codec;
-use super::tables::{ENTITIES, PATHS, STAT_CACHE, TX_LOG};
+use super::tables::{PATHS, STAT_CACHE, TX_LOG};
 use super::{RedbStore, Timestamp, TxId, Version};
 use crate::error::{Error, Result};
 
@@ -108,8 +108,8 @@ impl RedbStore {
     /// [`Error::Storage`] when redb fails.
     pub fn entity_exists(&self, id: &str) -> Result<bool> {
         let rtx = self.read()?;
-        let entities = rtx.open_table(ENTITIES).db()?;
-        Ok(entities.get(codec::id_key(id).as_slice()).db()?.is_some())
+        let entities = ReadEntities::open(&rtx)?;
+        Ok(super::entity::entity_row(&entities, id)?.is_some())
     }
 
     /// Up to `limit` entity ids that start with `prefix`, in id order.
@@ -118,11 +118,11 @@ impl RedbStore {
     /// [`Error::Storage`] when redb fails.
     pub fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
         let rtx = self.read()?;
-        let entities = rtx.open_table(ENTITIES).db()?;
+        let entities = ReadEntities::open(&rtx)?;
         let mut out = Vec::new();
         // Ids that are not hashes: their keys are a tag byte and the id, in id order.
         let text = codec::text_id_key(prefix);
-        for entry in entities.range(text.as_slice()..).db()? {
+        for entry in entities.entities.range(text.as_slice()..).db()? {
             let (key, _) = entry.db()?;
             let key = key.value();
             if !key.starts_with(&text) || out.len() >= limit {
@@ -130,26 +130,35 @@ impl RedbStore {
             }
             out.push(codec::id_of_key(key, "entity key")?);
         }
-        // Hash ids (33-byte keys): every key whose hex starts with the prefix lies from the
-        // prefix padded with '0' on.
+        // Hash ids (33-byte keys, or a file's 12-byte short key from format 8, which sorts
+        // before the whole keys it starts): every key whose hex starts with the prefix, or is
+        // the start of it, lies from the prefix padded with '0' (cut to a short key) on.
         if prefix.len() <= 64
             && prefix
                 .bytes()
                 .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
         {
             let low = codec::id_key(&format!("{prefix:0<64}"));
+            let start = codec::short_entity_key(&low).unwrap_or(&low);
             let mut hash_ids = Vec::new();
-            for entry in entities.range(low.as_slice()..).db()? {
-                let (key, _) = entry.db()?;
+            for entry in entities.entities.range(start..).db()? {
+                let (key, value) = entry.db()?;
                 let key = key.value();
-                if key.len() != 33 || key[0] != low[0] || hash_ids.len() >= limit {
+                let hash_key = key.len() == 33 || codec::is_short_entity_key(key);
+                if !hash_key || key.first() != low.first() || hash_ids.len() >= limit {
                     break;
                 }
-                let id = codec::id_of_key(key, "entity key")?;
-                if !id.starts_with(prefix) {
-                    break;
+                let seen = crate::hash::to_hex(key.get(1..).unwrap_or_default());
+                let n = seen.len().min(prefix.len());
+                match seen.get(..n).cmp(&prefix.get(..n)) {
+                    std::cmp::Ordering::Less => continue,
+                    std::cmp::Ordering::Greater => break,
+                    std::cmp::Ordering::Equal => {}
                 }
-                hash_ids.push(id);
+                let id = super::entity::id_of_row(&entities, key, value.value())?;
+                if id.starts_with(prefix) {
+                    hash_ids.push(id);
+                }
             }
             out.extend(hash_ids);
             out.sort();

@@ -98,6 +98,11 @@ impl RedbStore {
                 .insert(SOURCES_IN_IDS_SINCE, 1u64.to_le_bytes().as_slice())
                 .db()?;
             w.sources_since = 1;
+            // And format 8's: such a file under its short key in `entities`.
+            w.meta
+                .insert(SHORT_ENTITY_KEYS_SINCE, 1u64.to_le_bytes().as_slice())
+                .db()?;
+            w.short_since = 1;
             let mut docs = Vec::new();
             for entry in w.docs.index.iter().db()? {
                 let (k, v) = entry.db()?;

@@ -236,6 +236,15 @@ fn sources_in_ids_since(meta: &impl ReadableTable<&'static str, &'static [u8]>) 
     })
 }
 
+/// `meta[SHORT_ENTITY_KEYS_SINCE]`: the first transaction whose new files named by their source
+/// get a short `entities` key; `u64::MAX` when absent (every row has its whole key).
+fn short_keys_since(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u64> {
+    Ok(match meta.get(SHORT_ENTITY_KEYS_SINCE).db()? {
+        Some(_) => read_counter(meta, SHORT_ENTITY_KEYS_SINCE)?,
+        None => u64::MAX,
+    })
+}
+
 const STORED_BYTES: &str = "stored_bytes";
 /// The eid under which `match_ops` keeps matches on an id no entity had (eids count from 1).
 const ABSENT_EID: u64 = 0;

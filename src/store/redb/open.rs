@@ -344,6 +344,8 @@ impl RedbStore {
                     .db()?;
                 meta.insert(FS_IN_HEADERS_SINCE, 1u64.to_le_bytes().as_slice())
                     .db()?;
+                meta.insert(SHORT_ENTITY_KEYS_SINCE, 1u64.to_le_bytes().as_slice())
+                    .db()?;
                 meta.insert(BLOB_CHUNK_KEY, BLOB_CHUNK.to_le_bytes().as_slice())
                     .db()?;
             }
@@ -356,8 +358,8 @@ impl RedbStore {
     /// Refuses a file that is not a strata store or has another format version; a format 3, 4,
     /// 5, 6 or 7 file is read as it is, and marked format 8 when opened to write (its later
     /// writes use format 5's, 6's and 8's rows, `meta[BY_TX_OMITTED_SINCE]`,
-    /// `meta[SOURCES_IN_IDS_SINCE]` and `meta[FS_IN_HEADERS_SINCE]` saying from which
-    /// transaction on; its blob stream keeps its 4 032-byte chunks when `meta` has no
+    /// `meta[SOURCES_IN_IDS_SINCE]`, `meta[FS_IN_HEADERS_SINCE]` and
+    /// `meta[SHORT_ENTITY_KEYS_SINCE]` saying from which transaction on; its blob stream keeps its 4 032-byte chunks when `meta` has no
     /// `BLOB_CHUNK_KEY`).
     pub(super) fn check_format(&self, path: &Path) -> Result<()> {
         let tx = self.handle().begin_read().db()?;
@@ -412,6 +414,7 @@ impl RedbStore {
                     BY_TX_OMITTED_SINCE,
                     SOURCES_IN_IDS_SINCE,
                     FS_IN_HEADERS_SINCE,
+                    SHORT_ENTITY_KEYS_SINCE,
                 ] {
                     if meta.get(key).db()?.is_none() {
                         meta.insert(key, next.to_le_bytes().as_slice()).db()?;
@@ -1077,7 +1080,29 @@ mod tests {
     /// filesystem in full, no header listing filesystems, no `meta[FS_IN_HEADERS_SINCE]`.
     fn make_format_7(path: &Path) -> Result<()> {
         let db = Database::open(path.join(DB_FILE)).db()?;
+        // Format 7's entity keys: whole.
+        let mut whole = Vec::new();
+        {
+            let rtx = db.begin_read().db()?;
+            let entities = super::entity::ReadEntities::open(&rtx)?;
+            for entry in entities.entities.iter().db()? {
+                let (key, value) = entry.db()?;
+                let id = super::entity::id_of_row(&entities, key.value(), value.value())?;
+                whole.push((
+                    key.value().to_vec(),
+                    codec::id_key(&id),
+                    value.value().to_vec(),
+                ));
+            }
+        }
         let wtx = db.begin_write().db()?;
+        {
+            let mut entities = wtx.open_table(ENTITIES).db()?;
+            for (key, id_key, value) in whole {
+                entities.remove(key.as_slice()).db()?;
+                entities.insert(id_key.as_slice(), value.as_slice()).db()?;
+            }
+        }
         {
             let mut log = wtx.open_table(TX_LOG).db()?;
             let mut ops = wtx.open_table(TX_OPS).db()?;
@@ -1102,8 +1127,21 @@ mod tests {
             meta.insert("format_version", 7u32.to_le_bytes().as_slice())
                 .db()?;
             meta.remove(FS_IN_HEADERS_SINCE).db()?;
+            meta.remove(SHORT_ENTITY_KEYS_SINCE).db()?;
         }
         wtx.commit().db()
+    }
+
+    /// The lengths of the `entities` keys of the store file at `path`, sorted.
+    fn entity_key_lengths(path: &Path) -> Result<Vec<usize>> {
+        let db = ReadOnlyDatabase::open(path.join(DB_FILE)).db()?;
+        let rtx = db.begin_read().db()?;
+        let mut out = Vec::new();
+        for entry in rtx.open_table(ENTITIES).db()?.iter().db()? {
+            out.push(entry.db()?.0.value().len());
+        }
+        out.sort_unstable();
+        Ok(out)
     }
 
     /// The filesystems each transaction's log header lists, and the store's format version
@@ -1160,6 +1198,7 @@ mod tests {
         let made = RedbStore::open_read_only(&path)?.log(None, usize::MAX)?;
         make_format_7(&path)?;
         assert_eq!(listed(&path)?, (vec![0, 0], 7, None));
+        assert_eq!(entity_key_lengths(&path)?, [33, 33, 33]);
         let answers = |store: &RedbStore| -> Result<Vec<Option<String>>> {
             ids.iter()
                 .map(|id| match store.as_of(id, None, None) {
@@ -1205,6 +1244,14 @@ mod tests {
             )?;
             store.evict(&ids[1], Origin::Cli)?;
             assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        }
+        assert_eq!(
+            entity_key_lengths(&path)?,
+            [12, 33, 33],
+            "a and c whole, d short"
+        );
+        {
+            let store = RedbStore::open(&path)?;
             let chained = |log: &[crate::store::TxRecord]| -> Vec<([u8; 32], Vec<[u8; 32]>)> {
                 log.iter()
                     .map(|r| (r.chain, r.ops.iter().map(|op| op.digest).collect()))
@@ -1227,6 +1274,8 @@ mod tests {
             );
         }
         assert_eq!(listed(&path)?, (vec![0, 0, 1, 0], FORMAT_VERSION, Some(3)));
+        // a and c keep their whole keys; d's is short; a rebuild made them all short.
+        assert_eq!(entity_key_lengths(&path)?, [12, 12, 12]);
         let new = tmp.path().join("salvaged");
         let report = RedbStore::salvage(&path, &new, &|_| None)?;
         assert!(report.findings.is_empty(), "{:?}", report.findings);

@@ -286,7 +286,7 @@ impl RedbStore {
         let mut out = Vec::new();
         for entry in r.entities.iter().db()? {
             let (key, value) = entry.db()?;
-            let id = codec::id_of_key(key.value(), "entity key")?;
+            let id = entity::id_of_row(&r, key.value(), value.value())?;
             let rec = entity::entity_of_row(&r, &id, value.value())?;
             let live = temporal::as_of_row(&r.versions, &r.by_tx, rec.eid, now, u64::MAX)?
                 .is_some_and(|(row, _)| row.rec.object_hash.is_some());

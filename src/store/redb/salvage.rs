@@ -674,7 +674,8 @@ impl Source {
                     }
                     None => name(id, None),
                 }
-            } else if let Some((fs, path)) = scan::split_path_key(key)
+            } else if !codec::is_short_entity_key(key)
+                && let Some((fs, path)) = scan::split_path_key(key)
                 && let Some(fs) = filesystem_of_key(filesystems, fs)
                 && let Some(id) = file_id(fs, path)
             {
@@ -1110,10 +1111,15 @@ impl RedbStore {
     /// Every entity id the store holds (deleted ones too).
     fn entity_ids(&self) -> Result<HashSet<String>> {
         let rtx = self.read()?;
-        let entities = rtx.open_table(ENTITIES).db()?;
+        let entities = ReadEntities::open(&rtx)?;
         let mut out = HashSet::new();
-        for entry in entities.iter().db()? {
-            out.insert(codec::id_of_key(entry.db()?.0.value(), "entity key")?);
+        for entry in entities.entities.iter().db()? {
+            let (key, value) = entry.db()?;
+            out.insert(super::entity::id_of_row(
+                &entities,
+                key.value(),
+                value.value(),
+            )?);
         }
         Ok(out)
     }

@@ -99,6 +99,13 @@ pub const SOURCES_IN_IDS_SINCE: &str = "file_sources_in_entity_ids_since";
 /// it; it tells where a store's shorter bodies begin. Absent: every body names it in full.
 pub const FS_IN_HEADERS_SINCE: &str = "filesystems_in_headers_since";
 
+/// The `meta` key of the first transaction from which a file named by its source (format 6's
+/// `entities` row of its number alone) is keyed in `entities` by its short key,
+/// `codec::SHORT_ENTITY_KEY` bytes of its id's 33 (u64 LE; store format 8, `entity.rs`): 1 in a
+/// store made as format 8 or rebuilt, the first transaction after the upgrade in an older store.
+/// Absent: every row has its whole key.
+pub const SHORT_ENTITY_KEYS_SINCE: &str = "short_entity_keys_since";
+
 /// `paths`: (filesystem id as `codec::id_key`, canonical path) → eid of the file there (8
 /// fixed bytes where the 33-byte id took 37; `entity_ids` turns it into the id).
 pub const PATHS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("paths");

@@ -58,6 +58,9 @@ pub(crate) struct WriteTables<'t> {
     /// `meta[SOURCES_IN_IDS_SINCE]`: from this transaction on, a new file named by its source
     /// keeps the source in `entity_ids` (`u64::MAX`: never).
     pub(super) sources_since: u64,
+    /// `meta[SHORT_ENTITY_KEYS_SINCE]`: from this transaction on, a new file named by its
+    /// source gets a short `entities` key (store format 8) unless another row holds it.
+    pub(super) short_since: u64,
 }
 
 impl<'t> EntityTables for WriteTables<'t> {
@@ -88,6 +91,7 @@ impl<'t> WriteTables<'t> {
         }
         let by_tx_since = by_tx_omitted_since(&meta)?;
         let sources_since = sources_in_ids_since(&meta)?;
+        let short_since = short_keys_since(&meta)?;
         let chunk = blobs::chunk_size(&meta)?;
         Ok(WriteTables {
             wtx: tx,
@@ -120,6 +124,7 @@ impl<'t> WriteTables<'t> {
             next_eid: None,
             by_tx_since,
             sources_since,
+            short_since,
         })
     }
 
@@ -316,6 +321,15 @@ impl WriteTables<'_> {
         match fs {
             // A file named by its source (format 6): the source once, in `entity_ids`.
             Some((fs, path)) if tx >= self.sources_since && codec::sourced_file(id, first)? => {
+                // Its short key (format 8), unless another file's id starts with the same bits.
+                let key = match codec::short_entity_key(&key) {
+                    Some(short)
+                        if tx >= self.short_since && self.entities.get(short).db()?.is_none() =>
+                    {
+                        short.to_vec()
+                    }
+                    _ => key,
+                };
                 self.entities
                     .insert(
                         key.as_slice(),
