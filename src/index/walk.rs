@@ -194,14 +194,32 @@ impl ScanCache {
 
     /// Adds the entry of canonical `path` (unmarked).
     pub fn insert(&mut self, path: &str, entry: StatEntry) {
+        self.insert_kept(path.to_string(), entry, false);
+    }
+
+    /// Adds the entry of canonical `path`, marked stored when `stored` (an entry kept in the
+    /// stat file with the store's listing of its paths).
+    pub fn insert_kept(&mut self, path: String, entry: StatEntry, stored: bool) {
         self.entries.insert(
-            path.to_string(),
+            path,
             Cached {
                 entry,
                 met: AtomicBool::new(false),
-                stored: AtomicBool::new(false),
+                stored: AtomicBool::new(stored),
             },
         );
+    }
+
+    /// Every entry: its path, the entry, and whether it is marked stored.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &StatEntry, bool)> {
+        self.entries
+            .iter()
+            .map(|(path, c)| (path.as_str(), &c.entry, c.stored.load(Ordering::Relaxed)))
+    }
+
+    /// How many entries it holds.
+    pub fn len(&self) -> usize {
+        self.entries.len()
     }
 
     /// The entry of canonical `path`.
