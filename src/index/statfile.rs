@@ -59,7 +59,7 @@ pub struct Key<'a> {
 /// kept for another state of the store, another filesystem or other roots.
 pub fn load(store_dir: &Path, key: &Key<'_>) -> Option<Kept> {
     let bytes = std::fs::read(store_dir.join(STAT_FILE)).ok()?;
-    decode(&bytes, key)
+    decode(bytes, key)
 }
 
 /// Writes the entries of `cache` and the stored paths `uncached` as those of `key` into
@@ -173,28 +173,54 @@ fn take_str<'a>(input: &mut &'a [u8]) -> Option<&'a str> {
     std::str::from_utf8(take(input, n)?).ok()
 }
 
-/// The entries of the file's bytes when they are a whole, undamaged file kept for `key`.
-fn decode(bytes: &[u8], key: &Key<'_>) -> Option<Kept> {
-    let mut input = bytes;
-    if take(&mut input, MAGIC.len())? != MAGIC {
-        return None;
-    }
-    let digest = take(&mut input, 32)?;
-    // The key first: a file kept for another state is not worth its digest.
+/// The entries of the file's bytes when they are a whole, undamaged file kept for `key`: the
+/// paths are left in place, the bytes becoming the cache's arena.
+fn decode(bytes: Vec<u8>, key: &Key<'_>) -> Option<Kept> {
     let wanted = key_bytes(key);
-    if !input.starts_with(&wanted) || blake3::hash(input).as_bytes() != digest {
+    {
+        let mut input = bytes.as_slice();
+        if take(&mut input, MAGIC.len())? != MAGIC {
+            return None;
+        }
+        let digest = take(&mut input, 32)?;
+        // The key first: a file kept for another state is not worth its digest.
+        if !input.starts_with(&wanted) || blake3::hash(input).as_bytes() != digest {
+            return None;
+        }
+    }
+    let body_at = MAGIC.len() + 32 + wanted.len();
+    let count = {
+        let mut body = bytes.get(body_at..)?;
+        let count = take_len(&mut body)?;
+        // Each entry takes at least 4 + 32 + 32 + 8 + 1 bytes: a count the body cannot hold is
+        // damage (and must not size the map).
+        (count <= body.len() / 77).then_some(count)?
+    };
+    let mut uncached = Vec::new();
+    let cache = ScanCache::from_arena(bytes, count, |bytes, insert| {
+        entries(bytes, body_at, &mut uncached, insert).is_some()
+    })?;
+    if cache.len() != count {
+        // A path twice: not a file this module wrote.
         return None;
     }
-    let mut body = input.get(wanted.len()..)?;
+    Some(Kept { cache, uncached })
+}
+
+/// Reads the entries of the body at `body_at` of `bytes`, giving each to `insert` (its path's
+/// place in `bytes`), and the uncached paths into `uncached`; `None` when they are not whole.
+fn entries(
+    bytes: &[u8],
+    body_at: usize,
+    uncached: &mut Vec<String>,
+    insert: &mut dyn FnMut(std::ops::Range<usize>, StatEntry, bool) -> bool,
+) -> Option<()> {
+    let mut body = bytes.get(body_at..)?;
     let count = take_len(&mut body)?;
-    // Each entry takes at least 4 + 32 + 40 + 1 bytes: a count the body cannot hold is damage
-    // (and must not size the map).
-    if count > body.len() / 77 {
-        return None;
-    }
-    let mut cache = ScanCache::with_capacity(count);
     for _ in 0..count {
-        let path = take_str(&mut body)?;
+        let len = take_len(&mut body)?;
+        let start = bytes.len() - body.len();
+        take(&mut body, len)?;
         let stat = FileStat {
             size: u64::from_le_bytes(take_8(&mut body)?),
             mtime_ns: i64::from_le_bytes(take_8(&mut body)?),
@@ -213,21 +239,19 @@ fn decode(bytes: &[u8], key: &Key<'_>) -> Option<Kept> {
             file_hash,
             scan_start_ns,
         };
-        cache.insert_kept(path.to_string(), entry, stored);
-    }
-    if cache.len() != count {
-        // A path twice: not a file this module wrote.
-        return None;
+        if !insert(start..start + len, entry, stored) {
+            return None;
+        }
     }
     let count = take_len(&mut body)?;
     if count > body.len() / 4 {
         return None;
     }
-    let mut uncached = Vec::with_capacity(count);
+    uncached.reserve(count);
     for _ in 0..count {
         uncached.push(take_str(&mut body)?.to_string());
     }
-    body.is_empty().then_some(Kept { cache, uncached })
+    body.is_empty().then_some(())
 }
 
 #[cfg(test)]
@@ -248,10 +272,11 @@ mod tests {
     }
 
     fn sample() -> ScanCache {
-        let mut cache = ScanCache::with_capacity(2);
-        cache.insert_kept("/t/a".into(), entry(1), true);
-        cache.insert_kept("/t/b é".into(), entry(2), false);
-        cache
+        let arena = b"/t/a/t/b \xc3\xa9".to_vec();
+        ScanCache::from_arena(arena, 2, |_, insert| {
+            insert(0..4, entry(1), true) && insert(4..11, entry(2), false)
+        })
+        .unwrap_or_default()
     }
 
     fn sorted(cache: &ScanCache) -> Vec<(String, StatEntry, bool)> {
@@ -272,7 +297,7 @@ mod tests {
             roots: &roots,
         };
         let bytes = encode(&key, &sample(), &["/t/gone".to_string()]);
-        let kept = decode(&bytes, &key);
+        let kept = decode(bytes.clone(), &key);
         assert!(kept.as_ref().is_some_and(|k| k.uncached == ["/t/gone"]));
         assert_eq!(
             kept.as_ref().map(|k| sorted(&k.cache)),
@@ -293,8 +318,21 @@ mod tests {
                 ..key
             },
         ] {
-            assert!(decode(&bytes, &other).is_none());
+            assert!(decode(bytes.clone(), &other).is_none());
         }
+    }
+
+    #[test]
+    fn a_path_added_again_replaces_its_entry() {
+        assert_eq!(sample().len(), 2);
+        let mut cache = sample();
+        cache.insert("/t/a", entry(3));
+        cache.insert("/t/c", entry(4));
+        assert_eq!(cache.len(), 3);
+        assert_eq!(cache.get("/t/a").map(|c| *c.entry()), Some(entry(3)));
+        assert_eq!(cache.get("/t/b é").map(|c| *c.entry()), Some(entry(2)));
+        assert_eq!(cache.get("/t/c").map(|c| *c.entry()), Some(entry(4)));
+        assert!(cache.get("/t/b").is_none());
     }
 
     #[test]
@@ -309,8 +347,8 @@ mod tests {
         for at in 0..bytes.len() {
             let mut damaged = bytes.clone();
             damaged[at] ^= 0x10;
-            assert!(decode(&damaged, &key).is_none(), "byte {at} flipped");
-            assert!(decode(&bytes[..at], &key).is_none(), "cut at {at}");
+            assert!(decode(damaged, &key).is_none(), "byte {at} flipped");
+            assert!(decode(bytes[..at].to_vec(), &key).is_none(), "cut at {at}");
         }
     }
 }
