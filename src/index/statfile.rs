@@ -20,11 +20,10 @@
 //! Each entry keeps every field the table row has, so the racy rule
 //! ([`crate::store::StatEntry::vouches_for`]) is applied to the same values.
 
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use super::listings::{take, take_8, take_len};
 use super::walk::ScanCache;
 use crate::hash::Hash;
 use crate::store::{FileStat, StatEntry};
@@ -67,27 +66,7 @@ pub fn load(store_dir: &Path, key: &Key<'_>) -> Option<Kept> {
 /// unreported: the next scan reads the tables.
 pub fn save(store_dir: &Path, key: &Key<'_>, cache: &ScanCache, uncached: &[String]) {
     let bytes = encode(key, cache, uncached);
-    let _ = write_atomically(store_dir, &bytes);
-}
-
-/// Writes `bytes` as the file of `store_dir`: a private temporary file named for this process
-/// and this write, renamed over it.
-fn write_atomically(store_dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let temp = store_dir.join(format!(".{STAT_FILE}.{}-{n}.tmp", std::process::id()));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temp)
-        .and_then(|mut file| file.write_all(bytes))
-        .and_then(|()| std::fs::rename(&temp, store_dir.join(STAT_FILE)));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    written
+    let _ = super::listings::write_atomically(store_dir, STAT_FILE, &bytes);
 }
 
 /// Appends a length as 4 little-endian bytes.
@@ -144,27 +123,6 @@ fn encode(key: &Key<'_>, cache: &ScanCache, uncached: &[String]) -> Vec<u8> {
     out.extend_from_slice(blake3::hash(&body).as_bytes());
     out.extend_from_slice(&body);
     out
-}
-
-/// Reads `n` bytes off the front of `input`.
-fn take<'a>(input: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-    if input.len() < n {
-        return None;
-    }
-    let (head, tail) = input.split_at(n);
-    *input = tail;
-    Some(head)
-}
-
-/// Reads a little-endian `u32` as a length.
-fn take_len(input: &mut &[u8]) -> Option<usize> {
-    let bytes: [u8; 4] = take(input, 4)?.try_into().ok()?;
-    usize::try_from(u32::from_le_bytes(bytes)).ok()
-}
-
-/// Reads 8 little-endian bytes.
-fn take_8(input: &mut &[u8]) -> Option<[u8; 8]> {
-    take(input, 8)?.try_into().ok()
 }
 
 /// Reads a length and that many bytes as UTF-8.
