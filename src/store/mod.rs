@@ -430,7 +430,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// for a cache kept beside the store that must answer as its tables do; `None` when the
     /// handle may write (its own commits need not be in the file yet), is damaged, or the
     /// backend has no such state. While a read-only handle is open no process can write the
-    /// file, so the state it reads is the one these bytes name.
+    /// file (redb's exclusive-writer mode, the one every strata writer opens the file in, and
+    /// the whole-file lock of older redb versions), so the state it reads is the one these
+    /// bytes name.
     fn read_only_state(&self) -> Option<Vec<u8>> {
         None
     }
