@@ -275,17 +275,18 @@ impl Listings {
         }
         let bytes = encode(&keep);
         if bytes != self.loaded {
-            let _ = write_atomically(store_dir, &bytes);
+            let _ = write_atomically(store_dir, LISTINGS_FILE, &bytes);
         }
     }
 }
 
-/// Writes `bytes` as the cache file of `store_dir`: a private temporary file, named for this
-/// process and this write (a daemon may run scans at once), renamed over it.
-fn write_atomically(store_dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes `bytes` as the cache file `name` of `store_dir`: a private temporary file, named for
+/// this process and this write (a daemon may run scans at once), renamed over it; temporary
+/// files of the same name that crashed writes left are swept.
+pub(super) fn write_atomically(store_dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let temp = store_dir.join(format!(".{LISTINGS_FILE}.{}-{n}.tmp", std::process::id()));
+    let temp = store_dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -293,11 +294,11 @@ fn write_atomically(store_dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .mode(0o600)
         .open(&temp)
         .and_then(|mut file| file.write_all(bytes))
-        .and_then(|()| std::fs::rename(&temp, store_dir.join(LISTINGS_FILE)));
+        .and_then(|()| std::fs::rename(&temp, store_dir.join(name)));
     if written.is_err() {
         let _ = std::fs::remove_file(&temp);
     } else {
-        sweep_leftovers(store_dir);
+        sweep_leftovers(store_dir, name);
     }
     written
 }
@@ -306,12 +307,13 @@ fn write_atomically(store_dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// takes milliseconds).
 const LEFTOVER_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// Removes the temporary cache files of `store_dir` that writes killed midway left behind.
-fn sweep_leftovers(store_dir: &Path) {
+/// Removes the temporary files of cache file `name` in `store_dir` that writes killed midway
+/// left behind.
+fn sweep_leftovers(store_dir: &Path, name: &str) {
     let Ok(entries) = std::fs::read_dir(store_dir) else {
         return;
     };
-    let prefix = format!(".{LISTINGS_FILE}.");
+    let prefix = format!(".{name}.");
     for entry in entries.flatten() {
         let name = entry.file_name();
         let ours = name
@@ -392,7 +394,7 @@ fn encode(listings: &std::collections::BTreeMap<&[u8], View<'_>>) -> Vec<u8> {
 }
 
 /// Reads `n` bytes off the front of `input`.
-fn take<'a>(input: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+pub(super) fn take<'a>(input: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     if input.len() < n {
         return None;
     }
@@ -402,13 +404,13 @@ fn take<'a>(input: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
 }
 
 /// Reads a little-endian `u32` as a length.
-fn take_len(input: &mut &[u8]) -> Option<usize> {
+pub(super) fn take_len(input: &mut &[u8]) -> Option<usize> {
     let bytes: [u8; 4] = take(input, 4)?.try_into().ok()?;
     usize::try_from(u32::from_le_bytes(bytes)).ok()
 }
 
 /// Reads 8 little-endian bytes.
-fn take_8(input: &mut &[u8]) -> Option<[u8; 8]> {
+pub(super) fn take_8(input: &mut &[u8]) -> Option<[u8; 8]> {
     take(input, 8)?.try_into().ok()
 }
 
@@ -623,7 +625,7 @@ mod tests {
             .write(true)
             .open(&old)?
             .set_modified(std::time::SystemTime::now() - 2 * LEFTOVER_AGE)?;
-        write_atomically(tmp.path(), b"bytes")?;
+        write_atomically(tmp.path(), LISTINGS_FILE, b"bytes")?;
         assert!(!old.exists() && fresh.exists());
         assert_eq!(std::fs::read(tmp.path().join(LISTINGS_FILE))?, b"bytes");
         Ok(())

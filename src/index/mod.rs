@@ -15,6 +15,7 @@ mod read;
 mod rules;
 mod scan;
 mod settings;
+mod statfile;
 mod tree;
 mod walk;
 

@@ -211,6 +211,20 @@ pub fn scan(
         }
     }
 
+    // The state of the store's file while this scan's handle only reads it: the stat file
+    // kept for it stands for the stat cache and the listing of stored paths.
+    let state = store.read_only_state();
+    let key = state.as_deref().map(|state| super::statfile::Key {
+        state,
+        filesystem_id: &filesystem_id,
+        roots: &roots,
+    });
+    let kept = match (&key, store.dir()) {
+        (Some(key), Some(dir)) => super::statfile::load(dir, key),
+        _ => None,
+    };
+    let from_file = kept.is_some();
+
     let ignore = extra_ignore(&options.ignore)?;
     let plan = WalkPlan {
         filesystem_id: filesystem_id.clone(),
@@ -246,14 +260,18 @@ pub fn scan(
         // Walkers wait for the cache: however this closure ends (an error, a panic), they are
         // told there is none rather than left waiting, so the scope can join them.
         let _unblock = Unblock(&plan.cache);
-        // The stat cache, loaded while the walk starts (its walkers stat files meanwhile).
-        let cache = match load_cache(store, &filesystem_id, &roots) {
-            Ok(cache) => cache,
-            Err(err) => {
-                plan.cache.set(None);
-                drop(receiver);
-                return Err(err);
-            }
+        // The stat cache, loaded while the walk starts (its walkers stat files meanwhile): from
+        // the stat file when it holds this state of the store, else from the table.
+        let (cache, uncached) = match kept {
+            Some(kept) => (kept.cache, Some(kept.uncached)),
+            None => match load_cache(store, &filesystem_id, &roots) {
+                Ok(cache) => (cache, None),
+                Err(err) => {
+                    plan.cache.set(None);
+                    drop(receiver);
+                    return Err(err);
+                }
+            },
         };
         // Whether any file under the roots was indexed before (a new path there is a creation
         // or a rename, dated by its ctime).
@@ -269,6 +287,10 @@ pub fn scan(
         let roots = &roots;
         let filesystem_id = &filesystem_id;
         let stored = scope.spawn(move || -> Result<Vec<String>> {
+            // The stat file's entries are marked stored already.
+            if let Some(uncached) = uncached {
+                return Ok(uncached);
+            }
             let mut uncached = Vec::new();
             for root in roots {
                 store.for_each_indexed_path_under(
@@ -323,8 +345,9 @@ pub fn scan(
     // The stored paths the walk did not meet, in path order: cached entries not marked met,
     // and the others it did not see (without a copy of every path met).
     let mut unmet: Vec<String> = stored
-        .into_iter()
-        .filter(|path| !seen.contains(path))
+        .iter()
+        .filter(|path| !seen.contains(*path))
+        .cloned()
         .chain(
             plan.cache
                 .wait()
@@ -361,6 +384,14 @@ pub fn scan(
         }
     }
     commit(indexer, &mut batch, &mut summary)?;
+    // A scan that read the tables and wrote nothing (its handle still reads only, and the file's
+    // state is the one it read) keeps what they answered for the next scan.
+    if let (false, Some(key), Some(dir), Some(cache)) =
+        (from_file, &key, store.dir(), plan.cache.wait())
+        && store.read_only_state().as_deref() == Some(key.state)
+    {
+        super::statfile::save(dir, key, cache, &stored);
+    }
     let workers = plan
         .thread_cpu
         .into_inner()

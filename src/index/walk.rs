@@ -148,9 +148,40 @@ impl SkipKind {
 /// The stat cache entries of a scan's roots by canonical path, each with a mark set once the
 /// scan met the file: the walk marks the files the cache vouches for and sends only their count,
 /// and the deletion check asks the marks (no path of its own for an unchanged file).
+///
+/// The paths lie one after another in one buffer (the stat file as loaded, or the paths the
+/// table gave): no allocation per path, and the map holds only their hashes (an unchanged
+/// re-index spent a tenth of its page faults on the map and its paths).
 #[derive(Debug, Default)]
 pub struct ScanCache {
-    entries: rustc_hash::FxHashMap<String, Cached>,
+    /// The paths' bytes.
+    arena: Vec<u8>,
+    /// The entries, by path.
+    index: Index,
+}
+
+/// The entries of a [`ScanCache`], their paths kept as places in its arena.
+#[derive(Debug, Default)]
+struct Index {
+    /// Each entry: where its path lies in the arena, and the entry.
+    slots: Vec<Slot>,
+    /// The slot of each path by the path's hash ([`path_hash`]).
+    by_hash: rustc_hash::FxHashMap<u64, u32>,
+    /// The slots of paths whose hash an earlier path has (almost never any).
+    collided: rustc_hash::FxHashMap<String, u32>,
+}
+
+/// One entry of a [`ScanCache`] and where its path lies.
+#[derive(Debug)]
+struct Slot {
+    path: std::ops::Range<usize>,
+    cached: Cached,
+}
+
+/// The hash a [`ScanCache`] keeps of a path.
+fn path_hash(path: &[u8]) -> u64 {
+    use std::hash::BuildHasher as _;
+    rustc_hash::FxBuildHasher.hash_one(path)
 }
 
 /// One entry of a [`ScanCache`].
@@ -183,43 +214,158 @@ impl Cached {
     }
 }
 
+impl Index {
+    fn with_capacity(entries: usize) -> Self {
+        Index {
+            slots: Vec::with_capacity(entries),
+            by_hash: rustc_hash::FxHashMap::with_capacity_and_hasher(entries, Default::default()),
+            collided: rustc_hash::FxHashMap::default(),
+        }
+    }
+
+    /// See [`ScanCache::from_arena`].
+    fn insert(
+        &mut self,
+        arena: &[u8],
+        path: std::ops::Range<usize>,
+        entry: StatEntry,
+        stored: bool,
+    ) -> bool {
+        let Some(name) = arena
+            .get(path.clone())
+            .and_then(|bytes| std::str::from_utf8(bytes).ok())
+        else {
+            return false;
+        };
+        let Ok(next) = u32::try_from(self.slots.len()) else {
+            return false;
+        };
+        let cached = Cached {
+            entry,
+            met: AtomicBool::new(false),
+            stored: AtomicBool::new(stored),
+        };
+        // The same path again replaces its entry, as a map's insert does.
+        let hash = path_hash(name.as_bytes());
+        let at = match self.by_hash.get(&hash) {
+            None => {
+                self.by_hash.insert(hash, next);
+                None
+            }
+            Some(&at) if self.path(arena, at) == Some(name) => Some(at),
+            Some(_) => match self.collided.get(name) {
+                Some(&at) => Some(at),
+                None => {
+                    self.collided.insert(name.to_string(), next);
+                    None
+                }
+            },
+        };
+        match at.and_then(|at| self.slots.get_mut(at as usize)) {
+            Some(slot) => slot.cached = cached,
+            None => self.slots.push(Slot { path, cached }),
+        }
+        true
+    }
+
+    /// The path of slot `at`.
+    fn path<'a>(&self, arena: &'a [u8], at: u32) -> Option<&'a str> {
+        let slot = self.slots.get(at as usize)?;
+        std::str::from_utf8(arena.get(slot.path.clone())?).ok()
+    }
+}
+
 impl ScanCache {
     /// An empty cache with room for `entries` without rehashing (rehashing showed in profiles
     /// of an unchanged re-index).
     pub fn with_capacity(entries: usize) -> Self {
         ScanCache {
-            entries: rustc_hash::FxHashMap::with_capacity_and_hasher(entries, Default::default()),
+            arena: Vec::new(),
+            index: Index::with_capacity(entries),
         }
+    }
+
+    /// A cache of the entries whose paths lie in `arena`, with room for `entries`: `fill` is
+    /// given the arena and a function that adds one entry (its path's place in the arena, the
+    /// entry, and whether it is marked stored; false when the place is not a UTF-8 path of the
+    /// arena). `None` when `fill` returns false.
+    pub fn from_arena(
+        arena: Vec<u8>,
+        entries: usize,
+        fill: impl FnOnce(
+            &[u8],
+            &mut dyn FnMut(std::ops::Range<usize>, StatEntry, bool) -> bool,
+        ) -> bool,
+    ) -> Option<Self> {
+        let mut index = Index::with_capacity(entries);
+        let filled = fill(&arena, &mut |path, entry, stored| {
+            index.insert(&arena, path, entry, stored)
+        });
+        filled.then_some(ScanCache { arena, index })
     }
 
     /// Adds the entry of canonical `path` (unmarked).
     pub fn insert(&mut self, path: &str, entry: StatEntry) {
-        self.entries.insert(
-            path.to_string(),
-            Cached {
-                entry,
-                met: AtomicBool::new(false),
-                stored: AtomicBool::new(false),
-            },
-        );
+        let start = self.arena.len();
+        self.arena.extend_from_slice(path.as_bytes());
+        self.index
+            .insert(&self.arena, start..self.arena.len(), entry, false);
+    }
+
+    /// The path of `slot`.
+    fn path_of(&self, slot: &Slot) -> &str {
+        self.arena
+            .get(slot.path.clone())
+            .and_then(|bytes| std::str::from_utf8(bytes).ok())
+            .unwrap_or_default()
     }
 
     /// The entry of canonical `path`.
     pub fn get(&self, path: &str) -> Option<&Cached> {
-        self.entries.get(path)
+        let index = &self.index;
+        if let Some(slot) = index
+            .by_hash
+            .get(&path_hash(path.as_bytes()))
+            .and_then(|&at| index.slots.get(at as usize))
+            && self.arena.get(slot.path.clone()) == Some(path.as_bytes())
+        {
+            return Some(&slot.cached);
+        }
+        if index.collided.is_empty() {
+            return None;
+        }
+        let at = *index.collided.get(path)?;
+        index.slots.get(at as usize).map(|slot| &slot.cached)
     }
 
     /// The paths marked stored and not met, in no order.
     pub fn stored_unmet(&self) -> impl Iterator<Item = &str> {
-        self.entries
+        self.index
+            .slots
             .iter()
-            .filter(|(_, c)| c.stored.load(Ordering::Relaxed) && !c.is_marked())
-            .map(|(path, _)| path.as_str())
+            .filter(|s| s.cached.stored.load(Ordering::Relaxed) && !s.cached.is_marked())
+            .map(|s| self.path_of(s))
+    }
+
+    /// Every entry: its path, the entry, and whether it is marked stored.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &StatEntry, bool)> {
+        self.index.slots.iter().map(|s| {
+            (
+                self.path_of(s),
+                &s.cached.entry,
+                s.cached.stored.load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    /// How many entries it holds.
+    pub fn len(&self) -> usize {
+        self.index.slots.len()
     }
 
     /// Whether it holds no entry.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.index.slots.is_empty()
     }
 }
 

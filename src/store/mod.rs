@@ -426,6 +426,18 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Ok(0)
     }
 
+    /// Bytes that name the committed state of the store's file while this handle only reads it
+    /// (redb's file header: both commit slots, with their transaction ids and root checksums),
+    /// for a cache kept beside the store that must answer as its tables do; `None` when the
+    /// handle may write (its own commits need not be in the file yet), is damaged, or the
+    /// backend has no such state. While a read-only handle is open no process can write the
+    /// file (redb's exclusive-writer mode, the one every strata writer opens the file in, and
+    /// the whole-file lock of older redb versions), so the state it reads is the one these
+    /// bytes name.
+    fn read_only_state(&self) -> Option<Vec<u8>> {
+        None
+    }
+
     /// Gives each entry of [`Backend::stat_cache`] to `visit` without building a map (a scan
     /// builds its own, with a mark per entry).
     ///

@@ -851,6 +851,68 @@ fn tally(summary: &Value) -> [u64; 5] {
 }
 
 #[test]
+fn the_stat_cache_kept_beside_the_store_never_hides_a_change() -> TestResult {
+    let f = Fixture::new()?;
+    let index = |root: &str| f.json(&["--no-daemon", "index", root, "--quiet", "--json"]);
+    f.write("keep.txt", b"keep\n")?;
+    f.write("dir/a.txt", b"aaaa\n")?;
+    f.write("dir/b.txt", b"bbbb\n")?;
+    f.write("dir/sub/c.txt", b"cccc\n")?;
+    assert_eq!(tally(&index(".")?), [4, 4, 0, 0, 0]);
+    // The first scan wrote: no stat file yet. An unchanged run that writes nothing keeps one.
+    let file = f.store.join("stat.cache");
+    assert!(!file.exists());
+    assert_eq!(tally(&index(".")?), [4, 0, 0, 4, 0]);
+    let kept = fs::read(&file)?;
+    // Taken from the file: nothing read, the file left as it was.
+    let again = index(".")?;
+    assert_eq!(tally(&again), [4, 0, 0, 4, 0]);
+    assert_eq!(count(&again, "bytes_read"), 0);
+    assert_eq!(fs::read(&file)?, kept);
+
+    // A file's bytes changed without changing its size, its mtime put back (within the second
+    // of the last run): found through the file's entry.
+    f.write("dir/a.txt", b"AAAA\n")?;
+    assert_eq!(tally(&index(".")?), [4, 0, 1, 3, 0]);
+    assert_eq!(tally(&index(".")?), [4, 0, 0, 4, 0]);
+    let kept = fs::read(&file)?;
+
+    // Another process's write to the store (an eviction, which drops the file's stat cache row
+    // and knows nothing of the stat file): the file no longer holds the store's state, and the
+    // evicted file is indexed again although its entry there still vouches for it.
+    f.ok(&["--no-daemon", "evict", "dir/b.txt", "--yes"])?;
+    assert_eq!(tally(&index(".")?), [4, 1, 0, 3, 0]);
+    // The same with the stale file put back after the write.
+    f.ok(&["--no-daemon", "evict", "dir/b.txt", "--yes"])?;
+    fs::write(&file, &kept)?;
+    assert_eq!(tally(&index(".")?), [4, 1, 0, 3, 0]);
+    assert_eq!(tally(&index(".")?), [4, 0, 0, 4, 0]);
+    assert_eq!(tally(&index(".")?), [4, 0, 0, 4, 0]);
+    assert!(f.ok(&["--no-daemon", "ls"])?.contains("dir/b.txt"));
+
+    // A damaged or truncated file is no file: the tables are read, and the file written afresh.
+    let kept = fs::read(&file)?;
+    let mut damaged = kept.clone();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 1;
+    fs::write(&file, &damaged)?;
+    f.write("dir/sub/c.txt", b"CCCC\n")?;
+    assert_eq!(tally(&index(".")?), [4, 0, 1, 3, 0]);
+    fs::write(&file, &kept[..kept.len() / 2])?;
+    assert_eq!(tally(&index(".")?), [4, 0, 0, 4, 0]);
+    assert_eq!(fs::read(&file)?.len(), kept.len(), "written afresh");
+
+    // Other roots: the tables answer for them (and the file is kept for them from then on).
+    assert_eq!(tally(&index("dir")?), [3, 0, 0, 3, 0]);
+    assert_eq!(tally(&index("dir")?), [3, 0, 0, 3, 0]);
+    fs::remove_file(f.tree.join("keep.txt"))?;
+    assert_eq!(tally(&index(".")?), [3, 0, 0, 3, 1]);
+    assert_eq!(tally(&index(".")?), [3, 0, 0, 3, 0]);
+    f.ok(&["--no-daemon", "fsck"])?;
+    Ok(())
+}
+
+#[test]
 fn directory_listings_kept_between_index_runs_never_hide_a_change() -> TestResult {
     let f = Fixture::new()?;
     let index = || f.json(&["--no-daemon", "index", ".", "--quiet", "--json"]);

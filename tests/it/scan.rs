@@ -130,7 +130,8 @@ fn any_thread_count_batch_and_budget_gives_the_same_store() -> TestResult {
                     threads: 1,
                     ..ScanOptions::default()
                 };
-                let store = Store::open_or_create(root.join("s.strata"))?;
+                let dir = root.join("s.strata");
+                let store = Store::open_or_create(&dir)?;
                 let options = ScanOptions {
                     threads,
                     batch_files,
@@ -138,14 +139,37 @@ fn any_thread_count_batch_and_budget_gives_the_same_store() -> TestResult {
                     budget_bytes: budget,
                     ..ScanOptions::default()
                 };
-                let runs = [(&reference, &one), (&store, &options)];
-                let first = scan_each(&tree, &runs)?;
+                let first = scan_each(&tree, &[(&reference, &one), (&store, &options)])?;
+                drop(store);
+                // Unchanged runs through a deferred handle, as `strata index` opens the store: the
+                // first that writes nothing keeps the stat file (stat.cache), the next takes the
+                // stat cache and the stored paths from it.
+                for run in 0..2 {
+                    let deferred = Store::open_deferred(&dir)?;
+                    let again = scan_each(&tree, &[(&deferred, &options)])?;
+                    let [files, created, updated, _, deleted] = again[0].1;
+                    if again[0].0 != first[1].0
+                        || [files, created, updated, deleted] != [first[1].1[0], 0, 0, 0]
+                    {
+                        return Err(format!(
+                            "unchanged run {run}: {:?} against the first scan's {:?}",
+                            again[0], first[1]
+                        )
+                        .into());
+                    }
+                }
+                if settle && !dir.join("stat.cache").exists() {
+                    return Err("settled files, yet no stat file was kept".into());
+                }
                 // Two files rewritten (one becomes binary), one deleted, one added.
                 fs::write(&files[3], "changed\n")?;
                 fs::write(&files[8], vec![0u8; 2048])?;
                 fs::remove_file(&files[5])?;
                 fs::write(tree.join("d0/new.txt"), "new\n")?;
-                let second = scan_each(&tree, &runs)?;
+                let deferred = Store::open_deferred(&dir)?;
+                let second = scan_each(&tree, &[(&reference, &one), (&deferred, &options)])?;
+                drop(deferred);
+                let store = Store::open(&dir)?;
                 if settle && keeps_listings(&tree) && !root.join("s.strata/dirs.cache").exists() {
                     return Err("settled directories, yet no listing was kept".into());
                 }

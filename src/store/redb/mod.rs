@@ -823,6 +823,10 @@ impl Backend for RedbStore {
         self.guarded("reading the stat cache", || RedbStore::stat_cache_len(self))
     }
 
+    fn read_only_state(&self) -> Option<Vec<u8>> {
+        RedbStore::read_only_state(self)
+    }
+
     fn for_each_stat_entry(
         &self,
         filesystem_id: &str,

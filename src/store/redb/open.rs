@@ -690,6 +690,11 @@ const FILE_CHECK_WAIT: std::time::Duration = if cfg!(test) {
     std::time::Duration::from_secs(10)
 };
 
+/// The bytes of redb's file header (redb 4.5's `DB_HEADER_SIZE`: the magic number, the god
+/// byte and both 128-byte commit slots): every commit writes a new transaction id and root
+/// checksum into it.
+const REDB_HEADER_BYTES: usize = 320;
+
 /// How long a deferred store's first write waits for the file: for its own reads to end, then for
 /// another process that took the file meanwhile (as a command waits for a held store).
 const UPGRADE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -698,6 +703,27 @@ impl RedbStore {
     /// Whether the handle reads only now: opened read-only, or deferred and not written yet.
     pub(super) fn reads_only_now(&self) -> bool {
         self.read_only || self.deferred.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// See [`crate::store::Backend::read_only_state`]: the first [`REDB_HEADER_BYTES`] of the
+    /// file, read while the read-only handle is held open (its shared lock kept every writer
+    /// out since it opened, so the file's header is the one it read).
+    pub(super) fn read_only_state(&self) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt as _;
+        if self.damaged.load(std::sync::atomic::Ordering::SeqCst) || !self.reads_only_now() {
+            return None;
+        }
+        let dir = self.dir.as_ref()?;
+        // Held while the header is read: the handle cannot be opened to write meanwhile.
+        let handle = self.handle();
+        if !handle.is_read_only() {
+            return None;
+        }
+        let file = std::fs::File::open(dir.join(DB_FILE)).ok()?;
+        let mut header = vec![0; REDB_HEADER_BYTES];
+        file.read_exact_at(&mut header, 0).ok()?;
+        drop(handle);
+        Some(header)
     }
 
     /// Opens the file of a deferred store to write in place of its read-only handle, once no

@@ -1,0 +1,312 @@
+//! The stat cache kept beside the store in one piece, as git keeps its index in one file: a scan
+//! reads one file instead of the `stat_cache` table's B-tree (several hundred pages decoded on
+//! an unchanged re-index) and the `paths` table's listing of the stored paths (a second B-tree
+//! pass, whose only use on an unchanged tree is to learn which stored paths have an entry).
+//!
+//! The file ([`STAT_FILE`]) is a copy of what those two tables answered for a scan's roots, and
+//! never decides anything on its own:
+//! - it names the state of the store's file it was read at: redb's file header, whose commit
+//!   slots carry the last transaction id and the root checksums (every commit, an older
+//!   strata's included, writes a new one), read while the scan's handle only read the file;
+//! - a scan takes it only when its handle only reads the file too (no process can write while a
+//!   read-only handle is open, and a handle that writes may hold commits the file does not have
+//!   yet) and the header is byte for byte the one it names, and only for the same filesystem
+//!   and the same roots; otherwise the tables are read;
+//! - it carries a BLAKE3 digest of its bytes: a damaged or truncated file is no file;
+//! - it is written only by a scan that wrote nothing (its handle still reads only, with the
+//!   header it read at the start), from the entries it read from the tables, so that it holds
+//!   exactly what they held.
+//!
+//! Each entry keeps every field the table row has, so the racy rule
+//! ([`crate::store::StatEntry::vouches_for`]) is applied to the same values.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::listings::{take, take_8, take_len};
+use super::walk::ScanCache;
+use crate::hash::Hash;
+use crate::store::{FileStat, StatEntry};
+
+/// The file in the store directory.
+pub const STAT_FILE: &str = "stat.cache";
+
+/// The first bytes of the file: what it is and the version of its layout.
+const MAGIC: &[u8; 16] = b"strata-stat-v1\n\0";
+
+/// What a scan takes from the file: the stat cache entries under its roots (each marked stored
+/// when the store lists its path), and the stored paths without an entry.
+pub struct Kept {
+    /// The entries.
+    pub cache: ScanCache,
+    /// The paths the store lists under the roots that have no entry.
+    pub uncached: Vec<String>,
+}
+
+/// What names the tables' answers the file holds: the store file's state, the filesystem and
+/// the scan's roots.
+pub struct Key<'a> {
+    /// [`crate::store::Backend::read_only_state`] when the entries were read.
+    pub state: &'a [u8],
+    /// The filesystem of the roots.
+    pub filesystem_id: &'a str,
+    /// The scan's canonical roots, in its order.
+    pub roots: &'a [PathBuf],
+}
+
+/// The entries kept in `store_dir` for `key`; `None` when the file is missing, damaged, or
+/// kept for another state of the store, another filesystem or other roots.
+pub fn load(store_dir: &Path, key: &Key<'_>) -> Option<Kept> {
+    let bytes = std::fs::read(store_dir.join(STAT_FILE)).ok()?;
+    decode(bytes, key)
+}
+
+/// Writes the entries of `cache` and the stored paths `uncached` as those of `key` into
+/// `store_dir` (a private temporary file renamed over the old one). A failure is left
+/// unreported: the next scan reads the tables.
+pub fn save(store_dir: &Path, key: &Key<'_>, cache: &ScanCache, uncached: &[String]) {
+    let bytes = encode(key, cache, uncached);
+    let _ = super::listings::write_atomically(store_dir, STAT_FILE, &bytes);
+}
+
+/// Appends a length as 4 little-endian bytes.
+fn put_len(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
+}
+
+/// Appends `bytes` after their length.
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_len(out, bytes.len());
+    out.extend_from_slice(bytes);
+}
+
+/// The key's bytes: the state, the filesystem and the roots, each after its length.
+fn key_bytes(key: &Key<'_>) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_bytes(&mut out, key.state);
+    put_bytes(&mut out, key.filesystem_id.as_bytes());
+    put_len(&mut out, key.roots.len());
+    for root in key.roots {
+        put_bytes(&mut out, root.as_os_str().as_bytes());
+    }
+    out
+}
+
+/// The file's bytes: [`MAGIC`], the BLAKE3 digest of the body, then the body: the key's bytes,
+/// the count of entries and each one's path, stat, file hash, scan start and stored mark, then
+/// the count of uncached stored paths and each one (integers little-endian).
+fn encode(key: &Key<'_>, cache: &ScanCache, uncached: &[String]) -> Vec<u8> {
+    let mut body = key_bytes(key);
+    put_len(&mut body, cache.len());
+    for (path, entry, stored) in cache.entries() {
+        put_bytes(&mut body, path.as_bytes());
+        let FileStat {
+            size,
+            mtime_ns,
+            ctime_ns,
+            inode,
+        } = entry.stat;
+        body.extend_from_slice(&size.to_le_bytes());
+        body.extend_from_slice(&mtime_ns.to_le_bytes());
+        body.extend_from_slice(&ctime_ns.to_le_bytes());
+        body.extend_from_slice(&inode.to_le_bytes());
+        body.extend_from_slice(&entry.file_hash.0);
+        body.extend_from_slice(&entry.scan_start_ns.to_le_bytes());
+        body.push(u8::from(stored));
+    }
+    put_len(&mut body, uncached.len());
+    for path in uncached {
+        put_bytes(&mut body, path.as_bytes());
+    }
+    let mut out = Vec::with_capacity(MAGIC.len() + 32 + body.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(blake3::hash(&body).as_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Reads a length and that many bytes as UTF-8.
+fn take_str<'a>(input: &mut &'a [u8]) -> Option<&'a str> {
+    let n = take_len(input)?;
+    std::str::from_utf8(take(input, n)?).ok()
+}
+
+/// The entries of the file's bytes when they are a whole, undamaged file kept for `key`: the
+/// paths are left in place, the bytes becoming the cache's arena.
+fn decode(bytes: Vec<u8>, key: &Key<'_>) -> Option<Kept> {
+    let wanted = key_bytes(key);
+    {
+        let mut input = bytes.as_slice();
+        if take(&mut input, MAGIC.len())? != MAGIC {
+            return None;
+        }
+        let digest = take(&mut input, 32)?;
+        // The key first: a file kept for another state is not worth its digest.
+        if !input.starts_with(&wanted) || blake3::hash(input).as_bytes() != digest {
+            return None;
+        }
+    }
+    let body_at = MAGIC.len() + 32 + wanted.len();
+    let count = {
+        let mut body = bytes.get(body_at..)?;
+        let count = take_len(&mut body)?;
+        // Each entry takes at least 4 + 32 + 32 + 8 + 1 bytes: a count the body cannot hold is
+        // damage (and must not size the map).
+        (count <= body.len() / 77).then_some(count)?
+    };
+    let mut uncached = Vec::new();
+    let cache = ScanCache::from_arena(bytes, count, |bytes, insert| {
+        entries(bytes, body_at, &mut uncached, insert).is_some()
+    })?;
+    if cache.len() != count {
+        // A path twice: not a file this module wrote.
+        return None;
+    }
+    Some(Kept { cache, uncached })
+}
+
+/// Reads the entries of the body at `body_at` of `bytes`, giving each to `insert` (its path's
+/// place in `bytes`), and the uncached paths into `uncached`; `None` when they are not whole.
+fn entries(
+    bytes: &[u8],
+    body_at: usize,
+    uncached: &mut Vec<String>,
+    insert: &mut dyn FnMut(std::ops::Range<usize>, StatEntry, bool) -> bool,
+) -> Option<()> {
+    let mut body = bytes.get(body_at..)?;
+    let count = take_len(&mut body)?;
+    for _ in 0..count {
+        let len = take_len(&mut body)?;
+        let start = bytes.len() - body.len();
+        take(&mut body, len)?;
+        let stat = FileStat {
+            size: u64::from_le_bytes(take_8(&mut body)?),
+            mtime_ns: i64::from_le_bytes(take_8(&mut body)?),
+            ctime_ns: i64::from_le_bytes(take_8(&mut body)?),
+            inode: u64::from_le_bytes(take_8(&mut body)?),
+        };
+        let file_hash = Hash(take(&mut body, 32)?.try_into().ok()?);
+        let scan_start_ns = i64::from_le_bytes(take_8(&mut body)?);
+        let stored = match take(&mut body, 1)? {
+            [0] => false,
+            [1] => true,
+            _ => return None,
+        };
+        let entry = StatEntry {
+            stat,
+            file_hash,
+            scan_start_ns,
+        };
+        if !insert(start..start + len, entry, stored) {
+            return None;
+        }
+    }
+    let count = take_len(&mut body)?;
+    if count > body.len() / 4 {
+        return None;
+    }
+    uncached.reserve(count);
+    for _ in 0..count {
+        uncached.push(take_str(&mut body)?.to_string());
+    }
+    body.is_empty().then_some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(n: u8) -> StatEntry {
+        StatEntry {
+            stat: FileStat {
+                size: u64::from(n),
+                mtime_ns: -1_000 * i64::from(n),
+                ctime_ns: 2_000,
+                inode: 77,
+            },
+            file_hash: Hash([n; 32]),
+            scan_start_ns: 1_700_000_000_000_000_000,
+        }
+    }
+
+    fn sample() -> ScanCache {
+        let arena = b"/t/a/t/b \xc3\xa9".to_vec();
+        ScanCache::from_arena(arena, 2, |_, insert| {
+            insert(0..4, entry(1), true) && insert(4..11, entry(2), false)
+        })
+        .unwrap_or_default()
+    }
+
+    fn sorted(cache: &ScanCache) -> Vec<(String, StatEntry, bool)> {
+        let mut out: Vec<_> = cache
+            .entries()
+            .map(|(p, e, s)| (p.to_string(), *e, s))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    #[test]
+    fn a_file_answers_only_for_its_own_state_filesystem_and_roots() {
+        let roots = [PathBuf::from("/t")];
+        let key = Key {
+            state: b"header-1",
+            filesystem_id: "fs",
+            roots: &roots,
+        };
+        let bytes = encode(&key, &sample(), &["/t/gone".to_string()]);
+        let kept = decode(bytes.clone(), &key);
+        assert!(kept.as_ref().is_some_and(|k| k.uncached == ["/t/gone"]));
+        assert_eq!(
+            kept.as_ref().map(|k| sorted(&k.cache)),
+            Some(sorted(&sample()))
+        );
+        let other_roots = [PathBuf::from("/t"), PathBuf::from("/u")];
+        for other in [
+            Key {
+                state: b"header-2",
+                ..key
+            },
+            Key {
+                filesystem_id: "fs2",
+                ..key
+            },
+            Key {
+                roots: &other_roots,
+                ..key
+            },
+        ] {
+            assert!(decode(bytes.clone(), &other).is_none());
+        }
+    }
+
+    #[test]
+    fn a_path_added_again_replaces_its_entry() {
+        assert_eq!(sample().len(), 2);
+        let mut cache = sample();
+        cache.insert("/t/a", entry(3));
+        cache.insert("/t/c", entry(4));
+        assert_eq!(cache.len(), 3);
+        assert_eq!(cache.get("/t/a").map(|c| *c.entry()), Some(entry(3)));
+        assert_eq!(cache.get("/t/b é").map(|c| *c.entry()), Some(entry(2)));
+        assert_eq!(cache.get("/t/c").map(|c| *c.entry()), Some(entry(4)));
+        assert!(cache.get("/t/b").is_none());
+    }
+
+    #[test]
+    fn any_damaged_or_truncated_file_is_no_file() {
+        let roots = [PathBuf::from("/t")];
+        let key = Key {
+            state: b"header-1",
+            filesystem_id: "fs",
+            roots: &roots,
+        };
+        let bytes = encode(&key, &sample(), &[]);
+        for at in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x10;
+            assert!(decode(damaged, &key).is_none(), "byte {at} flipped");
+            assert!(decode(bytes[..at].to_vec(), &key).is_none(), "cut at {at}");
+        }
+    }
+}
