@@ -692,6 +692,66 @@ mod tests {
         test(&mut t)
     }
 
+    /// The stream is the appended records one after another, whichever way its chunks went in:
+    /// records of a few bytes to several chunks, the table's partial last row of an earlier
+    /// commit filled up, reads in between, a flush by the commit; each append's offset is where
+    /// its bytes are, and each chunk is one row.
+    #[test]
+    fn the_stream_is_the_records_appended_across_runs_commits_and_reads() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let db = redb::Database::create(dir.path().join("t.redb")).db()?;
+        let mut seed = 7u64;
+        let mut random = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut expected = Vec::new();
+        for commit in 0..3 {
+            let wtx = db.begin_write().db()?;
+            {
+                let mut t = BlobTables::open(&wtx, BLOB_CHUNK)?;
+                for n in 0..400u64 {
+                    let len = match random() % 4 {
+                        0 => random() % 40_000,
+                        _ => random() % 900,
+                    };
+                    let byte = u8::try_from((commit * 400 + n) % 251).unwrap_or(0);
+                    let record = vec![byte; usize::try_from(len).unwrap_or(0)];
+                    let offset = t.append(&record)?;
+                    assert_eq!(
+                        offset,
+                        expected.len() as u64,
+                        "record {n} of commit {commit}"
+                    );
+                    expected.extend_from_slice(&record);
+                    if n % 97 == 0 {
+                        let data = t.data()?;
+                        let got = read_range(data, BLOB_CHUNK, 0, expected.len() as u64)?;
+                        assert_eq!(got.as_deref(), Some(expected.as_slice()), "read mid-way");
+                    }
+                }
+                t.flush()?;
+            }
+            wtx.commit().db()?;
+            let rtx = db.begin_read().db()?;
+            let data = rtx.open_table(super::super::tables::BLOB_DATA).db()?;
+            let got = read_range(&data, BLOB_CHUNK, 0, expected.len() as u64)?;
+            assert!(
+                got.as_deref() == Some(expected.as_slice()),
+                "after commit {commit}"
+            );
+            assert_eq!(
+                data.len().db()?,
+                (expected.len() as u64).div_ceil(BLOB_CHUNK),
+                "one row a chunk"
+            );
+        }
+        assert!(expected.len() as u64 > 500 * BLOB_CHUNK);
+        Ok(())
+    }
+
     /// A range whose length a damaged index row claims (up to `u64::MAX` past its offset) is
     /// read and erased only as far as the chunks there are: both end at once, never overflow.
     #[test]

@@ -109,6 +109,72 @@ impl UntypedBtree {
         Ok(())
     }
 
+    // strata's patch: applies visitor to every page of the tree, like visit_all_pages, but reads
+    // only the branch pages. The depth of the leftmost leaf is learned first (one page per level);
+    // a child at that depth is a leaf, as every leaf of a balanced tree is, and is named by its
+    // parent without being read. Compaction uses it to find the highest pages: on a fresh handle
+    // reading every leaf was a read and a page-sized allocation per page of the file, to learn
+    // numbers the branches hold. A tree that were not balanced would have the pages below a
+    // branch at that depth missed, which only leaves them where they are
+    pub(crate) fn visit_pages_reading_branches<F>(&self, mut visitor: F) -> Result
+    where
+        F: FnMut(&PagePath) -> Result,
+    {
+        let Some(root) = self.root.map(|x| x.root) else {
+            return Ok(());
+        };
+        let mut leaf_depth = 1;
+        let mut page_number = root;
+        loop {
+            if leaf_depth > MAX_BTREE_DEPTH {
+                return Err(crate::StorageError::Corrupted(
+                    "Btree exceeded maximum depth".to_string(),
+                ));
+            }
+            let page = self.mem.get_page(page_number, self.hint)?;
+            match PageType::from_page(&page)? {
+                PageType::Leaf => break,
+                PageType::Branch => {
+                    let accessor = BranchAccessor::new(&page, self.key_width);
+                    page_number = accessor.child_page(0).ok_or_else(|| {
+                        crate::StorageError::Corrupted("Branch page without children".to_string())
+                    })?;
+                    leaf_depth += 1;
+                }
+            }
+        }
+        self.visit_branches_helper(PagePath::new_root(root), leaf_depth, &mut visitor)
+    }
+
+    fn visit_branches_helper<F>(&self, path: PagePath, leaf_depth: usize, visitor: &mut F) -> Result
+    where
+        F: FnMut(&PagePath) -> Result,
+    {
+        if path.depth() > MAX_BTREE_DEPTH {
+            return Err(crate::StorageError::Corrupted(
+                "Btree exceeded maximum depth".to_string(),
+            ));
+        }
+        visitor(&path)?;
+        if path.depth() >= leaf_depth {
+            return Ok(());
+        }
+        let page = self.mem.get_page(path.page_number(), self.hint)?;
+        if let PageType::Branch = PageType::from_page(&page)? {
+            let accessor = BranchAccessor::new(&page, self.key_width);
+            for i in 0..accessor.count_children() {
+                let child_page = accessor.child_page(i).unwrap();
+                if path.parents().contains(&child_page) || path.page_number() == child_page {
+                    return Err(crate::StorageError::Corrupted(
+                        "Cycle detected in Btree pages".to_string(),
+                    ));
+                }
+                self.visit_branches_helper(path.with_child(child_page), leaf_depth, visitor)?;
+            }
+        }
+        Ok(())
+    }
+
     fn visit_pages_helper<F>(&self, path: PagePath, visitor: &mut F) -> Result
     where
         F: FnMut(&PagePath) -> Result,

@@ -682,13 +682,18 @@ impl TableTreeMut {
                 definition.set_header(*updated_root, *updated_length);
             }
 
-            definition.visit_all_pages(self.page_allocator.resolver(), PageHint::None, |path| {
-                output.insert(path.page_number(), path.clone());
-                while output.len() > n {
-                    output.pop_first();
-                }
-                Ok(())
-            })?;
+            // strata's patch: the branches alone are read (see visit_pages_reading_branches)
+            definition.visit_pages_reading_branches(
+                self.page_allocator.resolver(),
+                PageHint::None,
+                |path| {
+                    output.insert(path.page_number(), path.clone());
+                    while output.len() > n {
+                        output.pop_first();
+                    }
+                    Ok(())
+                },
+            )?;
         }
 
         self.tree.visit_all_pages(|path| {

@@ -193,6 +193,34 @@ impl InternalTableDefinition {
         Ok(())
     }
 
+    // strata's patch: every page of the table's tree, reading only the branch pages of a normal
+    // table (UntypedBtree::visit_pages_reading_branches; a multimap's leaves hold its subtrees,
+    // so its pages are all read as visit_all_pages reads them). For compaction only: another
+    // caller must not take it for a complete walk of a damaged tree
+    pub(crate) fn visit_pages_reading_branches<'a, F>(
+        &self,
+        mem: PageResolver,
+        hint: PageHint,
+        visitor: F,
+    ) -> Result
+    where
+        F: FnMut(&PagePath) -> Result + 'a,
+    {
+        match self {
+            InternalTableDefinition::Normal {
+                table_root,
+                fixed_key_size,
+                fixed_value_size,
+                ..
+            } => {
+                let tree =
+                    UntypedBtree::new(*table_root, mem, hint, *fixed_key_size, *fixed_value_size);
+                tree.visit_pages_reading_branches(visitor)
+            }
+            InternalTableDefinition::Multimap { .. } => self.visit_all_pages(mem, hint, visitor),
+        }
+    }
+
     pub(crate) fn visit_all_pages<'a, F>(
         &self,
         mem: PageResolver,
