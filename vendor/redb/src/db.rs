@@ -1321,17 +1321,10 @@ impl Database {
         )?;
 
         let mut compacted = false;
-        // strata's patch: a round moves pages into free ones below them, so the file cannot
-        // shrink by more pages than are free. When at most a sixty-fourth of the file's pages
-        // are free (the allocator's count: its free tail and the holes below), no round runs
-        // (a round walks the tables to find the pages to move and makes three durable commits),
-        // and the rounds below end on the same rule
-        let few_free = |mem: &TransactionalMemory| -> Result<bool> {
-            let len_pages = mem.file_len() / (mem.get_page_size() as u64);
-            Ok(mem.count_free_pages()?.saturating_mul(COMPACTION_FREE_FRACTION) <= len_pages)
-        };
+        // strata's patch: the shortest the file has been, in bytes (see below)
+        let mut shortest = self.mem.file_len();
         // Iteratively compact until no progress is made
-        while !few_free(&self.mem)? {
+        loop {
             let mut progress = false;
 
             let mut txn = self
@@ -1360,17 +1353,25 @@ impl Database {
 
             compacted = true;
 
-            // strata's patch: the loop's condition above ends the compaction once the file
-            // holds almost no free page, whether or not this round shortened it. The first
-            // round moves the tables' pages down and gives back the free tail; after it, each
-            // round only moves the few pages the previous round's own commits wrote at the end
-            // of the file (the table tree's and the system tables' new copies, and the parents
-            // of what moved), and its commits write as many again: the file's length oscillates
-            // or shrinks by a few pages while every round still walks every table (a 41 MB
-            // store: 11 rounds where 1 does, 10 241 pages after the first and 10 184 after the
-            // sixth, with 59 and 2 free). A round that moved many pages but whose commits wrote
-            // past them leaves the file no shorter with all the pages it moved from free below
-            // them, which the next round gives back: the free pages tell the two apart
+            // strata's patch: stop once a round leaves the file no shorter than it has been and
+            // the file holds almost no free page. The first rounds move the tables' pages down;
+            // after them, each round only moves the few pages the previous round's own commits
+            // wrote at the end of the file (the table tree's and the system tables' new copies,
+            // and the parents of what moved), and its commits write as many again: the file's
+            // length oscillates within a few pages while every round still walks every page of
+            // every table (a 41 MB store: 11 rounds where 6 do, each a walk of 10 200 pages, and
+            // the same file in the end). A round that moved many pages but whose commits wrote
+            // past them can leave the file no shorter with all the pages it moved from free
+            // below them, which the next round gives back: the free pages tell the two apart
+            let len = self.mem.file_len();
+            let len_pages = len / (self.mem.get_page_size() as u64);
+            if len >= shortest
+                && self.mem.count_free_pages()?.saturating_mul(COMPACTION_FREE_FRACTION)
+                    <= len_pages
+            {
+                break;
+            }
+            shortest = shortest.min(len);
         }
 
         // In multi-writer mode the file's latest commit records the allocator state, for the
