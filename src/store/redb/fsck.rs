@@ -54,6 +54,9 @@ impl Named {
     }
 }
 
+/// Short `entities` keys (store format 8) → the number and id of the file under each.
+type ShortNames = HashMap<Vec<u8>, (u64, Option<String>)>;
+
 /// What the checks learn, shared between them.
 #[derive(Default)]
 struct Check {
@@ -610,6 +613,29 @@ impl Check {
         Ok(())
     }
 
+    /// The entity number and id of each short `entities` key (store format 8) of the replay,
+    /// else of the store, for findings about its row (the key alone does not name its file).
+    fn short_key_names(&self, rtx: &ReadTransaction) -> Result<ShortNames> {
+        let mut out = HashMap::new();
+        let replay = match &self.replay {
+            Some(db) => Some(db.begin_read().db()?),
+            None => None,
+        };
+        for tx in replay.iter().chain(std::iter::once(rtx)) {
+            for entry in tx.open_table(ENTITIES).db()?.iter().db()? {
+                let Ok((key, value)) = entry.db() else { break };
+                if codec::is_short_entity_key(key.value())
+                    && let Ok(codec::StoredEntity::Sourced(eid)) =
+                        codec::decode_entity(value.value(), "entity")
+                {
+                    out.entry(key.value().to_vec())
+                        .or_insert_with(|| (eid, self.name(eid).0));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Compares derived table `def` of the store with its replay, row for row, and checks that
     /// every row the store's iteration finds is found by a lookup. `about` says which eid and tx
     /// a key concerns, and how to name it.
@@ -914,12 +940,23 @@ impl RedbStore {
             Ok(())
         });
         check.section("entities", |c| {
+            let short = c.short_key_names(&rtx)?;
             c.compare(
                 &rtx,
                 ENTITIES,
                 "entities",
                 |_, _| true,
                 |k| {
+                    if let Some((eid, id)) = short.get(*k) {
+                        return Named {
+                            eid: Some(*eid),
+                            entity: id.clone(),
+                            ..Named::new(match id {
+                                Some(id) => format!("entity {id}"),
+                                None => format!("entity number {eid}"),
+                            })
+                        };
+                    }
                     let id = codec::id_of_key(k, "entity key").unwrap_or_else(|_| hex::encode(k));
                     Named {
                         entity: Some(id.clone()),
@@ -1123,6 +1160,52 @@ mod tests {
             findings
                 .iter()
                 .any(|f| f.kind == "versions" && f.entity.as_deref() == Some(a.id())),
+            "{findings:?}"
+        );
+        Ok(())
+    }
+
+    /// The `entities` row of a file under its short key (store format 8) that is damaged is
+    /// found with its file's id and path, not with the key's bytes.
+    #[test]
+    fn a_damaged_short_entities_row_is_found_with_its_file() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        let a = file("/a", "a")?;
+        store.transact(vec![Op::put(a.clone())], Origin::Cli)?;
+        let full = codec::id_key(a.id());
+        let short = codec::short_entity_key(&full)
+            .ok_or_else(|| Error::invariant("a hash id"))?
+            .to_vec();
+        let wtx = store.begin_write()?;
+        let row = {
+            let mut entities = wtx.open_table(ENTITIES).db()?;
+            let row = entities
+                .remove(short.as_slice())
+                .db()?
+                .map(|v| v.value().to_vec());
+            row.ok_or_else(|| Error::invariant("a's short row"))?
+        };
+        wtx.commit().db()?;
+        let findings = store.fsck();
+        assert!(
+            findings.iter().any(|f| f.kind == "entities"
+                && f.entity.as_deref() == Some(a.id())
+                && f.path.as_deref() == Some("/a")),
+            "{findings:?}"
+        );
+        // The row back, its bytes damaged: the same.
+        assert!(!row.is_empty());
+        let wtx = store.begin_write()?;
+        {
+            let mut entities = wtx.open_table(ENTITIES).db()?;
+            entities.insert(short.as_slice(), [0xff].as_slice()).db()?;
+        }
+        wtx.commit().db()?;
+        let findings = store.fsck();
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.kind == "entities" && f.entity.as_deref() == Some(a.id())),
             "{findings:?}"
         );
         Ok(())
