@@ -590,9 +590,26 @@ impl Check {
     /// Adds the store's own names of eids the replay does not know (for findings about them).
     fn store_names(&mut self, rtx: &ReadTransaction) -> Result<()> {
         let entities = ReadEntities::open(rtx)?;
+        // The ids of the log's first writes by their short keys (store format 8), made when a
+        // short key's row cannot name its file (its `entity_ids` row is lost).
+        let mut logged: Option<HashMap<Vec<u8>, Vec<String>>> = None;
         for entry in entities.entities.iter().db()? {
             let Ok((key, value)) = entry.db() else { break };
             let Ok(id) = super::entity::id_of_row(&entities, key.value(), value.value()) else {
+                // A short key names its file by its source in `entity_ids`: without it, by the
+                // one first write in the log whose id starts with the key (its number is still
+                // known, so the replay gives the file the same one).
+                if let Ok(codec::StoredEntity::Sourced(eid)) =
+                    codec::decode_entity(value.value(), "entity")
+                    && codec::is_short_entity_key(key.value())
+                    && let Some([id]) = logged
+                        .get_or_insert_with(|| self.logged_short_ids())
+                        .get(key.value())
+                        .map(Vec::as_slice)
+                {
+                    self.eid_hints.entry(id.clone()).or_insert(eid);
+                    self.names.entry(eid).or_insert((id.clone(), None));
+                }
                 continue;
             };
             let Ok(rec) = super::entity::entity_of_row(&entities, &id, value.value()) else {
@@ -634,6 +651,26 @@ impl Check {
             }
         }
         Ok(out)
+    }
+
+    /// The ids that the log's verified first writes create, by their short `entities` keys
+    /// (store format 8).
+    fn logged_short_ids(&self) -> HashMap<Vec<u8>, Vec<String>> {
+        let mut out: HashMap<Vec<u8>, Vec<String>> = HashMap::new();
+        for op in self.bodies.values() {
+            if let OpRec::Write(write) = op
+                && write.first.as_ref().is_some_and(|f| f.source.is_some())
+            {
+                let key = codec::id_key(&write.entity);
+                if let Some(short) = codec::short_entity_key(&key) {
+                    let ids = out.entry(short.to_vec()).or_default();
+                    if !ids.contains(&write.entity.0) {
+                        ids.push(write.entity.0.clone());
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// Compares derived table `def` of the store with its replay, row for row, and checks that
@@ -1207,6 +1244,41 @@ mod tests {
                 .iter()
                 .any(|f| f.kind == "entities" && f.entity.as_deref() == Some(a.id())),
             "{findings:?}"
+        );
+        Ok(())
+    }
+
+    /// A file under its short key whose `entity_ids` row is lost keeps its number in fsck's
+    /// replay (as a file under its whole key does): the one lost row is found, not every row
+    /// of the file under another number.
+    #[test]
+    fn a_short_keyed_file_whose_entity_ids_row_is_lost_keeps_its_number() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        let (b, c) = (file("/b", "b")?, file("/c", "c")?);
+        store.transact(vec![Op::put(b.clone())], Origin::Cli)?;
+        store.transact(vec![Op::put(c)], Origin::Cli)?;
+        store.evict(b.id(), Origin::Cli)?;
+        assert_eq!(store.fsck(), vec![]);
+        // c keeps number 2 (b's 1 is free): a replay that did not know it would give it 1.
+        let wtx = store.begin_write()?;
+        {
+            let mut entity_ids = wtx.open_table(ENTITY_IDS).db()?;
+            entity_ids
+                .remove(2u64)
+                .db()?
+                .ok_or_else(|| Error::invariant("c's number is 2"))?;
+        }
+        wtx.commit().db()?;
+        let findings = store.fsck();
+        assert!(
+            findings.iter().any(|f| f.kind == "entity_ids"),
+            "{findings:?}"
+        );
+        assert!(
+            findings
+                .iter()
+                .all(|f| f.kind == "entity_ids" || f.kind == "entities"),
+            "only the lost row (and the row that needs it): {findings:?}"
         );
         Ok(())
     }
