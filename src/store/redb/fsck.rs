@@ -214,6 +214,20 @@ impl Check {
         Ok(())
     }
 
+    /// `meta[key]`, the first transaction of a format's rows, as `read` gives it: a value that
+    /// damage made no number is a `meta_since` finding, and the replay then writes that format's
+    /// rows from the first transaction on (as the rebuild that repairs it does).
+    fn since(&mut self, key: &str, read: Result<u64>) -> Result<u64> {
+        match read {
+            Ok(since) => Ok(since),
+            Err(Error::Corrupt { what }) => {
+                self.push(finding("meta_since", format!("meta[{key}]"), what));
+                Ok(1)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Checks every op body against its digest and every missing body against the record of
     /// evictions.
     fn bodies(&mut self, rtx: &ReadTransaction) -> Result<()> {
@@ -221,9 +235,9 @@ impl Check {
         let log_tables = verify::LogTables::open(rtx)?;
         self.evictions_since = log_tables.since;
         let meta = rtx.open_table(META).db()?;
-        self.by_tx_since = by_tx_omitted_since(&meta)?;
-        self.sources_since = sources_in_ids_since(&meta)?;
-        self.short_since = short_keys_since(&meta)?;
+        self.by_tx_since = self.since(BY_TX_OMITTED_SINCE, by_tx_omitted_since(&meta))?;
+        self.sources_since = self.since(SOURCES_IN_IDS_SINCE, sources_in_ids_since(&meta))?;
+        self.short_since = self.since(SHORT_ENTITY_KEYS_SINCE, short_keys_since(&meta))?;
         let mut present = HashSet::new();
         for entry in tx_ops.iter().db()? {
             let (key, value) = entry.db()?;
