@@ -747,6 +747,15 @@ pub fn decode_op(bytes: &[u8], tx_time: i64, filesystems: &[IdStr], what: &str) 
     decode_op_of(bytes, tx_time, filesystems, what, None)
 }
 
+/// The place in its log header's list of filesystems that a format-8 first write
+/// ([`encode_op_in`]) names; `None` for any other body, or bytes that do not decode.
+pub fn op_filesystem_place(bytes: &[u8]) -> Option<u32> {
+    match decode::<OpDisk>(bytes, "op").ok()? {
+        OpDisk::WriteIn { first, .. } => Some(first.filesystem),
+        _ => None,
+    }
+}
+
 /// [`decode_op`] for a read that expects the op to write entity `expected`: a body whose entity
 /// its source implies is given that id instead of computing it (a hash of the source per op
 /// showed in profiles of a resume). Only for a caller that then checks the body against its
