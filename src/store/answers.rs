@@ -215,7 +215,8 @@ pub struct Finding {
     /// `header_unreadable`, `op_unreadable`, `op_digest`, `op_orphan`, `op_missing`; a derived
     /// table that disagrees with the log's replay: its name (`entities`, `entity_ids`,
     /// `versions`, `versions_by_tx`, `match_ops`, `paths`, `evicted_ops`), `replay`,
-    /// `entity_id`; `stat_cache`; `meta_snapshot` (a metadata snapshot that fails its checksum
+    /// `entity_id`; `meta_since` (a `meta` key saying from which transaction a format's rows
+    /// begin, whose value damage made no number); `stat_cache`; `meta_snapshot` (a metadata snapshot that fails its checksum
     /// or disagrees with the store); `lookup` (a row iteration finds but a lookup does not);
     /// `unreadable` (a table the storage engine cannot read); `checksum` (pages that fail the
     /// storage engine's own checksums).

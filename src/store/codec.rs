@@ -473,14 +473,38 @@ pub fn decode_header(bytes: &[u8], what: &str) -> Result<TxHeaderRec> {
         }
         _ => (decode::<HeaderDisk>(bytes, what)?, None),
     };
-    Ok(TxHeaderRec {
-        tx_time: disk.tx_time,
-        origin: disk.origin,
-        digests: disk.digests,
-        run,
-        chain: disk.chain,
-        filesystems,
-    })
+    Ok(disk.into_rec(run, filesystems))
+}
+
+impl HeaderDisk {
+    /// The header these stored fields, `run` and `filesystems` make.
+    fn into_rec(self, run: Option<u64>, filesystems: Vec<IdStr>) -> TxHeaderRec {
+        TxHeaderRec {
+            tx_time: self.tx_time,
+            origin: self.origin,
+            digests: self.digests,
+            run,
+            chain: self.chain,
+            filesystems,
+        }
+    }
+}
+
+/// A header of [`HEADER_FS_FORMAT`] whose list of filesystems does not decode, read without it
+/// (the list empty): what the chain hashes comes before the list, and each first write that
+/// named a filesystem there verifies against its digest with the right one (salvage). Any
+/// other header as [`decode_header`] reads it.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the fields before the list do not decode either.
+pub fn decode_header_without_list(bytes: &[u8], what: &str) -> Result<TxHeaderRec> {
+    let Some((&HEADER_FS_FORMAT, rest)) = bytes.split_first() else {
+        return decode_header(bytes, what);
+    };
+    let ((disk, run), _): ((HeaderDisk, Option<u64>), usize) =
+        bincode::decode_from_slice(rest, config())
+            .map_err(|e| Error::corrupt(format!("{what} does not decode: {e}")))?;
+    Ok(disk.into_rec(run, Vec::new()))
 }
 
 /// What the op that first writes an entity records about it.
@@ -745,6 +769,15 @@ fn op_disk(op: &OpRec, tx_time: i64) -> Result<OpDisk> {
 /// or it names a filesystem past the list's end.
 pub fn decode_op(bytes: &[u8], tx_time: i64, filesystems: &[IdStr], what: &str) -> Result<OpRec> {
     decode_op_of(bytes, tx_time, filesystems, what, None)
+}
+
+/// The place in its log header's list of filesystems that a format-8 first write
+/// ([`encode_op_in`]) names; `None` for any other body, or bytes that do not decode.
+pub fn op_filesystem_place(bytes: &[u8]) -> Option<u32> {
+    match decode::<OpDisk>(bytes, "op").ok()? {
+        OpDisk::WriteIn { first, .. } => Some(first.filesystem),
+        _ => None,
+    }
 }
 
 /// [`decode_op`] for a read that expects the op to write entity `expected`: a body whose entity

@@ -1,6 +1,7 @@
 //! The oracle: random sequences of put / put-with-end / delete / delete-with-end / correction /
 //! evict against a plain `BTreeMap` model; every `as_of` (each valid time × each tx) and every
-//! `history` must agree, before and after `fsck_rebuild`, and `fsck` must stay clean.
+//! `history` must agree, before and after `fsck_rebuild`, and `fsck` must stay clean. One of
+//! the entities is a file named by its source (store format 8's short key and header list).
 //!
 //! A contract suite (see `backends`): it runs on every backend. `STRATA_ORACLE_CASES` sets the
 //! number of random histories (default 64, a few seconds; 2000 for a thorough run).
@@ -109,11 +110,25 @@ fn ts(vt: i64) -> Timestamp {
     Timestamp::saturating_from_micros(vt * 1_000_000)
 }
 
+/// Entity `e`'s id: entity 0 is a file (a format-8 store keys it by its short `entities` key
+/// and names its filesystem in its first write's log header), the others system prompts.
 fn id(e: usize) -> String {
-    format!("system_prompt:e{e}")
+    match (e, object(0, 0)) {
+        (0, Ok(file)) => file.id().to_string(),
+        _ => format!("system_prompt:e{e}"),
+    }
 }
 
 fn object(e: usize, v: u8) -> strata::Result<Object> {
+    if e == 0 {
+        return Object::file_text(
+            strata::object::FilesystemSource {
+                filesystem_id: "ab".repeat(32),
+                path: "/e0".into(),
+            },
+            format!("v{v}"),
+        );
+    }
     Object::system_prompt(&format!("e{e}"), format!("v{v}"))
 }
 

@@ -426,6 +426,31 @@ mod tests {
         Ok(())
     }
 
+    /// A lookup by prefix with a limit gives the first ids in id order when a tool call's id
+    /// that shares a file's first 88 bits sorts before the file's (its whole key sorts after
+    /// the file's short one).
+    #[test]
+    fn a_limited_prefix_lookup_gives_the_first_ids_in_id_order() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        let a = file("/a.rs")?;
+        let id = a.id().to_string();
+        let low = format!("{}{}", &id[..22], "0".repeat(42));
+        assert!(low < id);
+        store.transact(vec![Op::put(a), Op::put(toolcall(&low)?)], Origin::Cli)?;
+        for n in [1, 22] {
+            assert_eq!(
+                store.ids_with_prefix(&id[..n], 1)?,
+                std::slice::from_ref(&low),
+                "{n} digits"
+            );
+            assert_eq!(
+                store.ids_with_prefix(&id[..n], 2)?,
+                [low.clone(), id.clone()]
+            );
+        }
+        Ok(())
+    }
+
     /// The number of entity `id`.
     fn store_eid(store: &RedbStore, id: &str) -> Result<u64> {
         let rtx = store.read()?;

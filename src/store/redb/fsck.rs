@@ -54,6 +54,9 @@ impl Named {
     }
 }
 
+/// Short `entities` keys (store format 8) → the number and id of the file under each.
+type ShortNames = HashMap<Vec<u8>, (u64, Option<String>)>;
+
 /// What the checks learn, shared between them.
 #[derive(Default)]
 struct Check {
@@ -211,6 +214,20 @@ impl Check {
         Ok(())
     }
 
+    /// `meta[key]`, the first transaction of a format's rows, as `read` gives it: a value that
+    /// damage made no number is a `meta_since` finding, and the replay then writes that format's
+    /// rows from the first transaction on (as the rebuild that repairs it does).
+    fn since(&mut self, key: &str, read: Result<u64>) -> Result<u64> {
+        match read {
+            Ok(since) => Ok(since),
+            Err(Error::Corrupt { what }) => {
+                self.push(finding("meta_since", format!("meta[{key}]"), what));
+                Ok(1)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Checks every op body against its digest and every missing body against the record of
     /// evictions.
     fn bodies(&mut self, rtx: &ReadTransaction) -> Result<()> {
@@ -218,9 +235,9 @@ impl Check {
         let log_tables = verify::LogTables::open(rtx)?;
         self.evictions_since = log_tables.since;
         let meta = rtx.open_table(META).db()?;
-        self.by_tx_since = by_tx_omitted_since(&meta)?;
-        self.sources_since = sources_in_ids_since(&meta)?;
-        self.short_since = short_keys_since(&meta)?;
+        self.by_tx_since = self.since(BY_TX_OMITTED_SINCE, by_tx_omitted_since(&meta))?;
+        self.sources_since = self.since(SOURCES_IN_IDS_SINCE, sources_in_ids_since(&meta))?;
+        self.short_since = self.since(SHORT_ENTITY_KEYS_SINCE, short_keys_since(&meta))?;
         let mut present = HashSet::new();
         for entry in tx_ops.iter().db()? {
             let (key, value) = entry.db()?;
@@ -587,9 +604,26 @@ impl Check {
     /// Adds the store's own names of eids the replay does not know (for findings about them).
     fn store_names(&mut self, rtx: &ReadTransaction) -> Result<()> {
         let entities = ReadEntities::open(rtx)?;
+        // The ids of the log's first writes by their short keys (store format 8), made when a
+        // short key's row cannot name its file (its `entity_ids` row is lost).
+        let mut logged: Option<HashMap<Vec<u8>, Vec<String>>> = None;
         for entry in entities.entities.iter().db()? {
             let Ok((key, value)) = entry.db() else { break };
             let Ok(id) = super::entity::id_of_row(&entities, key.value(), value.value()) else {
+                // A short key names its file by its source in `entity_ids`: without it, by the
+                // one first write in the log whose id starts with the key (its number is still
+                // known, so the replay gives the file the same one).
+                if let Ok(codec::StoredEntity::Sourced(eid)) =
+                    codec::decode_entity(value.value(), "entity")
+                    && codec::is_short_entity_key(key.value())
+                    && let Some([id]) = logged
+                        .get_or_insert_with(|| self.logged_short_ids())
+                        .get(key.value())
+                        .map(Vec::as_slice)
+                {
+                    self.eid_hints.entry(id.clone()).or_insert(eid);
+                    self.names.entry(eid).or_insert((id.clone(), None));
+                }
                 continue;
             };
             let Ok(rec) = super::entity::entity_of_row(&entities, &id, value.value()) else {
@@ -608,6 +642,49 @@ impl Check {
                 .or_insert((id, rec.source.map(|(_, p)| p)));
         }
         Ok(())
+    }
+
+    /// The entity number and id of each short `entities` key (store format 8) of the replay,
+    /// else of the store, for findings about its row (the key alone does not name its file).
+    fn short_key_names(&self, rtx: &ReadTransaction) -> Result<ShortNames> {
+        let mut out = HashMap::new();
+        let replay = match &self.replay {
+            Some(db) => Some(db.begin_read().db()?),
+            None => None,
+        };
+        for tx in replay.iter().chain(std::iter::once(rtx)) {
+            for entry in tx.open_table(ENTITIES).db()?.iter().db()? {
+                let Ok((key, value)) = entry.db() else { break };
+                if codec::is_short_entity_key(key.value())
+                    && let Ok(codec::StoredEntity::Sourced(eid)) =
+                        codec::decode_entity(value.value(), "entity")
+                {
+                    out.entry(key.value().to_vec())
+                        .or_insert_with(|| (eid, self.name(eid).0));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The ids that the log's verified first writes create, by their short `entities` keys
+    /// (store format 8).
+    fn logged_short_ids(&self) -> HashMap<Vec<u8>, Vec<String>> {
+        let mut out: HashMap<Vec<u8>, Vec<String>> = HashMap::new();
+        for op in self.bodies.values() {
+            if let OpRec::Write(write) = op
+                && write.first.as_ref().is_some_and(|f| f.source.is_some())
+            {
+                let key = codec::id_key(&write.entity);
+                if let Some(short) = codec::short_entity_key(&key) {
+                    let ids = out.entry(short.to_vec()).or_default();
+                    if !ids.contains(&write.entity.0) {
+                        ids.push(write.entity.0.clone());
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// Compares derived table `def` of the store with its replay, row for row, and checks that
@@ -914,12 +991,23 @@ impl RedbStore {
             Ok(())
         });
         check.section("entities", |c| {
+            let short = c.short_key_names(&rtx)?;
             c.compare(
                 &rtx,
                 ENTITIES,
                 "entities",
                 |_, _| true,
                 |k| {
+                    if let Some((eid, id)) = short.get(*k) {
+                        return Named {
+                            eid: Some(*eid),
+                            entity: id.clone(),
+                            ..Named::new(match id {
+                                Some(id) => format!("entity {id}"),
+                                None => format!("entity number {eid}"),
+                            })
+                        };
+                    }
                     let id = codec::id_of_key(k, "entity key").unwrap_or_else(|_| hex::encode(k));
                     Named {
                         entity: Some(id.clone()),
@@ -1124,6 +1212,87 @@ mod tests {
                 .iter()
                 .any(|f| f.kind == "versions" && f.entity.as_deref() == Some(a.id())),
             "{findings:?}"
+        );
+        Ok(())
+    }
+
+    /// The `entities` row of a file under its short key (store format 8) that is damaged is
+    /// found with its file's id and path, not with the key's bytes.
+    #[test]
+    fn a_damaged_short_entities_row_is_found_with_its_file() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        let a = file("/a", "a")?;
+        store.transact(vec![Op::put(a.clone())], Origin::Cli)?;
+        let full = codec::id_key(a.id());
+        let short = codec::short_entity_key(&full)
+            .ok_or_else(|| Error::invariant("a hash id"))?
+            .to_vec();
+        let wtx = store.begin_write()?;
+        let row = {
+            let mut entities = wtx.open_table(ENTITIES).db()?;
+            let row = entities
+                .remove(short.as_slice())
+                .db()?
+                .map(|v| v.value().to_vec());
+            row.ok_or_else(|| Error::invariant("a's short row"))?
+        };
+        wtx.commit().db()?;
+        let findings = store.fsck();
+        assert!(
+            findings.iter().any(|f| f.kind == "entities"
+                && f.entity.as_deref() == Some(a.id())
+                && f.path.as_deref() == Some("/a")),
+            "{findings:?}"
+        );
+        // The row back, its bytes damaged: the same.
+        assert!(!row.is_empty());
+        let wtx = store.begin_write()?;
+        {
+            let mut entities = wtx.open_table(ENTITIES).db()?;
+            entities.insert(short.as_slice(), [0xff].as_slice()).db()?;
+        }
+        wtx.commit().db()?;
+        let findings = store.fsck();
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.kind == "entities" && f.entity.as_deref() == Some(a.id())),
+            "{findings:?}"
+        );
+        Ok(())
+    }
+
+    /// A file under its short key whose `entity_ids` row is lost keeps its number in fsck's
+    /// replay (as a file under its whole key does): the one lost row is found, not every row
+    /// of the file under another number.
+    #[test]
+    fn a_short_keyed_file_whose_entity_ids_row_is_lost_keeps_its_number() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        let (b, c) = (file("/b", "b")?, file("/c", "c")?);
+        store.transact(vec![Op::put(b.clone())], Origin::Cli)?;
+        store.transact(vec![Op::put(c)], Origin::Cli)?;
+        store.evict(b.id(), Origin::Cli)?;
+        assert_eq!(store.fsck(), vec![]);
+        // c keeps number 2 (b's 1 is free): a replay that did not know it would give it 1.
+        let wtx = store.begin_write()?;
+        {
+            let mut entity_ids = wtx.open_table(ENTITY_IDS).db()?;
+            entity_ids
+                .remove(2u64)
+                .db()?
+                .ok_or_else(|| Error::invariant("c's number is 2"))?;
+        }
+        wtx.commit().db()?;
+        let findings = store.fsck();
+        assert!(
+            findings.iter().any(|f| f.kind == "entity_ids"),
+            "{findings:?}"
+        );
+        assert!(
+            findings
+                .iter()
+                .all(|f| f.kind == "entity_ids" || f.kind == "entities"),
+            "only the lost row (and the row that needs it): {findings:?}"
         );
         Ok(())
     }

@@ -141,11 +141,19 @@ impl RedbStore {
             let low = codec::id_key(&format!("{prefix:0<64}"));
             let start = codec::short_entity_key(&low).unwrap_or(&low);
             let mut hash_ids = Vec::new();
+            // The short key of the last id taken: the whole keys that start with it sort after
+            // it but may hold smaller ids, so the limit stops only past them.
+            let mut last_short: Option<Vec<u8>> = None;
             for entry in entities.entities.range(start..).db()? {
                 let (key, value) = entry.db()?;
                 let key = key.value();
                 let hash_key = key.len() == 33 || codec::is_short_entity_key(key);
-                if !hash_key || key.first() != low.first() || hash_ids.len() >= limit {
+                if !hash_key || key.first() != low.first() {
+                    break;
+                }
+                if hash_ids.len() >= limit
+                    && key.get(..codec::SHORT_ENTITY_KEY) != last_short.as_deref()
+                {
                     break;
                 }
                 let seen = crate::hash::to_hex(key.get(1..).unwrap_or_default());
@@ -158,6 +166,7 @@ impl RedbStore {
                 let id = super::entity::id_of_row(&entities, key, value.value())?;
                 if id.starts_with(prefix) {
                     hash_ids.push(id);
+                    last_short = key.get(..codec::SHORT_ENTITY_KEY).map(<[u8]>::to_vec);
                 }
             }
             out.extend(hash_ids);

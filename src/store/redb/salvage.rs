@@ -253,6 +253,9 @@ struct Source {
     filesystems: HashMap<u32, String>,
     /// The blob stream's chunk size, as `meta` says or the first chunks' lengths show.
     chunk: Option<u64>,
+    /// Every filesystem id the store names (log headers' lists, `filesystem_ids`): what a
+    /// format-8 first write whose header's list is damaged may have named.
+    known_filesystems: std::cell::OnceCell<Vec<codec::IdStr>>,
 }
 
 /// The filesystem id of a `paths` or `stat_cache` key prefix: its id's key, or its number's
@@ -275,11 +278,13 @@ impl Source {
             source.unreadable.push(("tx_log", problem));
         }
         for (tx, bytes) in raw {
-            source.headers.insert(
-                tx,
-                codec::decode_header(&bytes, &format!("header of tx {tx}"))
-                    .map_err(|e| e.to_string()),
-            );
+            let what = format!("header of tx {tx}");
+            // A format-8 header whose list of filesystems is damaged: read without it (the
+            // chain still checks the rest; `Source::body` finds each first write's filesystem).
+            let header = codec::decode_header(&bytes, &what).or_else(|e| {
+                codec::decode_header_without_list(&bytes, &what).map_err(|_| e.to_string())
+            });
+            source.headers.insert(tx, header);
         }
         let (bodies, problem) = read_rows(db, TX_OPS, |k, v| (k, v.to_vec()));
         source.bodies = bodies;
@@ -766,22 +771,54 @@ impl Source {
         header: &TxHeaderRec,
     ) -> Option<std::result::Result<OpRec, String>> {
         let bytes = self.bodies.get(&(tx, n))?;
-        let checked = codec::decode_op(
-            bytes,
-            header.tx_time,
-            &header.filesystems,
-            &format!("op {n} of tx {tx}"),
-        )
-        .and_then(|op| {
-            let digest = log::op_digest(&op)?;
-            if header.digests.get(n as usize) == Some(&digest) {
-                Ok(op)
-            } else {
-                Err(Error::corrupt(format!(
-                    "op {n} of tx {tx} does not hash to the digest its log record holds"
-                )))
+        let verified = |filesystems: &[codec::IdStr]| {
+            codec::decode_op(
+                bytes,
+                header.tx_time,
+                filesystems,
+                &format!("op {n} of tx {tx}"),
+            )
+            .and_then(|op| {
+                let digest = log::op_digest(&op)?;
+                if header.digests.get(n as usize) == Some(&digest) {
+                    Ok(op)
+                } else {
+                    Err(Error::corrupt(format!(
+                        "op {n} of tx {tx} does not hash to the digest its log record holds"
+                    )))
+                }
+            })
+        };
+        let checked = verified(&header.filesystems);
+        // A first write naming its filesystem by its place in the header's list (format 8,
+        // outside what the chain hashes): with the list damaged, the filesystem the store
+        // knows that makes it hash to its digest.
+        if checked.is_err()
+            && let Some(place) = codec::op_filesystem_place(bytes)
+            && let Ok(place) = usize::try_from(place)
+        {
+            let known = self.known_filesystems.get_or_init(|| {
+                let mut known: BTreeSet<codec::IdStr> = self
+                    .filesystems
+                    .values()
+                    .map(|fs| codec::IdStr::from(fs.as_str()))
+                    .collect();
+                for header in self.headers.values().flatten() {
+                    known.extend(header.filesystems.iter().cloned());
+                }
+                known.into_iter().collect()
+            });
+            let mut list = header.filesystems.clone();
+            for fs in known {
+                if list.len() <= place {
+                    list.resize(place + 1, fs.clone());
+                }
+                list[place] = fs.clone();
+                if let Ok(op) = verified(&list) {
+                    return Some(Ok(op));
+                }
             }
-        });
+        }
         Some(checked.map_err(|e| e.to_string()))
     }
 
@@ -1469,6 +1506,71 @@ mod tests {
             text.clone(),
         )?;
         Ok((object, text))
+    }
+
+    /// A log header whose list of filesystems (store format 8, outside what the chain hashes)
+    /// damage changed: the first writes that name a filesystem by its place there no longer
+    /// verify against it, but one of the filesystems the store knows makes each hash to its
+    /// digest, so salvage keeps them (one damaged byte does not lose every file the
+    /// transaction created).
+    #[test]
+    fn first_writes_whose_headers_list_is_damaged_are_kept() -> Result<()> {
+        for cut in [false, true] {
+            first_writes_kept_under_a_damaged_list(cut)?;
+        }
+        Ok(())
+    }
+
+    /// [`first_writes_whose_headers_list_is_damaged_are_kept`]: the list changed, and `cut`
+    /// short of its last byte.
+    fn first_writes_kept_under_a_damaged_list(cut: bool) -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let b = crate::object::Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: "/b.rs".into(),
+            },
+            "b".into(),
+        )?;
+        let a = file_a()?;
+        {
+            let store = RedbStore::create(dir.path())?;
+            store.transact(vec![Op::put(a.clone()), Op::put(b.clone())], Origin::Cli)?;
+        }
+        {
+            let db = redb::Database::open(dir.path().join(DB_FILE)).db()?;
+            let wtx = db.begin_write().db()?;
+            {
+                let mut log = wtx.open_table(TX_LOG).db()?;
+                let bytes = log
+                    .get(1u64)
+                    .db()?
+                    .map(|v| v.value().to_vec())
+                    .ok_or_else(|| Error::invariant("tx 1"))?;
+                let mut header = codec::decode_header(&bytes, "h")?;
+                assert_eq!(header.filesystems, [codec::IdStr::from("fs")]);
+                header.filesystems = vec![codec::IdStr::from("fz")];
+                let mut damaged = codec::encode_header(&header)?;
+                if cut {
+                    // The list no longer decodes: the header reads without it.
+                    damaged.pop();
+                    assert!(codec::decode_header(&damaged, "h").is_err());
+                }
+                log.insert(1u64, damaged.as_slice()).db()?;
+            }
+            wtx.commit().db()?;
+        }
+        let new = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let report = RedbStore::salvage(dir.path(), &new.path().join("new"), &|_| None)?;
+        assert_eq!(report.ops_lost, 0, "{:?}", report.losses);
+        assert!(report.txs_lost.is_empty(), "{:?}", report.losses);
+        assert!(report.findings.is_empty(), "{:?}", report.findings);
+        let store = RedbStore::open(new.path().join("new"))?;
+        for id in [a.id(), b.id()] {
+            assert!(store.as_of(id, None, None)?.is_some(), "{id}");
+        }
+        assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        Ok(())
     }
 
     /// With the `entities` table lost, the files that `paths` and the stat cache list are still
