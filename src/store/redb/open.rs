@@ -1210,6 +1210,72 @@ mod tests {
         Ok((lists, version, since))
     }
 
+    /// A file's version rows name their document by number, another object's (whose document
+    /// may be a delta) keeps its hash; a row naming another file's document is found by fsck,
+    /// refused by a read, and mended by a rebuild.
+    #[test]
+    fn file_rows_name_documents_by_number_and_a_wrong_number_is_found() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = tmp.path().join("s");
+        let file = |p: &str, text: &str| {
+            Object::file_text(
+                FilesystemSource {
+                    filesystem_id: "fs".into(),
+                    path: p.into(),
+                },
+                text.into(),
+            )
+        };
+        let (a, b) = (file("/a.rs", "a1")?, file("/b.rs", "b1")?);
+        let (a_id, b_id) = (a.id().to_string(), b.id().to_string());
+        let config = Object::session_config("session_config:s1", "{\"format\":1}".into())?;
+        {
+            let store = RedbStore::create(&path)?;
+            store.transact(vec![Op::put(a), Op::put(b), Op::put(config)], Origin::Cli)?;
+        }
+        assert_eq!(version_forms(&path)?, (1, 2, Some(1)));
+        {
+            // a's and b's rows swap their numbers.
+            let db = Database::open(path.join(DB_FILE)).db()?;
+            let wtx = db.begin_write().db()?;
+            {
+                let mut versions = wtx.open_table(VERSIONS).db()?;
+                let mut numbered = Vec::new();
+                for entry in versions.iter().db()? {
+                    let (k, v) = entry.db()?;
+                    if codec::decode_version(v.value(), "v")?.1.is_some() {
+                        numbered.push((k.value(), v.value().to_vec()));
+                    }
+                }
+                let [(ka, va), (kb, vb)] = numbered.as_slice() else {
+                    return Err(Error::corrupt("two numbered rows"));
+                };
+                versions.insert(*ka, vb.as_slice()).db()?;
+                versions.insert(*kb, va.as_slice()).db()?;
+            }
+            wtx.commit().db()?;
+        }
+        let content = |store: &RedbStore, id: &str| -> Result<Option<String>> {
+            Ok(store
+                .as_of(id, None, None)?
+                .and_then(|v| v.object)
+                .and_then(|o| o.content().map(str::to_string)))
+        };
+        let store = RedbStore::open(&path)?;
+        let findings = store.fsck();
+        assert_eq!(
+            findings.iter().filter(|f| f.kind == "versions").count(),
+            2,
+            "{findings:?}"
+        );
+        assert!(matches!(content(&store, &a_id), Err(Error::Corrupt { .. })));
+        store.fsck_rebuild()?;
+        assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        assert_eq!(content(&store, &a_id)?.as_deref(), Some("a1"));
+        assert_eq!(content(&store, &b_id)?.as_deref(), Some("b1"));
+        Ok(())
+    }
+
     /// A format-7 store (bodies naming their filesystem in full) reads as it is, is marked
     /// format 8 at its first read-write open, writes format 8's bodies after its last
     /// transaction only, and its log, answers, fsck, rebuild, backup and salvage hold.
