@@ -94,6 +94,7 @@ impl RedbStore {
                 SOURCES_IN_IDS_SINCE,
                 FS_IN_HEADERS_SINCE,
                 SHORT_ENTITY_KEYS_SINCE,
+                DOC_SEQS_SINCE,
                 BLOB_CHUNK_KEY,
             ] {
                 if from.get(key).db()?.is_none() {

@@ -235,13 +235,13 @@ fn with_doc_ref<T>(
     f(codec::decode_borrowed(record.value(), "document")?).map(Some)
 }
 
-/// Adds one version reference to a document.
-pub(crate) fn reference_doc(docs: &mut DocTables<'_>, hash: &[u8; 32]) -> Result<()> {
+/// Adds one version reference to a document; returns its sequence number in `doc_data`.
+pub(crate) fn reference_doc(docs: &mut DocTables<'_>, hash: &[u8; 32]) -> Result<u64> {
     if let Some((fresh, (seq, file_blob))) = docs.fresh.take()
         && fresh == *hash
     {
         docs.index.insert(hash, (seq, 1, file_blob)).db()?;
-        return Ok(());
+        return Ok(seq);
     }
     let (seq, refs, file_blob) =
         docs.index
@@ -255,7 +255,121 @@ pub(crate) fn reference_doc(docs: &mut DocTables<'_>, hash: &[u8; 32]) -> Result
                 ))
             })?;
     docs.index.insert(hash, (seq, refs + 1, file_blob)).db()?;
-    Ok(())
+    Ok(seq)
+}
+
+/// The object hash of the document at a `doc_data` sequence number: what a version row that
+/// names its document by number (store format 8, `codec::VERSION_BY_SEQ`) stands for.
+pub(crate) trait DocHashes {
+    /// The object hash of document `seq`.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the document is missing or does not hash to a `doc_index` row
+    /// of that number.
+    fn hash_at(&self, seq: u64) -> Result<[u8; 32]>;
+}
+
+/// The document tables of a store, as [`DocHashes`]: the hash is recomputed from the record
+/// (a file's fields, content hash and file hash are all it hashes) and checked against
+/// `doc_index`.
+pub(crate) struct StoredDocs<'a, I, D> {
+    /// `doc_index`.
+    pub index: &'a I,
+    /// `doc_data`.
+    pub data: &'a D,
+}
+
+impl<I, D> DocHashes for StoredDocs<'_, I, D>
+where
+    I: ReadableTable<[u8; 32], (u64, u64, bool)>,
+    D: ReadableTable<u64, &'static [u8]>,
+{
+    fn hash_at(&self, seq: u64) -> Result<[u8; 32]> {
+        let record = self.data.get(seq).db()?.ok_or_else(|| {
+            Error::corrupt(format!("a version row names missing document record {seq}"))
+        })?;
+        let what = format!("document record {seq}");
+        let rec: DocRec = codec::decode(record.value(), &what)?;
+        if is_delta(&rec.fields) {
+            return Err(Error::corrupt(format!(
+                "a version row names {what}, a delta, by number"
+            )));
+        }
+        let hash = crate::object::composite_hash(
+            rec.file_hash.map(Hash).as_ref(),
+            rec.content_hash.map(Hash).as_ref(),
+            &sha256(rec.fields.as_bytes()),
+        )?
+        .0;
+        match self.index.get(&hash).db()?.map(|v| v.value().0) {
+            Some(found) if found == seq => Ok(hash),
+            _ => Err(Error::corrupt(format!(
+                "{what} hashes to {}, which doc_index does not place there",
+                hex::encode(hash)
+            ))),
+        }
+    }
+}
+
+/// Sequence numbers and their documents' hashes held in memory: fsck's replay, whose store has
+/// the checked store's `doc_index` but no `doc_data`.
+impl DocHashes for HashMap<u64, [u8; 32]> {
+    fn hash_at(&self, seq: u64) -> Result<[u8; 32]> {
+        self.get(&seq).copied().ok_or_else(|| {
+            Error::corrupt(format!("a version row names unknown document record {seq}"))
+        })
+    }
+}
+
+/// [`StoredDocs`] of a read transaction's tables.
+pub(crate) type ReadDocs<'a> = StoredDocs<
+    'a,
+    redb::ReadOnlyTable<[u8; 32], (u64, u64, bool)>,
+    redb::ReadOnlyTable<u64, &'static [u8]>,
+>;
+
+/// [`WriteDocs`] of a write transaction's tables (`'t`: the transaction's).
+pub(crate) type WriterDocs<'a, 't> =
+    WriteDocs<'a, Table<'t, [u8; 32], (u64, u64, bool)>, Table<'t, u64, &'static [u8]>>;
+
+/// A writer's [`DocHashes`]: the `given` hashes when it has them (fsck's replay, which has no
+/// `doc_data`), else [`StoredDocs`].
+pub(crate) struct WriteDocs<'a, I, D> {
+    /// The writer's document tables.
+    pub stored: StoredDocs<'a, I, D>,
+    /// Hashes by number given to the writer.
+    pub given: &'a HashMap<u64, [u8; 32]>,
+}
+
+impl<I, D> DocHashes for WriteDocs<'_, I, D>
+where
+    I: ReadableTable<[u8; 32], (u64, u64, bool)>,
+    D: ReadableTable<u64, &'static [u8]>,
+{
+    fn hash_at(&self, seq: u64) -> Result<[u8; 32]> {
+        if self.given.is_empty() {
+            self.stored.hash_at(seq)
+        } else {
+            self.given.hash_at(seq)
+        }
+    }
+}
+
+/// Decodes a version row of either form, its object hash found through `docs` when the row
+/// names its document by number.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the row does not decode or its document does not resolve.
+pub(crate) fn version_rec(
+    bytes: &[u8],
+    docs: &impl DocHashes,
+    what: &str,
+) -> Result<codec::VersionRec> {
+    let (mut rec, seq) = codec::decode_version(bytes, what)?;
+    if let Some(seq) = seq {
+        rec.object_hash = Some(docs.hash_at(seq)?);
+    }
+    Ok(rec)
 }
 
 /// Drops one version reference to a document, deleting it (and releasing its blobs) at zero;
@@ -585,13 +699,14 @@ impl WriteTables<'_> {
     /// The object hash of the latest version (greatest valid time, then tx) of entity `eid`, the
     /// base of its next delta document; `None` when it has none or it is a tombstone.
     pub(super) fn delta_base(&self, eid: u64) -> Result<Option<[u8; 32]>> {
-        delta_base_of(&self.versions, &self.by_tx, eid)
+        delta_base_of(&self.versions, &self.doc_hashes(), &self.by_tx, eid)
     }
 }
 
 /// [`WriteTables::delta_base`] on any tables.
 fn delta_base_of(
     versions: &impl ReadableTable<(u64, i64, u64), &'static [u8]>,
+    docs: &impl DocHashes,
     by_tx: &impl ReadableTable<(u64, u64), (i64, u64)>,
     eid: u64,
 ) -> Result<Option<[u8; 32]>> {
@@ -600,7 +715,7 @@ fn delta_base_of(
         return Ok(None);
     };
     match versions.get((eid, vt, tx)).db()? {
-        Some(v) => Ok(codec::decode::<VersionRec>(v.value(), "version record")?.object_hash),
+        Some(v) => Ok(version_rec(v.value(), docs, "version record")?.object_hash),
         None => Ok(None),
     }
 }
@@ -646,7 +761,11 @@ impl RedbStore {
             let Some(rec) = entity_rec(&entities, object.id())? else {
                 continue;
             };
-            let Some(previous) = delta_base_of(&versions, &by_tx, rec.eid)? else {
+            let docs = StoredDocs {
+                index: &index,
+                data: &data,
+            };
+            let Some(previous) = delta_base_of(&versions, &docs, &by_tx, rec.eid)? else {
                 continue;
             };
             let fields = encode(

@@ -18,7 +18,7 @@ impl WriteTables<'_> {
             .db()?
         {
             let (key, value) = entry.db()?;
-            let rec: VersionRec = codec::decode(value.value(), "version record")?;
+            let rec = docs::version_rec(value.value(), &self.doc_hashes(), "version record")?;
             rows.push((key.value(), rec.object_hash, rec.op));
         }
         let mut freed: u64 = 0;
@@ -145,7 +145,7 @@ impl WriteTables<'_> {
             .db()?
         {
             let (key, value) = entry.db()?;
-            let rec: VersionRec = codec::decode(value.value(), "version record")?;
+            let rec = docs::version_rec(value.value(), &self.doc_hashes(), "version record")?;
             rows.push((key.value(), rec.object_hash, rec.op));
         }
         let mut ops = std::collections::BTreeSet::new();

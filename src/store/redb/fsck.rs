@@ -19,7 +19,7 @@ use std::sync::atomic::AtomicBool;
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
 
-use super::codec::{self, DocRec, OpRec, StatRec, TxHeaderRec, VersionRec};
+use super::codec::{self, DocRec, OpRec, StatRec, TxHeaderRec};
 use super::tables::*;
 use super::{RedbStore, WriteTables, blobs, log};
 use crate::error::{Error, Result};
@@ -91,6 +91,13 @@ struct Check {
     sources_since: u64,
     /// The store's `meta[SHORT_ENTITY_KEYS_SINCE]`, which the replay writes by.
     short_since: u64,
+    /// The store's `meta[DOC_SEQS_SINCE]`, which the replay writes by.
+    doc_seqs_since: u64,
+    /// The object hash of each `doc_data` number the store's `doc_index` names: the replay
+    /// has no `doc_data` to recompute
+    /// the hash of a version row that names its document by number. A document the store
+    /// lacks is placed at `u64::MAX`, and its rows keep its hash.
+    seq_hashes: HashMap<u64, [u8; 32]>,
 }
 
 impl Check {
@@ -238,6 +245,7 @@ impl Check {
         self.by_tx_since = self.since(BY_TX_OMITTED_SINCE, by_tx_omitted_since(&meta))?;
         self.sources_since = self.since(SOURCES_IN_IDS_SINCE, sources_in_ids_since(&meta))?;
         self.short_since = self.since(SHORT_ENTITY_KEYS_SINCE, short_keys_since(&meta))?;
+        self.doc_seqs_since = self.since(DOC_SEQS_SINCE, doc_seqs_since(&meta))?;
         let mut present = HashSet::new();
         for entry in tx_ops.iter().db()? {
             let (key, value) = entry.db()?;
@@ -509,9 +517,11 @@ impl Check {
             w.by_tx_since = self.by_tx_since;
             w.sources_since = self.sources_since;
             w.short_since = self.short_since;
+            w.doc_seqs_since = self.doc_seqs_since;
             w.register_filesystems = rtx.open_table(FILESYSTEMS).is_ok();
             for (hash, (seq, _, file_blob)) in &self.doc_index {
                 w.docs.index.insert(hash, (*seq, 0, *file_blob)).db()?;
+                self.seq_hashes.insert(*seq, *hash);
             }
             // Documents the log uses but the store lacks: reported, and placed so the replay
             // goes on.
@@ -535,6 +545,7 @@ impl Check {
                     )
                 });
             }
+            w.seq_hashes = self.seq_hashes.clone();
             let mut current = None;
             let bodies = std::mem::take(&mut self.bodies);
             for ((tx, n), op) in &bodies {
@@ -588,7 +599,7 @@ impl Check {
         for entry in versions.iter().db()? {
             let (key, value) = entry.db()?;
             let (eid, _, tx) = key.value();
-            let rec: VersionRec = codec::decode(value.value(), "version")?;
+            let rec = docs::version_rec(value.value(), &self.seq_hashes, "version")?;
             if let Some(hash) = rec.object_hash {
                 let users = self.doc_users.entry(hash).or_default();
                 if users.len() < 8 {
@@ -879,7 +890,8 @@ impl Check {
                 )));
                 continue;
             };
-            let current = temporal::as_of_row(&versions, &by_tx, eid, now, u64::MAX)?;
+            let current =
+                temporal::as_of_row(&versions, &self.seq_hashes, &by_tx, eid, now, u64::MAX)?;
             let file_hash = current
                 .and_then(|(row, _)| row.rec.object_hash)
                 .and_then(|hash| self.docs_ok.get(&hash))
@@ -968,6 +980,7 @@ impl RedbStore {
             by_tx_since: u64::MAX,
             sources_since: u64::MAX,
             short_since: u64::MAX,
+            doc_seqs_since: u64::MAX,
             ..Check::default()
         };
         let flag = AtomicBool::new(false);

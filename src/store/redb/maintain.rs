@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use redb::ReadableTable;
 
-use super::codec::{self, DocRec, VersionRec};
+use super::codec::{self, DocRec};
 use super::tables::*;
 use super::{Op, Origin, RedbStore, TxReceipt, WriteTables, blobs};
 use crate::error::Result;
@@ -116,6 +116,11 @@ impl RedbStore {
                 .insert(SHORT_ENTITY_KEYS_SINCE, 1u64.to_le_bytes().as_slice())
                 .db()?;
             w.short_since = 1;
+            // And a file's version rows naming their document by number.
+            w.meta
+                .insert(DOC_SEQS_SINCE, 1u64.to_le_bytes().as_slice())
+                .db()?;
+            w.doc_seqs_since = 1;
             let mut docs = Vec::new();
             for entry in w.docs.index.iter().db()? {
                 let (k, v) = entry.db()?;
@@ -238,7 +243,7 @@ impl RedbStore {
             let mut doc_counts: HashMap<[u8; 32], u64> = HashMap::new();
             for entry in w.versions.iter().db()? {
                 let (_, v) = entry.db()?;
-                let rec: VersionRec = codec::decode(v.value(), "version")?;
+                let rec = docs::version_rec(v.value(), &w.doc_hashes(), "version")?;
                 if let Some(hash) = rec.object_hash {
                     *doc_counts.entry(hash).or_default() += 1;
                 }

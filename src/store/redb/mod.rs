@@ -245,6 +245,15 @@ fn short_keys_since(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> R
     })
 }
 
+/// `meta[DOC_SEQS_SINCE]`: the first transaction whose file version rows name their document
+/// by number; `u64::MAX` when absent (every row holds its hash).
+fn doc_seqs_since(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u64> {
+    Ok(match meta.get(DOC_SEQS_SINCE).db()? {
+        Some(_) => read_counter(meta, DOC_SEQS_SINCE)?,
+        None => u64::MAX,
+    })
+}
+
 const STORED_BYTES: &str = "stored_bytes";
 /// The eid under which `match_ops` keeps matches on an id no entity had (eids count from 1).
 const ABSENT_EID: u64 = 0;

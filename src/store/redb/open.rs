@@ -346,6 +346,8 @@ impl RedbStore {
                     .db()?;
                 meta.insert(SHORT_ENTITY_KEYS_SINCE, 1u64.to_le_bytes().as_slice())
                     .db()?;
+                meta.insert(DOC_SEQS_SINCE, 1u64.to_le_bytes().as_slice())
+                    .db()?;
                 meta.insert(BLOB_CHUNK_KEY, BLOB_CHUNK.to_le_bytes().as_slice())
                     .db()?;
             }
@@ -359,7 +361,7 @@ impl RedbStore {
     /// 5, 6 or 7 file is read as it is, and marked format 8 when opened to write (its later
     /// writes use format 5's, 6's and 8's rows, `meta[BY_TX_OMITTED_SINCE]`,
     /// `meta[SOURCES_IN_IDS_SINCE]`, `meta[FS_IN_HEADERS_SINCE]` and
-    /// `meta[SHORT_ENTITY_KEYS_SINCE]` saying from which transaction on; its blob stream keeps its 4 032-byte chunks when `meta` has no
+    /// `meta[SHORT_ENTITY_KEYS_SINCE]` and `meta[DOC_SEQS_SINCE]` saying from which transaction on; its blob stream keeps its 4 032-byte chunks when `meta` has no
     /// `BLOB_CHUNK_KEY`).
     pub(super) fn check_format(&self, path: &Path) -> Result<()> {
         let tx = self.handle().begin_read().db()?;
@@ -384,7 +386,8 @@ impl RedbStore {
             // `BY_TX_OMITTED_SINCE` names on, format 6 keeps a new file's source once from the
             // one `SOURCES_IN_IDS_SINCE` names on, and format 7 reads the chunk size in `meta`
             // (4 032 bytes without it), and format 8 names a first write's filesystem in its
-            // log header (a header and a body say their own form), so an older file is a valid
+            // log header (a header and a body say their own form) and a file's version row
+            // its document by number (a row says its form too), so an older file is a valid
             // format 8 file once those keys say "after the last transaction". It is marked on its first
             // read-write open so that builds that cannot read the new rows refuse it instead
             // of answering wrong.
@@ -415,6 +418,7 @@ impl RedbStore {
                     SOURCES_IN_IDS_SINCE,
                     FS_IN_HEADERS_SINCE,
                     SHORT_ENTITY_KEYS_SINCE,
+                    DOC_SEQS_SINCE,
                 ] {
                     if meta.get(key).db()?.is_none() {
                         meta.insert(key, next.to_le_bytes().as_slice()).db()?;
@@ -1103,9 +1107,22 @@ mod tests {
     }
 
     /// Rewrites the store file at `path` as format 7 wrote it: every op body naming its file's
-    /// filesystem in full, no header listing filesystems, no `meta[FS_IN_HEADERS_SINCE]`.
+    /// filesystem in full, no header listing filesystems, every version row holding its object
+    /// hash, no `meta[FS_IN_HEADERS_SINCE]`, `meta[SHORT_ENTITY_KEYS_SINCE]` or
+    /// `meta[DOC_SEQS_SINCE]`.
     fn make_format_7(path: &Path) -> Result<()> {
         let db = Database::open(path.join(DB_FILE)).db()?;
+        // Format 7's version rows: the hash in each.
+        let mut rows = Vec::new();
+        {
+            let rtx = db.begin_read().db()?;
+            let r = ReadTables::open(&rtx)?;
+            for entry in r.versions.iter().db()? {
+                let (key, value) = entry.db()?;
+                let rec = super::docs::version_rec(value.value(), &r.docs(), "v")?;
+                rows.push((key.value(), codec::encode(&rec)?));
+            }
+        }
         // Format 7's entity keys: whole.
         let mut whole = Vec::new();
         {
@@ -1122,6 +1139,12 @@ mod tests {
             }
         }
         let wtx = db.begin_write().db()?;
+        {
+            let mut versions = wtx.open_table(VERSIONS).db()?;
+            for (key, value) in rows {
+                versions.insert(key, value.as_slice()).db()?;
+            }
+        }
         {
             let mut entities = wtx.open_table(ENTITIES).db()?;
             for (key, id_key, value) in whole {
@@ -1154,6 +1177,7 @@ mod tests {
                 .db()?;
             meta.remove(FS_IN_HEADERS_SINCE).db()?;
             meta.remove(SHORT_ENTITY_KEYS_SINCE).db()?;
+            meta.remove(DOC_SEQS_SINCE).db()?;
         }
         wtx.commit().db()
     }
@@ -1168,6 +1192,26 @@ mod tests {
         }
         out.sort_unstable();
         Ok(out)
+    }
+
+    /// The number of version rows of the store file at `path` that hold their object hash, and
+    /// of those that name their document by number; `meta[DOC_SEQS_SINCE]`.
+    fn version_forms(path: &Path) -> Result<(usize, usize, Option<u64>)> {
+        let db = ReadOnlyDatabase::open(path.join(DB_FILE)).db()?;
+        let rtx = db.begin_read().db()?;
+        let (mut hashes, mut numbers) = (0, 0);
+        for entry in rtx.open_table(VERSIONS).db()?.iter().db()? {
+            match codec::decode_version(entry.db()?.1.value(), "v")?.1 {
+                Some(_) => numbers += 1,
+                None => hashes += 1,
+            }
+        }
+        let meta = rtx.open_table(META).db()?;
+        let since = match meta.get(DOC_SEQS_SINCE).db()? {
+            Some(_) => Some(read_counter(&meta, DOC_SEQS_SINCE)?),
+            None => None,
+        };
+        Ok((hashes, numbers, since))
     }
 
     /// The filesystems each transaction's log header lists, and the store's format version
@@ -1190,6 +1234,72 @@ mod tests {
             None => None,
         };
         Ok((lists, version, since))
+    }
+
+    /// A file's version rows name their document by number, another object's (whose document
+    /// may be a delta) keeps its hash; a row naming another file's document is found by fsck,
+    /// refused by a read, and mended by a rebuild.
+    #[test]
+    fn file_rows_name_documents_by_number_and_a_wrong_number_is_found() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = tmp.path().join("s");
+        let file = |p: &str, text: &str| {
+            Object::file_text(
+                FilesystemSource {
+                    filesystem_id: "fs".into(),
+                    path: p.into(),
+                },
+                text.into(),
+            )
+        };
+        let (a, b) = (file("/a.rs", "a1")?, file("/b.rs", "b1")?);
+        let (a_id, b_id) = (a.id().to_string(), b.id().to_string());
+        let config = Object::session_config("session_config:s1", "{\"format\":1}".into())?;
+        {
+            let store = RedbStore::create(&path)?;
+            store.transact(vec![Op::put(a), Op::put(b), Op::put(config)], Origin::Cli)?;
+        }
+        assert_eq!(version_forms(&path)?, (1, 2, Some(1)));
+        {
+            // a's and b's rows swap their numbers.
+            let db = Database::open(path.join(DB_FILE)).db()?;
+            let wtx = db.begin_write().db()?;
+            {
+                let mut versions = wtx.open_table(VERSIONS).db()?;
+                let mut numbered = Vec::new();
+                for entry in versions.iter().db()? {
+                    let (k, v) = entry.db()?;
+                    if codec::decode_version(v.value(), "v")?.1.is_some() {
+                        numbered.push((k.value(), v.value().to_vec()));
+                    }
+                }
+                let [(ka, va), (kb, vb)] = numbered.as_slice() else {
+                    return Err(Error::corrupt("two numbered rows"));
+                };
+                versions.insert(*ka, vb.as_slice()).db()?;
+                versions.insert(*kb, va.as_slice()).db()?;
+            }
+            wtx.commit().db()?;
+        }
+        let content = |store: &RedbStore, id: &str| -> Result<Option<String>> {
+            Ok(store
+                .as_of(id, None, None)?
+                .and_then(|v| v.object)
+                .and_then(|o| o.content().map(str::to_string)))
+        };
+        let store = RedbStore::open(&path)?;
+        let findings = store.fsck();
+        assert_eq!(
+            findings.iter().filter(|f| f.kind == "versions").count(),
+            2,
+            "{findings:?}"
+        );
+        assert!(matches!(content(&store, &a_id), Err(Error::Corrupt { .. })));
+        store.fsck_rebuild()?;
+        assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        assert_eq!(content(&store, &a_id)?.as_deref(), Some("a1"));
+        assert_eq!(content(&store, &b_id)?.as_deref(), Some("b1"));
+        Ok(())
     }
 
     /// A format-7 store (bodies naming their filesystem in full) reads as it is, is marked
@@ -1221,9 +1331,15 @@ mod tests {
             store.transact(vec![Op::put(c)], Origin::Cli)?;
         }
         assert_eq!(listed(&path)?, (vec![2, 1], FORMAT_VERSION, Some(1)));
+        assert_eq!(
+            version_forms(&path)?,
+            (0, 3, Some(1)),
+            "files' rows name numbers"
+        );
         let made = RedbStore::open_read_only(&path)?.log(None, usize::MAX)?;
         make_format_7(&path)?;
         assert_eq!(listed(&path)?, (vec![0, 0], 7, None));
+        assert_eq!(version_forms(&path)?, (3, 0, None));
         assert_eq!(entity_key_lengths(&path)?, [33, 33, 33]);
         let answers = |store: &RedbStore| -> Result<Vec<Option<String>>> {
             ids.iter()
@@ -1272,6 +1388,11 @@ mod tests {
             assert!(store.fsck().is_empty(), "{:?}", store.fsck());
         }
         assert_eq!(
+            version_forms(&path)?,
+            (2, 2, Some(3)),
+            "a1 and c1 keep their hashes (b1 evicted), d1 and a2 name numbers"
+        );
+        assert_eq!(
             entity_key_lengths(&path)?,
             [12, 33, 33],
             "a and c whole, d short"
@@ -1302,6 +1423,11 @@ mod tests {
         assert_eq!(listed(&path)?, (vec![0, 0, 1, 0], FORMAT_VERSION, Some(3)));
         // a and c keep their whole keys; d's is short; a rebuild made them all short.
         assert_eq!(entity_key_lengths(&path)?, [12, 12, 12]);
+        assert_eq!(
+            version_forms(&path)?,
+            (0, 4, Some(1)),
+            "and every row a number"
+        );
         let new = tmp.path().join("salvaged");
         let report = RedbStore::salvage(&path, &new, &|_| None)?;
         assert!(report.findings.is_empty(), "{:?}", report.findings);
@@ -1313,6 +1439,7 @@ mod tests {
         );
         assert!(salvaged.as_of(&d_id, None, None)?.is_some());
         drop(salvaged);
+        assert_eq!(version_forms(&new)?, (0, 4, Some(1)));
         // b's body evicted: tx 1 keeps a's first write alone.
         assert_eq!(
             listed(&new)?.0,

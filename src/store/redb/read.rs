@@ -60,6 +60,7 @@ impl RedbStore {
         let to = query.valid_to.map_or(i64::MAX, Timestamp::as_micros);
         let rows = temporal::history_rows(
             &r.versions,
+            &r.docs(),
             entity.eid,
             from,
             to,
@@ -288,8 +289,9 @@ impl RedbStore {
             let (key, value) = entry.db()?;
             let id = entity::id_of_row(&r, key.value(), value.value())?;
             let rec = entity::entity_of_row(&r, &id, value.value())?;
-            let live = temporal::as_of_row(&r.versions, &r.by_tx, rec.eid, now, u64::MAX)?
-                .is_some_and(|(row, _)| row.rec.object_hash.is_some());
+            let live =
+                temporal::as_of_row(&r.versions, &r.docs(), &r.by_tx, rec.eid, now, u64::MAX)?
+                    .is_some_and(|(row, _)| row.rec.object_hash.is_some());
             if live {
                 out.push(entity_info(&id, &rec)?);
             }
@@ -373,6 +375,14 @@ impl EntityTables for ReadTables {
 }
 
 impl ReadTables {
+    /// The hashes of the documents version rows name by number.
+    pub(super) fn docs(&self) -> docs::ReadDocs<'_> {
+        docs::StoredDocs {
+            index: &self.doc_index,
+            data: &self.doc_data,
+        }
+    }
+
     pub(super) fn open(tx: &ReadTransaction) -> Result<Self> {
         let meta = tx.open_table(META).db()?;
         let by_tx_since = by_tx_omitted_since(&meta)?;
@@ -482,7 +492,8 @@ impl ReadTables {
         vt: i64,
         tx: u64,
     ) -> Result<Option<(VersionInfo, temporal::Row)>> {
-        let Some((row, is_max)) = temporal::as_of_row(&self.versions, &self.by_tx, eid, vt, tx)?
+        let Some((row, is_max)) =
+            temporal::as_of_row(&self.versions, &self.docs(), &self.by_tx, eid, vt, tx)?
         else {
             return Ok(None);
         };

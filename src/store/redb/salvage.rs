@@ -411,11 +411,8 @@ impl Source {
         let id_of = |eid: u64| ids.get(&eid).cloned();
         let (versions, _) = read_rows(db, VERSIONS, |k, v: &[u8]| (k, v.to_vec()));
         for ((eid, _, tx), value) in versions {
-            if let (Ok(rec), Some(id)) = (
-                codec::decode::<codec::VersionRec>(&value, "version"),
-                id_of(eid),
-            ) {
-                source.op_entities.insert((tx, rec.op), id);
+            if let (Ok(rec), Some(id)) = (codec::decode_version(&value, "version"), id_of(eid)) {
+                source.op_entities.insert((tx, rec.0.op), id);
             }
         }
         let (matches, _) = read_rows(db, MATCH_OPS, |k, _: ()| (k, ()));

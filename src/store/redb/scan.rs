@@ -247,11 +247,11 @@ impl Scan {
                 if let (Some(eid), Some(tx), Ok(rec)) = (
                     u64_at(key, 0),
                     u64_at(key, 16),
-                    codec::decode::<codec::VersionRec>(value, "a scanned version"),
+                    codec::decode_version(value, "a scanned version"),
                 ) && tx > 0
                     && tx < MAX_ID
                 {
-                    self.versions.push((eid, tx, rec.op));
+                    self.versions.push((eid, tx, rec.0.op));
                 }
             }
         }

@@ -106,6 +106,13 @@ pub const FS_IN_HEADERS_SINCE: &str = "filesystems_in_headers_since";
 /// Absent: every row has its whole key.
 pub const SHORT_ENTITY_KEYS_SINCE: &str = "short_entity_keys_since";
 
+/// The `meta` key of the first transaction from which a file's version rows name their
+/// document by its `doc_data` sequence number instead of its object hash (u64 LE; store format
+/// 8, `codec::VERSION_BY_SEQ`): 1 in a store made as format 8 or rebuilt, the first transaction
+/// after the upgrade in an older store. Rows say their own form, so readers do not need it;
+/// fsck's replay writes by it. Absent: every row holds its hash.
+pub const DOC_SEQS_SINCE: &str = "version_doc_numbers_since";
+
 /// `paths`: (filesystem id as `codec::id_key`, canonical path) → eid of the file there (8
 /// fixed bytes where the 33-byte id took 37; `entity_ids` turns it into the id).
 pub const PATHS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("paths");

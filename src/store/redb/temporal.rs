@@ -10,17 +10,18 @@
 use super::*;
 use redb::ReadableTable;
 
-use super::codec::{self, VersionRec};
+use super::codec::VersionRec;
+use super::docs::{self, DocHashes};
 use crate::error::Result;
 
 pub(crate) use crate::store::rule::Row;
 use crate::store::rule::{self, Seen};
 
-fn row(vt: i64, tx: u64, bytes: &[u8]) -> Result<Row> {
+fn row(vt: i64, tx: u64, bytes: &[u8], docs: &impl DocHashes) -> Result<Row> {
     Ok(Row {
         vt,
         tx,
-        rec: codec::decode(bytes, "version record")?,
+        rec: docs::version_rec(bytes, docs, "version record")?,
     })
 }
 
@@ -28,6 +29,7 @@ fn row(vt: i64, tx: u64, bytes: &[u8]) -> Result<Row> {
 /// valid_to is open).
 pub(crate) fn as_of_row(
     versions: &impl ReadableTable<(u64, i64, u64), &'static [u8]>,
+    docs: &impl DocHashes,
     by_tx: &impl ReadableTable<(u64, u64), (i64, u64)>,
     eid: u64,
     vt: i64,
@@ -49,7 +51,7 @@ pub(crate) fn as_of_row(
             Some((key, value)) => {
                 let (_, row_vt, row_tx) = key.value();
                 if row_tx <= tx && row_vt <= vt {
-                    Ok(Some((row(row_vt, row_tx, value.value())?, true)))
+                    Ok(Some((row(row_vt, row_tx, value.value(), docs)?, true)))
                 } else {
                     Ok(None)
                 }
@@ -60,7 +62,7 @@ pub(crate) fn as_of_row(
     if max_vt <= vt {
         let found = versions.get((eid, max_vt, max_tx)).db()?;
         return match found {
-            Some(bytes) => Ok(Some((row(max_vt, max_tx, bytes.value())?, true))),
+            Some(bytes) => Ok(Some((row(max_vt, max_tx, bytes.value(), docs)?, true))),
             None => Err(crate::Error::corrupt(format!(
                 "versions_by_tx points at a missing version row (eid {eid}, valid_from {max_vt}, tx {max_tx})"
             ))),
@@ -74,7 +76,7 @@ pub(crate) fn as_of_row(
         let (key, value) = entry.db()?;
         let (_, row_vt, row_tx) = key.value();
         if row_tx <= tx {
-            return Ok(Some((row(row_vt, row_tx, value.value())?, false)));
+            return Ok(Some((row(row_vt, row_tx, value.value(), docs)?, false)));
         }
     }
     Ok(None)
@@ -190,6 +192,7 @@ pub(crate) fn valid_to(
 /// order); without corrections only the last row of each valid_from is kept.
 pub(crate) fn history_rows(
     versions: &impl ReadableTable<(u64, i64, u64), &'static [u8]>,
+    docs: &impl DocHashes,
     eid: u64,
     from: i64,
     to: i64,
@@ -206,7 +209,7 @@ pub(crate) fn history_rows(
         if row_tx > tx {
             continue;
         }
-        let new = row(row_vt, row_tx, value.value())?;
+        let new = row(row_vt, row_tx, value.value(), docs)?;
         if !with_corrections
             && let Some(previous) = rows.last_mut()
             && previous.vt == row_vt
@@ -223,6 +226,7 @@ pub(crate) fn history_rows(
 /// stopping after the first one at or before `start`.
 fn visible_desc_until(
     versions: &impl ReadableTable<(u64, i64, u64), &'static [u8]>,
+    docs: &impl DocHashes,
     eid: u64,
     start: i64,
     end: i64,
@@ -241,7 +245,7 @@ fn visible_desc_until(
         if rows.last().is_some_and(|r| r.vt <= start) {
             break;
         }
-        rows.push(row(row_vt, row_tx, value.value())?);
+        rows.push(row(row_vt, row_tx, value.value(), docs)?);
     }
     Ok(rows)
 }
@@ -261,6 +265,7 @@ fn visible_desc_until(
 /// writing op's index.
 pub(crate) fn plan_write(
     versions: &impl ReadableTable<(u64, i64, u64), &'static [u8]>,
+    docs: &impl DocHashes,
     eid: u64,
     start: i64,
     end: Option<i64>,
@@ -269,7 +274,7 @@ pub(crate) fn plan_write(
 ) -> Result<Vec<(i64, VersionRec)>> {
     Ok(match end {
         Some(end) => {
-            let before = visible_desc_until(versions, eid, start, end)?;
+            let before = visible_desc_until(versions, docs, eid, start, end)?;
             rule::plan_write(
                 Seen::Ranged {
                     end,
@@ -290,12 +295,12 @@ pub(crate) fn plan_write(
             let visible = match last {
                 Some((key, value)) => {
                     let (_, row_vt, row_tx) = key.value();
-                    Some(row(row_vt, row_tx, value.value())?)
+                    Some(row(row_vt, row_tx, value.value(), docs)?)
                 }
                 None => None,
             };
             let after = match &visible {
-                Some(_) => history_rows(versions, eid, start + 1, i64::MAX, u64::MAX, false)?,
+                Some(_) => history_rows(versions, docs, eid, start + 1, i64::MAX, u64::MAX, false)?,
                 None => Vec::new(),
             };
             rule::plan_write::<Row>(

@@ -61,6 +61,13 @@ pub(crate) struct WriteTables<'t> {
     /// `meta[SHORT_ENTITY_KEYS_SINCE]`: from this transaction on, a new file named by its
     /// source gets a short `entities` key (store format 8) unless another row holds it.
     pub(super) short_since: u64,
+    /// `meta[DOC_SEQS_SINCE]`: from this transaction on, a file's version rows name their
+    /// document by its `doc_data` number (store format 8, `codec::VERSION_BY_SEQ`;
+    /// `u64::MAX`: never).
+    pub(super) doc_seqs_since: u64,
+    /// The object hashes of `doc_data` numbers, for a writer without `doc_data` (fsck's
+    /// replay); empty: the hashes are recomputed from `doc_data`.
+    pub(super) seq_hashes: HashMap<u64, [u8; 32]>,
 }
 
 impl<'t> EntityTables for WriteTables<'t> {
@@ -92,6 +99,7 @@ impl<'t> WriteTables<'t> {
         let by_tx_since = by_tx_omitted_since(&meta)?;
         let sources_since = sources_in_ids_since(&meta)?;
         let short_since = short_keys_since(&meta)?;
+        let doc_seqs_since = doc_seqs_since(&meta)?;
         let chunk = blobs::chunk_size(&meta)?;
         Ok(WriteTables {
             wtx: tx,
@@ -125,6 +133,8 @@ impl<'t> WriteTables<'t> {
             by_tx_since,
             sources_since,
             short_since,
+            doc_seqs_since,
+            seq_hashes: HashMap::new(),
         })
     }
 
@@ -214,7 +224,7 @@ pub(crate) enum CommitMode {
 }
 
 /// Everything a writer needs to apply op bodies: shared by `transact` and `fsck_rebuild`.
-impl WriteTables<'_> {
+impl<'t> WriteTables<'t> {
     /// Applies one resolved op body of transaction `tx` (op index `n`).
     pub(super) fn apply(&mut self, tx: u64, tx_time: i64, n: u32, op: &OpRec) -> Result<()> {
         match op {
@@ -249,10 +259,19 @@ impl WriteTables<'_> {
         existing: Option<EntityRec>,
     ) -> Result<()> {
         let new = VersionRec::of_write(w, n);
+        // Only a file's rows name their document by number: a file's document is never a
+        // delta, so its hash is recomputed from its record alone.
+        let is_file = match (&existing, &w.first) {
+            (Some(rec), _) => rec.source.is_some(),
+            (None, Some(first)) => first.source.is_some(),
+            (None, None) => false,
+        };
+        let by_seq = is_file && tx >= self.doc_seqs_since;
         match (existing, &w.first) {
             (Some(rec), _) => {
                 let rows = temporal::plan_write(
                     &self.versions,
+                    &self.doc_hashes(),
                     rec.eid,
                     w.valid_from,
                     w.valid_to,
@@ -260,7 +279,7 @@ impl WriteTables<'_> {
                     tx_time,
                 )?;
                 for (vt, row) in rows {
-                    self.insert_row(rec.eid, vt, tx, &row)?;
+                    self.insert_row(rec.eid, vt, tx, &row, by_seq)?;
                 }
             }
             (None, Some(first)) => {
@@ -279,7 +298,7 @@ impl WriteTables<'_> {
                         _ => (vt, tx),
                     };
                     latest = Some(max);
-                    self.write_row(eid, vt, tx, &row, (!omit).then_some(max))?;
+                    self.write_row(eid, vt, tx, &row, (!omit).then_some(max), by_seq)?;
                 }
             }
             (None, None) => return Err(unknown_entity(&w.entity)),
@@ -361,12 +380,13 @@ impl WriteTables<'_> {
         vt: i64,
         tx: u64,
         rec: &VersionRec,
+        by_seq: bool,
     ) -> Result<()> {
         let max = match self.latest_row(eid)? {
             Some((max_vt, max_tx)) if max_vt > vt => (max_vt, max_tx),
             _ => (vt, tx),
         };
-        self.write_row(eid, vt, tx, rec, Some(max))
+        self.write_row(eid, vt, tx, rec, Some(max), by_seq)
     }
 
     /// Writes version row (`eid`, `vt`, `tx`) and its `versions_by_tx` row, `max` being the
@@ -379,17 +399,38 @@ impl WriteTables<'_> {
         tx: u64,
         rec: &VersionRec,
         max: Option<(i64, u64)>,
+        by_seq: bool,
     ) -> Result<()> {
-        if let Some(hash) = &rec.object_hash {
-            docs::reference_doc(&mut self.docs, hash)?;
-        }
+        let encoded = match &rec.object_hash {
+            Some(hash) => {
+                let seq = docs::reference_doc(&mut self.docs, hash)?;
+                // `u64::MAX`: fsck's replay placing a document the store lacks.
+                if by_seq && seq != u64::MAX {
+                    codec::encode_version_at(rec, seq)?
+                } else {
+                    codec::encode(rec)?
+                }
+            }
+            None => codec::encode(rec)?,
+        };
         self.versions
-            .insert((eid, vt, tx), codec::encode(rec)?.as_slice())
+            .insert((eid, vt, tx), encoded.as_slice())
             .db()?;
         if let Some(max) = max {
             self.by_tx.insert((eid, tx), max).db()?;
         }
         Ok(())
+    }
+
+    /// The hashes of the documents version rows name by number (see [`docs::WriteDocs`]).
+    pub(super) fn doc_hashes(&self) -> docs::WriterDocs<'_, 't> {
+        docs::WriteDocs {
+            stored: docs::StoredDocs {
+                index: &self.docs.index,
+                data: &self.docs.data,
+            },
+            given: &self.seq_hashes,
+        }
     }
 
     /// (valid_from, tx) of the latest row of entity `eid` (greatest valid time, then tx), for a
@@ -412,10 +453,15 @@ impl WriteTables<'_> {
         let Some(rec) = entity_rec(self, id)? else {
             return Ok(None);
         };
-        Ok(
-            temporal::as_of_row(&self.versions, &self.by_tx, rec.eid, now, u64::MAX)?
-                .and_then(|(row, _)| row.rec.object_hash),
-        )
+        Ok(temporal::as_of_row(
+            &self.versions,
+            &self.doc_hashes(),
+            &self.by_tx,
+            rec.eid,
+            now,
+            u64::MAX,
+        )?
+        .and_then(|(row, _)| row.rec.object_hash))
     }
 
     /// Stores the document of `object` and its contents (with `bytes` kept for a file whose
