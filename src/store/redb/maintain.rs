@@ -95,6 +95,7 @@ impl RedbStore {
                 BY_TX_OMITTED_SINCE,
                 SOURCES_IN_IDS_SINCE,
                 SHORT_ENTITY_KEYS_SINCE,
+                DOC_SEQS_SINCE,
             ] {
                 meta.insert(key, 1u64.to_le_bytes().as_slice()).db()?;
             }
@@ -482,6 +483,7 @@ mod tests {
             BY_TX_OMITTED_SINCE,
             SOURCES_IN_IDS_SINCE,
             SHORT_ENTITY_KEYS_SINCE,
+            DOC_SEQS_SINCE,
         ] {
             let (_dir, store) = new_store()?;
             let object = put_a(&store, "a")?;
