@@ -850,6 +850,27 @@ mod tests {
         Ok(crash_copy(store, scratch, "copy")?.full_repair_on_open())
     }
 
+    /// A group commit's request that writes the text file `path`.
+    fn request(path: &str) -> Result<crate::store::TxRequest> {
+        let source = FilesystemSource {
+            filesystem_id: "fs".into(),
+            path: path.into(),
+        };
+        Ok(crate::store::TxRequest {
+            ops: vec![Op::put(Object::file_text(source, path.into())?)],
+            origin: Origin::Cli,
+            stat: None,
+        })
+    }
+
+    /// The first error of a group commit's results.
+    fn committed(results: Vec<Result<Option<crate::store::TxReceipt>>>) -> Result<()> {
+        for r in results {
+            r?;
+        }
+        Ok(())
+    }
+
     /// The header and the rows a read-only handle finds in the store file of `dir`: the state
     /// the stat file beside the store is kept for, and what it stands for.
     fn state_and_log(dir: &Path) -> Result<(Option<Vec<u8>>, usize)> {
@@ -865,23 +886,6 @@ mod tests {
     fn a_state_seen_again_after_lazy_commits_names_the_same_rows() -> Result<()> {
         let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let scratch = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let request = |path: &str| -> Result<crate::store::TxRequest> {
-            let source = FilesystemSource {
-                filesystem_id: "fs".into(),
-                path: path.into(),
-            };
-            Ok(crate::store::TxRequest {
-                ops: vec![Op::put(Object::file_text(source, path.into())?)],
-                origin: Origin::Cli,
-                stat: None,
-            })
-        };
-        let committed = |results: Vec<Result<Option<crate::store::TxReceipt>>>| -> Result<()> {
-            for r in results {
-                r?;
-            }
-            Ok(())
-        };
         {
             let store = RedbStore::create(tmp.path())?;
             committed(Backend::transact_group(&store, vec![request("/a")?]))?;
@@ -952,23 +956,6 @@ mod tests {
         let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let scratch = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let store = RedbStore::create(tmp.path())?;
-        let request = |path: &str| -> Result<crate::store::TxRequest> {
-            let source = FilesystemSource {
-                filesystem_id: "fs".into(),
-                path: path.into(),
-            };
-            Ok(crate::store::TxRequest {
-                ops: vec![Op::put(Object::file_text(source, path.into())?)],
-                origin: Origin::Cli,
-                stat: None,
-            })
-        };
-        let committed = |results: Vec<Result<Option<crate::store::TxReceipt>>>| -> Result<()> {
-            for r in results {
-                r?;
-            }
-            Ok(())
-        };
         committed(Backend::transact_group(
             &store,
             vec![request("/a")?, request("/b")?],
