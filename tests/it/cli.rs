@@ -1015,6 +1015,31 @@ fn an_index_run_answers_the_same_with_the_stat_file_as_without_it() -> TestResul
     Ok(())
 }
 
+/// An unchanged re-index after a file was deleted writes nothing: the deleted path, still
+/// among the store's paths (its history), has no stat cache entry left to remove. Each such run
+/// committed that removal again (18 fdatasyncs a run, for ever), so the stat file was never
+/// kept again either.
+#[test]
+fn an_unchanged_index_after_a_deletion_writes_nothing() -> TestResult {
+    let f = Fixture::new()?;
+    let index = || f.json(&["--no-daemon", "index", ".", "--quiet", "--json"]);
+    f.write("a.txt", b"a\n")?;
+    f.write("b.txt", b"b\n")?;
+    assert_eq!(tally(&index()?), [2, 2, 0, 0, 0]);
+    fs::remove_file(f.tree.join("b.txt"))?;
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 1]);
+    let db = f.store.join("store.redb");
+    let before = fs::read(&db)?;
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 0]);
+    assert!(fs::read(&db)? == before, "an unchanged re-index wrote");
+    // That run kept the stat file, and the next takes it.
+    let kept = fs::read(f.store.join("stat.cache"))?;
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 0]);
+    assert!(fs::read(&db)? == before, "an unchanged re-index wrote");
+    assert_eq!(fs::read(f.store.join("stat.cache"))?, kept);
+    Ok(())
+}
+
 #[test]
 fn directory_listings_kept_between_index_runs_never_hide_a_change() -> TestResult {
     let f = Fixture::new()?;
