@@ -373,7 +373,16 @@ pub fn scan(
         let gone = Look::Gone(presence);
         let change = StatChange::of(&gone, scan_start);
         let planned = indexer.plan_look(source, gone)?;
-        record(&mut batch.stat, &path, change);
+        // Only an entry the stat cache holds is removed: a path deleted before stays among the
+        // stored paths (its history) with none, and removing it again would make every later
+        // scan commit (and never keep the stat file).
+        if plan
+            .cache
+            .wait()
+            .is_some_and(|cache| cache.get(&path).is_some())
+        {
+            record(&mut batch.stat, &path, change);
+        }
         if planned.action != Action::Deleted {
             // Deleted before: not a file of this scan, so not "unchanged" either.
             continue;

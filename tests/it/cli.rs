@@ -912,6 +912,134 @@ fn the_stat_cache_kept_beside_the_store_never_hides_a_change() -> TestResult {
     Ok(())
 }
 
+/// The files of store directory `from` (no subdirectory, lock or socket) copied into `to`,
+/// without the stat file (nothing when there is no store yet).
+fn copy_store_without_stat_file(from: &Path, to: &Path) -> TestResult {
+    if to.exists() {
+        fs::remove_dir_all(to)?;
+    }
+    if !from.exists() {
+        return Ok(());
+    }
+    fs::create_dir_all(to)?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if ["store.lock", "strata.sock", "stat.cache"]
+            .iter()
+            .any(|skipped| name == *skipped)
+        {
+            continue;
+        }
+        if entry.file_type()?.is_file() {
+            fs::copy(entry.path(), to.join(&name))?;
+        }
+    }
+    Ok(())
+}
+
+/// The stat file stands for the stat cache and the stored paths: each index run answers as the
+/// same run on a copy of the store without the file (which reads the tables), and leaves the
+/// same files listed, whatever changed between runs that wrote nothing to the store (the
+/// settings' ignore and deny globs, files removed or changed while ignored or denied).
+#[test]
+fn an_index_run_answers_the_same_with_the_stat_file_as_without_it() -> TestResult {
+    let f = Fixture::new()?;
+    let copy = f.store.with_file_name("copy");
+    let index_both = |from_file: bool| -> TestResult<[u64; 5]> {
+        copy_store_without_stat_file(&f.store, &copy)?;
+        let args = ["--no-daemon", "index", ".", "--quiet", "--json"];
+        let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("--store")
+            .arg(&copy)
+            .args(args)
+            .current_dir(&f.tree)
+            .env_remove("STRATA_STORE")
+            .output()?;
+        assert!(output.status.success(), "{output:?}");
+        let without: Value = serde_json::from_slice(&output.stdout)?;
+        assert_eq!(f.store.join("stat.cache").exists(), from_file);
+        let with = f.json(&args)?;
+        assert_eq!(tally(&with), tally(&without));
+        for key in ["skipped", "denied", "ignored"] {
+            assert_eq!(with.get(key), without.get(key), "{key}");
+        }
+        let listed = |store: &Path| -> TestResult<Vec<String>> {
+            let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+                .arg("--store")
+                .arg(store)
+                .args(["--no-daemon", "ls"])
+                .current_dir(&f.tree)
+                .env_remove("STRATA_STORE")
+                .output()?;
+            assert!(output.status.success(), "{output:?}");
+            // Each listed file without the time of its last change (each run's own).
+            Ok(String::from_utf8(output.stdout)?
+                .lines()
+                .map(|line| {
+                    let mut words: Vec<&str> = line.split_whitespace().collect();
+                    if words.len() > 2 {
+                        words.remove(2);
+                    }
+                    words.join(" ")
+                })
+                .collect::<Vec<_>>())
+        };
+        assert_eq!(listed(&f.store)?, listed(&copy)?);
+        Ok(tally(&with))
+    };
+    let settings = |text: &str| fs::write(f.store.join("settings.toml"), text);
+    for name in ["a.txt", "b.txt", "dir/c.txt", "dir/d.txt", "dir/e.txt"] {
+        f.write(name, name.as_bytes())?;
+    }
+    assert_eq!(index_both(false)?, [5, 5, 0, 0, 0]);
+    assert_eq!(index_both(false)?, [5, 0, 0, 5, 0]);
+    assert_eq!(index_both(true)?, [5, 0, 0, 5, 0]);
+    // Stored files now ignored or denied: neither deleted nor read.
+    settings("ignore = [\"c.txt\"]\ndeny = [\"**/d.txt\"]\n")?;
+    index_both(true)?;
+    index_both(true)?;
+    // Changed and removed while ignored or denied.
+    f.write("dir/c.txt", b"changed while ignored")?;
+    fs::remove_file(f.tree.join("dir/d.txt"))?;
+    index_both(true)?;
+    index_both(fs::metadata(f.store.join("stat.cache")).is_ok())?;
+    // The globs gone again.
+    settings("")?;
+    index_both(fs::metadata(f.store.join("stat.cache")).is_ok())?;
+    index_both(fs::metadata(f.store.join("stat.cache")).is_ok())?;
+    assert_eq!(
+        index_both(fs::metadata(f.store.join("stat.cache")).is_ok())?,
+        [4, 0, 0, 4, 0]
+    );
+    Ok(())
+}
+
+/// An unchanged re-index after a file was deleted writes nothing: the deleted path, still
+/// among the store's paths (its history), has no stat cache entry left to remove. Each such run
+/// committed that removal again (18 fdatasyncs a run, for ever), so the stat file was never
+/// kept again either.
+#[test]
+fn an_unchanged_index_after_a_deletion_writes_nothing() -> TestResult {
+    let f = Fixture::new()?;
+    let index = || f.json(&["--no-daemon", "index", ".", "--quiet", "--json"]);
+    f.write("a.txt", b"a\n")?;
+    f.write("b.txt", b"b\n")?;
+    assert_eq!(tally(&index()?), [2, 2, 0, 0, 0]);
+    fs::remove_file(f.tree.join("b.txt"))?;
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 1]);
+    let db = f.store.join("store.redb");
+    let before = fs::read(&db)?;
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 0]);
+    assert!(fs::read(&db)? == before, "an unchanged re-index wrote");
+    // That run kept the stat file, and the next takes it.
+    let kept = fs::read(f.store.join("stat.cache"))?;
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 0]);
+    assert!(fs::read(&db)? == before, "an unchanged re-index wrote");
+    assert_eq!(fs::read(f.store.join("stat.cache"))?, kept);
+    Ok(())
+}
+
 #[test]
 fn directory_listings_kept_between_index_runs_never_hide_a_change() -> TestResult {
     let f = Fixture::new()?;

@@ -393,6 +393,42 @@ fn two_directories_share_one_postgres_store_through_their_daemons() -> TestResul
     Ok(())
 }
 
+/// A PostgreSQL store keeps no stat file beside its directory (`stat.cache`, keyed by redb's
+/// file header): another directory (another machine) commits to the same store without
+/// touching it. An unchanged re-index of directory A after B evicted A's file indexes it again.
+#[test]
+fn a_postgres_store_keeps_no_stat_file() -> TestResult {
+    let Some(backend) = postgres()? else {
+        return Ok(());
+    };
+    let location = backend.fresh(&format!("s_{}", std::process::id()))?;
+    let url = location.url();
+    let (a, b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    for dir in [&a, &b] {
+        let (ok, out, err) = strata(dir.path(), &["init", "--backend", &url])?;
+        assert!(ok, "{out}{err}");
+    }
+    std::fs::write(a.path().join("a.txt"), "a text\n")?;
+    let index = |dir: &Path| -> TestResult<String> {
+        let (ok, out, err) = strata(dir, &["--no-daemon", "index", ".", "--json"])?;
+        assert!(ok, "{out}{err}");
+        Ok(out)
+    };
+    for _ in 0..3 {
+        index(a.path())?;
+    }
+    assert!(!a.path().join(".strata/stat.cache").exists());
+    let evicted = a.path().canonicalize()?.join("a.txt");
+    let evicted = evicted.to_str().ok_or("a UTF-8 path")?;
+    let (ok, out, err) = strata(b.path(), &["--no-daemon", "evict", evicted, "--yes"])?;
+    assert!(ok, "{out}{err}");
+    let again: serde_json::Value = serde_json::from_str(&index(a.path())?)?;
+    assert_eq!(again["created"], 1, "{again}");
+    assert!(!a.path().join(".strata/stat.cache").exists());
+    backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
+    Ok(())
+}
+
 /// One line-delimited JSON-RPC connection to a daemon's socket (reads time out, never hang).
 struct Socket {
     writer: std::os::unix::net::UnixStream,

@@ -854,6 +854,105 @@ mod tests {
         Ok(crash_copy(store, scratch, "copy")?.full_repair_on_open())
     }
 
+    /// A group commit's request that writes the text file `path`.
+    fn request(path: &str) -> Result<crate::store::TxRequest> {
+        let source = FilesystemSource {
+            filesystem_id: "fs".into(),
+            path: path.into(),
+        };
+        Ok(crate::store::TxRequest {
+            ops: vec![Op::put(Object::file_text(source, path.into())?)],
+            origin: Origin::Cli,
+            stat: None,
+        })
+    }
+
+    /// The first error of a group commit's results.
+    fn committed(results: Vec<Result<Option<crate::store::TxReceipt>>>) -> Result<()> {
+        for r in results {
+            r?;
+        }
+        Ok(())
+    }
+
+    /// The header and the rows a read-only handle finds in the store file of `dir`: the state
+    /// the stat file beside the store is kept for, and what it stands for.
+    fn state_and_log(dir: &Path) -> Result<(Option<Vec<u8>>, usize)> {
+        let store = RedbStore::open_read_only(dir)?;
+        Ok((store.read_only_state(), store.log(None, usize::MAX)?.len()))
+    }
+
+    /// The stat file (`stat.cache`) is taken when `read_only_state` names the state it was kept
+    /// for: a header seen again must mean the rows it was kept with. Lazy commits
+    /// (`Durability::None`) write no header; a crash after them (a copy of the live file) rolls
+    /// back to the last durable commit, and a clean close makes them durable under a new header.
+    #[test]
+    fn a_state_seen_again_after_lazy_commits_names_the_same_rows() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let scratch = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        {
+            let store = RedbStore::create(tmp.path())?;
+            committed(Backend::transact_group(&store, vec![request("/a")?]))?;
+        }
+        let (before, rows) = state_and_log(tmp.path())?;
+        assert!(before.is_some());
+        assert_eq!(rows, 1);
+        let store = RedbStore::open(tmp.path())?;
+        committed(store.transact_group_lazily(vec![request("/b")?]))?;
+        committed(store.transact_group_lazily(vec![request("/c")?]))?;
+        // The raw file as a crash leaves it, opened read-only first as a scan opens it.
+        let raw = scratch.path().join("raw");
+        std::fs::create_dir_all(&raw).map_err(|e| Error::io("mkdir", e))?;
+        std::fs::copy(tmp.path().join(DB_FILE), raw.join(DB_FILE))
+            .map_err(|e| Error::io("copy", e))?;
+        // Not closed cleanly: opened to write (and repaired), so no state to take a file for.
+        let (state, rows) = state_and_log(&raw)?;
+        assert!(state.is_none(), "{rows} rows");
+        // Repaired and closed, then read-only again.
+        drop(crash_copy(&store, scratch.path(), "repaired")?);
+        let (state, rows) = state_and_log(&scratch.path().join("repaired"))?;
+        assert!(state.is_some());
+        assert!(
+            state != before || rows == 1,
+            "the repaired file's header is the one before the lazy commits, with {rows} rows"
+        );
+        // The live store closed cleanly: its lazy commits are durable, under another header.
+        drop(store);
+        let (state, rows) = state_and_log(tmp.path())?;
+        assert_eq!(rows, 3);
+        assert!(state.is_some() && state != before);
+        Ok(())
+    }
+
+    /// What `read_only_state` rests on: while a handle that only reads is open, no handle can
+    /// open the file to write (and none can while a writer holds it), so its header names the
+    /// rows it reads for as long as it is open.
+    #[test]
+    fn no_writer_opens_beside_a_handle_that_only_reads() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        drop(RedbStore::create(tmp.path())?);
+        for deferred in [false, true] {
+            let reader = if deferred {
+                RedbStore::open_deferred(tmp.path())?
+            } else {
+                RedbStore::open_read_only(tmp.path())?
+            };
+            let state = reader.read_only_state();
+            assert!(state.is_some());
+            assert!(matches!(
+                RedbStore::open(tmp.path()),
+                Err(Error::StoreLocked { .. })
+            ));
+            assert!(redb::Database::open(tmp.path().join(DB_FILE)).is_err());
+            assert_eq!(reader.read_only_state(), state);
+        }
+        let writer = RedbStore::open(tmp.path())?;
+        assert!(writer.read_only_state().is_none());
+        assert!(RedbStore::open_read_only(tmp.path()).is_err());
+        assert!(redb::ReadOnlyDatabase::open(tmp.path().join(DB_FILE)).is_err());
+        Ok(())
+    }
+
     /// A commit under load leaves out the quick-repair record, so a crash right after it means a
     /// full repair at the next open; a checkpointed commit, or a sync after it, does not.
     #[test]
@@ -861,23 +960,6 @@ mod tests {
         let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let scratch = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let store = RedbStore::create(tmp.path())?;
-        let request = |path: &str| -> Result<crate::store::TxRequest> {
-            let source = FilesystemSource {
-                filesystem_id: "fs".into(),
-                path: path.into(),
-            };
-            Ok(crate::store::TxRequest {
-                ops: vec![Op::put(Object::file_text(source, path.into())?)],
-                origin: Origin::Cli,
-                stat: None,
-            })
-        };
-        let committed = |results: Vec<Result<Option<crate::store::TxReceipt>>>| -> Result<()> {
-            for r in results {
-                r?;
-            }
-            Ok(())
-        };
         committed(Backend::transact_group(
             &store,
             vec![request("/a")?, request("/b")?],

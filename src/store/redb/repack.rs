@@ -539,4 +539,85 @@ mod compaction {
         assert_eq!(o.len().map_err(std::io::Error::other)?, 12_000);
         Ok(())
     }
+
+    /// A leaf whose page type byte is damaged, among the highest pages of the file: the
+    /// compaction's walk reads the branches only, so the damage is met when the page is moved.
+    /// That is an error, not a panic (redb's relocation asserted the type was a leaf or a
+    /// branch; a panic through the store's close leaves the file to be repaired at the next
+    /// open), and the file is left as it was.
+    #[test]
+    fn a_damaged_leaf_among_the_pages_to_move_is_an_error_not_a_panic() -> std::io::Result<()> {
+        const MARK: &[u8] = b"strata-compaction-damaged-leaf";
+        const PAGE: usize = 4096;
+        let table: TableDefinition<u64, &[u8]> = TableDefinition::new("t");
+        let value = |i: u64| {
+            let mut v = MARK.to_vec();
+            v.resize(300, u8::try_from(i % 251).unwrap_or(0));
+            v
+        };
+        let tmp = tempfile::tempdir()?;
+        let path = tmp.path().join("db");
+        {
+            let db = Database::create(&path).map_err(std::io::Error::other)?;
+            let run = |db: &Database| -> redb::Result<(), redb::Error> {
+                for batch in 0..6u64 {
+                    let txn = db.begin_write()?;
+                    {
+                        let mut t = txn.open_table(table)?;
+                        for i in 0..1_000u64 {
+                            let key = batch * 10_000 + i;
+                            t.insert(key, value(key).as_slice())?;
+                        }
+                    }
+                    txn.commit()?;
+                }
+                let txn = db.begin_write()?;
+                {
+                    let mut t = txn.open_table(table)?;
+                    for batch in 0..5u64 {
+                        for i in 0..1_000u64 {
+                            if i % 3 != 0 {
+                                t.remove(batch * 10_000 + i)?;
+                            }
+                        }
+                    }
+                }
+                txn.commit()?;
+                Ok(())
+            };
+            run(&db).map_err(std::io::Error::other)?;
+        }
+        // The highest leaf of the table (page type 1, holding a row) gets a type byte that is
+        // neither a leaf's nor a branch's.
+        let mut bytes = std::fs::read(&path)?;
+        let at = (0..bytes.len() / PAGE)
+            .rev()
+            .map(|page| page * PAGE)
+            .find(|&at| {
+                bytes.get(at) == Some(&1)
+                    && bytes
+                        .get(at..at + PAGE)
+                        .is_some_and(|page| page.windows(MARK.len()).any(|w| w == MARK))
+            })
+            .ok_or_else(|| std::io::Error::other("no leaf found"))?;
+        if let Some(byte) = bytes.get_mut(at) {
+            *byte = 0xEE;
+        }
+        std::fs::write(&path, &bytes)?;
+        let mut db = Database::open(&path).map_err(std::io::Error::other)?;
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.compact().is_ok()));
+        let Ok(compacted) = outcome else {
+            // The handle a panic left is not closed (its drop could panic again).
+            std::mem::forget(db);
+            panic!("the compaction panicked on a damaged leaf");
+        };
+        assert!(
+            !compacted,
+            "the compaction went past a damaged leaf it moved"
+        );
+        drop(db);
+        assert_eq!(std::fs::read(&path)?.len(), bytes.len());
+        Ok(())
+    }
 }

@@ -390,7 +390,15 @@ impl UntypedBtreeMut {
                     }
                 }
             }
-            _ => unreachable!(),
+            // strata's patch: a damaged page is an error, not a panic. Compaction names leaves
+            // without reading them (visit_pages_reading_branches), so a leaf whose type byte is
+            // damaged is first read here, when it is moved; the transaction is then dropped
+            // uncommitted, as after any other error of the compaction
+            page_type => {
+                return Err(crate::StorageError::Corrupted(format!(
+                    "Invalid page type byte {page_type} for page {page_number:?}"
+                )));
+            }
         }
 
         let mut freed_pages = self.freed_pages.lock().unwrap();
