@@ -57,7 +57,17 @@ pub struct Key<'a> {
 /// The entries kept in `store_dir` for `key`; `None` when the file is missing, damaged, or
 /// kept for another state of the store, another filesystem or other roots.
 pub fn load(store_dir: &Path, key: &Key<'_>) -> Option<Kept> {
-    let bytes = std::fs::read(store_dir.join(STAT_FILE)).ok()?;
+    use std::io::Read;
+    let mut file = std::fs::File::open(store_dir.join(STAT_FILE)).ok()?;
+    // Its head first: a file kept for another state of the store (after any write) is not read
+    // further, however large the tree it describes.
+    let head_len = MAGIC.len() + 32 + key_bytes(key).len();
+    let mut bytes = vec![0; head_len];
+    file.read_exact(&mut bytes).ok()?;
+    if bytes.get(..MAGIC.len())? != MAGIC || bytes.get(MAGIC.len() + 32..)? != key_bytes(key) {
+        return None;
+    }
+    file.read_to_end(&mut bytes).ok()?;
     decode(bytes, key)
 }
 
@@ -308,5 +318,43 @@ mod tests {
             assert!(decode(damaged, &key).is_none(), "byte {at} flipped");
             assert!(decode(bytes[..at].to_vec(), &key).is_none(), "cut at {at}");
         }
+    }
+
+    /// `load` reads a file's head before the rest: a file kept for another key (or shorter
+    /// than the head) is no file, and one kept for this key is read whole, damage included.
+    #[test]
+    fn load_checks_the_head_then_reads_the_whole_file() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let roots = [PathBuf::from("/t")];
+        let key = Key {
+            state: b"header-1",
+            filesystem_id: "fs",
+            roots: &roots,
+        };
+        assert!(load(dir.path(), &key).is_none(), "no file");
+        save(dir.path(), &key, &sample(), &["/t/gone".to_string()]);
+        let kept = load(dir.path(), &key);
+        assert_eq!(
+            kept.as_ref().map(|k| sorted(&k.cache)),
+            Some(sorted(&sample()))
+        );
+        let other = Key {
+            state: b"header-2",
+            ..key
+        };
+        assert!(load(dir.path(), &other).is_none());
+        let path = dir.path().join(STAT_FILE);
+        let bytes = std::fs::read(&path)?;
+        for cut in [10, MAGIC.len() + 32 + 3, bytes.len() - 1] {
+            std::fs::write(&path, &bytes[..cut])?;
+            assert!(load(dir.path(), &key).is_none(), "cut at {cut}");
+        }
+        let mut damaged = bytes.clone();
+        if let Some(last) = damaged.last_mut() {
+            *last ^= 1;
+        }
+        std::fs::write(&path, &damaged)?;
+        assert!(load(dir.path(), &key).is_none(), "last byte flipped");
+        Ok(())
     }
 }
