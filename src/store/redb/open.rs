@@ -1302,6 +1302,183 @@ mod tests {
         Ok(())
     }
 
+    /// A file object at path `p` holding `text` (the tests of version rows by number).
+    fn text_file(p: &str, text: &str) -> Result<Object> {
+        Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: p.into(),
+            },
+            text.into(),
+        )
+    }
+
+    /// The text content of `id` as of now.
+    fn text_of(store: &RedbStore, id: &str) -> Result<Option<String>> {
+        Ok(store
+            .as_of(id, None, None)?
+            .and_then(|v| v.object)
+            .and_then(|o| o.content().map(str::to_string)))
+    }
+
+    /// Rewrites every version row of the store file at `path` that names its document by
+    /// number with `f` of its record and number.
+    fn renumber(path: &Path, f: impl Fn(u64) -> u64) -> Result<()> {
+        let db = Database::open(path.join(DB_FILE)).db()?;
+        let wtx = db.begin_write().db()?;
+        {
+            let mut versions = wtx.open_table(VERSIONS).db()?;
+            let mut rows = Vec::new();
+            for entry in versions.iter().db()? {
+                let (k, v) = entry.db()?;
+                if let (rec, Some(seq)) = codec::decode_version(v.value(), "v")? {
+                    rows.push((k.value(), codec::encode_version_at(&rec, f(seq))?));
+                }
+            }
+            for (k, v) in rows {
+                versions.insert(k, v.as_slice()).db()?;
+            }
+        }
+        wtx.commit().db()
+    }
+
+    /// Two files with one document (same text, another path), a third evicted and its
+    /// document's number taken by a later one: every row by number still names its own
+    /// document, through reads, fsck, a rebuild, gc and the other file's eviction.
+    #[test]
+    fn a_shared_document_and_a_reused_number_keep_every_file_right() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = tmp.path().join("s");
+        let (a, b) = (text_file("/a.rs", "same")?, text_file("/b.rs", "same")?);
+        let (c, d) = (text_file("/c.rs", "c1")?, text_file("/d.rs", "d1")?);
+        let ids: Vec<String> = [&a, &b, &c, &d]
+            .iter()
+            .map(|o| o.id().to_string())
+            .collect();
+        let store = RedbStore::create(&path)?;
+        store.transact(vec![Op::put(a), Op::put(b)], Origin::Cli)?;
+        // One document for both paths.
+        assert_eq!(store.read()?.open_table(DOC_INDEX).db()?.len().db()?, 1);
+        store.transact(vec![Op::put(c)], Origin::Cli)?;
+        store.evict(&ids[2], Origin::Cli)?;
+        store.transact(vec![Op::put(d)], Origin::Cli)?;
+        let check = |store: &RedbStore, a_live: bool| -> Result<()> {
+            assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+            if a_live {
+                assert_eq!(text_of(store, &ids[0])?.as_deref(), Some("same"));
+            }
+            assert_eq!(text_of(store, &ids[1])?.as_deref(), Some("same"));
+            assert_eq!(text_of(store, &ids[3])?.as_deref(), Some("d1"));
+            Ok(())
+        };
+        check(&store, true)?;
+        store.fsck_rebuild()?;
+        check(&store, true)?;
+        store.evict(&ids[0], Origin::Cli)?;
+        check(&store, false)?;
+        store.gc()?;
+        check(&store, false)?;
+        store.fsck_rebuild()?;
+        check(&store, false)?;
+        drop(store);
+        assert_eq!(version_forms(&path)?.1, 2);
+        Ok(())
+    }
+
+    /// A version row naming a document number past the end is refused by reads and found by
+    /// fsck (which goes on checking the rest), and a rebuild mends it.
+    #[test]
+    fn a_number_past_the_end_is_found_and_mended() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = tmp.path().join("s");
+        let (a, b) = (text_file("/a.rs", "a1")?, text_file("/b.rs", "b1")?);
+        let (a_id, b_id) = (a.id().to_string(), b.id().to_string());
+        {
+            let store = RedbStore::create(&path)?;
+            store.transact(vec![Op::put(a)], Origin::Cli)?;
+            store.transact(vec![Op::put(b)], Origin::Cli)?;
+        }
+        // a's row (number 1) names number 1 000; b's stays.
+        renumber(&path, |seq| if seq == 1 { 1_000 } else { seq })?;
+        let store = RedbStore::open(&path)?;
+        assert!(matches!(text_of(&store, &a_id), Err(Error::Corrupt { .. })));
+        assert!(matches!(
+            store.history(&a_id, HistoryQuery::default()),
+            Err(Error::Corrupt { .. })
+        ));
+        assert_eq!(text_of(&store, &b_id)?.as_deref(), Some("b1"));
+        let findings = store.fsck();
+        assert!(
+            findings.iter().any(|f| f.kind == "versions"),
+            "{findings:?}"
+        );
+        store.fsck_rebuild()?;
+        assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        assert_eq!(text_of(&store, &a_id)?.as_deref(), Some("a1"));
+        assert_eq!(text_of(&store, &b_id)?.as_deref(), Some("b1"));
+        Ok(())
+    }
+
+    /// A document record replaced by another file's: the number's recomputed hash is not the
+    /// one `doc_index` places there, so reads refuse it and fsck finds it; never the other file.
+    #[test]
+    fn a_record_replaced_by_another_is_refused_not_read_as_it() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = tmp.path().join("s");
+        let (a, b) = (text_file("/a.rs", "a1")?, text_file("/b.rs", "b1")?);
+        let (a_id, b_id) = (a.id().to_string(), b.id().to_string());
+        {
+            let store = RedbStore::create(&path)?;
+            store.transact(vec![Op::put(a), Op::put(b)], Origin::Cli)?;
+        }
+        {
+            let db = Database::open(path.join(DB_FILE)).db()?;
+            let wtx = db.begin_write().db()?;
+            {
+                let mut data = wtx.open_table(DOC_DATA).db()?;
+                let second = data
+                    .get(2u64)
+                    .db()?
+                    .map(|v| v.value().to_vec())
+                    .ok_or_else(|| Error::corrupt("record 2"))?;
+                data.insert(1u64, second.as_slice()).db()?;
+            }
+            wtx.commit().db()?;
+        }
+        let store = RedbStore::open(&path)?;
+        let a_text = text_of(&store, &a_id);
+        assert!(matches!(a_text, Err(Error::Corrupt { .. })), "{a_text:?}");
+        assert_eq!(text_of(&store, &b_id)?.as_deref(), Some("b1"));
+        assert!(!store.fsck().is_empty());
+        Ok(())
+    }
+
+    /// A file's later writes name their document by number too (its entity row, not only its
+    /// first write, says it is a file), and a deletion keeps its tombstone row; its history
+    /// reads every version.
+    #[test]
+    fn a_files_later_writes_are_by_number_and_its_history_reads_them() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = tmp.path().join("s");
+        let id = text_file("/a.rs", "a1")?.id().to_string();
+        {
+            let store = RedbStore::create(&path)?;
+            for text in ["a1", "a2", "a3"] {
+                store.transact(vec![Op::put(text_file("/a.rs", text)?)], Origin::Cli)?;
+            }
+            store.transact(vec![Op::delete(&id)], Origin::Cli)?;
+            let history = store.history(&id, HistoryQuery::default())?;
+            assert_eq!(history.len(), 4, "{history:?}");
+            assert_eq!(
+                history.iter().filter(|v| v.object_hash.is_some()).count(),
+                3
+            );
+            assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        }
+        assert_eq!(version_forms(&path)?, (1, 3, Some(1)));
+        Ok(())
+    }
+
     /// A format-7 store (bodies naming their filesystem in full) reads as it is, is marked
     /// format 8 at its first read-write open, writes format 8's bodies after its last
     /// transaction only, and its log, answers, fsck, rebuild, backup and salvage hold.
