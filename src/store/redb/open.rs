@@ -1479,6 +1479,53 @@ mod tests {
         Ok(())
     }
 
+    /// A document whose count a damage made too low is erased with one of the two files that
+    /// use it: the other file's row then names a missing number, refused. A later document
+    /// takes that number (`doc_data`'s last plus one), and the row is still refused, by its
+    /// check against the op that wrote it, never read as the new file's content.
+    #[test]
+    fn a_row_naming_a_freed_number_taken_again_is_refused() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = tmp.path().join("s");
+        let (a, b) = (text_file("/a.rs", "same")?, text_file("/b.rs", "same")?);
+        let (a_id, b_id) = (a.id().to_string(), b.id().to_string());
+        {
+            let store = RedbStore::create(&path)?;
+            store.transact(vec![Op::put(a), Op::put(b)], Origin::Cli)?;
+        }
+        {
+            // The shared document counts one reference of its two.
+            let db = Database::open(path.join(DB_FILE)).db()?;
+            let wtx = db.begin_write().db()?;
+            {
+                let mut index = wtx.open_table(DOC_INDEX).db()?;
+                let rows: Vec<_> = index
+                    .iter()
+                    .db()?
+                    .map(|e| e.db().map(|(k, v)| (k.value(), v.value())))
+                    .collect::<Result<_>>()?;
+                for (hash, (seq, _, blob)) in rows {
+                    index.insert(hash, (seq, 1, blob)).db()?;
+                }
+            }
+            wtx.commit().db()?;
+        }
+        let store = RedbStore::open(&path)?;
+        store.evict(&a_id, Origin::Cli)?;
+        assert!(matches!(text_of(&store, &b_id), Err(Error::Corrupt { .. })));
+        store.transact(vec![Op::put(text_file("/c.rs", "c1")?)], Origin::Cli)?;
+        let b_text = text_of(&store, &b_id);
+        let history = store.history(&b_id, HistoryQuery::default());
+        assert!(matches!(history, Err(Error::Corrupt { .. })), "{history:?}");
+        assert!(matches!(b_text, Err(Error::Corrupt { .. })), "{b_text:?}");
+        drop(store);
+        let store = RedbStore::open(&path)?;
+        store.transact(vec![Op::put(text_file("/d.rs", "d1")?)], Origin::Cli)?;
+        let b_text = text_of(&store, &b_id);
+        assert!(matches!(b_text, Err(Error::Corrupt { .. })), "{b_text:?}");
+        Ok(())
+    }
+
     /// A format-7 store (bodies naming their filesystem in full) reads as it is, is marked
     /// format 8 at its first read-write open, writes format 8's bodies after its last
     /// transaction only, and its log, answers, fsck, rebuild, backup and salvage hold.
