@@ -1526,6 +1526,39 @@ mod tests {
         Ok(())
     }
 
+    /// Listing the live entities asks only whether each current row is a tombstone, which a
+    /// row by number never is: it reads no document, so a damaged one does not fail it (a
+    /// read of that file does).
+    #[test]
+    fn live_entities_reads_no_document_of_a_row_by_number() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = tmp.path().join("s");
+        let (a, b) = (text_file("/a.rs", "a1")?, text_file("/b.rs", "b1")?);
+        let (a_id, b_id) = (a.id().to_string(), b.id().to_string());
+        {
+            let store = RedbStore::create(&path)?;
+            store.transact(vec![Op::put(a), Op::put(b)], Origin::Cli)?;
+        }
+        {
+            let db = Database::open(path.join(DB_FILE)).db()?;
+            let wtx = db.begin_write().db()?;
+            wtx.open_table(DOC_DATA)
+                .db()?
+                .insert(1u64, [9u8, 9, 9].as_slice())
+                .db()?;
+            wtx.commit().db()?;
+        }
+        let store = RedbStore::open(&path)?;
+        let mut live: Vec<String> = store.live_entities()?.into_iter().map(|e| e.id).collect();
+        live.sort();
+        let mut want = vec![a_id.clone(), b_id.clone()];
+        want.sort();
+        assert_eq!(live, want);
+        assert!(matches!(text_of(&store, &a_id), Err(Error::Corrupt { .. })));
+        assert_eq!(text_of(&store, &b_id)?.as_deref(), Some("b1"));
+        Ok(())
+    }
+
     /// A format-7 store (bodies naming their filesystem in full) reads as it is, is marked
     /// format 8 at its first read-write open, writes format 8's bodies after its last
     /// transaction only, and its log, answers, fsck, rebuild, backup and salvage hold.
