@@ -1559,6 +1559,82 @@ mod tests {
         Ok(())
     }
 
+    /// A format-7 file's rows by hash and its later rows by number in one history: a write
+    /// back in valid time between them (the write rule reads both forms, and its document is
+    /// another file's, by hash in that file's older row), that other file's eviction, fsck, a
+    /// rebuild (every file row by number since) and gc keep every answer.
+    #[test]
+    fn mixed_rows_of_an_upgraded_store_keep_their_history() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = tmp.path().join("s");
+        let t = |s: i64| Timestamp::saturating_from_micros(s * 1_000_000);
+        let (a_id, b_id) = (
+            text_file("/a.rs", "x")?.id().to_string(),
+            text_file("/b.rs", "x")?.id().to_string(),
+        );
+        {
+            let store = RedbStore::create(&path)?;
+            store.transact(
+                vec![
+                    Op::put_at(text_file("/a.rs", "a1")?, t(100), None),
+                    Op::put_at(text_file("/b.rs", "b1")?, t(100), None),
+                ],
+                Origin::Cli,
+            )?;
+        }
+        make_format_7(&path)?;
+        let store = RedbStore::open(&path)?;
+        store.transact(
+            vec![Op::put_at(text_file("/a.rs", "a3")?, t(300), None)],
+            Origin::Cli,
+        )?;
+        store.transact(
+            vec![Op::put_at(text_file("/a.rs", "b1")?, t(200), Some(t(250)))],
+            Origin::Cli,
+        )?;
+        let at = |store: &RedbStore, s: i64| -> Result<Option<String>> {
+            Ok(store
+                .as_of(&a_id, Some(t(s)), None)?
+                .and_then(|v| v.object)
+                .and_then(|o| o.content().map(str::to_string)))
+        };
+        let check = |store: &RedbStore| -> Result<()> {
+            assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+            let want = [
+                (150, Some("a1")),
+                (220, Some("b1")),
+                (260, Some("a1")),
+                (310, Some("a3")),
+            ];
+            for (s, text) in want {
+                assert_eq!(at(store, s)?.as_deref(), text, "at {s}");
+            }
+            assert_eq!(store.history(&a_id, HistoryQuery::default())?.len(), 4);
+            Ok(())
+        };
+        check(&store)?;
+        drop(store);
+        let (hashes, numbers, since) = version_forms(&path)?;
+        assert!(
+            hashes >= 2 && numbers >= 2 && since == Some(2),
+            "{hashes} {numbers} {since:?}"
+        );
+        let store = RedbStore::open(&path)?;
+        store.evict(&b_id, Origin::Cli)?;
+        check(&store)?;
+        store.fsck_rebuild()?;
+        check(&store)?;
+        store.gc()?;
+        check(&store)?;
+        drop(store);
+        assert_eq!(
+            version_forms(&path)?.0,
+            0,
+            "rebuilt: every file row by number"
+        );
+        Ok(())
+    }
+
     /// A format-7 store (bodies naming their filesystem in full) reads as it is, is marked
     /// format 8 at its first read-write open, writes format 8's bodies after its last
     /// transaction only, and its log, answers, fsck, rebuild, backup and salvage hold.
