@@ -1635,6 +1635,86 @@ mod tests {
         Ok(())
     }
 
+    /// Timing (run by hand, `--ignored --nocapture`): `metadata_many` and `history` of 5 000
+    /// files whose rows name their documents by number, then by hash, in one run.
+    #[test]
+    #[ignore = "a timing, run by hand"]
+    fn time_rows_by_number_against_by_hash() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = tmp.path().join("s");
+        let files: Vec<Object> = (0..5_000)
+            .map(|n| text_file(&format!("/src/f{n}.rs"), &format!("fn f{n}() {{}}\n")))
+            .collect::<Result<_>>()?;
+        let ids: Vec<String> = files.iter().map(|f| f.id().to_string()).collect();
+        {
+            let store = RedbStore::create(&path)?;
+            store.transact(files.into_iter().map(Op::put).collect(), Origin::Cli)?;
+        }
+        let time = |label: &str| -> Result<()> {
+            let store = RedbStore::open_read_only(&path)?;
+            let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let mut runs = Vec::new();
+            for _ in 0..7 {
+                let start = std::time::Instant::now();
+                store.metadata_many(&refs, None)?;
+                runs.push(start.elapsed().as_micros());
+            }
+            runs.sort_unstable();
+            let mut hist = Vec::new();
+            for _ in 0..7 {
+                let start = std::time::Instant::now();
+                for id in &ids[..1_000] {
+                    store.history(id, HistoryQuery::default())?;
+                }
+                hist.push(start.elapsed().as_micros());
+            }
+            hist.sort_unstable();
+            eprintln!(
+                "TIMING {label}: metadata_many(5000) median {} us; 1000 histories median {} us",
+                runs[3], hist[3]
+            );
+            Ok(())
+        };
+        let convert = |by_number: bool| -> Result<()> {
+            let db = Database::open(path.join(DB_FILE)).db()?;
+            let mut rows = Vec::new();
+            {
+                let rtx = db.begin_read().db()?;
+                let r = ReadTables::open(&rtx)?;
+                for entry in r.versions.iter().db()? {
+                    let (key, value) = entry.db()?;
+                    let rec = super::docs::version_rec(value.value(), &r.docs(), "v")?;
+                    let seq = match &rec.object_hash {
+                        Some(h) => r.doc_index.get(h).db()?.map(|v| v.value().0),
+                        None => None,
+                    };
+                    rows.push((
+                        key.value(),
+                        match (by_number, seq) {
+                            (true, Some(seq)) => codec::encode_version_at(&rec, seq)?,
+                            _ => codec::encode(&rec)?,
+                        },
+                    ));
+                }
+            }
+            let wtx = db.begin_write().db()?;
+            {
+                let mut versions = wtx.open_table(VERSIONS).db()?;
+                for (key, value) in rows {
+                    versions.insert(key, value.as_slice()).db()?;
+                }
+            }
+            wtx.commit().db()
+        };
+        for _ in 0..3 {
+            convert(true)?;
+            time("by number")?;
+            convert(false)?;
+            time("by hash")?;
+        }
+        Ok(())
+    }
+
     /// A format-7 store (bodies naming their filesystem in full) reads as it is, is marked
     /// format 8 at its first read-write open, writes format 8's bodies after its last
     /// transaction only, and its log, answers, fsck, rebuild, backup and salvage hold.
