@@ -1481,10 +1481,11 @@ mod tests {
 
     /// A document whose count a damage made too low is erased with one of the two files that
     /// use it: the other file's row then names a missing number, refused. A later document
-    /// takes that number (`doc_data`'s last plus one), and the row is still refused, by its
-    /// check against the op that wrote it, never read as the new file's content.
+    /// must not take that number (`meta[DOC_NUMBERS_FROM]`): reads would still refuse the row
+    /// (their check against the op that wrote it), but a conditional write expecting the new
+    /// document on it would pass.
     #[test]
-    fn a_row_naming_a_freed_number_taken_again_is_refused() -> Result<()> {
+    fn an_erased_documents_number_is_not_given_again() -> Result<()> {
         let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let path = tmp.path().join("s");
         let (a, b) = (text_file("/a.rs", "same")?, text_file("/b.rs", "same")?);
@@ -1513,16 +1514,48 @@ mod tests {
         let store = RedbStore::open(&path)?;
         store.evict(&a_id, Origin::Cli)?;
         assert!(matches!(text_of(&store, &b_id), Err(Error::Corrupt { .. })));
-        store.transact(vec![Op::put(text_file("/c.rs", "c1")?)], Origin::Cli)?;
+        let c = text_file("/c.rs", "c1")?;
+        let c_id = c.id().to_string();
+        store.transact(vec![Op::put(c)], Origin::Cli)?;
+        let numbers = |store: &RedbStore| -> Result<Vec<u64>> {
+            store
+                .read()?
+                .open_table(DOC_DATA)
+                .db()?
+                .iter()
+                .db()?
+                .map(|e| e.db().map(|(k, _)| k.value()))
+                .collect()
+        };
+        assert_eq!(numbers(&store)?, [2], "number 1 is not given again");
         let b_text = text_of(&store, &b_id);
+        assert!(matches!(b_text, Err(Error::Corrupt { .. })), "{b_text:?}");
         let history = store.history(&b_id, HistoryQuery::default());
         assert!(matches!(history, Err(Error::Corrupt { .. })), "{history:?}");
-        assert!(matches!(b_text, Err(Error::Corrupt { .. })), "{b_text:?}");
+        let meta = store.metadata_many(&[b_id.as_str()], None);
+        assert!(matches!(meta, Err(Error::Corrupt { .. })), "{meta:?}");
+        // A conditional write expecting the new file's document on the damaged one.
+        let matched = store.transact(
+            vec![Op::Match {
+                entity: b_id.clone(),
+                expected: Some(*text_file("/c.rs", "c1")?.object_hash()),
+            }],
+            Origin::Cli,
+        );
+        assert!(matches!(matched, Err(Error::Corrupt { .. })), "{matched:?}");
         drop(store);
         let store = RedbStore::open(&path)?;
+        store.evict(&c_id, Origin::Cli)?;
+        // gc counts every row's document: the damaged row stops it.
+        assert!(matches!(store.gc(), Err(Error::Corrupt { .. })));
         store.transact(vec![Op::put(text_file("/d.rs", "d1")?)], Origin::Cli)?;
         let b_text = text_of(&store, &b_id);
         assert!(matches!(b_text, Err(Error::Corrupt { .. })), "{b_text:?}");
+        assert_eq!(
+            numbers(&store)?,
+            [3],
+            "nor 2, after an eviction and a reopen"
+        );
         Ok(())
     }
 
