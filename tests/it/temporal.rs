@@ -1,7 +1,8 @@
 //! The oracle: random sequences of put / put-with-end / delete / delete-with-end / correction /
 //! evict against a plain `BTreeMap` model; every `as_of` (each valid time × each tx) and every
-//! `history` must agree, before and after `fsck_rebuild`, and `fsck` must stay clean. One of
-//! the entities is a file named by its source (store format 8's short key and header list).
+//! `history` must agree, before and after `fsck_rebuild`, and `fsck` must stay clean. Two of
+//! the entities are files named by their sources (store format 8's short keys, header lists
+//! and version rows by document number), which share a document when their contents agree.
 //!
 //! A contract suite (see `backends`): it runs on every backend. `STRATA_ORACLE_CASES` sets the
 //! number of random histories (default 64, a few seconds; 2000 for a thorough run).
@@ -110,21 +111,23 @@ fn ts(vt: i64) -> Timestamp {
     Timestamp::saturating_from_micros(vt * 1_000_000)
 }
 
-/// Entity `e`'s id: entity 0 is a file (a format-8 store keys it by its short `entities` key
-/// and names its filesystem in its first write's log header), the others system prompts.
+/// Entity `e`'s id: entities 0 and 1 are files (a format-8 store keys them by their short
+/// `entities` keys, names their filesystem in their first write's log header and their
+/// documents by number in their version rows; the same content at both paths is one document,
+/// and an evicted document's number is taken again), the others system prompts.
 fn id(e: usize) -> String {
-    match (e, object(0, 0)) {
-        (0, Ok(file)) => file.id().to_string(),
+    match (e, object(e, 0)) {
+        (0 | 1, Ok(file)) => file.id().to_string(),
         _ => format!("system_prompt:e{e}"),
     }
 }
 
 fn object(e: usize, v: u8) -> strata::Result<Object> {
-    if e == 0 {
+    if e < 2 {
         return Object::file_text(
             strata::object::FilesystemSource {
                 filesystem_id: "ab".repeat(32),
-                path: "/e0".into(),
+                path: format!("/e{e}"),
             },
             format!("v{v}"),
         );

@@ -23,6 +23,24 @@ pub(crate) struct DocTables<'t> {
     /// The `doc_index` row the last [`ensure_doc`] call created, with no reference yet: the
     /// write's first [`reference_doc`] sets its count without reading it back.
     pub fresh: Option<([u8; 32], (u64, bool))>,
+    /// `meta[DOC_NUMBERS_FROM]` (0 when absent), and whether this writer raised it.
+    pub numbers_from: (u64, bool),
+}
+
+impl DocTables<'_> {
+    /// The number of the next new document: after `doc_data`'s last and every erased one.
+    pub(crate) fn next_number(&self) -> Result<u64> {
+        Ok(next_seq(&self.data)?.max(self.numbers_from.0))
+    }
+
+    /// Removes the record of document number `seq`, keeping its number from being given again
+    /// when it was the last; returns the record.
+    pub(crate) fn remove_record(&mut self, seq: u64) -> Result<Option<Vec<u8>>> {
+        if next_seq(&self.data)? == seq.saturating_add(1) && self.numbers_from.0 <= seq {
+            self.numbers_from = (seq.saturating_add(1), true);
+        }
+        Ok(self.data.remove(seq).db()?.map(|v| v.value().to_vec()))
+    }
 }
 
 /// The bytes the new document of `object` brings (its content, and the kept raw bytes of a
@@ -129,7 +147,7 @@ pub(crate) fn ensure_doc(
             };
             // A file's fields in a few bytes (format 5).
             let record = codec::encode_doc(&rec)?;
-            let seq = next_seq(&docs.data)?;
+            let seq = docs.next_number()?;
             docs.data.insert(seq, record.as_slice()).db()?;
             docs.index.insert(&key, (seq, 0, file_blob)).db()?;
             docs.fresh = Some((key, (seq, file_blob)));
@@ -388,7 +406,7 @@ pub(crate) fn release_doc(
         return Ok(0);
     }
     docs.index.remove(hash).db()?;
-    let record = docs.data.remove(seq).db()?.map(|v| v.value().to_vec());
+    let record = docs.remove_record(seq)?;
     let mut freed = 0;
     if let Some(record) = record {
         freed += record.len() as u64;

@@ -259,8 +259,8 @@ impl RedbStore {
                 let counted = doc_counts.get(&hash).copied().unwrap_or(0);
                 if counted == 0 {
                     w.docs.index.remove(hash).db()?;
-                    if let Some(record) = w.docs.data.remove(seq).db()? {
-                        report.bytes_freed += record.value().len() as u64;
+                    if let Some(record) = w.docs.remove_record(seq)? {
+                        report.bytes_freed += record.len() as u64;
                     }
                     report.documents_removed += 1;
                     continue;
@@ -316,6 +316,7 @@ impl RedbStore {
                 }
             }
             w.add_counter(super::STORED_BYTES, -(report.bytes_freed as i64))?;
+            w.save_numbers_from()?;
         }
         wtx.commit().db()?;
         Ok(report)

@@ -289,10 +289,7 @@ impl RedbStore {
             let (key, value) = entry.db()?;
             let id = entity::id_of_row(&r, key.value(), value.value())?;
             let rec = entity::entity_of_row(&r, &id, value.value())?;
-            let live =
-                temporal::as_of_row(&r.versions, &r.docs(), &r.by_tx, rec.eid, now, u64::MAX)?
-                    .is_some_and(|(row, _)| row.rec.object_hash.is_some());
-            if live {
+            if temporal::is_live(&r.versions, &r.by_tx, rec.eid, now, u64::MAX)? {
                 out.push(entity_info(&id, &rec)?);
             }
         }

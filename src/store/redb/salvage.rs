@@ -968,7 +968,7 @@ fn write_doc(w: &mut WriteTables<'_>, hash: &[u8; 32], copy: &DocCopy) -> Result
         stored += blobs::acquire_blob(&mut w.blobs, blob, bytes, None)?.unwrap_or(0);
     }
     let record = codec::encode(&copy.rec)?;
-    let seq = blobs::next_seq(&w.docs.data)?;
+    let seq = w.docs.next_number()?;
     w.docs.data.insert(seq, record.as_slice()).db()?;
     w.docs.index.insert(hash, (seq, 0, copy.file_blob)).db()?;
     Ok(stored + record.len() as u64)

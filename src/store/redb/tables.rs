@@ -113,6 +113,13 @@ pub const SHORT_ENTITY_KEYS_SINCE: &str = "short_entity_keys_since";
 /// fsck's replay writes by it. Absent: every row holds its hash.
 pub const DOC_SEQS_SINCE: &str = "version_doc_numbers_since";
 
+/// The `meta` key of the least `doc_data` number a new document may take (u64 LE), set when
+/// the document with the greatest number is erased: a number is never given to a second
+/// document, so a version row left naming an erased one (a file's rows name theirs by number,
+/// store format 8) never reads as another. Absent: `doc_data`'s last number plus one (old
+/// builds ignore the key).
+pub const DOC_NUMBERS_FROM: &str = "doc_numbers_from";
+
 /// `paths`: (filesystem id as `codec::id_key`, canonical path) → eid of the file there (8
 /// fixed bytes where the 33-byte id took 37; `entity_ids` turns it into the id).
 pub const PATHS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("paths");

@@ -25,6 +25,31 @@ fn row(vt: i64, tx: u64, bytes: &[u8], docs: &impl DocHashes) -> Result<Row> {
     })
 }
 
+/// The [`DocHashes`] of [`is_live`]: it only asks whether a row is a tombstone, which a row
+/// naming its document by number never is, so it reads no document (the hash it gives is all
+/// zeros, never an answer).
+struct LivenessOnly;
+
+impl DocHashes for LivenessOnly {
+    fn hash_at(&self, _seq: u64) -> Result<[u8; 32]> {
+        Ok([0; 32])
+    }
+}
+
+/// Whether entity `eid`'s version at (`vt`, `tx`) exists and is not a tombstone, reading no
+/// document (a listing of every live entity: no document read, no hash recomputed, and a
+/// damaged document fails the read of its file, not the listing).
+pub(crate) fn is_live(
+    versions: &impl ReadableTable<(u64, i64, u64), &'static [u8]>,
+    by_tx: &impl ReadableTable<(u64, u64), (i64, u64)>,
+    eid: u64,
+    vt: i64,
+    tx: u64,
+) -> Result<bool> {
+    Ok(as_of_row(versions, &LivenessOnly, by_tx, eid, vt, tx)?
+        .is_some_and(|(row, _)| row.rec.object_hash.is_some()))
+}
+
 /// The row visible at (vt, tx) and whether it is the greatest valid_from known at tx (then its
 /// valid_to is open).
 pub(crate) fn as_of_row(

@@ -100,6 +100,10 @@ impl<'t> WriteTables<'t> {
         let sources_since = sources_in_ids_since(&meta)?;
         let short_since = short_keys_since(&meta)?;
         let doc_seqs_since = doc_seqs_since(&meta)?;
+        let numbers_from = match meta.get(DOC_NUMBERS_FROM).db()? {
+            Some(_) => read_counter(&meta, DOC_NUMBERS_FROM)?,
+            None => 0,
+        };
         let chunk = blobs::chunk_size(&meta)?;
         Ok(WriteTables {
             wtx: tx,
@@ -111,6 +115,7 @@ impl<'t> WriteTables<'t> {
                 index: tx.open_table(DOC_INDEX).db()?,
                 data: tx.open_table(DOC_DATA).db()?,
                 fresh: None,
+                numbers_from: (numbers_from, false),
             },
             entities: tx.open_table(ENTITIES).db()?,
             entity_ids: tx.open_table(ENTITY_IDS).db()?,
@@ -164,6 +169,7 @@ impl<'t> WriteTables<'t> {
     /// counters; the blob stream's last chunk).
     pub(super) fn finish(&mut self) -> Result<()> {
         self.blobs.flush()?;
+        self.save_numbers_from()?;
         let (put, stored) = std::mem::take(&mut self.pending_bytes);
         if put != 0 {
             self.add_counter(PUT_BYTES, put)?;
@@ -418,6 +424,17 @@ impl<'t> WriteTables<'t> {
             .db()?;
         if let Some(max) = max {
             self.by_tx.insert((eid, tx), max).db()?;
+        }
+        Ok(())
+    }
+
+    /// Writes `meta[DOC_NUMBERS_FROM]` when this writer erased the last document.
+    pub(super) fn save_numbers_from(&mut self) -> Result<()> {
+        if let (from, true) = self.docs.numbers_from {
+            self.meta
+                .insert(DOC_NUMBERS_FROM, from.to_le_bytes().as_slice())
+                .db()?;
+            self.docs.numbers_from = (from, false);
         }
         Ok(())
     }
