@@ -246,6 +246,9 @@ impl Check {
         self.sources_since = self.since(SOURCES_IN_IDS_SINCE, sources_in_ids_since(&meta))?;
         self.short_since = self.since(SHORT_ENTITY_KEYS_SINCE, short_keys_since(&meta))?;
         self.doc_seqs_since = self.since(DOC_SEQS_SINCE, doc_seqs_since(&meta))?;
+        // Not a since key, but read by every writer the same way: damage that made it no
+        // number stops every write until a rebuild drops it.
+        self.since(DOC_NUMBERS_FROM, read_counter(&meta, DOC_NUMBERS_FROM))?;
         let mut present = HashSet::new();
         for entry in tx_ops.iter().db()? {
             let (key, value) = entry.db()?;

@@ -99,6 +99,12 @@ impl RedbStore {
             ] {
                 meta.insert(key, 1u64.to_le_bytes().as_slice()).db()?;
             }
+            // The floor of new document numbers guards against numbers rows may still name;
+            // the rebuilt rows name only documents the store holds, so one that damage made no
+            // number is dropped.
+            if read_counter(&meta, DOC_NUMBERS_FROM).is_err() {
+                meta.remove(DOC_NUMBERS_FROM).db()?;
+            }
         }
         {
             let mut w = WriteTables::open(&wtx)?;
@@ -477,7 +483,8 @@ mod tests {
     /// A `meta` key saying from which transaction a format's rows begin (formats 5, 6 and 8)
     /// whose bytes damage made no number is one finding naming it (the op bodies are still
     /// checked and replayed), and a rebuild, which writes those rows from the first
-    /// transaction on, repairs it.
+    /// transaction on, repairs it; so is the floor of new document numbers, which every writer
+    /// reads (the rebuild drops it).
     #[test]
     fn a_damaged_since_key_in_meta_is_found_and_repaired() -> Result<()> {
         for key in [
@@ -485,6 +492,7 @@ mod tests {
             SOURCES_IN_IDS_SINCE,
             SHORT_ENTITY_KEYS_SINCE,
             DOC_SEQS_SINCE,
+            DOC_NUMBERS_FROM,
         ] {
             let (_dir, store) = new_store()?;
             let object = put_a(&store, "a")?;
