@@ -1561,6 +1561,21 @@ mod tests {
         Ok(())
     }
 
+    /// A new store holding files `/a.rs` and `/b.rs` with these texts, closed: its directory
+    /// (kept while the guard lives), its path and the two files' ids.
+    fn store_of_two_files(
+        a_text: &str,
+        b_text: &str,
+    ) -> Result<(tempfile::TempDir, std::path::PathBuf, String, String)> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = tmp.path().join("s");
+        let (a, b) = (text_file("/a.rs", a_text)?, text_file("/b.rs", b_text)?);
+        let (a_id, b_id) = (a.id().to_string(), b.id().to_string());
+        let store = RedbStore::create(&path)?;
+        store.transact(vec![Op::put(a), Op::put(b)], Origin::Cli)?;
+        Ok((tmp, path, a_id, b_id))
+    }
+
     /// A document whose count a damage made too low is erased with one of the two files that
     /// use it: the other file's row then names a missing number, refused. A later document
     /// must not take that number (`meta[DOC_NUMBERS_FROM]`): reads would still refuse the row
@@ -1568,14 +1583,7 @@ mod tests {
     /// document on it would pass.
     #[test]
     fn an_erased_documents_number_is_not_given_again() -> Result<()> {
-        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let path = tmp.path().join("s");
-        let (a, b) = (text_file("/a.rs", "same")?, text_file("/b.rs", "same")?);
-        let (a_id, b_id) = (a.id().to_string(), b.id().to_string());
-        {
-            let store = RedbStore::create(&path)?;
-            store.transact(vec![Op::put(a), Op::put(b)], Origin::Cli)?;
-        }
+        let (_tmp, path, a_id, b_id) = store_of_two_files("same", "same")?;
         {
             // The shared document counts one reference of its two.
             let db = Database::open(path.join(DB_FILE)).db()?;
@@ -1646,14 +1654,7 @@ mod tests {
     /// read of that file does).
     #[test]
     fn live_entities_reads_no_document_of_a_row_by_number() -> Result<()> {
-        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let path = tmp.path().join("s");
-        let (a, b) = (text_file("/a.rs", "a1")?, text_file("/b.rs", "b1")?);
-        let (a_id, b_id) = (a.id().to_string(), b.id().to_string());
-        {
-            let store = RedbStore::create(&path)?;
-            store.transact(vec![Op::put(a), Op::put(b)], Origin::Cli)?;
-        }
+        let (_tmp, path, a_id, b_id) = store_of_two_files("a1", "b1")?;
         {
             let db = Database::open(path.join(DB_FILE)).db()?;
             let wtx = db.begin_write().db()?;
