@@ -247,6 +247,15 @@ mod tests {
         .unwrap_or_default()
     }
 
+    /// The key of state `header-1` of filesystem `fs` for `roots`.
+    fn key_of(roots: &[PathBuf]) -> Key<'_> {
+        Key {
+            state: b"header-1",
+            filesystem_id: "fs",
+            roots,
+        }
+    }
+
     fn sorted(cache: &ScanCache) -> Vec<(String, StatEntry, bool)> {
         let mut out: Vec<_> = cache
             .entries()
@@ -259,11 +268,7 @@ mod tests {
     #[test]
     fn a_file_answers_only_for_its_own_state_filesystem_and_roots() {
         let roots = [PathBuf::from("/t")];
-        let key = Key {
-            state: b"header-1",
-            filesystem_id: "fs",
-            roots: &roots,
-        };
+        let key = key_of(&roots);
         let bytes = encode(&key, &sample(), &["/t/gone".to_string()]);
         let kept = decode(bytes.clone(), &key);
         assert!(kept.as_ref().is_some_and(|k| k.uncached == ["/t/gone"]));
@@ -306,11 +311,7 @@ mod tests {
     #[test]
     fn any_damaged_or_truncated_file_is_no_file() {
         let roots = [PathBuf::from("/t")];
-        let key = Key {
-            state: b"header-1",
-            filesystem_id: "fs",
-            roots: &roots,
-        };
+        let key = key_of(&roots);
         let bytes = encode(&key, &sample(), &[]);
         for at in 0..bytes.len() {
             let mut damaged = bytes.clone();
@@ -326,11 +327,7 @@ mod tests {
     fn load_checks_the_head_then_reads_the_whole_file() -> std::io::Result<()> {
         let dir = tempfile::tempdir()?;
         let roots = [PathBuf::from("/t")];
-        let key = Key {
-            state: b"header-1",
-            filesystem_id: "fs",
-            roots: &roots,
-        };
+        let key = key_of(&roots);
         assert!(load(dir.path(), &key).is_none(), "no file");
         save(dir.path(), &key, &sample(), &["/t/gone".to_string()]);
         let kept = load(dir.path(), &key);

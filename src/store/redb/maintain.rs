@@ -91,12 +91,7 @@ impl RedbStore {
         // number: fsck's `meta_since`).
         {
             let mut meta = wtx.open_table(META).db()?;
-            for key in [
-                BY_TX_OMITTED_SINCE,
-                SOURCES_IN_IDS_SINCE,
-                SHORT_ENTITY_KEYS_SINCE,
-                DOC_SEQS_SINCE,
-            ] {
+            for key in ROW_FORMAT_SINCE_KEYS {
                 meta.insert(key, 1u64.to_le_bytes().as_slice()).db()?;
             }
             // The floor of new document numbers guards against numbers rows may still name;
@@ -108,25 +103,12 @@ impl RedbStore {
         }
         {
             let mut w = WriteTables::open(&wtx)?;
-            // The rebuilt rows are format 5's from the first transaction on.
-            w.meta
-                .insert(BY_TX_OMITTED_SINCE, 1u64.to_le_bytes().as_slice())
-                .db()?;
+            // The keys written above, as the tables read them: format 5's rows, format 6's
+            // sources in `entity_ids`, format 8's short keys and version rows by number, all from
+            // the first transaction on.
             w.by_tx_since = 1;
-            // And format 6's: a file keeps its source once, in `entity_ids`.
-            w.meta
-                .insert(SOURCES_IN_IDS_SINCE, 1u64.to_le_bytes().as_slice())
-                .db()?;
             w.sources_since = 1;
-            // And format 8's: such a file under its short key in `entities`.
-            w.meta
-                .insert(SHORT_ENTITY_KEYS_SINCE, 1u64.to_le_bytes().as_slice())
-                .db()?;
             w.short_since = 1;
-            // And a file's version rows naming their document by number.
-            w.meta
-                .insert(DOC_SEQS_SINCE, 1u64.to_le_bytes().as_slice())
-                .db()?;
             w.doc_seqs_since = 1;
             let mut docs = Vec::new();
             for entry in w.docs.index.iter().db()? {
@@ -487,13 +469,7 @@ mod tests {
     /// reads (the rebuild drops it).
     #[test]
     fn a_damaged_since_key_in_meta_is_found_and_repaired() -> Result<()> {
-        for key in [
-            BY_TX_OMITTED_SINCE,
-            SOURCES_IN_IDS_SINCE,
-            SHORT_ENTITY_KEYS_SINCE,
-            DOC_SEQS_SINCE,
-            DOC_NUMBERS_FROM,
-        ] {
+        for key in ROW_FORMAT_SINCE_KEYS.into_iter().chain([DOC_NUMBERS_FROM]) {
             let (_dir, store) = new_store()?;
             let object = put_a(&store, "a")?;
             let wtx = store.begin_write()?;

@@ -218,40 +218,37 @@ fn read_counter(meta: &impl ReadableTable<&'static str, &'static [u8]>, name: &s
     })
 }
 
+/// The transaction a `meta` key says a format's rows start from; `u64::MAX` when the store
+/// has no such key (none of its rows are of that format).
+fn since_key(meta: &impl ReadableTable<&'static str, &'static [u8]>, key: &str) -> Result<u64> {
+    Ok(match meta.get(key).db()? {
+        Some(_) => read_counter(meta, key)?,
+        None => u64::MAX,
+    })
+}
+
 /// `meta[BY_TX_OMITTED_SINCE]`: the first transaction whose single-row first writes have no
 /// `versions_by_tx` row; `u64::MAX` when absent (every write has its row).
 fn by_tx_omitted_since(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u64> {
-    Ok(match meta.get(BY_TX_OMITTED_SINCE).db()? {
-        Some(_) => read_counter(meta, BY_TX_OMITTED_SINCE)?,
-        None => u64::MAX,
-    })
+    since_key(meta, BY_TX_OMITTED_SINCE)
 }
 
 /// `meta[SOURCES_IN_IDS_SINCE]`: the first transaction whose new files keep their source in
 /// `entity_ids`; `u64::MAX` when absent (every entity has its whole row).
 fn sources_in_ids_since(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u64> {
-    Ok(match meta.get(SOURCES_IN_IDS_SINCE).db()? {
-        Some(_) => read_counter(meta, SOURCES_IN_IDS_SINCE)?,
-        None => u64::MAX,
-    })
+    since_key(meta, SOURCES_IN_IDS_SINCE)
 }
 
 /// `meta[SHORT_ENTITY_KEYS_SINCE]`: the first transaction whose new files named by their source
 /// get a short `entities` key; `u64::MAX` when absent (every row has its whole key).
 fn short_keys_since(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u64> {
-    Ok(match meta.get(SHORT_ENTITY_KEYS_SINCE).db()? {
-        Some(_) => read_counter(meta, SHORT_ENTITY_KEYS_SINCE)?,
-        None => u64::MAX,
-    })
+    since_key(meta, SHORT_ENTITY_KEYS_SINCE)
 }
 
 /// `meta[DOC_SEQS_SINCE]`: the first transaction whose file version rows name their document
 /// by number; `u64::MAX` when absent (every row holds its hash).
 fn doc_seqs_since(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u64> {
-    Ok(match meta.get(DOC_SEQS_SINCE).db()? {
-        Some(_) => read_counter(meta, DOC_SEQS_SINCE)?,
-        None => u64::MAX,
-    })
+    since_key(meta, DOC_SEQS_SINCE)
 }
 
 const STORED_BYTES: &str = "stored_bytes";

@@ -1342,27 +1342,23 @@ mod tests {
             store.transact(vec![Op::put(a), Op::put(b), Op::put(config)], Origin::Cli)?;
         }
         assert_eq!(version_forms(&path)?, (1, 2, Some(1)));
-        {
-            // a's and b's rows swap their numbers.
-            let db = Database::open(path.join(DB_FILE)).db()?;
-            let wtx = db.begin_write().db()?;
-            {
-                let mut versions = wtx.open_table(VERSIONS).db()?;
-                let mut numbered = Vec::new();
-                for entry in versions.iter().db()? {
-                    let (k, v) = entry.db()?;
-                    if codec::decode_version(v.value(), "v")?.1.is_some() {
-                        numbered.push((k.value(), v.value().to_vec()));
-                    }
+        // a's and b's rows swap their numbers.
+        rewrite_file(&path, |wtx| {
+            let mut versions = wtx.open_table(VERSIONS).db()?;
+            let mut numbered = Vec::new();
+            for entry in versions.iter().db()? {
+                let (k, v) = entry.db()?;
+                if codec::decode_version(v.value(), "v")?.1.is_some() {
+                    numbered.push((k.value(), v.value().to_vec()));
                 }
-                let [(ka, va), (kb, vb)] = numbered.as_slice() else {
-                    return Err(Error::corrupt("two numbered rows"));
-                };
-                versions.insert(*ka, vb.as_slice()).db()?;
-                versions.insert(*kb, va.as_slice()).db()?;
             }
-            wtx.commit().db()?;
-        }
+            let [(ka, va), (kb, vb)] = numbered.as_slice() else {
+                return Err(Error::corrupt("two numbered rows"));
+            };
+            versions.insert(*ka, vb.as_slice()).db()?;
+            versions.insert(*kb, va.as_slice()).db()?;
+            Ok(())
+        })?;
         let content = |store: &RedbStore, id: &str| -> Result<Option<String>> {
             Ok(store
                 .as_of(id, None, None)?
@@ -1403,12 +1399,22 @@ mod tests {
             .and_then(|o| o.content().map(str::to_string)))
     }
 
+    /// Runs `change` in one write transaction on the closed store file at `path`, through
+    /// redb alone (as damage would: no strata check runs), and commits it.
+    fn rewrite_file(
+        path: &Path,
+        change: impl FnOnce(&redb::WriteTransaction) -> Result<()>,
+    ) -> Result<()> {
+        let db = Database::open(path.join(DB_FILE)).db()?;
+        let wtx = db.begin_write().db()?;
+        change(&wtx)?;
+        wtx.commit().db()
+    }
+
     /// Rewrites every version row of the store file at `path` that names its document by
     /// number with `f` of its record and number.
     fn renumber(path: &Path, f: impl Fn(u64) -> u64) -> Result<()> {
-        let db = Database::open(path.join(DB_FILE)).db()?;
-        let wtx = db.begin_write().db()?;
-        {
+        rewrite_file(path, |wtx| {
             let mut versions = wtx.open_table(VERSIONS).db()?;
             let mut rows = Vec::new();
             for entry in versions.iter().db()? {
@@ -1420,8 +1426,8 @@ mod tests {
             for (k, v) in rows {
                 versions.insert(k, v.as_slice()).db()?;
             }
-        }
-        wtx.commit().db()
+            Ok(())
+        })
     }
 
     /// Two files with one document (same text, another path), a third evicted and its
@@ -1505,28 +1511,17 @@ mod tests {
     /// one `doc_index` places there, so reads refuse it and fsck finds it; never the other file.
     #[test]
     fn a_record_replaced_by_another_is_refused_not_read_as_it() -> Result<()> {
-        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let path = tmp.path().join("s");
-        let (a, b) = (text_file("/a.rs", "a1")?, text_file("/b.rs", "b1")?);
-        let (a_id, b_id) = (a.id().to_string(), b.id().to_string());
-        {
-            let store = RedbStore::create(&path)?;
-            store.transact(vec![Op::put(a), Op::put(b)], Origin::Cli)?;
-        }
-        {
-            let db = Database::open(path.join(DB_FILE)).db()?;
-            let wtx = db.begin_write().db()?;
-            {
-                let mut data = wtx.open_table(DOC_DATA).db()?;
-                let second = data
-                    .get(2u64)
-                    .db()?
-                    .map(|v| v.value().to_vec())
-                    .ok_or_else(|| Error::corrupt("record 2"))?;
-                data.insert(1u64, second.as_slice()).db()?;
-            }
-            wtx.commit().db()?;
-        }
+        let (_tmp, path, a_id, b_id) = store_of_two_files("a1", "b1")?;
+        rewrite_file(&path, |wtx| {
+            let mut data = wtx.open_table(DOC_DATA).db()?;
+            let second = data
+                .get(2u64)
+                .db()?
+                .map(|v| v.value().to_vec())
+                .ok_or_else(|| Error::corrupt("record 2"))?;
+            data.insert(1u64, second.as_slice()).db()?;
+            Ok(())
+        })?;
         let store = RedbStore::open(&path)?;
         let a_text = text_of(&store, &a_id);
         assert!(matches!(a_text, Err(Error::Corrupt { .. })), "{a_text:?}");
@@ -1584,23 +1579,19 @@ mod tests {
     #[test]
     fn an_erased_documents_number_is_not_given_again() -> Result<()> {
         let (_tmp, path, a_id, b_id) = store_of_two_files("same", "same")?;
-        {
-            // The shared document counts one reference of its two.
-            let db = Database::open(path.join(DB_FILE)).db()?;
-            let wtx = db.begin_write().db()?;
-            {
-                let mut index = wtx.open_table(DOC_INDEX).db()?;
-                let rows: Vec<_> = index
-                    .iter()
-                    .db()?
-                    .map(|e| e.db().map(|(k, v)| (k.value(), v.value())))
-                    .collect::<Result<_>>()?;
-                for (hash, (seq, _, blob)) in rows {
-                    index.insert(hash, (seq, 1, blob)).db()?;
-                }
+        // The shared document counts one reference of its two.
+        rewrite_file(&path, |wtx| {
+            let mut index = wtx.open_table(DOC_INDEX).db()?;
+            let rows: Vec<_> = index
+                .iter()
+                .db()?
+                .map(|e| e.db().map(|(k, v)| (k.value(), v.value())))
+                .collect::<Result<_>>()?;
+            for (hash, (seq, _, blob)) in rows {
+                index.insert(hash, (seq, 1, blob)).db()?;
             }
-            wtx.commit().db()?;
-        }
+            Ok(())
+        })?;
         let store = RedbStore::open(&path)?;
         store.evict(&a_id, Origin::Cli)?;
         assert!(matches!(text_of(&store, &b_id), Err(Error::Corrupt { .. })));
@@ -1655,15 +1646,13 @@ mod tests {
     #[test]
     fn live_entities_reads_no_document_of_a_row_by_number() -> Result<()> {
         let (_tmp, path, a_id, b_id) = store_of_two_files("a1", "b1")?;
-        {
-            let db = Database::open(path.join(DB_FILE)).db()?;
-            let wtx = db.begin_write().db()?;
+        rewrite_file(&path, |wtx| {
             wtx.open_table(DOC_DATA)
                 .db()?
                 .insert(1u64, [9u8, 9, 9].as_slice())
                 .db()?;
-            wtx.commit().db()?;
-        }
+            Ok(())
+        })?;
         let store = RedbStore::open(&path)?;
         let mut live: Vec<String> = store.live_entities()?.into_iter().map(|e| e.id).collect();
         live.sort();

@@ -113,6 +113,16 @@ pub const SHORT_ENTITY_KEYS_SINCE: &str = "short_entity_keys_since";
 /// fsck's replay writes by it. Absent: every row holds its hash.
 pub const DOC_SEQS_SINCE: &str = "version_doc_numbers_since";
 
+/// The `meta` keys saying from which transaction the rows a reader must tell apart start
+/// (formats 5, 6 and 8): every writer and fsck's replay read them, and a rebuild, which writes
+/// every row anew, sets each to 1.
+pub const ROW_FORMAT_SINCE_KEYS: [&str; 4] = [
+    BY_TX_OMITTED_SINCE,
+    SOURCES_IN_IDS_SINCE,
+    SHORT_ENTITY_KEYS_SINCE,
+    DOC_SEQS_SINCE,
+];
+
 /// The `meta` key of the least `doc_data` number a new document may take (u64 LE), set when
 /// the document with the greatest number is erased: a number is never given to a second
 /// document, so a version row left naming an erased one (a file's rows name theirs by number,

@@ -100,10 +100,8 @@ impl<'t> WriteTables<'t> {
         let sources_since = sources_in_ids_since(&meta)?;
         let short_since = short_keys_since(&meta)?;
         let doc_seqs_since = doc_seqs_since(&meta)?;
-        let numbers_from = match meta.get(DOC_NUMBERS_FROM).db()? {
-            Some(_) => read_counter(&meta, DOC_NUMBERS_FROM)?,
-            None => 0,
-        };
+        // 0 when absent: no document number was erased from the end.
+        let numbers_from = read_counter(&meta, DOC_NUMBERS_FROM)?;
         let chunk = blobs::chunk_size(&meta)?;
         Ok(WriteTables {
             wtx: tx,
