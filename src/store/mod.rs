@@ -71,8 +71,9 @@ pub fn cores() -> usize {
 /// in zstd; 3: compact metadata records; 4: log headers may name their index run; 5: leaner
 /// metadata rows, see docs/store.md "format 5"; 6: a file's source once, in `entity_ids`; 7:
 /// blob chunks of 4 080 bytes in new stores, the size in `meta`; 8: a first write's filesystem
-/// named once per transaction, in its log header).
-pub const FORMAT_VERSION: u32 = 8;
+/// named once per transaction, in its log header; 9: the stat cache keyed by directory number
+/// and file name).
+pub const FORMAT_VERSION: u32 = 9;
 /// The store file's name inside the store directory.
 pub const DB_FILE: &str = "store.redb";
 /// The file in a store directory that says the store lives in PostgreSQL: its URL (with

@@ -1377,7 +1377,7 @@ fn repair_never_rebuilds_from_a_damaged_log() -> TestResult {
 /// error): fsck reports it as findings and exits 1, and a reader names the damage and fsck.
 #[test]
 fn a_damaged_table_name_is_damage_that_fsck_reports() -> TestResult {
-    for table in ["tx_log", "stat_cache", "entities"] {
+    for table in ["tx_log", "stat_by_dir", "entities"] {
         let root = tempfile::tempdir()?;
         let base = std::fs::canonicalize(root.path())?;
         let (tree, store) = (base.join("tree"), base.join("store"));

@@ -773,7 +773,7 @@ fn format_version(dir: &std::path::Path) -> TestResult<u32> {
 }
 
 #[test]
-fn a_format_3_store_is_read_as_it_is_and_marked_format_8_when_opened_to_write() -> TestResult {
+fn a_format_3_store_is_read_as_it_is_and_marked_format_9_when_opened_to_write() -> TestResult {
     let dir = tempfile::tempdir()?;
     {
         let store = Store::create(dir.path())?;
@@ -812,7 +812,7 @@ fn a_format_3_store_is_read_as_it_is_and_marked_format_8_when_opened_to_write() 
     assert_eq!(store.log(None, 10)?.len(), 2);
     drop(store);
     assert_eq!(format_version(dir.path())?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 8);
+    assert_eq!(strata::FORMAT_VERSION, 9);
     Ok(())
 }
 
@@ -856,8 +856,53 @@ fn write_format_4_rows(dir: &std::path::Path, fs: &str) -> TestResult {
     Ok(())
 }
 
-/// Removes the filesystem tables from the store file in `dir`, as a format-4 file has none.
+const STAT_BY_DIR: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("stat_by_dir");
+const DIRECTORIES: redb::TableDefinition<(&[u8], &str), u32> =
+    redb::TableDefinition::new("directories");
+const DIRECTORY_PATHS: redb::TableDefinition<u32, (&[u8], &str)> =
+    redb::TableDefinition::new("directory_paths");
+
+/// The directory number and name of a `stat_by_dir` key (format 9: LEB128, then the name).
+fn split_stat_key(key: &[u8]) -> TestResult<(u32, String)> {
+    let mut n = 0u32;
+    for (i, byte) in key.iter().enumerate() {
+        n |= u32::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok((n, String::from_utf8(key[i + 1..].to_vec())?));
+        }
+    }
+    Err("a stat_by_dir key without a name".into())
+}
+
+/// Gives the store file in `dir` the stat cache of a store before format 9: its rows keyed by
+/// (filesystem key, whole path) in `stat_cache`, and no directory tables.
+fn write_old_stat_cache(dir: &std::path::Path) -> TestResult {
+    use redb::ReadableTable;
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_write()?;
+    {
+        let rows = tx.open_table(STAT_BY_DIR)?;
+        let dirs = tx.open_table(DIRECTORY_PATHS)?;
+        let mut old = tx.open_table(STAT_CACHE)?;
+        for entry in rows.iter()? {
+            let (key, value) = entry?;
+            let (n, name) = split_stat_key(key.value())?;
+            let dir = dirs.get(n)?.ok_or("no directory")?;
+            let (fs, path) = dir.value();
+            old.insert((fs, format!("{path}{name}").as_str()), value.value())?;
+        }
+    }
+    tx.delete_table(STAT_BY_DIR)?;
+    tx.delete_table(DIRECTORIES)?;
+    tx.delete_table(DIRECTORY_PATHS)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Removes the filesystem tables from the store file in `dir`, as a format-4 file has none, and
+/// gives it the whole-path stat cache of a store before format 9.
 fn drop_filesystem_tables(dir: &std::path::Path) -> TestResult {
+    write_old_stat_cache(dir)?;
     let db = redb::Database::open(dir.join("store.redb"))?;
     let tx = db.begin_write()?;
     tx.delete_table(FILESYSTEMS)?;
@@ -866,7 +911,8 @@ fn drop_filesystem_tables(dir: &std::path::Path) -> TestResult {
     Ok(())
 }
 
-/// The first bytes (the key tags) of the filesystem keys of `paths` and of `stat_cache`.
+/// The first bytes (the key tags) of the filesystem keys of `paths` and of the stat cache
+/// (`stat_cache`'s keys before format 9, `stat_by_dir`'s directories' from format 9 on).
 fn fs_key_tags(dir: &std::path::Path) -> TestResult<(Vec<u8>, Vec<u8>)> {
     use redb::{ReadableDatabase, ReadableTable};
     let db = redb::Database::open(dir.join("store.redb"))?;
@@ -876,8 +922,16 @@ fn fs_key_tags(dir: &std::path::Path) -> TestResult<(Vec<u8>, Vec<u8>)> {
         paths.push(entry?.0.value().0[0]);
     }
     let mut cache = Vec::new();
-    for entry in tx.open_table(STAT_CACHE)?.iter()? {
-        cache.push(entry?.0.value().0[0]);
+    if let Ok(table) = tx.open_table(STAT_CACHE) {
+        for entry in table.iter()? {
+            cache.push(entry?.0.value().0[0]);
+        }
+    }
+    if let (Ok(rows), Ok(dirs)) = (tx.open_table(STAT_BY_DIR), tx.open_table(DIRECTORY_PATHS)) {
+        for entry in rows.iter()? {
+            let (n, _) = split_stat_key(entry?.0.value())?;
+            cache.push(dirs.get(n)?.ok_or("no directory")?.value().0[0]);
+        }
     }
     Ok((paths, cache))
 }
@@ -1027,7 +1081,7 @@ fn a_format_4_store_is_read_as_it_is_and_written_in_format_5_after_its_last_tx()
     }
     assert_eq!(version_rows(path)?, (10, 8));
     assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 8);
+    assert_eq!(strata::FORMAT_VERSION, 9);
     let store = Store::open(path)?;
     let after = answers(&store, &ids)?;
     for i in [0, 2, 3] {
@@ -1587,7 +1641,7 @@ fn a_format_5_store_is_read_as_it_is_and_keeps_new_files_sources_once_after_its_
         assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
     }
     assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 8);
+    assert_eq!(strata::FORMAT_VERSION, 9);
     assert_eq!(entity_layouts(path)?, [(1, 0), (1, 1), (2, 3), (2, 3)]);
     let store = Store::open(path)?;
     // e goes too: its rows of format 6.

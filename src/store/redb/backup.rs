@@ -70,7 +70,9 @@ impl RedbStore {
         copy_table(&rtx, &wtx, TX_OPS)?;
         copy_table(&rtx, &wtx, EVICTED_OPS)?;
         copy_table(&rtx, &wtx, PATHS)?;
-        copy_table(&rtx, &wtx, STAT_CACHE)?;
+        copy_table(&rtx, &wtx, STAT_BY_DIR)?;
+        copy_table(&rtx, &wtx, DIRECTORIES)?;
+        copy_table(&rtx, &wtx, DIRECTORY_PATHS)?;
         copy_table(&rtx, &wtx, FILESYSTEMS)?;
         copy_table(&rtx, &wtx, FILESYSTEM_IDS)?;
         if matches!(
@@ -81,6 +83,10 @@ impl RedbStore {
             // the filesystem tables) must be told to keep, as the upgrade does.
             super::fsnum::register_long(&wtx)?;
         }
+        // A store before format 9 read as it is: its whole-path stat cache rows are moved
+        // into the copy's directory-keyed table, as its upgrade would.
+        super::dirnum::copy_old_stat_rows(&rtx, &wtx)?;
+        wtx.delete_table(STAT_CACHE).db()?;
         {
             // The copy was made with this build's `meta` keys, and the store's copied over
             // them. A key the store lacks says something of its rows, which the copy keeps as

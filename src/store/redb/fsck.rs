@@ -841,7 +841,7 @@ impl Check {
     }
 
     /// Checks the stat cache: each entry decodes, names a file the store lists, and vouches for
-    /// that file's current bytes.
+    /// that file's current bytes; a format-9 entry's directory number is known.
     fn stat_cache(&mut self, rtx: &ReadTransaction) -> Result<()> {
         let Some(db) = &self.replay else {
             return Ok(());
@@ -850,24 +850,57 @@ impl Check {
         let paths = replay_rtx.open_table(PATHS).db()?;
         let versions = replay_rtx.open_table(VERSIONS).db()?;
         let by_tx = replay_rtx.open_table(VERSIONS_BY_TX).db()?;
-        let cache = rtx.open_table(STAT_CACHE).db()?;
-        let now = Timestamp::now().as_micros();
+        // (filesystem key, path, record bytes, a lookup by the key finds the same bytes).
+        let mut entries: Vec<(Vec<u8>, String, Vec<u8>, bool)> = Vec::new();
         let mut found = Vec::new();
-        for entry in cache.iter().db()? {
-            let (key, value) = entry.db()?;
-            let (fs, path) = key.value();
-            let bytes = value.value().to_vec();
+        let (old, new) = super::dirnum::open_stat_table(rtx, STAT_BY_DIR)?;
+        let (_, dirs) = super::dirnum::open_stat_table(rtx, DIRECTORY_PATHS)?;
+        if let Some(cache) = old {
+            for entry in cache.iter().db()? {
+                let (key, value) = entry.db()?;
+                let (fs, path) = key.value();
+                let bytes = value.value().to_vec();
+                let same =
+                    cache.get((fs, path)).db()?.map(|v| v.value().to_vec()) == Some(bytes.clone());
+                entries.push((fs.to_vec(), path.to_string(), bytes, same));
+            }
+        }
+        if let (Some(cache), Some(dirs)) = (new, dirs) {
+            for entry in cache.iter().db()? {
+                let (key, value) = entry.db()?;
+                let key = key.value();
+                let bytes = value.value().to_vec();
+                let Some((n, name)) = super::dirnum::split_row_key(key) else {
+                    found.push(finding(
+                        "stat_cache",
+                        format!("key {}", hex::encode(key)),
+                        "a stat cache key that holds no directory number and file name",
+                    ));
+                    continue;
+                };
+                let Some((fs, dir)) = dirs
+                    .get(n)
+                    .db()?
+                    .map(|v| (v.value().0.to_vec(), v.value().1.to_string()))
+                else {
+                    found.push(finding(
+                        "stat_cache",
+                        format!("{name:?} in directory number {n}"),
+                        "a stat cache entry names a directory number directory_paths does not know",
+                    ));
+                    continue;
+                };
+                let same = cache.get(key).db()?.map(|v| v.value().to_vec()) == Some(bytes.clone());
+                entries.push((fs, format!("{dir}{name}"), bytes, same));
+            }
+        }
+        let now = Timestamp::now().as_micros();
+        for (fs, path, bytes, same) in entries {
             let named = |f: Finding| Finding {
-                path: Some(path.to_string()),
+                path: Some(path.clone()),
                 ..f
             };
-            if cache
-                .get((fs, path))
-                .db()?
-                .map(|v| v.value().to_vec())
-                .as_ref()
-                != Some(&bytes)
-            {
+            if !same {
                 found.push(named(finding(
                     "lookup",
                     "stat_cache",
@@ -885,7 +918,11 @@ impl Check {
                     continue;
                 }
             };
-            let Some(eid) = paths.get((fs, path)).db()?.map(|v| v.value()) else {
+            let Some(eid) = paths
+                .get((fs.as_slice(), path.as_str()))
+                .db()?
+                .map(|v| v.value())
+            else {
                 found.push(named(finding(
                     "stat_cache",
                     format!("{path:?}"),
@@ -1003,6 +1040,12 @@ impl RedbStore {
         check.section("filesystems", |c| {
             for (subject, problem) in super::fsnum::disagreements(&rtx)? {
                 c.push(finding("filesystems", subject, problem));
+            }
+            Ok(())
+        });
+        check.section("directories", |c| {
+            for (subject, problem) in super::dirnum::disagreements(&rtx)? {
+                c.push(finding("directories", subject, problem));
             }
             Ok(())
         });

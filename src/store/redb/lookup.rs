@@ -5,7 +5,7 @@ use super::*;
 use redb::ReadableTable;
 
 use super::codec;
-use super::tables::{PATHS, STAT_CACHE, TX_LOG};
+use super::tables::{PATHS, TX_LOG};
 use super::{RedbStore, Timestamp, TxId, Version};
 use crate::error::{Error, Result};
 
@@ -88,9 +88,9 @@ impl RedbStore {
         })?;
         // Every file in the stat cache has a `paths` row: one missing from the listing is a
         // damaged `paths` table, not a file the store does not know.
-        let cache = rtx.open_table(STAT_CACHE).db()?;
+        let cache = super::stat::StatTables::open(&rtx)?;
         let listed: std::collections::HashSet<&str> = out.iter().map(|(p, _)| p.as_str()).collect();
-        for_each_under(&cache, &fs, prefix, |path, _| {
+        cache.for_each_under(&fs, prefix, &mut |path, _| {
             if listed.contains(path) {
                 return Ok(());
             }

@@ -60,7 +60,13 @@ impl RedbStore {
         // The stat cache is only a cache, and may vouch for bytes the store no longer holds:
         // emptied, so the next scan reads every file again (unchanged ones stay unchanged).
         wtx.delete_table(STAT_CACHE).db()?;
-        wtx.open_table(STAT_CACHE).db()?;
+        wtx.delete_table(STAT_BY_DIR).db()?;
+        wtx.open_table(STAT_BY_DIR).db()?;
+        // The directory numbers key only the stat cache: numbered afresh by the next scan.
+        wtx.delete_table(DIRECTORIES).db()?;
+        wtx.delete_table(DIRECTORY_PATHS).db()?;
+        wtx.open_table(DIRECTORIES).db()?;
+        wtx.open_table(DIRECTORY_PATHS).db()?;
         // Only `paths` and the stat cache use the filesystem numbers, both made anew here: the
         // replay numbers the filesystems afresh (repairing numbers the two tables disagree on).
         wtx.delete_table(FILESYSTEMS).db()?;

@@ -25,6 +25,7 @@
 mod append;
 mod backup;
 mod blobs;
+mod dirnum;
 mod doc_delta;
 mod docs;
 mod entity;

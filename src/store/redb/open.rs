@@ -10,7 +10,7 @@ use crate::store::private;
 
 /// The older format versions a read-write open upgrades in place (see
 /// [`RedbStore::check_format`]): their rows are read as they are.
-const UPGRADES_FROM: [u32; 5] = [3, 4, 5, 6, 7];
+const UPGRADES_FROM: [u32; 6] = [3, 4, 5, 6, 7, 8];
 
 /// A transaction of a store's handle, counted while it lives so that the handle is never
 /// reopened under it ([`RedbStore::reopen`]). It derefs to the redb transaction.
@@ -358,7 +358,8 @@ impl RedbStore {
     }
 
     /// Refuses a file that is not a strata store or has another format version; a format 3, 4,
-    /// 5, 6 or 7 file is read as it is, and marked format 8 when opened to write (its later
+    /// 5, 6, 7 or 8 file is read as it is, and marked format 9 when opened to write (its stat
+    /// cache rows moved to `stat_by_dir`; its later
     /// writes use format 5's, 6's and 8's rows, `meta[BY_TX_OMITTED_SINCE]`,
     /// `meta[SOURCES_IN_IDS_SINCE]`, `meta[FS_IN_HEADERS_SINCE]` and
     /// `meta[SHORT_ENTITY_KEYS_SINCE]` and `meta[DOC_SEQS_SINCE]` saying from which transaction on; its blob stream keeps its 4 032-byte chunks when `meta` has no
@@ -388,7 +389,8 @@ impl RedbStore {
             // (4 032 bytes without it), and format 8 names a first write's filesystem in its
             // log header (a header and a body say their own form) and a file's version row
             // its document by number (a row says its form too), so an older file is a valid
-            // format 8 file once those keys say "after the last transaction". It is marked on its first
+            // format 8 file once those keys say "after the last transaction"; format 9 keys
+            // the stat cache by directory number, whose old rows move over here. It is marked on its first
             // read-write open so that builds that cannot read the new rows refuse it instead
             // of answering wrong.
             let numbered = !matches!(
@@ -410,6 +412,9 @@ impl RedbStore {
                     // Filesystems with rows keep their long keys; later ones get numbers.
                     super::fsnum::register_long(&wtx)?;
                 }
+                // Format 9 keys the stat cache by directory number and name: the old rows
+                // (whole paths) move there, once.
+                super::dirnum::move_old_stat_rows(&wtx)?;
                 let mut meta = wtx.open_table(META).db()?;
                 meta.insert("format_version", FORMAT_VERSION.to_le_bytes().as_slice())
                     .db()?;
@@ -1964,6 +1969,237 @@ mod tests {
             [1, 1, 1, 0],
             "salvage writes format 8's bodies"
         );
+        Ok(())
+    }
+
+    /// Rewrites the store file at `path` as format 8 wrote its stat cache: rows keyed by
+    /// (filesystem key, whole path) in `stat_cache`, no directory tables; marked format 8.
+    fn make_format_8_stat(path: &Path) -> Result<()> {
+        let db = Database::open(path.join(DB_FILE)).db()?;
+        let wtx = db.begin_write().db()?;
+        {
+            let rows = wtx.open_table(STAT_BY_DIR).db()?;
+            let dirs = wtx.open_table(DIRECTORY_PATHS).db()?;
+            let mut old = wtx.open_table(STAT_CACHE).db()?;
+            for entry in rows.iter().db()? {
+                let (key, value) = entry.db()?;
+                let (n, name) = super::dirnum::split_row_key(key.value())
+                    .ok_or_else(|| Error::invariant("a stat key"))?;
+                let dir = dirs
+                    .get(n)
+                    .db()?
+                    .ok_or_else(|| Error::invariant("a directory"))?;
+                let (fs, dir) = dir.value();
+                old.insert((fs, format!("{dir}{name}").as_str()), value.value())
+                    .db()?;
+            }
+        }
+        wtx.delete_table(STAT_BY_DIR).db()?;
+        wtx.delete_table(DIRECTORIES).db()?;
+        wtx.delete_table(DIRECTORY_PATHS).db()?;
+        wtx.open_table(META)
+            .db()?
+            .insert("format_version", 8u32.to_le_bytes().as_slice())
+            .db()?;
+        wtx.commit().db()
+    }
+
+    /// The number of rows of `stat_cache` (`None`: no such table), `stat_by_dir` and
+    /// `directories` of the store file at `path`, and its format version.
+    fn stat_layout(path: &Path) -> Result<(Option<u64>, u64, u64, u32)> {
+        use redb::ReadableTableMetadata as _;
+        let db = ReadOnlyDatabase::open(path.join(DB_FILE)).db()?;
+        let rtx = db.begin_read().db()?;
+        let old = match rtx.open_table(STAT_CACHE) {
+            Ok(t) => Some(t.len().db()?),
+            Err(_) => None,
+        };
+        let len = |t: std::result::Result<u64, redb::TableError>| t.unwrap_or(0);
+        let rows = len(rtx.open_table(STAT_BY_DIR).map(|t| t.len().unwrap_or(0)));
+        let dirs = len(rtx.open_table(DIRECTORIES).map(|t| t.len().unwrap_or(0)));
+        let meta = rtx.open_table(META).db()?;
+        let version = meta
+            .get("format_version")
+            .db()?
+            .and_then(|v| v.value().try_into().ok())
+            .map_or(0, u32::from_le_bytes);
+        Ok((old, rows, dirs, version))
+    }
+
+    /// A format-8 store's stat cache (whole paths) is read as it is by a reader and a backup,
+    /// and moved to directory numbers and names by its first read-write open; fsck checks the
+    /// new rows and the directory tables, and a rebuild empties both.
+    #[test]
+    fn a_format_8_stat_cache_reads_as_it_is_and_moves_to_directory_numbers() -> Result<()> {
+        use crate::store::{FileStat, StatEntry, StatUpdate};
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = tmp.path().join("s");
+        let fs1 = "ab".repeat(32);
+        let file = |fs: &str, p: &str, n: u64| {
+            Object::file_text(
+                FilesystemSource {
+                    filesystem_id: fs.into(),
+                    path: p.into(),
+                },
+                format!("{n}"),
+            )
+        };
+        let hash_of = |fs: &str, p: &str, n: u64| -> Result<crate::hash::Hash> {
+            file(fs, p, n)?
+                .file_hash()
+                .copied()
+                .ok_or_else(|| Error::invariant("a file hash"))
+        };
+        let update = |fs: &str, puts: &[(&str, u64)], removes: &[&str]| -> Result<StatUpdate> {
+            let mut entries = Vec::new();
+            for (p, n) in puts {
+                let entry = StatEntry {
+                    stat: FileStat {
+                        size: *n,
+                        mtime_ns: 1,
+                        ctime_ns: 1,
+                        inode: *n,
+                    },
+                    file_hash: hash_of(fs, p, *n)?,
+                    scan_start_ns: 2,
+                };
+                entries.push(((*p).to_string(), entry));
+            }
+            Ok(StatUpdate {
+                filesystem_id: fs.into(),
+                puts: entries,
+                removes: removes.iter().map(|p| (*p).to_string()).collect(),
+            })
+        };
+        let files = [
+            ("/a.rs", 1),
+            ("/src/b.rs", 2),
+            ("/src/deep/c.rs", 3),
+            ("/src/deep/d.rs", 4),
+            ("/srcx/e.rs", 5),
+        ];
+        {
+            let store = RedbStore::create(&path)?;
+            let mut ops = files
+                .iter()
+                .map(|(p, n)| file(&fs1, p, *n).map(Op::put))
+                .collect::<Result<Vec<_>>>()?;
+            ops.push(Op::put(file("fs", "/src/b.rs", 9)?));
+            ops.push(Op::put(file(&fs1, "/src/f.rs", 6)?));
+            ops.push(Op::put(file(&fs1, "/g/h.rs", 7)?));
+            store.transact_with_stat(ops, Origin::Cli, update(&fs1, &files, &[])?)?;
+            store.transact_with_stat(
+                vec![],
+                Origin::Cli,
+                update("fs", &[("/src/b.rs", 9)], &[])?,
+            )?;
+        }
+        assert_eq!(stat_layout(&path)?, (None, 6, 5, FORMAT_VERSION));
+        let answers = |store: &RedbStore| -> Result<Vec<Vec<(String, u64)>>> {
+            let mut out = Vec::new();
+            for (fs, prefix) in [
+                (fs1.as_str(), "/"),
+                (fs1.as_str(), "/src"),
+                (fs1.as_str(), "/src/"),
+                (fs1.as_str(), "/src/deep/c.rs"),
+                (fs1.as_str(), "/srcx"),
+                (fs1.as_str(), "/nothing"),
+                ("fs", "/"),
+            ] {
+                let mut got: Vec<(String, u64)> = store
+                    .stat_cache(fs, prefix)?
+                    .into_iter()
+                    .map(|(p, e)| (p, e.stat.size))
+                    .collect();
+                got.sort();
+                out.push(got);
+            }
+            Ok(out)
+        };
+        let before = answers(&RedbStore::open_read_only(&path)?)?;
+        assert_eq!(before[1].len(), 3, "{before:?}");
+        assert_eq!(before[3], [("/src/deep/c.rs".to_string(), 3)]);
+        assert!(before[5].is_empty());
+        make_format_8_stat(&path)?;
+        assert_eq!(stat_layout(&path)?, (Some(6), 0, 0, 8));
+        {
+            let store = RedbStore::open_read_only(&path)?;
+            assert_eq!(answers(&store)?, before);
+            assert_eq!(store.stat_cache_len()?, 6);
+            assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+            assert_eq!(store.paths_under(&fs1, "/src")?.len(), 4);
+            let copy = tmp.path().join("copy");
+            let report = store.backup(&copy)?;
+            assert!(report.findings.is_empty(), "{:?}", report.findings);
+            assert_eq!(answers(&RedbStore::open(&copy)?)?, before);
+            assert_eq!(
+                stat_layout(&copy)?,
+                (None, 6, 5, FORMAT_VERSION),
+                "the copy's rows by directory"
+            );
+        }
+        assert_eq!(
+            stat_layout(&path)?,
+            (Some(6), 0, 0, 8),
+            "a reader changes nothing"
+        );
+        {
+            let store = RedbStore::open(&path)?;
+            assert_eq!(answers(&store)?, before);
+            store.transact_with_stat(
+                vec![],
+                Origin::Cli,
+                update(
+                    &fs1,
+                    &[("/src/f.rs", 6), ("/g/h.rs", 7)],
+                    &["/src/deep/c.rs"],
+                )?,
+            )?;
+            assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+            assert_eq!(store.stat_cache(&fs1, "/src")?.len(), 3);
+            assert_eq!(store.stat_cache_len()?, 7);
+        }
+        assert_eq!(stat_layout(&path)?, (None, 7, 6, FORMAT_VERSION));
+        // Damage: a row whose directory number is unknown, a number that leads elsewhere.
+        {
+            let db = Database::open(path.join(DB_FILE)).db()?;
+            let wtx = db.begin_write().db()?;
+            wtx.open_table(STAT_BY_DIR)
+                .db()?
+                .insert(
+                    super::dirnum::row_key(99, "x.rs").as_slice(),
+                    [0u8].as_slice(),
+                )
+                .db()?;
+            wtx.open_table(DIRECTORY_PATHS)
+                .db()?
+                .insert(98, (codec::fs_number_key(1).as_slice(), "/nowhere/"))
+                .db()?;
+            wtx.commit().db()?;
+        }
+        let store = RedbStore::open(&path)?;
+        let findings = store.fsck();
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.kind == "stat_cache" && f.subject.contains("directory number 99")),
+            "{findings:?}"
+        );
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.kind == "directories" && f.subject.contains("98")),
+            "{findings:?}"
+        );
+        store.fsck_rebuild()?;
+        assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        assert_eq!(
+            store.stat_cache_len()?,
+            0,
+            "the rebuild empties the stat cache"
+        );
+        drop(store);
+        assert_eq!(stat_layout(&path)?, (None, 0, 0, FORMAT_VERSION));
         Ok(())
     }
 }

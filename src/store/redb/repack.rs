@@ -17,7 +17,7 @@ use redb::{
 };
 
 use super::StorageResult as _;
-use super::tables::{BLOB_INDEX, DOC_INDEX, ENTITIES, PATHS, STAT_CACHE};
+use super::tables::{BLOB_INDEX, DOC_INDEX, ENTITIES, PATHS, STAT_BY_DIR};
 use crate::error::Result;
 
 /// The name of the table a repack copies into before it takes the repacked table's name. Only
@@ -67,8 +67,8 @@ pub(crate) fn repack_tables(tx: &WriteTransaction) -> Result<Vec<&'static str>> 
     if repack(tx, PATHS)? {
         done.push(PATHS.name());
     }
-    if repack(tx, STAT_CACHE)? {
-        done.push(STAT_CACHE.name());
+    if repack(tx, STAT_BY_DIR)? {
+        done.push(STAT_BY_DIR.name());
     }
     if repack(tx, BLOB_INDEX)? {
         done.push(BLOB_INDEX.name());

@@ -43,6 +43,22 @@ fn try_read<T>(what: &str, f: impl FnOnce() -> Result<T>) -> std::result::Result
     guard::guarded(&flag, what, f).map_err(|e| e.full_message())
 }
 
+/// Whether the store has table `def` (not when it was made before the table existed, or when
+/// that cannot be told).
+fn has_table<K: redb::Key + 'static, V: redb::Value + 'static>(
+    db: &dyn ReadableDatabase,
+    def: redb::TableDefinition<K, V>,
+) -> bool {
+    try_read(&format!("opening {}", def.name()), || {
+        let rtx = db.begin_read().db()?;
+        Ok(!matches!(
+            rtx.open_table(def),
+            Err(redb::TableError::TableDoesNotExist(_))
+        ))
+    })
+    .unwrap_or(false)
+}
+
 /// The rows of a table read as far as they can be: forward, and on damage backward from the
 /// end; `Err` with what stopped a pass that did not finish.
 fn read_rows<K, V, KO: Ord, VO>(
@@ -426,9 +442,35 @@ impl Source {
         if let Some(problem) = problem {
             source.unreadable.push(("paths", problem));
         }
-        let (cached, problem) = read_rows(db, STAT_CACHE, |k, _: &[u8]| own(k, ()));
-        if let Some(problem) = problem {
-            source.unreadable.push(("stat_cache", problem));
+        let mut cached: Vec<(Vec<u8>, String)> = Vec::new();
+        if has_table(db, STAT_CACHE) {
+            // A store before format 9: whole paths.
+            let (rows, problem) = read_rows(db, STAT_CACHE, |k, _: &[u8]| own(k, ()));
+            if let Some(problem) = problem {
+                source.unreadable.push(("stat_cache", problem));
+            }
+            cached.extend(rows);
+        }
+        if has_table(db, STAT_BY_DIR) {
+            // Format 9: a directory number and a name, the directory's path in
+            // `directory_paths`.
+            let (rows, problem) = read_rows(db, STAT_BY_DIR, |k: &[u8], _: &[u8]| (k.to_vec(), ()));
+            if let Some(problem) = problem {
+                source.unreadable.push(("stat_by_dir", problem));
+            }
+            let (dirs, problem) = read_rows(db, DIRECTORY_PATHS, |n, (fs, dir): (&[u8], &str)| {
+                (n, (fs.to_vec(), dir.to_string()))
+            });
+            if let Some(problem) = problem {
+                source.unreadable.push(("directory_paths", problem));
+            }
+            for key in rows.into_keys() {
+                if let Some((n, name)) = super::dirnum::split_row_key(&key)
+                    && let Some((fs, dir)) = dirs.get(&n)
+                {
+                    cached.push((fs.clone(), format!("{dir}{name}")));
+                }
+            }
         }
         for (fs, path) in paths.into_iter().chain(cached) {
             let Some(filesystem_id) = filesystem_of_key(&source.filesystems, &fs) else {
@@ -1604,6 +1646,18 @@ mod tests {
         wtx.commit().db()?;
         let source = Source::read(&db);
         assert_eq!(source.entities.get(&id), Some(&Some("/a.rs".to_string())));
+        // The stat cache alone (format 9: a directory number and a name) names it too.
+        let wtx = db.begin_write().db()?;
+        wtx.delete_table(PATHS).db()?;
+        wtx.delete_table(ENTITY_IDS).db()?;
+        wtx.delete_table(TX_OPS).db()?;
+        wtx.commit().db()?;
+        let source = Source::read(&db);
+        assert_eq!(source.entities.get(&id), Some(&Some("/a.rs".to_string())));
+        assert!(
+            source.unreadable.iter().all(|(t, _)| *t != "stat_cache"),
+            "a format-9 store has no whole-path stat cache, and is not missing one"
+        );
         Ok(())
     }
 

@@ -6,19 +6,16 @@ use super::*;
 use redb::{ReadableTableMetadata as _, WriteTransaction};
 
 use super::codec::{self, StatRec};
-use super::tables::STAT_CACHE;
+use super::tables::{DIRECTORIES, STAT_BY_DIR};
 use super::{Op, Origin, RedbStore, TxReceipt};
 use crate::error::Result;
 
-/// Writes `update` into the stat cache inside `wtx`.
+/// Writes `update` into the stat cache inside `wtx` (keyed by directory number and name from
+/// store format 9, `dirnum.rs`).
 pub(super) fn apply(wtx: &WriteTransaction, update: &StatUpdate) -> Result<()> {
     let fs = super::fsnum::write_key(wtx, &update.filesystem_id, true)?;
-    let fs = fs.as_slice();
-    let mut table = wtx.open_table(STAT_CACHE).db()?;
-    // In path order: random inserts leave redb's pages about half full.
-    let mut puts: Vec<_> = update.puts.iter().collect();
-    puts.sort_by(|a, b| a.0.cmp(&b.0));
-    for (path, entry) in puts {
+    let mut records = Vec::with_capacity(update.puts.len());
+    for (path, entry) in &update.puts {
         let rec = StatRec {
             size: entry.stat.size,
             mtime_ns: entry.stat.mtime_ns,
@@ -27,14 +24,73 @@ pub(super) fn apply(wtx: &WriteTransaction, update: &StatUpdate) -> Result<()> {
             file_hash: entry.file_hash.0,
             scan_start_ns: entry.scan_start_ns,
         };
-        table
-            .insert((fs, path.as_str()), codec::encode(&rec)?.as_slice())
-            .db()?;
+        records.push((path.as_str(), codec::encode(&rec)?));
     }
-    for path in &update.removes {
-        table.remove((fs, path.as_str())).db()?;
+    let puts: Vec<(&str, &[u8])> = records
+        .iter()
+        .map(|(path, bytes)| (*path, bytes.as_slice()))
+        .collect();
+    let removes: Vec<&str> = update.removes.iter().map(String::as_str).collect();
+    super::dirnum::write_stat(wtx, &fs, &puts, &removes)
+}
+
+/// The stat cache's tables as a read transaction sees them: `stat_by_dir` with the directory
+/// numbers (format 9), and the whole-path `stat_cache` of a store before format 9 read as it
+/// is (which may lack the first two).
+pub(super) struct StatTables {
+    rows: Option<redb::ReadOnlyTable<&'static [u8], &'static [u8]>>,
+    dirs: Option<redb::ReadOnlyTable<(&'static [u8], &'static str), u32>>,
+    old: Option<super::dirnum::OldStatTable>,
+}
+
+impl StatTables {
+    /// Opens the tables in `rtx`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when redb fails.
+    pub(super) fn open(rtx: &redb::ReadTransaction) -> Result<Self> {
+        let (old, rows) = super::dirnum::open_stat_table(rtx, STAT_BY_DIR)?;
+        let (_, dirs) = super::dirnum::open_stat_table(rtx, DIRECTORIES)?;
+        Ok(Self { rows, dirs, old })
     }
-    Ok(())
+
+    /// How many entries the tables hold.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when redb fails.
+    pub(super) fn len(&self) -> Result<u64> {
+        let rows = match &self.rows {
+            Some(t) => t.len().db()?,
+            None => 0,
+        };
+        let old = match &self.old {
+            Some(t) => t.len().db()?,
+            None => 0,
+        };
+        Ok(rows + old)
+    }
+
+    /// Gives each entry's path and record bytes on the filesystem of key prefix `fs` at
+    /// `prefix` or below it (whole path segments) to `visit`, in no particular order.
+    ///
+    /// # Errors
+    /// [`crate::Error::Corrupt`] when a key holds no name; the first error of `visit`.
+    pub(super) fn for_each_under(
+        &self,
+        fs: &[u8],
+        prefix: &str,
+        visit: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        if let Some(old) = &self.old {
+            super::lookup::for_each_under(old, fs, prefix, |path, bytes| visit(path, bytes))?;
+        }
+        if let (Some(rows), Some(dirs)) = (&self.rows, &self.dirs) {
+            super::dirnum::for_each_under(dirs, rows, fs, prefix, |path, bytes| {
+                visit(path, bytes)
+            })?;
+        }
+        Ok(())
+    }
 }
 
 impl RedbStore {
@@ -49,13 +105,13 @@ impl RedbStore {
         prefix: &str,
     ) -> Result<rustc_hash::FxHashMap<String, StatEntry>> {
         let rtx = self.read()?;
-        let table = rtx.open_table(STAT_CACHE).db()?;
+        let tables = StatTables::open(&rtx)?;
         // Sized for the whole table: a scan of the root holds all of it (rehashing showed up in
         // profiles of an unchanged re-index).
-        let capacity = usize::try_from(table.len().db()?).unwrap_or(0);
+        let capacity = usize::try_from(tables.len()?).unwrap_or(0);
         let mut out = rustc_hash::FxHashMap::with_capacity_and_hasher(capacity, Default::default());
         let fs = super::fsnum::read_key(&rtx, filesystem_id)?;
-        for_each_entry(&table, &fs, prefix, &mut |path, entry| {
+        for_each_entry(&tables, &fs, prefix, &mut |path, entry| {
             out.insert(path.to_string(), entry);
             Ok(())
         })?;
@@ -68,8 +124,7 @@ impl RedbStore {
     /// [`crate::Error::Storage`] when redb fails.
     pub fn stat_cache_len(&self) -> Result<u64> {
         let rtx = self.read()?;
-        let table = rtx.open_table(STAT_CACHE).db()?;
-        table.len().db()
+        StatTables::open(&rtx)?.len()
     }
 
     /// [`RedbStore::stat_cache`] entry by entry, without building a map.
@@ -83,9 +138,9 @@ impl RedbStore {
         visit: &mut dyn FnMut(&str, StatEntry) -> Result<()>,
     ) -> Result<()> {
         let rtx = self.read()?;
-        let table = rtx.open_table(STAT_CACHE).db()?;
+        let tables = StatTables::open(&rtx)?;
         let fs = super::fsnum::read_key(&rtx, filesystem_id)?;
-        for_each_entry(&table, &fs, prefix, visit)
+        for_each_entry(&tables, &fs, prefix, visit)
     }
 
     /// The paths of the files the store knows on `filesystem_id` at `prefix` or below it (whole
@@ -142,18 +197,18 @@ impl RedbStore {
     }
 }
 
-/// Gives each stat cache entry of `table` on the filesystem of key prefix `fs` at `prefix` or
+/// Gives each stat cache entry of `tables` on the filesystem of key prefix `fs` at `prefix` or
 /// below it to `visit`.
 ///
 /// # Errors
 /// [`crate::Error::Corrupt`] when an entry does not decode; the first error of `visit`.
 fn for_each_entry(
-    table: &redb::ReadOnlyTable<(&'static [u8], &'static str), &'static [u8]>,
+    tables: &StatTables,
     fs: &[u8],
     prefix: &str,
     visit: &mut dyn FnMut(&str, StatEntry) -> Result<()>,
 ) -> Result<()> {
-    super::lookup::for_each_under(table, fs, prefix, |path, bytes| {
+    tables.for_each_under(fs, prefix, &mut |path, bytes| {
         let rec: StatRec = codec::decode(bytes, "stat cache entry")
             .map_err(|e| crate::Error::corrupt(format!("{e} (the entry of {path})")))?;
         visit(path, rec.entry())

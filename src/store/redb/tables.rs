@@ -7,7 +7,7 @@
 //! dense `u64` number (`eid`) so that version keys are 24 fixed bytes. Entity and filesystem
 //! ids in keys are `codec::id_key`s: a SHA-256 hex id takes 33 bytes instead of 64.
 //!
-//! To add a table (the indexer's `stat_cache`), define it here and open it where it is used;
+//! To add a table (the indexer's `stat_by_dir`), define it here and open it where it is used;
 //! [`create_all`] makes every table exist so that readers never meet a missing one.
 
 use super::StorageResult as _;
@@ -136,8 +136,22 @@ pub const PATHS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("pat
 
 /// `stat_cache`: (filesystem id as `codec::id_key`, canonical path) → stat record
 /// (`codec::StatRec`): what the indexer saw when it last read the file, so that an unchanged
-/// file is not read again.
+/// file is not read again. Stores before format 9 only: the upgrade moves its rows into
+/// [`STAT_BY_DIR`] and deletes it, and a store made as format 9 has none.
 pub const STAT_CACHE: TableDefinition<(&[u8], &str), &[u8]> = TableDefinition::new("stat_cache");
+
+/// `stat_by_dir`: a file's directory number (`dirnum::number_prefix`, LEB128) followed by its
+/// name (the canonical path after its last `/`) → stat record (`codec::StatRec`); the stat
+/// cache from store format 9 on (`dirnum.rs`), where [`STAT_CACHE`] held the whole path.
+pub const STAT_BY_DIR: TableDefinition<&[u8], &[u8]> = TableDefinition::new("stat_by_dir");
+
+/// `directories`: (filesystem key as in `paths`, a directory's canonical path with its
+/// trailing `/`) → the directory's number (store format 9, `dirnum.rs`).
+pub const DIRECTORIES: TableDefinition<(&[u8], &str), u32> = TableDefinition::new("directories");
+/// `directory_paths`: directory number → (filesystem key, directory path), the reverse of
+/// [`DIRECTORIES`].
+pub const DIRECTORY_PATHS: TableDefinition<u32, (&[u8], &str)> =
+    TableDefinition::new("directory_paths");
 
 /// `filesystems`: filesystem id (as `codec::id_key`) → its number (store format 5,
 /// `fsnum.rs`): the `paths` and `stat_cache` keys of a numbered filesystem carry
@@ -173,7 +187,9 @@ pub fn create_all(tx: &WriteTransaction) -> Result<()> {
     tx.open_table(TX_OPS).db()?;
     tx.open_table(EVICTED_OPS).db()?;
     tx.open_table(PATHS).db()?;
-    tx.open_table(STAT_CACHE).db()?;
+    tx.open_table(STAT_BY_DIR).db()?;
+    tx.open_table(DIRECTORIES).db()?;
+    tx.open_table(DIRECTORY_PATHS).db()?;
     tx.open_table(META_SNAPSHOTS).db()?;
     tx.open_table(FILESYSTEMS).db()?;
     tx.open_table(FILESYSTEM_IDS).db()?;

@@ -739,9 +739,8 @@ impl RedbStore {
             for (filesystem_id, path) in &evicted_paths {
                 keys.push((w.fs_key(filesystem_id, false)?, path));
             }
-            let mut cache = wtx.open_table(STAT_CACHE).db()?;
             for (fs, path) in keys {
-                cache.remove((fs.as_slice(), path.as_str())).db()?;
+                super::dirnum::write_stat(wtx, &fs, &[], &[path.as_str()])?;
             }
         }
         Ok(TxReceipt {
