@@ -196,7 +196,11 @@ pub(crate) fn write_stat(
     let mut numbers = Numbers::open(wtx)?;
     let mut known: rustc_hash::FxHashMap<&str, u32> = rustc_hash::FxHashMap::default();
     let mut rows = Vec::with_capacity(puts.len());
-    for (path, value) in puts {
+    // New directories numbered in path order: `directories` then takes them in key order
+    // (random inserts leave redb's pages about half full) and `directory_paths` appends.
+    let mut in_order: Vec<&(&str, &[u8])> = puts.iter().collect();
+    in_order.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    for (path, value) in in_order {
         let (dir, name) = split(path);
         let n = match known.get(dir) {
             Some(&n) => n,

@@ -3,7 +3,7 @@
 //!
 //! A redb leaf that overflows splits into two halves, and only a key greater than every other
 //! fills the last leaf instead (redb's append path). The tables keyed by a hash (`entities`,
-//! `blob_index`, `doc_index`) or by a path (`paths`, `stat_cache`) therefore end 52–70 % full
+//! `blob_index`, `doc_index`) or by a path (`paths`, `stat_by_dir`, `directories`) therefore end 52–70 % full
 //! after an index: 100 000 files left ~190 bytes a file of empty room, a real tree's index ~300
 //! (docs/store.md). Copied in key order into a new table, every key is appended and the pages
 //! come out ~98 % full; the copy then takes the table's name. Same keys, same values, same
@@ -17,7 +17,7 @@ use redb::{
 };
 
 use super::StorageResult as _;
-use super::tables::{BLOB_INDEX, DOC_INDEX, ENTITIES, PATHS, STAT_BY_DIR};
+use super::tables::{BLOB_INDEX, DIRECTORIES, DOC_INDEX, ENTITIES, PATHS, STAT_BY_DIR};
 use crate::error::Result;
 
 /// The name of the table a repack copies into before it takes the repacked table's name. Only
@@ -76,6 +76,11 @@ pub(crate) fn repack_tables(tx: &WriteTransaction) -> Result<Vec<&'static str>> 
     if repack(tx, DOC_INDEX)? {
         done.push(DOC_INDEX.name());
     }
+    // Small (a row a directory, ~600 on a real tree of 5 800 files: 20 pages) but keyed by
+    // paths, so ~60 % full: repacked from a few pages on (a few B a file).
+    if repack_from(tx, DIRECTORIES, MIN_PAGES.min(8))? {
+        done.push(DIRECTORIES.name());
+    }
     Ok(done)
 }
 
@@ -111,23 +116,35 @@ pub(crate) fn compact_closed(path: &std::path::Path, allocated: u64) -> Result<(
     Ok(())
 }
 
-/// Whether table `def` is long and sparse enough to be worth a rewrite.
+/// Whether table `def` is long and sparse enough to be worth a rewrite (at least `min_pages`
+/// long).
 fn is_sparse<K: Key + 'static, V: Value + 'static>(
     tx: &WriteTransaction,
     def: TableDefinition<K, V>,
+    min_pages: u64,
 ) -> Result<bool> {
     let stats = tx.open_table(def).db()?.stats().db()?;
     let pages = stats.leaf_pages() + stats.branch_pages();
     let used = stats.stored_bytes() + stats.metadata_bytes();
-    Ok(pages >= MIN_PAGES && used * 100 < pages * 4096 * MIN_FILL_PERCENT)
+    Ok(pages >= min_pages && used * 100 < pages * 4096 * MIN_FILL_PERCENT)
 }
 
-/// Rewrites table `def` in key order when [`is_sparse`] says so; returns whether it did.
+/// Rewrites table `def` in key order when [`is_sparse`] says so (from [`MIN_PAGES`]); returns
+/// whether it did.
 fn repack<K: Key + 'static, V: Value + 'static>(
     tx: &WriteTransaction,
     def: TableDefinition<K, V>,
 ) -> Result<bool> {
-    if !is_sparse(tx, def)? {
+    repack_from(tx, def, MIN_PAGES)
+}
+
+/// [`repack`] of a table at least `min_pages` long.
+fn repack_from<K: Key + 'static, V: Value + 'static>(
+    tx: &WriteTransaction,
+    def: TableDefinition<K, V>,
+    min_pages: u64,
+) -> Result<bool> {
+    if !is_sparse(tx, def, min_pages)? {
         return Ok(false);
     }
     let scratch = TableDefinition::<K, V>::new(SCRATCH);
