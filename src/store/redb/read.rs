@@ -489,8 +489,21 @@ impl ReadTables {
         vt: i64,
         tx: u64,
     ) -> Result<Option<(VersionInfo, temporal::Row)>> {
+        self.info_row_in(&self.docs(), id, eid, vt, tx)
+    }
+
+    /// [`ReadTables::info_row`] finding a numbered row's object hash through `docs` (a
+    /// [`docs::KeptDocs`] keeps the document it decoded for the caller).
+    pub(super) fn info_row_in(
+        &self,
+        docs: &impl docs::DocHashes,
+        id: &str,
+        eid: u64,
+        vt: i64,
+        tx: u64,
+    ) -> Result<Option<(VersionInfo, temporal::Row)>> {
         let Some((row, is_max)) =
-            temporal::as_of_row(&self.versions, &self.docs(), &self.by_tx, eid, vt, tx)?
+            temporal::as_of_row(&self.versions, docs, &self.by_tx, eid, vt, tx)?
         else {
             return Ok(None);
         };
