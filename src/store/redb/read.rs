@@ -47,6 +47,27 @@ impl RedbStore {
         r.info_at(id, &entity, valid_time, tx)
     }
 
+    /// How many versions [`RedbStore::history`] lists for `id` by default, counted without
+    /// reading their documents (the rows a history shows do not depend on them).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown entity.
+    pub fn history_len(&self, id: &str) -> Result<u64> {
+        let rtx = self.read()?;
+        let r = ReadTables::open(&rtx)?;
+        let entity = entity_rec(&r, id)?.ok_or_else(|| unknown_entity(id))?;
+        let rows = temporal::history_rows(
+            &r.versions,
+            &temporal::LivenessOnly,
+            entity.eid,
+            i64::MIN,
+            i64::MAX,
+            u64::MAX,
+            false,
+        )?;
+        Ok(rows.len() as u64)
+    }
+
     /// The versions of `id` as `query` selects them.
     ///
     /// # Errors
