@@ -282,11 +282,11 @@ mod tests {
         Ok(())
     }
 
-    /// The metadata of a file whose version row names its document by number reads that
-    /// document's record once: the record decoded to find the row's object hash is the one
-    /// served (it was read twice, once to hash it and once to serve it).
+    /// The metadata (and the object) of a file whose version row names its document by number
+    /// reads that document's record once: the record decoded to find the row's object hash is
+    /// the one served (it was read twice, once to hash it and once to serve it).
     #[test]
-    fn metadata_reads_a_numbered_document_once() -> Result<()> {
+    fn reads_of_a_numbered_document_read_it_once() -> Result<()> {
         let store = RedbStore::in_memory()?;
         let file = Object::file_text(source("/a/once.rs"), "fn once() {}\n".into())?;
         let id = file.id().to_string();
@@ -301,6 +301,11 @@ mod tests {
         assert_eq!(&doc.fields, file.fields());
         assert_eq!(doc.content_hash.as_ref(), file.content_hash());
         assert_eq!(meta.info.object_hash.as_ref(), Some(file.object_hash()));
+        // So does a read of the whole object (rebuilt and rehashed from that record).
+        super::docs::RECORD_READS.with(|n| n.set(0));
+        let version = store.as_of(&id, None, None)?;
+        assert_eq!(super::docs::RECORD_READS.with(std::cell::Cell::get), 1);
+        assert_eq!(version.and_then(|v| v.object), Some(file));
         Ok(())
     }
 

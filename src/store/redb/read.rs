@@ -476,11 +476,27 @@ impl ReadTables {
         valid_time: Option<Timestamp>,
         tx: Option<TxId>,
     ) -> Result<Option<Version>> {
-        let Some(info) = self.info_at(id, entity, valid_time, tx)? else {
+        // The document a numbered row's hash was found from is kept and rebuilt from, not read
+        // again (as `meta_at`).
+        let docs = docs::KeptDocs {
+            stored: self.docs(),
+            kept: std::cell::RefCell::new(None),
+        };
+        let vt = match valid_time {
+            Some(t) => t.as_micros(),
+            None => self.now()?,
+        };
+        let tx = tx.map_or(u64::MAX, |t| t.0);
+        let Some((info, _)) = self.info_row_in(&docs, id, entity.eid, vt, tx)? else {
             return Ok(None);
         };
         let object = match &info.object_hash {
-            Some(hash) => Some(self.object(id, entity, &hash.0, info.content_omitted)?),
+            Some(hash) => Some(match docs.take(&hash.0) {
+                Some(doc) => assemble(id, entity, &hash.0, &doc, info.content_omitted, |c| {
+                    blobs::read_blob(&self.blob_index, &self.blob_data, self.chunk, c)
+                })?,
+                None => self.object(id, entity, &hash.0, info.content_omitted)?,
+            }),
             None => None,
         };
         Ok(Some(Version { info, object }))
