@@ -455,7 +455,35 @@ impl Invocation<'_> {
                 report.counts_fixed
             )?;
         }
-        Ok(ExitCode::SUCCESS)
+        if report.damaged.is_empty() {
+            return Ok(ExitCode::SUCCESS);
+        }
+        // Damage gc met: it kept what the damaged records may use; the exit says not all is
+        // well (as `ls` over damaged files), and stderr says what to run.
+        use std::io::Write as _;
+        let mut err = std::io::stderr();
+        for finding in &report.damaged {
+            let affects = finding.path.as_deref().or(finding.entity.as_deref());
+            writeln!(
+                err,
+                "strata: gc met damage: {}: {}: {}{}",
+                finding.kind,
+                finding.subject,
+                finding.detail,
+                affects.map_or(String::new(), |a| format!("; affects {a}"))
+            )?;
+        }
+        writeln!(
+            err,
+            "strata: gc kept what {} damaged records may use; `strata fsck` says what is \
+             affected and `{}` repairs what can be repaired",
+            report.damaged.len(),
+            report
+                .damaged
+                .first()
+                .map_or("strata fsck --repair", |f| f.repair.as_str())
+        )?;
+        Ok(ExitCode::from(2))
     }
 
     pub(super) fn stats(&mut self, args: JsonArgs) -> Result<ExitCode> {

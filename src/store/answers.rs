@@ -268,8 +268,8 @@ impl fmt::Display for Finding {
     }
 }
 
-/// What `gc` removed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// What `gc` removed, and the damage that made it keep what it could not prove unused.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct GcReport {
     /// Documents no version referenced.
     pub documents_removed: u64,
@@ -279,4 +279,7 @@ pub struct GcReport {
     pub bytes_freed: u64,
     /// Reference counts that were wrong and were fixed.
     pub counts_fixed: u64,
+    /// Version rows and documents found damaged (each names `strata fsck --repair`): what
+    /// they may use was kept, and nothing at all was removed when a row's document is unknown.
+    pub damaged: Vec<Finding>,
 }

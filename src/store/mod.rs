@@ -226,6 +226,16 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// [`crate::Error::NotFound`] for an unknown entity.
     fn history(&self, id: &str, query: HistoryQuery) -> Result<Vec<VersionInfo>>;
 
+    /// How many versions [`Backend::history`] lists for `id` by default, where a backend can
+    /// say without reading their documents (an eviction counts what it erases, also of an
+    /// entity whose document is damaged).
+    ///
+    /// # Errors
+    /// [`crate::Error::NotFound`] for an unknown entity.
+    fn history_len(&self, id: &str) -> Result<u64> {
+        Ok(self.history(id, HistoryQuery::default())?.len() as u64)
+    }
+
     /// The byte size of each version of `versions` (all of entity `id`), in one read: the size
     /// recorded on the row, else the length of its content or kept bytes; `None` for tombstones
     /// and stubs.

@@ -204,6 +204,8 @@ fn doc_record<'t>(
     let Some((seq, _, file_blob)) = index.get(hash).db()?.map(|v| v.value()) else {
         return Ok(None);
     };
+    #[cfg(test)]
+    count_record_read();
     let record = data.get(seq).db()?.ok_or_else(|| {
         Error::corrupt(format!(
             "document {} points at missing record {seq}",
@@ -251,6 +253,18 @@ fn with_doc_ref<T>(
         return Ok(None);
     };
     f(codec::decode_borrowed(record.value(), "document")?).map(Some)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The `doc_data` records this thread has read for a reader (tests count them).
+    pub(crate) static RECORD_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one read of a `doc_data` record (tests).
+#[cfg(test)]
+fn count_record_read() {
+    RECORD_READS.with(|n| n.set(n.get() + 1));
 }
 
 /// Adds one version reference to a document; returns its sequence number in `doc_data`.
@@ -303,6 +317,23 @@ where
     D: ReadableTable<u64, &'static [u8]>,
 {
     fn hash_at(&self, seq: u64) -> Result<[u8; 32]> {
+        Ok(self.doc_at(seq)?.0)
+    }
+}
+
+impl<I, D> StoredDocs<'_, I, D>
+where
+    I: ReadableTable<[u8; 32], (u64, u64, bool)>,
+    D: ReadableTable<u64, &'static [u8]>,
+{
+    /// The object hash of document `seq` with its decoded record, checked as
+    /// [`DocHashes::hash_at`] checks it (the record hashes to a `doc_index` row of that number).
+    ///
+    /// # Errors
+    /// As [`DocHashes::hash_at`].
+    pub(crate) fn doc_at(&self, seq: u64) -> Result<([u8; 32], DocRec)> {
+        #[cfg(test)]
+        count_record_read();
         let record = self.data.get(seq).db()?.ok_or_else(|| {
             Error::corrupt(format!("a version row names missing document record {seq}"))
         })?;
@@ -320,12 +351,43 @@ where
         )?
         .0;
         match self.index.get(&hash).db()?.map(|v| v.value().0) {
-            Some(found) if found == seq => Ok(hash),
+            Some(found) if found == seq => Ok((hash, rec)),
             _ => Err(Error::corrupt(format!(
                 "{what} hashes to {}, which doc_index does not place there",
                 hex::encode(hash)
             ))),
         }
+    }
+}
+
+/// [`StoredDocs`] that keep the last record they decoded: a reader that goes on to serve the
+/// version's document takes it from here instead of reading, decoding and hashing it again.
+pub(crate) struct KeptDocs<'a, I, D> {
+    /// The tables read.
+    pub stored: StoredDocs<'a, I, D>,
+    /// The object hash and record of the last document [`DocHashes::hash_at`] resolved.
+    pub kept: std::cell::RefCell<Option<([u8; 32], DocRec)>>,
+}
+
+impl<I, D> KeptDocs<'_, I, D> {
+    /// The kept record when it is document `hash`'s (checked: it hashes to `hash`, which
+    /// `doc_index` places at its number); `None` otherwise.
+    pub(crate) fn take(&self, hash: &[u8; 32]) -> Option<DocRec> {
+        self.kept
+            .take()
+            .and_then(|(kept, rec)| (kept == *hash).then_some(rec))
+    }
+}
+
+impl<I, D> DocHashes for KeptDocs<'_, I, D>
+where
+    I: ReadableTable<[u8; 32], (u64, u64, bool)>,
+    D: ReadableTable<u64, &'static [u8]>,
+{
+    fn hash_at(&self, seq: u64) -> Result<[u8; 32]> {
+        let (hash, rec) = self.stored.doc_at(seq)?;
+        self.kept.replace(Some((hash, rec)));
+        Ok(hash)
     }
 }
 

@@ -2,6 +2,12 @@
 //! nothing else references; the log keeps the eviction record and the digests.
 
 use super::*;
+use std::collections::HashSet;
+
+use super::docs::DocHashes;
+
+/// An evicted entity's version rows: key, document, and the op that wrote it.
+type EvictedRows = Vec<((u64, i64, u64), Option<[u8; 32]>, u32)>;
 
 impl WriteTables<'_> {
     /// Erases every trace of entity `id` (entity row `rec`) but the log's digests, in
@@ -11,16 +17,7 @@ impl WriteTables<'_> {
             return self.evict_rows(id, rec, tx);
         }
         let eid = rec.eid;
-        let mut rows = Vec::new();
-        for entry in self
-            .versions
-            .range((eid, i64::MIN, 0u64)..=(eid, i64::MAX, u64::MAX))
-            .db()?
-        {
-            let (key, value) = entry.db()?;
-            let rec = docs::version_rec(value.value(), &self.doc_hashes(), "version record")?;
-            rows.push((key.value(), rec.object_hash, rec.op));
-        }
+        let (rows, damaged) = self.rows_to_evict(id, eid)?;
         let mut freed: u64 = 0;
         // Session, chat and session configuration documents and contents are stored as deltas and suffixes on
         // earlier ones, which another entity's records may be based on: those are kept whole,
@@ -46,6 +43,9 @@ impl WriteTables<'_> {
                 && refs <= count
             {
                 erased.insert(hash, seq);
+                if damaged.contains(&hash) {
+                    continue;
+                }
                 if let Some((doc, _)) =
                     docs::read_doc_raw(&self.docs.index, &self.docs.data, &hash)?
                 {
@@ -62,8 +62,10 @@ impl WriteTables<'_> {
             ops.insert((key.2, op));
             self.versions.remove(key).db()?;
             self.by_tx.remove((key.0, key.2)).db()?;
-            if let Some(hash) = hash {
-                freed += docs::release_doc(&mut self.docs, &mut self.blobs, &hash)?;
+            match hash {
+                Some(hash) if damaged.contains(&hash) => freed += self.release_damaged(&hash)?,
+                Some(hash) => freed += docs::release_doc(&mut self.docs, &mut self.blobs, &hash)?,
+                None => {}
             }
         }
         let mut matches = self.match_keys(eid)?;
@@ -110,6 +112,90 @@ impl WriteTables<'_> {
         freed += less;
         self.add_counter(STORED_BYTES, added as i64 - freed as i64)?;
         Ok(())
+    }
+
+    /// The version rows of entity `eid` (`id`) with each one's document and op, and the
+    /// documents among them whose records are damaged.
+    ///
+    /// A row naming its document by a number whose record is missing or damaged still goes:
+    /// evicting removes it anyway. Its document is the one `doc_index` places at that number
+    /// (released without reading its record, so the contents it names stay for `gc`), or none
+    /// when no document has the number. A row that does not decode cannot say which op wrote
+    /// it, so the eviction is refused rather than leave that op's body in the log.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when a row does not decode.
+    fn rows_to_evict(&self, id: &str, eid: u64) -> Result<(EvictedRows, HashSet<[u8; 32]>)> {
+        let mut rows = Vec::new();
+        let mut damaged = HashSet::new();
+        for entry in self
+            .versions
+            .range((eid, i64::MIN, 0u64)..=(eid, i64::MAX, u64::MAX))
+            .db()?
+        {
+            let (key, value) = entry.db()?;
+            let (rec, seq) =
+                codec::decode_version(value.value(), "version record").map_err(|e| {
+                    Error::corrupt(format!(
+                        "{id} cannot be evicted: {e}; run `strata fsck --repair`, then evict \
+                         it again"
+                    ))
+                })?;
+            let hash = match seq {
+                None => rec.object_hash,
+                Some(seq) => match self.doc_hashes().hash_at(seq) {
+                    Ok(hash) => Some(hash),
+                    Err(Error::Corrupt { .. }) => {
+                        let placed = self.doc_placed_at(seq)?;
+                        if let Some(hash) = placed {
+                            damaged.insert(hash);
+                        }
+                        placed
+                    }
+                    Err(e) => return Err(e),
+                },
+            };
+            rows.push((key.value(), hash, rec.op));
+        }
+        Ok((rows, damaged))
+    }
+
+    /// The one document `doc_index` places at number `seq`; `None` when none or several are.
+    fn doc_placed_at(&self, seq: u64) -> Result<Option<[u8; 32]>> {
+        let mut found = None;
+        for entry in self.docs.index.iter().db()? {
+            let (hash, (at, _, _)) = entry.db().map(|(k, v)| (k.value(), v.value()))?;
+            if at == seq {
+                if found.is_some() {
+                    return Ok(None);
+                }
+                found = Some(hash);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Drops one version reference to document `hash`, whose record is damaged: at zero its
+    /// index row and record go, and the contents it named (which its record cannot tell) stay
+    /// for `gc`; returns the bytes freed.
+    fn release_damaged(&mut self, hash: &[u8; 32]) -> Result<u64> {
+        self.docs.fresh = None;
+        let Some((seq, refs, file_blob)) = self.docs.index.get(hash).db()?.map(|v| v.value())
+        else {
+            return Ok(0);
+        };
+        if refs > 1 {
+            self.docs
+                .index
+                .insert(hash, (seq, refs - 1, file_blob))
+                .db()?;
+            return Ok(0);
+        }
+        self.docs.index.remove(hash).db()?;
+        Ok(self
+            .docs
+            .remove_record(seq)?
+            .map_or(0, |record| record.len() as u64))
     }
 
     /// The keys of the match ops made while entity `eid` existed.

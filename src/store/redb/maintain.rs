@@ -8,7 +8,8 @@ use redb::ReadableTable;
 use super::codec::{self, DocRec};
 use super::tables::*;
 use super::{Op, Origin, RedbStore, TxReceipt, WriteTables, blobs};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::store::answers::finding;
 
 impl RedbStore {
     /// Evicts `id`: a transaction of one [`Op::Evict`].
@@ -226,21 +227,40 @@ impl RedbStore {
     }
 
     /// Removes documents no version references and blobs no document references, and fixes
-    /// reference counts.
+    /// reference counts, in one transaction.
+    ///
+    /// A version row whose document is damaged (its record missing or unreadable, or a number
+    /// no document has) is reported in [`GcReport::damaged`], never skipped: a document such
+    /// a row names is kept and counted, and the contents are not swept while a live
+    /// document's record cannot say which it uses. A row whose document cannot be named at
+    /// all stops every removal (any document might be its). `strata fsck --repair` is the
+    /// remedy either way.
     ///
     /// # Errors
-    /// [`Error::Corrupt`] when a record does not decode.
+    /// [`Error::Corrupt`] when a version row or a blob record does not decode.
     pub fn gc(&self) -> Result<GcReport> {
         let wtx = self.begin_write()?;
         let mut report = GcReport::default();
-        {
+        let swept = {
             let mut w = WriteTables::open(&wtx)?;
             let mut doc_counts: HashMap<[u8; 32], u64> = HashMap::new();
+            // Rows whose numbered document does not resolve: key, number, why.
+            let mut unresolved = Vec::new();
             for entry in w.versions.iter().db()? {
-                let (_, v) = entry.db()?;
-                let rec = docs::version_rec(v.value(), &w.doc_hashes(), "version")?;
-                if let Some(hash) = rec.object_hash {
-                    *doc_counts.entry(hash).or_default() += 1;
+                let (k, v) = entry.db()?;
+                match docs::version_rec(v.value(), &w.doc_hashes(), "version") {
+                    Ok(rec) => {
+                        if let Some(hash) = rec.object_hash {
+                            *doc_counts.entry(hash).or_default() += 1;
+                        }
+                    }
+                    Err(Error::Corrupt { what }) => {
+                        let seq = codec::decode_version(v.value(), "version")
+                            .ok()
+                            .and_then(|(_, seq)| seq);
+                        unresolved.push((k.value(), seq, what));
+                    }
+                    Err(e) => return Err(e),
                 }
             }
             let mut docs = Vec::new();
@@ -248,72 +268,185 @@ impl RedbStore {
                 let (k, v) = entry.db()?;
                 docs.push((k.value(), v.value()));
             }
-            let mut blob_counts: HashMap<[u8; 32], u64> = HashMap::new();
-            for (hash, (seq, refs, file_blob)) in docs {
-                let counted = doc_counts.get(&hash).copied().unwrap_or(0);
-                if counted == 0 {
-                    w.docs.index.remove(hash).db()?;
-                    if let Some(record) = w.docs.remove_record(seq)? {
-                        report.bytes_freed += record.len() as u64;
+            // The document each unresolved row names: the one `doc_index` places at its
+            // number, whose record is damaged; a row without one names no known document.
+            let mut damaged_docs = std::collections::HashSet::new();
+            let mut blind = false;
+            for ((eid, _, tx), seq, what) in unresolved {
+                let placed: Vec<[u8; 32]> = docs
+                    .iter()
+                    .filter(|(_, (at, _, _))| Some(*at) == seq)
+                    .map(|(hash, _)| *hash)
+                    .collect();
+                let entity = super::entity::id_of_eid(&w, eid).ok().flatten();
+                let path = match &entity {
+                    Some(id) => super::entity_rec(&w, id)
+                        .ok()
+                        .flatten()
+                        .and_then(|r| r.source.map(|(_, path)| path)),
+                    None => None,
+                };
+                let found = match (placed.as_slice(), seq) {
+                    ([hash], Some(seq)) => {
+                        *doc_counts.entry(*hash).or_default() += 1;
+                        damaged_docs.insert(*hash);
+                        let kind = if w.docs.data.get(seq).db()?.is_some() {
+                            "doc_unreadable"
+                        } else {
+                            "doc_missing"
+                        };
+                        finding(
+                            kind,
+                            hex::encode(hash),
+                            format!(
+                                "{what}; gc kept the document and every content (a version \
+                                 names it)"
+                            ),
+                        )
                     }
-                    report.documents_removed += 1;
-                    continue;
+                    _ => {
+                        blind = true;
+                        finding(
+                            "versions",
+                            format!("version row of entity {eid} at tx {tx}"),
+                            format!(
+                                "{what}; no document is known by its number, so gc removed \
+                                 nothing"
+                            ),
+                        )
+                    }
+                };
+                report.damaged.push(Finding {
+                    entity,
+                    path,
+                    tx: Some(tx),
+                    ..found
+                });
+            }
+            if blind {
+                false
+            } else {
+                Self::sweep(&mut w, &mut report, docs, &doc_counts, &damaged_docs)?;
+                true
+            }
+        };
+        // Nothing swept: the transaction is dropped, which aborts it (it changed nothing).
+        if swept {
+            wtx.commit().db()?;
+        }
+        Ok(report)
+    }
+
+    /// [`RedbStore::gc`]'s removals once every version's document is known (`docs`: the
+    /// `doc_index` rows; `doc_counts`: the versions of each document; `damaged`: documents
+    /// whose records are not to be trusted). The contents are left as they are when a live
+    /// document's record cannot say which contents it uses.
+    fn sweep(
+        w: &mut WriteTables<'_>,
+        report: &mut GcReport,
+        docs: Vec<([u8; 32], (u64, u64, bool))>,
+        doc_counts: &HashMap<[u8; 32], u64>,
+        damaged: &std::collections::HashSet<[u8; 32]>,
+    ) -> Result<()> {
+        let mut blob_counts: HashMap<[u8; 32], u64> = HashMap::new();
+        let mut blobs_known = true;
+        for (hash, (seq, refs, file_blob)) in docs {
+            let counted = doc_counts.get(&hash).copied().unwrap_or(0);
+            if counted == 0 {
+                w.docs.index.remove(hash).db()?;
+                if let Some(record) = w.docs.remove_record(seq)? {
+                    report.bytes_freed += record.len() as u64;
                 }
-                if counted != refs {
-                    report.counts_fixed += 1;
-                    w.docs.index.insert(hash, (seq, counted, file_blob)).db()?;
-                }
-                if let Some(record) = w.docs.data.get(seq).db()? {
-                    let rec: DocRec = codec::decode(record.value(), "document")?;
+                report.documents_removed += 1;
+                continue;
+            }
+            if counted != refs {
+                report.counts_fixed += 1;
+                w.docs.index.insert(hash, (seq, counted, file_blob)).db()?;
+            }
+            if damaged.contains(&hash) {
+                blobs_known = false;
+                continue;
+            }
+            let rec = match w.docs.data.get(seq).db()? {
+                Some(record) => codec::decode::<DocRec>(record.value(), "document"),
+                None => Err(Error::corrupt(format!("its record {seq} is missing"))),
+            };
+            match rec {
+                Ok(rec) => {
                     for blob in docs::doc_blobs(&rec, file_blob) {
                         *blob_counts.entry(blob).or_default() += 1;
                     }
                 }
-            }
-            let mut all_blobs = Vec::new();
-            for entry in w.blobs.index.iter().db()? {
-                let (k, v) = entry.db()?;
-                all_blobs.push((k.value(), v.value()));
-            }
-            // A live suffix record keeps its base alive: propagate along the chains, reading
-            // each live blob's header once.
-            let locations: HashMap<[u8; 32], (u64, u64)> = all_blobs
-                .iter()
-                .map(|(hash, (offset, len, _))| (*hash, (*offset, *len)))
-                .collect();
-            let mut live: Vec<[u8; 32]> = blob_counts.keys().copied().collect();
-            let chunk = w.blobs.chunk;
-            while let Some(hash) = live.pop() {
-                let Some((offset, len)) = locations.get(&hash) else {
-                    continue;
-                };
-                if let Some(base) =
-                    blobs::record_header(w.blobs.data()?, chunk, &hash, *offset, *len)?.base
-                {
-                    let count = blob_counts.entry(base).or_default();
-                    *count += 1;
-                    if *count == 1 {
-                        live.push(base);
-                    }
+                Err(Error::Corrupt { what }) => {
+                    blobs_known = false;
+                    report.damaged.push(finding(
+                        "doc_unreadable",
+                        hex::encode(hash),
+                        format!(
+                            "{what}; gc kept the document and every content (a version names \
+                             it)"
+                        ),
+                    ));
                 }
+                Err(e) => return Err(e),
             }
-            for (hash, (offset, len, refs)) in all_blobs {
-                let counted = blob_counts.get(&hash).copied().unwrap_or(0);
-                if counted == 0 {
-                    w.blobs.index.remove(hash).db()?;
-                    blobs::erase_blob(&mut w.blobs, offset, len)?;
-                    report.bytes_freed += len;
-                    report.blobs_removed += 1;
-                } else if counted != refs {
-                    report.counts_fixed += 1;
-                    w.blobs.index.insert(hash, (offset, len, counted)).db()?;
-                }
-            }
-            w.add_counter(super::STORED_BYTES, -(report.bytes_freed as i64))?;
-            w.save_numbers_from()?;
         }
-        wtx.commit().db()?;
-        Ok(report)
+        if blobs_known {
+            Self::sweep_blobs(w, report, blob_counts)?;
+        }
+        w.add_counter(super::STORED_BYTES, -(report.bytes_freed as i64))?;
+        w.save_numbers_from()?;
+        Ok(())
+    }
+
+    /// Removes the blobs no live document uses (`blob_counts`: their uses by document) and
+    /// fixes the counts of the others.
+    fn sweep_blobs(
+        w: &mut WriteTables<'_>,
+        report: &mut GcReport,
+        mut blob_counts: HashMap<[u8; 32], u64>,
+    ) -> Result<()> {
+        let mut all_blobs = Vec::new();
+        for entry in w.blobs.index.iter().db()? {
+            let (k, v) = entry.db()?;
+            all_blobs.push((k.value(), v.value()));
+        }
+        // A live suffix record keeps its base alive: propagate along the chains, reading
+        // each live blob's header once.
+        let locations: HashMap<[u8; 32], (u64, u64)> = all_blobs
+            .iter()
+            .map(|(hash, (offset, len, _))| (*hash, (*offset, *len)))
+            .collect();
+        let mut live: Vec<[u8; 32]> = blob_counts.keys().copied().collect();
+        let chunk = w.blobs.chunk;
+        while let Some(hash) = live.pop() {
+            let Some((offset, len)) = locations.get(&hash) else {
+                continue;
+            };
+            if let Some(base) =
+                blobs::record_header(w.blobs.data()?, chunk, &hash, *offset, *len)?.base
+            {
+                let count = blob_counts.entry(base).or_default();
+                *count += 1;
+                if *count == 1 {
+                    live.push(base);
+                }
+            }
+        }
+        for (hash, (offset, len, refs)) in all_blobs {
+            let counted = blob_counts.get(&hash).copied().unwrap_or(0);
+            if counted == 0 {
+                w.blobs.index.remove(hash).db()?;
+                blobs::erase_blob(&mut w.blobs, offset, len)?;
+                report.bytes_freed += len;
+                report.blobs_removed += 1;
+            } else if counted != refs {
+                report.counts_fixed += 1;
+                w.blobs.index.insert(hash, (offset, len, counted)).db()?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -321,6 +454,7 @@ impl RedbStore {
 mod tests {
     use super::*;
     use crate::object::{FilesystemSource, Object};
+    use crate::store::redb::ReadTables;
 
     /// A new store in a temporary directory (kept while the returned guard lives).
     fn new_store() -> Result<(tempfile::TempDir, RedbStore)> {
@@ -534,6 +668,240 @@ mod tests {
             .map(|v| v.value())
             .ok_or_else(|| crate::error::Error::invariant("no index row"))?;
         assert!(len < 4096, "the restored record's length is {len}");
+        Ok(())
+    }
+
+    /// Three files `/a`, `/b`, `/c` of filesystem `fs` put in one transaction, with `c`'s
+    /// version rows then removed behind the store's back when `garbage` (its document and
+    /// content become garbage for gc), and the `doc_data` number of `a`'s document.
+    fn three_files(store: &RedbStore, garbage: bool) -> Result<([Object; 3], u64)> {
+        let file = |path: &str, text: &str| {
+            Object::file_text(
+                FilesystemSource {
+                    filesystem_id: "fs".into(),
+                    path: path.into(),
+                },
+                text.into(),
+            )
+        };
+        let files = [
+            file("/a", "alpha\n")?,
+            file("/b", "beta\n")?,
+            file("/c", "gamma\n")?,
+        ];
+        store.transact(files.iter().cloned().map(Op::put).collect(), Origin::Cli)?;
+        let seq = doc_row(store, files[0].object_hash().0)?
+            .ok_or_else(|| crate::error::Error::invariant("a's document"))?
+            .0;
+        if !garbage {
+            return Ok((files, seq));
+        }
+        let eid = {
+            let rtx = store.read()?;
+            super::super::entity_rec(&ReadTables::open(&rtx)?, files[2].id())?
+                .ok_or_else(|| crate::error::Error::invariant("c's entity"))?
+                .eid
+        };
+        let wtx = store.begin_write()?;
+        {
+            let mut versions = wtx.open_table(VERSIONS).db()?;
+            let keys: Vec<(u64, i64, u64)> = versions
+                .range((eid, i64::MIN, 0u64)..=(eid, i64::MAX, u64::MAX))
+                .db()?
+                .map(|e| e.db().map(|(k, _)| k.value()))
+                .collect::<Result<_>>()?;
+            let mut by_tx = wtx.open_table(VERSIONS_BY_TX).db()?;
+            for key in keys {
+                versions.remove(key).db()?;
+                by_tx.remove((key.0, key.2)).db()?;
+            }
+        }
+        wtx.commit().db()?;
+        Ok((files, seq))
+    }
+
+    /// The `doc_index` row of document `hash`.
+    fn doc_row(store: &RedbStore, hash: [u8; 32]) -> Result<Option<(u64, u64, bool)>> {
+        let rtx = store.read()?;
+        let index = rtx.open_table(DOC_INDEX).db()?;
+        Ok(index.get(&hash).db()?.map(|v| v.value()))
+    }
+
+    /// Whether content `hash` is stored.
+    fn has_blob(store: &RedbStore, hash: &crate::hash::Hash) -> Result<bool> {
+        let rtx = store.read()?;
+        let index = rtx.open_table(BLOB_INDEX).db()?;
+        Ok(index.get(&hash.0).db()?.is_some())
+    }
+
+    /// Writes `record` as document number `seq` (`None`: removes it and its `doc_index` row).
+    fn damage_doc(store: &RedbStore, seq: u64, record: Option<&[u8]>) -> Result<()> {
+        let wtx = store.begin_write()?;
+        {
+            let mut data = wtx.open_table(DOC_DATA).db()?;
+            match record {
+                Some(bytes) => {
+                    data.insert(seq, bytes).db()?;
+                }
+                None => {
+                    data.remove(seq).db()?;
+                    let mut index = wtx.open_table(DOC_INDEX).db()?;
+                    let rows: Vec<[u8; 32]> = index
+                        .iter()
+                        .db()?
+                        .filter_map(|e| e.db().ok())
+                        .filter(|(_, v)| v.value().0 == seq)
+                        .map(|(k, _)| k.value())
+                        .collect();
+                    for hash in rows {
+                        index.remove(&hash).db()?;
+                    }
+                }
+            }
+        }
+        wtx.commit().db()
+    }
+
+    /// gc over a version row whose document record is damaged: it removes the document no
+    /// row names, keeps the damaged one and every content (the damaged record cannot say
+    /// which contents it uses), reports the row naming the repair, marks the store damaged,
+    /// and loses nothing: the other files read as before.
+    #[test]
+    fn gc_keeps_what_a_row_with_a_damaged_document_may_use() -> Result<()> {
+        let (_dir, store) = new_store()?;
+        let ([a, b, c], seq) = three_files(&store, true)?;
+        damage_doc(&store, seq, Some(&[9, 9, 9]))?;
+        let report = Backend::gc(&store)?;
+        assert_eq!(report.documents_removed, 1, "{report:?}");
+        assert_eq!(report.blobs_removed, 0, "{report:?}");
+        assert_eq!(report.damaged.len(), 1, "{report:?}");
+        let found = &report.damaged[0];
+        assert_eq!(found.kind, "doc_unreadable");
+        assert_eq!(found.entity.as_deref(), Some(a.id()));
+        assert_eq!(found.path.as_deref(), Some("/a"));
+        assert_eq!(found.repair, crate::store::damage::REPAIR);
+        assert_eq!(
+            doc_row(&store, c.object_hash().0)?,
+            None,
+            "c's document went"
+        );
+        assert!(
+            doc_row(&store, a.object_hash().0)?.is_some(),
+            "a's document stays"
+        );
+        for file in [&a, &b, &c] {
+            let content = file
+                .content_hash()
+                .ok_or_else(|| Error::not_found("content"))?;
+            assert!(has_blob(&store, content)?, "{}'s content stays", file.id());
+        }
+        let version = store.as_of(b.id(), None, None)?;
+        assert_eq!(version.and_then(|v| v.object), Some(b.clone()));
+        // A read of the damaged file still refuses; the store is marked damaged.
+        assert!(matches!(
+            store.as_of(a.id(), None, None),
+            Err(Error::Corrupt { .. })
+        ));
+        let refused = Backend::gc(&store);
+        assert!(
+            matches!(&refused, Err(e) if e.to_string().contains("fsck --repair")),
+            "{refused:?}"
+        );
+        Ok(())
+    }
+
+    /// gc over a version row naming a document number that no document has: the row's
+    /// document is unknown (any unused-looking one may be it), so gc removes nothing and fixes
+    /// nothing, and reports the row.
+    #[test]
+    fn gc_removes_nothing_when_a_rows_document_is_unknown() -> Result<()> {
+        let (_dir, store) = new_store()?;
+        let ([a, _, c], seq) = three_files(&store, true)?;
+        damage_doc(&store, seq, None)?;
+        let before = store.stats()?;
+        let report = store.gc()?;
+        assert_eq!(
+            (
+                report.documents_removed,
+                report.blobs_removed,
+                report.counts_fixed,
+                report.bytes_freed
+            ),
+            (0, 0, 0, 0),
+            "{report:?}"
+        );
+        assert_eq!(report.damaged.len(), 1, "{report:?}");
+        assert_eq!(report.damaged[0].kind, "versions");
+        assert_eq!(report.damaged[0].entity.as_deref(), Some(a.id()));
+        assert!(report.damaged[0].detail.contains("removed nothing"));
+        let after = store.stats()?;
+        assert_eq!(
+            (before.documents, before.blobs, before.stored_bytes),
+            (after.documents, after.blobs, after.stored_bytes)
+        );
+        assert!(doc_row(&store, c.object_hash().0)?.is_some());
+        Ok(())
+    }
+
+    /// Evicting a file whose version row names a damaged document record evicts it: the row
+    /// was to go anyway, and its document (used by nothing else) goes with it, without its
+    /// record being read; the content it named stays until gc, which then finds it unused.
+    /// The other files are untouched and the store verifies after.
+    #[test]
+    fn evict_of_a_file_whose_document_is_damaged_evicts_it() -> Result<()> {
+        for record in [Some([9u8, 9, 9].as_slice()), None] {
+            let (_dir, store) = new_store()?;
+            let ([a, b, c], seq) = three_files(&store, false)?;
+            damage_doc(&store, seq, record)?;
+            Backend::evict(&store, a.id(), Origin::Cli)?;
+            let gone = store.as_of(a.id(), None, None);
+            assert!(matches!(gone, Err(Error::NotFound { .. })), "{gone:?}");
+            assert_eq!(doc_row(&store, a.object_hash().0)?, None);
+            let version = store.as_of(b.id(), None, None)?;
+            assert_eq!(version.and_then(|v| v.object), Some(b.clone()));
+            let report = store.gc()?;
+            assert!(report.damaged.is_empty(), "{report:?}");
+            let a_content = a
+                .content_hash()
+                .ok_or_else(|| Error::not_found("content"))?;
+            assert!(!has_blob(&store, a_content)?, "gc took a's content");
+            assert_eq!(store.fsck(), vec![], "{record:?}");
+            assert!(doc_row(&store, c.object_hash().0)?.is_some());
+        }
+        Ok(())
+    }
+
+    /// A version row that does not decode cannot say which op wrote it: evicting its file is
+    /// refused, naming the repair, and changes nothing.
+    #[test]
+    fn evict_of_a_file_whose_row_does_not_decode_is_refused() -> Result<()> {
+        let (_dir, store) = new_store()?;
+        let object = put_a(&store, "one\n")?;
+        let wtx = store.begin_write()?;
+        {
+            let mut versions = wtx.open_table(VERSIONS).db()?;
+            let keys: Vec<(u64, i64, u64)> = versions
+                .iter()
+                .db()?
+                .map(|e| e.db().map(|(k, _)| k.value()))
+                .collect::<Result<_>>()?;
+            for key in keys {
+                versions.insert(key, [0xffu8, 0xff, 0xff].as_slice()).db()?;
+            }
+        }
+        wtx.commit().db()?;
+        let before = store.stats()?;
+        let refused = store.evict(object.id(), Origin::Cli);
+        assert!(
+            matches!(&refused, Err(Error::Corrupt { what })
+                if what.contains("cannot be evicted") && what.contains("fsck --repair")),
+            "{refused:?}"
+        );
+        let after = store.stats()?;
+        assert_eq!(
+            (before.versions, before.documents, before.transactions),
+            (after.versions, after.documents, after.transactions)
+        );
         Ok(())
     }
 }

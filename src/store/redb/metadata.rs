@@ -44,14 +44,23 @@ impl ReadTables {
         let Some(entity) = entity_rec(self, id)? else {
             return Ok(None);
         };
-        let Some((info, row)) = self.info_row(id, entity.eid, now, tx)? else {
+        // A row naming its document by number has that document decoded and hashed to find
+        // its object hash: it is kept and served, not read again (store format 8).
+        let docs = docs::KeptDocs {
+            stored: self.docs(),
+            kept: std::cell::RefCell::new(None),
+        };
+        let Some((info, row)) = self.info_row_in(&docs, id, entity.eid, now, tx)? else {
             return Ok(None);
         };
         let object_type: ObjectType = entity.object_type.parse()?;
         let (document, json) = match &row.rec.object_hash {
             None => (None, None),
             Some(hash) => {
-                let doc = self.version_doc(id, hash)?;
+                let doc = match docs.take(hash) {
+                    Some(doc) => doc,
+                    None => self.version_doc(id, hash)?,
+                };
                 let meta = DocumentMeta {
                     file_hash: doc.file_hash.map(Hash),
                     content_hash: doc.content_hash.map(Hash),
@@ -270,6 +279,33 @@ mod tests {
             .metadata(&file_id, Some(first.tx_id))?
             .ok_or_else(|| Error::not_found("as of the first tx"))?;
         assert!(!then.is_tombstone(), "as of the first tx the file existed");
+        Ok(())
+    }
+
+    /// The metadata (and the object) of a file whose version row names its document by number
+    /// reads that document's record once: the record decoded to find the row's object hash is
+    /// the one served (it was read twice, once to hash it and once to serve it).
+    #[test]
+    fn reads_of_a_numbered_document_read_it_once() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        let file = Object::file_text(source("/a/once.rs"), "fn once() {}\n".into())?;
+        let id = file.id().to_string();
+        store.transact(vec![Op::put(file.clone())], Origin::Cli)?;
+        super::docs::RECORD_READS.with(|n| n.set(0));
+        let meta = store
+            .metadata(&id, None)?
+            .ok_or_else(|| Error::not_found(id.as_str()))?;
+        let reads = super::docs::RECORD_READS.with(std::cell::Cell::get);
+        assert_eq!(reads, 1, "doc_data records read for one metadata");
+        let doc = meta.document.ok_or_else(|| Error::not_found("document"))?;
+        assert_eq!(&doc.fields, file.fields());
+        assert_eq!(doc.content_hash.as_ref(), file.content_hash());
+        assert_eq!(meta.info.object_hash.as_ref(), Some(file.object_hash()));
+        // So does a read of the whole object (rebuilt and rehashed from that record).
+        super::docs::RECORD_READS.with(|n| n.set(0));
+        let version = store.as_of(&id, None, None)?;
+        assert_eq!(super::docs::RECORD_READS.with(std::cell::Cell::get), 1);
+        assert_eq!(version.and_then(|v| v.object), Some(file));
         Ok(())
     }
 

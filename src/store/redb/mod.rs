@@ -686,6 +686,10 @@ impl Backend for RedbStore {
         self.guarded("reading a history", || RedbStore::history(self, id, query))
     }
 
+    fn history_len(&self, id: &str) -> Result<u64> {
+        self.guarded("counting a history", || RedbStore::history_len(self, id))
+    }
+
     fn version_sizes(&self, id: &str, versions: &[VersionInfo]) -> Result<Vec<Option<u64>>> {
         self.guarded("reading version sizes", || {
             RedbStore::version_sizes(self, id, versions)
@@ -875,7 +879,12 @@ impl Backend for RedbStore {
     }
 
     fn gc(&self) -> Result<GcReport> {
-        self.guarded_write("collecting garbage", || RedbStore::gc(self))
+        let report = self.guarded_write("collecting garbage", || RedbStore::gc(self))?;
+        // Damage gc met (and kept clear of) marks the store as a read meeting it would.
+        if let Some(found) = report.damaged.first() {
+            self.note_damage(&found.to_string());
+        }
+        Ok(report)
     }
 
     fn append_log(&self, records: &[super::ReplayRecord]) -> Result<()> {

@@ -47,6 +47,27 @@ impl RedbStore {
         r.info_at(id, &entity, valid_time, tx)
     }
 
+    /// How many versions [`RedbStore::history`] lists for `id` by default, counted without
+    /// reading their documents (the rows a history shows do not depend on them).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown entity.
+    pub fn history_len(&self, id: &str) -> Result<u64> {
+        let rtx = self.read()?;
+        let r = ReadTables::open(&rtx)?;
+        let entity = entity_rec(&r, id)?.ok_or_else(|| unknown_entity(id))?;
+        let rows = temporal::history_rows(
+            &r.versions,
+            &temporal::LivenessOnly,
+            entity.eid,
+            i64::MIN,
+            i64::MAX,
+            u64::MAX,
+            false,
+        )?;
+        Ok(rows.len() as u64)
+    }
+
     /// The versions of `id` as `query` selects them.
     ///
     /// # Errors
@@ -455,11 +476,27 @@ impl ReadTables {
         valid_time: Option<Timestamp>,
         tx: Option<TxId>,
     ) -> Result<Option<Version>> {
-        let Some(info) = self.info_at(id, entity, valid_time, tx)? else {
+        // The document a numbered row's hash was found from is kept and rebuilt from, not read
+        // again (as `meta_at`).
+        let docs = docs::KeptDocs {
+            stored: self.docs(),
+            kept: std::cell::RefCell::new(None),
+        };
+        let vt = match valid_time {
+            Some(t) => t.as_micros(),
+            None => self.now()?,
+        };
+        let tx = tx.map_or(u64::MAX, |t| t.0);
+        let Some((info, _)) = self.info_row_in(&docs, id, entity.eid, vt, tx)? else {
             return Ok(None);
         };
         let object = match &info.object_hash {
-            Some(hash) => Some(self.object(id, entity, &hash.0, info.content_omitted)?),
+            Some(hash) => Some(match docs.take(&hash.0) {
+                Some(doc) => assemble(id, entity, &hash.0, &doc, info.content_omitted, |c| {
+                    blobs::read_blob(&self.blob_index, &self.blob_data, self.chunk, c)
+                })?,
+                None => self.object(id, entity, &hash.0, info.content_omitted)?,
+            }),
             None => None,
         };
         Ok(Some(Version { info, object }))
@@ -489,8 +526,21 @@ impl ReadTables {
         vt: i64,
         tx: u64,
     ) -> Result<Option<(VersionInfo, temporal::Row)>> {
+        self.info_row_in(&self.docs(), id, eid, vt, tx)
+    }
+
+    /// [`ReadTables::info_row`] finding a numbered row's object hash through `docs` (a
+    /// [`docs::KeptDocs`] keeps the document it decoded for the caller).
+    pub(super) fn info_row_in(
+        &self,
+        docs: &impl docs::DocHashes,
+        id: &str,
+        eid: u64,
+        vt: i64,
+        tx: u64,
+    ) -> Result<Option<(VersionInfo, temporal::Row)>> {
         let Some((row, is_max)) =
-            temporal::as_of_row(&self.versions, &self.docs(), &self.by_tx, eid, vt, tx)?
+            temporal::as_of_row(&self.versions, docs, &self.by_tx, eid, vt, tx)?
         else {
             return Ok(None);
         };

@@ -274,6 +274,17 @@ struct Source {
     known_filesystems: std::cell::OnceCell<Vec<codec::IdStr>>,
 }
 
+/// The id of the file at `path` of filesystem `filesystem_id` (its source's identity hash).
+fn file_id(filesystem_id: &str, path: &str) -> Option<String> {
+    let file = crate::object::Source::Filesystem(FilesystemSource {
+        filesystem_id: filesystem_id.to_string(),
+        path: path.to_string(),
+    });
+    crate::object::sourced_identity(ObjectType::File, &file)
+        .ok()
+        .map(|id| id.to_hex())
+}
+
 /// The filesystem id of a `paths` or `stat_cache` key prefix: its id's key, or its number's
 /// (format 5) when `numbers` (`filesystem_ids`) names it.
 fn filesystem_of_key(numbers: &HashMap<u32, String>, fs: &[u8]) -> Option<String> {
@@ -681,6 +692,7 @@ impl Source {
                 self.evicted.insert(*key, *by);
             }
         }
+        self.scanned_filesystems(scan);
         // The names of files, wherever they verify.
         let filesystems = &self.filesystems;
         let mut name = |id: String, path: Option<String>| match self.entities.get_mut(&id) {
@@ -690,15 +702,7 @@ impl Source {
                 self.entities.insert(id, path);
             }
         };
-        let file_id = |filesystem_id: String, path: &str| -> Option<String> {
-            let file = crate::object::Source::Filesystem(FilesystemSource {
-                filesystem_id,
-                path: path.to_string(),
-            });
-            crate::object::sourced_identity(ObjectType::File, &file)
-                .ok()
-                .map(|id| id.to_hex())
-        };
+        let file_id = |filesystem_id: String, path: &str| file_id(&filesystem_id, path);
         for (key, value) in &scan.var_var {
             if let (Ok(id), Ok(codec::StoredEntity::Sourced(_))) = (
                 codec::id_of_key(key, "entity key"),
@@ -795,6 +799,68 @@ impl Source {
             }
         }
         (records, bodies)
+    }
+
+    /// The filesystem numbers the tables did not give (`filesystem_ids` and `filesystems`
+    /// not reached), from the scan's rows of either table: a number's one id that verifies.
+    /// An id does when the log's records list that filesystem, or
+    /// when a file that a scanned row of the number names (`entity_ids`, `paths`, the stat
+    /// cache) has, with it, an id the store holds (its short `entities` key, or its whole id):
+    /// an id is its source's hash, so a wrong filesystem makes no id the store has.
+    /// Without them, the files those rows alone name (their first writes lost) had no path.
+    fn scanned_filesystems(&mut self, scan: &scan::Scan) {
+        let logged: HashSet<&str> = self
+            .headers
+            .values()
+            .flatten()
+            .flat_map(|h| h.filesystems.iter().map(|fs| fs.0.as_str()))
+            .collect();
+        let short_keys: HashSet<&[u8]> = scan
+            .var_var
+            .iter()
+            .map(|(key, _)| key.as_slice())
+            .filter(|key| codec::is_short_entity_key(key))
+            .collect();
+        // The paths under each numbered filesystem key the scan found.
+        let mut paths: HashMap<u32, Vec<&str>> = HashMap::new();
+        let keyed = scan
+            .entity_sources
+            .values()
+            .flatten()
+            .map(|(fs, path)| (fs.as_slice(), path.as_str()))
+            .chain(
+                scan.var_u64
+                    .iter()
+                    .chain(scan.var_var.iter().map(|(key, _)| key))
+                    .filter_map(|key| scan::split_path_key(key)),
+            );
+        for (fs, path) in keyed {
+            if let Some(n) = codec::fs_number_of_key(fs) {
+                paths.entry(n).or_default().push(path);
+            }
+        }
+        let mut found = Vec::new();
+        for (n, ids) in &scan.filesystem_ids {
+            if self.filesystems.contains_key(n) {
+                continue;
+            }
+            let rows = paths.get(n).map_or(&[][..], Vec::as_slice);
+            let verifies = |fs: &&String| {
+                logged.contains(fs.as_str())
+                    || rows.iter().any(|path| {
+                        file_id(fs, path).is_some_and(|id| {
+                            self.entities.contains_key(&id)
+                                || codec::short_entity_key(&codec::id_key(&id))
+                                    .is_some_and(|short| short_keys.contains(short))
+                        })
+                    })
+            };
+            // Leaves of other tables read in these shapes add candidates that do not verify.
+            if let [fs] = ids.iter().filter(verifies).collect::<Vec<_>>().as_slice() {
+                found.push((*n, (*fs).clone()));
+            }
+        }
+        self.filesystems.extend(found);
     }
 
     /// How much of the log reads: log records, plus op bodies.
@@ -1743,6 +1809,55 @@ mod tests {
             wtx.delete_table(META).db()?;
             Ok(())
         })
+    }
+
+    /// A page scan of a store whose tables cannot be reached (its roots lost: nothing reads
+    /// through them) finds the filesystem numbers in `filesystem_ids` and `filesystems` rows,
+    /// so that a file whose first write is lost is still named by its source in `entity_ids`
+    /// and its `paths` row (numbered keys). A number is taken when the log lists its
+    /// filesystem, or when a file named with it has a short `entities` key the scan found; an
+    /// unverified one is not, nor does it hide the one that verifies.
+    #[test]
+    fn the_page_scan_finds_filesystem_numbers() -> Result<()> {
+        let object = file_a()?;
+        let id = object.id().to_string();
+        let (_dir, path) = store_of(object)?;
+        let io = |e: std::io::Error| Error::io("reading the store", e);
+        let file = std::fs::File::open(&path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let scan = scan::Scan::file(&file, len).map_err(io)?;
+        for keep_log in [false, true] {
+            let mut scan = scan::Scan {
+                entity_sources: scan.entity_sources.clone(),
+                var_u64: scan.var_u64.clone(),
+                // Without the log, the short `entities` key verifies; with it, its list.
+                var_var: if keep_log {
+                    Vec::new()
+                } else {
+                    scan.var_var.clone()
+                },
+                headers: if keep_log {
+                    scan.headers.clone()
+                } else {
+                    BTreeMap::new()
+                },
+                filesystem_ids: scan.filesystem_ids.clone(),
+                ..scan::Scan::default()
+            };
+            // A leaf of another table read in these shapes: candidates that do not verify.
+            scan.filesystem_ids.insert(9, vec!["ghost".into()]);
+            scan.filesystem_ids.entry(1).or_default().push("fz".into());
+            let mut source = Source::default();
+            source.merge_scan(&scan);
+            assert_eq!(source.filesystems.get(&1).map(String::as_str), Some("fs"));
+            assert!(!source.filesystems.contains_key(&9), "unverified");
+            assert_eq!(
+                source.entities.get(&id),
+                Some(&Some("/a.rs".to_string())),
+                "keep_log {keep_log}"
+            );
+        }
+        Ok(())
     }
 
     /// A store of 4 080-byte chunks holding a long file, with `damage` done to it in one write:

@@ -61,6 +61,9 @@ pub(super) struct Scan {
     pub(super) entity_ids: HashMap<u64, Vec<String>>,
     /// `entity_ids` of files named by their source (format 6): eid → (filesystem key, path).
     pub(super) entity_sources: HashMap<u64, Vec<(Vec<u8>, String)>>,
+    /// `filesystem_ids` (number → id) and `filesystems` (id → number): filesystem number →
+    /// the ids found for it.
+    pub(super) filesystem_ids: HashMap<u32, Vec<String>>,
     /// `versions`: (eid, tx, op index) of each row that decodes.
     pub(super) versions: Vec<(u64, u64, u32)>,
     /// `entities` and `stat_cache`: variable key → variable value.
@@ -319,6 +322,28 @@ impl Scan {
             for (key, _) in rows {
                 if split_path_key(key).is_some() {
                     self.var_u64.push(key.to_vec());
+                }
+            }
+        }
+        // u32 → id (`filesystem_ids`) and id → u32 (`filesystems`): what the numbered keys of
+        // `paths`, `stat_cache` and `entity_ids` stand for.
+        if let Some(rows) = entries(page, Some(4), None) {
+            for (key, value) in rows {
+                if let (Some(n), Ok(id)) = (
+                    u32_at(key, 0),
+                    codec::id_of_key(value, "a scanned filesystem id"),
+                ) {
+                    push(self.filesystem_ids.entry(n).or_default(), id);
+                }
+            }
+        }
+        if let Some(rows) = entries(page, None, Some(4)) {
+            for (key, value) in rows {
+                if let (Ok(id), Some(n)) = (
+                    codec::id_of_key(key, "a scanned filesystem id"),
+                    u32_at(value, 0),
+                ) {
+                    push(self.filesystem_ids.entry(n).or_default(), id);
                 }
             }
         }

@@ -25,10 +25,10 @@ fn row(vt: i64, tx: u64, bytes: &[u8], docs: &impl DocHashes) -> Result<Row> {
     })
 }
 
-/// The [`DocHashes`] of [`is_live`]: it only asks whether a row is a tombstone, which a row
-/// naming its document by number never is, so it reads no document (the hash it gives is all
-/// zeros, never an answer).
-struct LivenessOnly;
+/// The [`DocHashes`] of [`is_live`] (and of counting a history): it only asks whether a row is
+/// a tombstone, which a row naming its document by number never is, so it reads no document
+/// (the hash it gives is all zeros, never an answer).
+pub(crate) struct LivenessOnly;
 
 impl DocHashes for LivenessOnly {
     fn hash_at(&self, _seq: u64) -> Result<[u8; 32]> {
