@@ -1412,6 +1412,70 @@ fn a_damaged_table_name_is_damage_that_fsck_reports() -> TestResult {
     Ok(())
 }
 
+/// A format-8 store (whole-path `stat_cache`) whose stat cache holds a damaged key (a path
+/// whose bytes are no longer UTF-8): its upgrade to format 9 on the first read-write open moves
+/// the stat cache rows, and must not die on the damage or refuse every read-write open (the
+/// stat cache is only a cache): `fsck --repair` ends with an answer, after which the store
+/// verifies, indexes and lists.
+#[test]
+fn a_format_8_store_with_a_damaged_stat_cache_key_upgrades_and_repairs() -> TestResult {
+    use redb::{ReadableDatabase as _, ReadableTable as _};
+    let root = tempfile::tempdir()?;
+    let base = std::fs::canonicalize(root.path())?;
+    let (tree, store) = (base.join("tree"), base.join("store"));
+    write(&tree.join("a.txt"), "alpha\n")?;
+    write(&tree.join("b.txt"), "beta\n")?;
+    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{err}");
+    crate::store::write_old_stat_cache(&store)?;
+    crate::store::set_format_version(&store, 8)?;
+    let marker = "stat-only-marker-Q";
+    {
+        // One more row, whose path only the stat cache holds, then damaged in the file.
+        let db = redb::Database::open(store.join("store.redb"))?;
+        let (fs, path, value) = {
+            let rtx = db.begin_read()?;
+            let table = rtx.open_table(crate::store::STAT_CACHE)?;
+            let (k, v) = table.first()?.ok_or("an empty stat cache")?;
+            let (fs, path) = k.value();
+            (fs.to_vec(), path.to_string(), v.value().to_vec())
+        };
+        let dir = &path[..path.rfind('/').ok_or("a path without /")? + 1];
+        let wtx = db.begin_write()?;
+        wtx.open_table(crate::store::STAT_CACHE)?.insert(
+            (fs.as_slice(), format!("{dir}{marker}").as_str()),
+            value.as_slice(),
+        )?;
+        wtx.commit()?;
+    }
+    let path = store.join("store.redb");
+    let mut raw = std::fs::read(&path)?;
+    let mut found = 0;
+    while let Some(at) = raw
+        .windows(marker.len())
+        .position(|w| w == marker.as_bytes())
+    {
+        raw[at + marker.len() - 1] = 0xff;
+        found += 1;
+    }
+    assert!(found > 0, "the marker is not in the store file");
+    std::fs::write(&path, raw)?;
+
+    let (code, out, err) = strata(&store, &tree, &["fsck", "--repair"])?;
+    assert!(
+        code <= 1 && !err.contains("panicked"),
+        "exit {code}: {out}{err}"
+    );
+    let (code, out, err) = strata(&store, &tree, &["fsck"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = strata(&store, &tree, &["ls"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("a.txt") && out.contains("b.txt"), "{out}");
+    Ok(())
+}
+
 /// A leaf's entry count or layout flipped on any page (which takes, among others, the storage
 /// engine's own list of freed pages) makes `fsck --repair` fail with a clear error or repair, and
 /// never kill the process: redb's destructors once flushed and unwrapped poisoned mutexes while
