@@ -318,8 +318,19 @@ mod tests {
             "/a/b/ c".to_string(),
         ];
         let prefixes = [
-            "", "/", "/a", "/a/", "/a/b", "/a/b/", "/a/b/c", "/a/b!", "/a/b0", "/x", "/a/bc",
-            "/\u{e9}t\u{e9}", "/nowhere",
+            "",
+            "/",
+            "/a",
+            "/a/",
+            "/a/b",
+            "/a/b/",
+            "/a/b/c",
+            "/a/b!",
+            "/a/b0",
+            "/x",
+            "/a/bc",
+            "/\u{e9}t\u{e9}",
+            "/nowhere",
         ];
         let store = RedbStore::in_memory()?;
         let mut model: BTreeMap<(String, String), StatEntry> = BTreeMap::new();
