@@ -1476,6 +1476,111 @@ fn a_format_8_store_with_a_damaged_stat_cache_key_upgrades_and_repairs() -> Test
     Ok(())
 }
 
+/// Damaged rows of the stat cache's directory tables (store format 9): a directory whose path
+/// is no longer UTF-8 in `directories` and `directory_paths` (on which the storage engine
+/// panics), and a `stat_by_dir` key whose name is not UTF-8. fsck names them without dying,
+/// `index` refuses pointing at fsck, `fsck --repair` empties the stat cache, after which the
+/// store verifies and indexes, and salvage of the damaged store loses no file.
+#[test]
+fn damaged_rows_of_the_directory_tables_are_named_and_repaired() -> TestResult {
+    use crate::store::{DIRECTORIES, DIRECTORY_PATHS, STAT_BY_DIR};
+    use redb::{ReadableDatabase as _, ReadableTable as _};
+    let root = tempfile::tempdir()?;
+    let base = std::fs::canonicalize(root.path())?;
+    let (tree, store) = (base.join("tree"), base.join("store"));
+    write(&tree.join("a.txt"), "alpha\n")?;
+    write(&tree.join("d/b.txt"), "beta\n")?;
+    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{err}");
+    let pristine = base.join("pristine");
+    std::fs::create_dir(&pristine)?;
+    let marker = "dir-only-marker-Q";
+    {
+        // A directory only the directory tables name, with one stat row; and a stat row of
+        // the tree's directory whose name is only there.
+        let db = redb::Database::open(store.join("store.redb"))?;
+        let (fs, number, value) = {
+            let rtx = db.begin_read()?;
+            let dirs = rtx.open_table(DIRECTORIES)?;
+            let (k, n) = dirs.first()?.ok_or("no directory")?;
+            let rows = rtx.open_table(STAT_BY_DIR)?;
+            let (_, v) = rows.first()?.ok_or("no stat row")?;
+            (k.value().0.to_vec(), n.value(), v.value().to_vec())
+        };
+        let wtx = db.begin_write()?;
+        {
+            let dir = format!("/{marker}/");
+            wtx.open_table(DIRECTORIES)?
+                .insert((fs.as_slice(), dir.as_str()), 1000)?;
+            wtx.open_table(DIRECTORY_PATHS)?
+                .insert(1000, (fs.as_slice(), dir.as_str()))?;
+            let mut rows = wtx.open_table(STAT_BY_DIR)?;
+            // 1000 in LEB128, then a name.
+            rows.insert([0xe8, 0x07, b'f'].as_slice(), value.as_slice())?;
+            let mut key = vec![u8::try_from(number)?];
+            key.extend_from_slice(b"name-only-marker-Q");
+            rows.insert(key.as_slice(), value.as_slice())?;
+        }
+        wtx.commit()?;
+    }
+    let path = store.join("store.redb");
+    let mut raw = std::fs::read(&path)?;
+    let mut found = 0;
+    for marker in ["dir-only-marker-Q", "name-only-marker-Q"] {
+        while let Some(at) = raw
+            .windows(marker.len())
+            .position(|w| w == marker.as_bytes())
+        {
+            raw[at + marker.len() - 1] = 0xff;
+            found += 1;
+        }
+    }
+    assert!(found >= 3, "the markers are not in the store file: {found}");
+    std::fs::write(&path, raw)?;
+    for entry in std::fs::read_dir(&store)? {
+        let entry = entry?;
+        std::fs::copy(entry.path(), pristine.join(entry.file_name()))?;
+    }
+
+    let (code, out, err) = strata(&store, &tree, &["fsck"])?;
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let (code, out, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("fsck") && !err.contains("panicked"), "{err}");
+    let (code, out, err) = strata(&store, &tree, &["fsck", "--repair"])?;
+    assert!(
+        code <= 1 && !err.contains("panicked"),
+        "exit {code}: {out}{err}"
+    );
+    let (code, out, err) = strata(&store, &tree, &["fsck"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = strata(&store, &tree, &["ls"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("a.txt") && out.contains("b.txt"), "{out}");
+
+    let salvaged = base.join("salvaged");
+    let (code, out, err) = strata(&pristine, &tree, &["fsck", "--salvage", &p(&salvaged)])?;
+    assert!(
+        code <= 1 && !err.contains("panicked"),
+        "exit {code}: {out}{err}"
+    );
+    assert!(
+        !out.lines()
+            .any(|l| l.starts_with("lost entity") && l.ends_with("/)")),
+        "a directory of the stat cache named as a lost file: {out}"
+    );
+    let (code, listed, err) = strata(&salvaged, &tree, &["ls"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        listed.contains("a.txt") && listed.contains("b.txt"),
+        "{listed}"
+    );
+    Ok(())
+}
+
 /// A leaf's entry count or layout flipped on any page (which takes, among others, the storage
 /// engine's own list of freed pages) makes `fsck --repair` fail with a clear error or repair, and
 /// never kill the process: redb's destructors once flushed and unwrapped poisoned mutexes while

@@ -856,10 +856,11 @@ fn write_format_4_rows(dir: &std::path::Path, fs: &str) -> TestResult {
     Ok(())
 }
 
-const STAT_BY_DIR: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("stat_by_dir");
-const DIRECTORIES: redb::TableDefinition<(&[u8], &str), u32> =
+pub(crate) const STAT_BY_DIR: redb::TableDefinition<&[u8], &[u8]> =
+    redb::TableDefinition::new("stat_by_dir");
+pub(crate) const DIRECTORIES: redb::TableDefinition<(&[u8], &str), u32> =
     redb::TableDefinition::new("directories");
-const DIRECTORY_PATHS: redb::TableDefinition<u32, (&[u8], &str)> =
+pub(crate) const DIRECTORY_PATHS: redb::TableDefinition<u32, (&[u8], &str)> =
     redb::TableDefinition::new("directory_paths");
 
 /// The directory number and name of a `stat_by_dir` key (format 9: LEB128, then the name).

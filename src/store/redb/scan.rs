@@ -152,8 +152,17 @@ fn op_key(key: &[u8]) -> Option<(u64, u32)> {
 }
 
 /// A `(&[u8], &str)` key of `paths` and `stat_cache` (redb's tuple of variable-width
-/// elements: the first one's length as a varint, then both).
+/// elements: the first one's length as a varint, then both). A path that ends in `/` is not a
+/// file's: it is a key of `directories` (format 9, same shape, a `u32` value that a leaf read
+/// with `paths`' `u64` values lays out sensibly too), which would name a directory as a file
+/// and report it lost.
 pub(super) fn split_path_key(key: &[u8]) -> Option<(&[u8], &str)> {
+    let (fs, path) = split_tuple_key(key)?;
+    (!path.ends_with('/')).then_some((fs, path))
+}
+
+/// A `(&[u8], &str)` key as redb lays it out, whatever the path.
+fn split_tuple_key(key: &[u8]) -> Option<(&[u8], &str)> {
     let (len, used) = match *key.first()? {
         n @ 0..=253 => (n as usize, 1),
         254 => (
@@ -451,6 +460,11 @@ mod tests {
         assert!(entries(&page, Some(8), None).is_none(), "a branch page");
         assert_eq!(split_path_key(b"\x02ab/x"), Some((&b"ab"[..], "/x")));
         assert_eq!(split_path_key(b"\x09ab"), None);
+        assert_eq!(
+            split_path_key(b"\x02ab/x/"),
+            None,
+            "a directory's key (directories), not a file's"
+        );
     }
 
     /// A chunk found under a damaged key (below `MAX_ID`, but past what a stream of u64 offsets
