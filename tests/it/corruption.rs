@@ -1412,6 +1412,42 @@ fn a_damaged_table_name_is_damage_that_fsck_reports() -> TestResult {
     Ok(())
 }
 
+/// Makes each of `markers` in the store file at `path` no longer UTF-8 (its last byte 0xff),
+/// wherever it is; how many were changed.
+fn unmake_utf8(path: &Path, markers: &[&str]) -> TestResult<usize> {
+    let mut raw = std::fs::read(path)?;
+    let mut found = 0;
+    for marker in markers {
+        while let Some(at) = raw
+            .windows(marker.len())
+            .position(|w| w == marker.as_bytes())
+        {
+            raw[at + marker.len() - 1] = 0xff;
+            found += 1;
+        }
+    }
+    std::fs::write(path, raw)?;
+    Ok(found)
+}
+
+/// `fsck --repair` on `store` ends with an answer, after which the store verifies, indexes
+/// `tree` and lists its `a.txt` and `b.txt`.
+fn repairs_then_indexes(store: &Path, tree: &Path) -> TestResult {
+    let (code, out, err) = strata(store, tree, &["fsck", "--repair"])?;
+    assert!(
+        code <= 1 && !err.contains("panicked"),
+        "exit {code}: {out}{err}"
+    );
+    let (code, out, err) = strata(store, tree, &["fsck"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = strata(store, tree, &["index", "."])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = strata(store, tree, &["ls"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("a.txt") && out.contains("b.txt"), "{out}");
+    Ok(())
+}
+
 /// A format-8 store (whole-path `stat_cache`) whose stat cache holds a damaged key (a path
 /// whose bytes are no longer UTF-8): its upgrade to format 9 on the first read-write open moves
 /// the stat cache rows, and must not die on the damage or refuse every read-write open (the
@@ -1448,32 +1484,10 @@ fn a_format_8_store_with_a_damaged_stat_cache_key_upgrades_and_repairs() -> Test
         )?;
         wtx.commit()?;
     }
-    let path = store.join("store.redb");
-    let mut raw = std::fs::read(&path)?;
-    let mut found = 0;
-    while let Some(at) = raw
-        .windows(marker.len())
-        .position(|w| w == marker.as_bytes())
-    {
-        raw[at + marker.len() - 1] = 0xff;
-        found += 1;
-    }
+    let found = unmake_utf8(&store.join("store.redb"), &[marker])?;
     assert!(found > 0, "the marker is not in the store file");
-    std::fs::write(&path, raw)?;
 
-    let (code, out, err) = strata(&store, &tree, &["fsck", "--repair"])?;
-    assert!(
-        code <= 1 && !err.contains("panicked"),
-        "exit {code}: {out}{err}"
-    );
-    let (code, out, err) = strata(&store, &tree, &["fsck"])?;
-    assert_eq!(code, 0, "{out}{err}");
-    let (code, out, err) = strata(&store, &tree, &["index", "."])?;
-    assert_eq!(code, 0, "{out}{err}");
-    let (code, out, err) = strata(&store, &tree, &["ls"])?;
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("a.txt") && out.contains("b.txt"), "{out}");
-    Ok(())
+    repairs_then_indexes(&store, &tree)
 }
 
 /// Damaged rows of the stat cache's directory tables (store format 9): a directory whose path
@@ -1523,20 +1537,11 @@ fn damaged_rows_of_the_directory_tables_are_named_and_repaired() -> TestResult {
         }
         wtx.commit()?;
     }
-    let path = store.join("store.redb");
-    let mut raw = std::fs::read(&path)?;
-    let mut found = 0;
-    for marker in ["dir-only-marker-Q", "name-only-marker-Q"] {
-        while let Some(at) = raw
-            .windows(marker.len())
-            .position(|w| w == marker.as_bytes())
-        {
-            raw[at + marker.len() - 1] = 0xff;
-            found += 1;
-        }
-    }
+    let found = unmake_utf8(
+        &store.join("store.redb"),
+        &["dir-only-marker-Q", "name-only-marker-Q"],
+    )?;
     assert!(found >= 3, "the markers are not in the store file: {found}");
-    std::fs::write(&path, raw)?;
     for entry in std::fs::read_dir(&store)? {
         let entry = entry?;
         std::fs::copy(entry.path(), pristine.join(entry.file_name()))?;
@@ -1548,18 +1553,7 @@ fn damaged_rows_of_the_directory_tables_are_named_and_repaired() -> TestResult {
     let (code, out, err) = strata(&store, &tree, &["index", "."])?;
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("fsck") && !err.contains("panicked"), "{err}");
-    let (code, out, err) = strata(&store, &tree, &["fsck", "--repair"])?;
-    assert!(
-        code <= 1 && !err.contains("panicked"),
-        "exit {code}: {out}{err}"
-    );
-    let (code, out, err) = strata(&store, &tree, &["fsck"])?;
-    assert_eq!(code, 0, "{out}{err}");
-    let (code, out, err) = strata(&store, &tree, &["index", "."])?;
-    assert_eq!(code, 0, "{out}{err}");
-    let (code, out, err) = strata(&store, &tree, &["ls"])?;
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("a.txt") && out.contains("b.txt"), "{out}");
+    repairs_then_indexes(&store, &tree)?;
 
     let salvaged = base.join("salvaged");
     let (code, out, err) = strata(&pristine, &tree, &["fsck", "--salvage", &p(&salvaged)])?;
