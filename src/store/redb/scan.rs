@@ -152,13 +152,15 @@ fn op_key(key: &[u8]) -> Option<(u64, u32)> {
 }
 
 /// A `(&[u8], &str)` key of `paths` and `stat_cache` (redb's tuple of variable-width
-/// elements: the first one's length as a varint, then both). A path that ends in `/` is not a
-/// file's: it is a key of `directories` (format 9, same shape, a `u32` value that a leaf read
-/// with `paths`' `u64` values lays out sensibly too), which would name a directory as a file
-/// and report it lost.
+/// elements: the first one's length as a varint, then both), when its path can be a file's:
+/// absolute (a canonical path), and not ending in `/`. Any leaf of variable keys reads in
+/// `paths`' shape too, each key then led by the value offsets it does not have: `meta`'s read
+/// as a filesystem id of those offsets and `blob_` and a path `chunk_bytes`, which salvage
+/// named as a lost file; and a key of `directories` (format 9, same shape, a `u32` value)
+/// names a directory.
 pub(super) fn split_path_key(key: &[u8]) -> Option<(&[u8], &str)> {
     let (fs, path) = split_tuple_key(key)?;
-    (!path.ends_with('/')).then_some((fs, path))
+    (path.starts_with('/') && !path.ends_with('/')).then_some((fs, path))
 }
 
 /// A `(&[u8], &str)` key as redb lays it out, whatever the path.
@@ -464,6 +466,11 @@ mod tests {
             split_path_key(b"\x02ab/x/"),
             None,
             "a directory's key (directories), not a file's"
+        );
+        assert_eq!(
+            split_path_key(b"\x05blob_chunk_bytes"),
+            None,
+            "a relative path is no file's"
         );
     }
 
