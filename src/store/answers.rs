@@ -216,8 +216,10 @@ pub struct Finding {
     /// table that disagrees with the log's replay: its name (`entities`, `entity_ids`,
     /// `versions`, `versions_by_tx`, `match_ops`, `paths`, `evicted_ops`), `replay`,
     /// `entity_id`; `meta_since` (a `meta` key saying from which transaction a format's rows
-    /// begin, whose value damage made no number); `stat_cache`; `meta_snapshot` (a metadata snapshot that fails its checksum
-    /// or disagrees with the store); `lookup` (a row iteration finds but a lookup does not);
+    /// begin, whose value damage made no number); `stat_cache`; `directories` (the stat cache's
+    /// directory numbers, in `directories` and `directory_paths`, that do not lead back to each
+    /// other); `meta_snapshot` (a metadata snapshot that fails its checksum or disagrees with the
+    /// store); `lookup` (a row iteration finds but a lookup does not);
     /// `unreadable` (a table the storage engine cannot read); `checksum` (pages that fail the
     /// storage engine's own checksums).
     pub kind: &'static str,

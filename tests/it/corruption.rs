@@ -1412,6 +1412,169 @@ fn a_damaged_table_name_is_damage_that_fsck_reports() -> TestResult {
     Ok(())
 }
 
+/// Makes each of `markers` in the store file at `path` no longer UTF-8 (its last byte 0xff),
+/// wherever it is; how many were changed.
+fn unmake_utf8(path: &Path, markers: &[&str]) -> TestResult<usize> {
+    let mut raw = std::fs::read(path)?;
+    let mut found = 0;
+    for marker in markers {
+        while let Some(at) = raw
+            .windows(marker.len())
+            .position(|w| w == marker.as_bytes())
+        {
+            raw[at + marker.len() - 1] = 0xff;
+            found += 1;
+        }
+    }
+    std::fs::write(path, raw)?;
+    Ok(found)
+}
+
+/// `fsck --repair` on `store` ends with an answer, after which the store verifies, indexes
+/// `tree` and lists its `a.txt` and `b.txt`.
+fn repairs_then_indexes(store: &Path, tree: &Path) -> TestResult {
+    let (code, out, err) = strata(store, tree, &["fsck", "--repair"])?;
+    assert!(
+        code <= 1 && !err.contains("panicked"),
+        "exit {code}: {out}{err}"
+    );
+    let (code, out, err) = strata(store, tree, &["fsck"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = strata(store, tree, &["index", "."])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = strata(store, tree, &["ls"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("a.txt") && out.contains("b.txt"), "{out}");
+    Ok(())
+}
+
+/// A format-8 store (whole-path `stat_cache`) whose stat cache holds a damaged key (a path
+/// whose bytes are no longer UTF-8): its upgrade to format 9 on the first read-write open moves
+/// the stat cache rows, and must not die on the damage or refuse every read-write open (the
+/// stat cache is only a cache): `fsck --repair` ends with an answer, after which the store
+/// verifies, indexes and lists.
+#[test]
+fn a_format_8_store_with_a_damaged_stat_cache_key_upgrades_and_repairs() -> TestResult {
+    use redb::{ReadableDatabase as _, ReadableTable as _};
+    let root = tempfile::tempdir()?;
+    let base = std::fs::canonicalize(root.path())?;
+    let (tree, store) = (base.join("tree"), base.join("store"));
+    write(&tree.join("a.txt"), "alpha\n")?;
+    write(&tree.join("b.txt"), "beta\n")?;
+    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{err}");
+    crate::store::write_old_stat_cache(&store)?;
+    crate::store::set_format_version(&store, 8)?;
+    let marker = "stat-only-marker-Q";
+    {
+        // One more row, whose path only the stat cache holds, then damaged in the file.
+        let db = redb::Database::open(store.join("store.redb"))?;
+        let (fs, path, value) = {
+            let rtx = db.begin_read()?;
+            let table = rtx.open_table(crate::store::STAT_CACHE)?;
+            let (k, v) = table.first()?.ok_or("an empty stat cache")?;
+            let (fs, path) = k.value();
+            (fs.to_vec(), path.to_string(), v.value().to_vec())
+        };
+        let dir = &path[..path.rfind('/').ok_or("a path without /")? + 1];
+        let wtx = db.begin_write()?;
+        wtx.open_table(crate::store::STAT_CACHE)?.insert(
+            (fs.as_slice(), format!("{dir}{marker}").as_str()),
+            value.as_slice(),
+        )?;
+        wtx.commit()?;
+    }
+    let found = unmake_utf8(&store.join("store.redb"), &[marker])?;
+    assert!(found > 0, "the marker is not in the store file");
+
+    repairs_then_indexes(&store, &tree)
+}
+
+/// Damaged rows of the stat cache's directory tables (store format 9): a directory whose path
+/// is no longer UTF-8 in `directories` and `directory_paths` (on which the storage engine
+/// panics), and a `stat_by_dir` key whose name is not UTF-8. fsck names them without dying,
+/// `index` refuses pointing at fsck, `fsck --repair` empties the stat cache, after which the
+/// store verifies and indexes, and salvage of the damaged store loses no file.
+#[test]
+fn damaged_rows_of_the_directory_tables_are_named_and_repaired() -> TestResult {
+    use crate::store::{DIRECTORIES, DIRECTORY_PATHS, STAT_BY_DIR};
+    use redb::{ReadableDatabase as _, ReadableTable as _};
+    let root = tempfile::tempdir()?;
+    let base = std::fs::canonicalize(root.path())?;
+    let (tree, store) = (base.join("tree"), base.join("store"));
+    write(&tree.join("a.txt"), "alpha\n")?;
+    write(&tree.join("d/b.txt"), "beta\n")?;
+    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{err}");
+    let pristine = base.join("pristine");
+    std::fs::create_dir(&pristine)?;
+    let marker = "dir-only-marker-Q";
+    {
+        // A directory only the directory tables name, with one stat row; and a stat row of
+        // the tree's directory whose name is only there.
+        let db = redb::Database::open(store.join("store.redb"))?;
+        let (fs, number, value) = {
+            let rtx = db.begin_read()?;
+            let dirs = rtx.open_table(DIRECTORIES)?;
+            let (k, n) = dirs.first()?.ok_or("no directory")?;
+            let rows = rtx.open_table(STAT_BY_DIR)?;
+            let (_, v) = rows.first()?.ok_or("no stat row")?;
+            (k.value().0.to_vec(), n.value(), v.value().to_vec())
+        };
+        let wtx = db.begin_write()?;
+        {
+            let dir = format!("/{marker}/");
+            wtx.open_table(DIRECTORIES)?
+                .insert((fs.as_slice(), dir.as_str()), 1000)?;
+            wtx.open_table(DIRECTORY_PATHS)?
+                .insert(1000, (fs.as_slice(), dir.as_str()))?;
+            let mut rows = wtx.open_table(STAT_BY_DIR)?;
+            // 1000 in LEB128, then a name.
+            rows.insert([0xe8, 0x07, b'f'].as_slice(), value.as_slice())?;
+            let mut key = vec![u8::try_from(number)?];
+            key.extend_from_slice(b"name-only-marker-Q");
+            rows.insert(key.as_slice(), value.as_slice())?;
+        }
+        wtx.commit()?;
+    }
+    let found = unmake_utf8(
+        &store.join("store.redb"),
+        &["dir-only-marker-Q", "name-only-marker-Q"],
+    )?;
+    assert!(found >= 3, "the markers are not in the store file: {found}");
+    for entry in std::fs::read_dir(&store)? {
+        let entry = entry?;
+        std::fs::copy(entry.path(), pristine.join(entry.file_name()))?;
+    }
+
+    let (code, out, err) = strata(&store, &tree, &["fsck"])?;
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let (code, out, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("fsck") && !err.contains("panicked"), "{err}");
+    repairs_then_indexes(&store, &tree)?;
+
+    let salvaged = base.join("salvaged");
+    let (code, out, err) = strata(&pristine, &tree, &["fsck", "--salvage", &p(&salvaged)])?;
+    assert!(
+        code <= 1 && !err.contains("panicked"),
+        "exit {code}: {out}{err}"
+    );
+    assert!(
+        !out.contains("lost entity"),
+        "nothing but the stat cache was damaged, yet a file is named lost (a directory of the \
+         stat cache, or meta's key blob_chunk_bytes read as a path): {out}"
+    );
+    let (code, listed, err) = strata(&salvaged, &tree, &["ls"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        listed.contains("a.txt") && listed.contains("b.txt"),
+        "{listed}"
+    );
+    Ok(())
+}
+
 /// A leaf's entry count or layout flipped on any page (which takes, among others, the storage
 /// engine's own list of freed pages) makes `fsck --repair` fail with a clear error or repair, and
 /// never kill the process: redb's destructors once flushed and unwrapped poisoned mutexes while

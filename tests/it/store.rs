@@ -751,7 +751,7 @@ backend_tests!(a_flipped_byte_in_a_blob_is_found_by_fsck: redb_on_disk, postgres
 const META: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta");
 
 /// Sets the store file's format version in `dir` to `version`.
-fn set_format_version(dir: &std::path::Path, version: u32) -> TestResult {
+pub(crate) fn set_format_version(dir: &std::path::Path, version: u32) -> TestResult {
     let db = redb::Database::open(dir.join("store.redb"))?;
     let tx = db.begin_write()?;
     tx.open_table(META)?
@@ -836,7 +836,7 @@ const FILESYSTEMS: redb::TableDefinition<&[u8], u32> = redb::TableDefinition::ne
 const FILESYSTEM_IDS: redb::TableDefinition<u32, &[u8]> =
     redb::TableDefinition::new("filesystem_ids");
 const PATHS: redb::TableDefinition<(&[u8], &str), u64> = redb::TableDefinition::new("paths");
-const STAT_CACHE: redb::TableDefinition<(&[u8], &str), &[u8]> =
+pub(crate) const STAT_CACHE: redb::TableDefinition<(&[u8], &str), &[u8]> =
     redb::TableDefinition::new("stat_cache");
 
 /// Makes the store in `dir` write format 4's rows: a `versions_by_tx` row for every write (the
@@ -856,10 +856,11 @@ fn write_format_4_rows(dir: &std::path::Path, fs: &str) -> TestResult {
     Ok(())
 }
 
-const STAT_BY_DIR: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("stat_by_dir");
-const DIRECTORIES: redb::TableDefinition<(&[u8], &str), u32> =
+pub(crate) const STAT_BY_DIR: redb::TableDefinition<&[u8], &[u8]> =
+    redb::TableDefinition::new("stat_by_dir");
+pub(crate) const DIRECTORIES: redb::TableDefinition<(&[u8], &str), u32> =
     redb::TableDefinition::new("directories");
-const DIRECTORY_PATHS: redb::TableDefinition<u32, (&[u8], &str)> =
+pub(crate) const DIRECTORY_PATHS: redb::TableDefinition<u32, (&[u8], &str)> =
     redb::TableDefinition::new("directory_paths");
 
 /// The directory number and name of a `stat_by_dir` key (format 9: LEB128, then the name).
@@ -876,7 +877,7 @@ fn split_stat_key(key: &[u8]) -> TestResult<(u32, String)> {
 
 /// Gives the store file in `dir` the stat cache of a store before format 9: its rows keyed by
 /// (filesystem key, whole path) in `stat_cache`, and no directory tables.
-fn write_old_stat_cache(dir: &std::path::Path) -> TestResult {
+pub(crate) fn write_old_stat_cache(dir: &std::path::Path) -> TestResult {
     use redb::ReadableTable;
     let db = redb::Database::open(dir.join("store.redb"))?;
     let tx = db.begin_write()?;

@@ -227,7 +227,7 @@ pub(crate) fn write_stat(
 }
 
 /// An old `stat_cache` row: filesystem key, whole path, record bytes.
-type OldRow = (Vec<u8>, String, Vec<u8>);
+pub(crate) type OldRow = (Vec<u8>, String, Vec<u8>);
 
 /// The whole-path `stat_cache` table of a store before format 9.
 pub(crate) type OldStatTable = redb::ReadOnlyTable<(&'static [u8], &'static str), &'static [u8]>;
@@ -262,15 +262,37 @@ fn old_rows(
     Ok(rows)
 }
 
-/// Moves every row of the stat cache of a store before format 9 (`stat_cache`, keyed by whole
-/// paths) into `stat_by_dir` and deletes the old table, inside `wtx`: at the upgrade. Returns
-/// how many rows moved.
+/// The rows of the whole-path `stat_cache` of a store before format 9 as `rtx` sees them, read
+/// for its upgrade (none when it has no such table); `None` when the table cannot be read
+/// through. Damage there (a key whose path is not UTF-8 makes the storage engine panic, caught
+/// here without marking the handle) must not stop the upgrade, or every read-write open, `fsck
+/// --repair` included, would fail on it: the stat cache is only a cache, and the upgrade then
+/// moves none of it (the next scan reads every file again).
+pub(crate) fn read_old_stat_rows(rtx: &ReadTransaction) -> Option<Vec<OldRow>> {
+    let quiet = std::sync::atomic::AtomicBool::new(false);
+    super::guard::guarded(
+        &quiet,
+        "reading the stat cache of format 8",
+        || match open_if_any(rtx, STAT_CACHE)? {
+            Some(table) => old_rows(&table),
+            None => Ok(Vec::new()),
+        },
+    )
+    .ok()
+}
+
+/// Moves `rows`, every row of the stat cache of a store before format 9 (`stat_cache`, keyed
+/// by whole paths, as [`read_old_stat_rows`] read them; `None`: unreadable, none moved), into
+/// `stat_by_dir` and deletes the old table, inside `wtx`: at the upgrade. Returns how many rows
+/// moved.
 ///
 /// # Errors
 /// [`Error::Storage`] when redb fails.
-pub(crate) fn move_old_stat_rows(wtx: &WriteTransaction) -> Result<u64> {
-    let rows = old_rows(&wtx.open_table(STAT_CACHE).db()?)?;
-    let moved = write_old_rows(wtx, rows)?;
+pub(crate) fn move_old_stat_rows(wtx: &WriteTransaction, rows: Option<Vec<OldRow>>) -> Result<u64> {
+    let moved = match rows {
+        Some(rows) => write_old_rows(wtx, rows)?,
+        None => 0,
+    };
     wtx.delete_table(STAT_CACHE).db()?;
     Ok(moved)
 }

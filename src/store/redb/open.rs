@@ -397,6 +397,8 @@ impl RedbStore {
                 tx.open_table(FILESYSTEMS),
                 Err(redb::TableError::TableDoesNotExist(_))
             );
+            // Read before the write begins: damage in it leaves the cache behind, not the store.
+            let old_stat_rows = super::dirnum::read_old_stat_rows(&tx);
             drop(meta);
             drop(tx);
             let wtx = self.begin_write()?;
@@ -414,7 +416,7 @@ impl RedbStore {
                 }
                 // Format 9 keys the stat cache by directory number and name: the old rows
                 // (whole paths) move there, once.
-                super::dirnum::move_old_stat_rows(&wtx)?;
+                super::dirnum::move_old_stat_rows(&wtx, old_stat_rows)?;
                 let mut meta = wtx.open_table(META).db()?;
                 meta.insert("format_version", FORMAT_VERSION.to_le_bytes().as_slice())
                     .db()?;

@@ -155,8 +155,19 @@ fn op_key(key: &[u8]) -> Option<(u64, u32)> {
 }
 
 /// A `(&[u8], &str)` key of `paths` and `stat_cache` (redb's tuple of variable-width
-/// elements: the first one's length as a varint, then both).
+/// elements: the first one's length as a varint, then both), when its path can be a file's:
+/// absolute (a canonical path), and not ending in `/`. Any leaf of variable keys reads in
+/// `paths`' shape too, each key then led by the value offsets it does not have: `meta`'s read
+/// as a filesystem id of those offsets and `blob_` and a path `chunk_bytes`, which salvage
+/// named as a lost file; and a key of `directories` (format 9, same shape, a `u32` value)
+/// names a directory.
 pub(super) fn split_path_key(key: &[u8]) -> Option<(&[u8], &str)> {
+    let (fs, path) = split_tuple_key(key)?;
+    (path.starts_with('/') && !path.ends_with('/')).then_some((fs, path))
+}
+
+/// A `(&[u8], &str)` key as redb lays it out, whatever the path.
+fn split_tuple_key(key: &[u8]) -> Option<(&[u8], &str)> {
     let (len, used) = match *key.first()? {
         n @ 0..=253 => (n as usize, 1),
         254 => (
@@ -476,6 +487,16 @@ mod tests {
         assert!(entries(&page, Some(8), None).is_none(), "a branch page");
         assert_eq!(split_path_key(b"\x02ab/x"), Some((&b"ab"[..], "/x")));
         assert_eq!(split_path_key(b"\x09ab"), None);
+        assert_eq!(
+            split_path_key(b"\x02ab/x/"),
+            None,
+            "a directory's key (directories), not a file's"
+        );
+        assert_eq!(
+            split_path_key(b"\x05blob_chunk_bytes"),
+            None,
+            "a relative path is no file's"
+        );
     }
 
     /// A chunk found under a damaged key (below `MAX_ID`, but past what a stream of u64 offsets

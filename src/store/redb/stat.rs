@@ -295,4 +295,104 @@ mod tests {
         );
         Ok(())
     }
+
+    /// The directory-keyed cache answers like the whole-path one it replaced, for any mix of
+    /// writes and removes on two filesystems with the same paths: the root, names next to '/' in
+    /// byte order ('.', '0', '!'), a directory and a file of the same name, deep and long names.
+    #[test]
+    fn directory_keyed_cache_answers_as_whole_paths_would() -> Result<()> {
+        use std::collections::BTreeMap;
+        let long = "n".repeat(300);
+        let names = [
+            "/x".to_string(),
+            "/a".to_string(),
+            "/a/b".to_string(),
+            "/a/b/c".to_string(),
+            "/a/b!/c".to_string(),
+            "/a/b0/c".to_string(),
+            "/a/b.d".to_string(),
+            "/a/bc".to_string(),
+            "/a/b/c/d/e/f".to_string(),
+            "/\u{e9}t\u{e9}/\u{1f600} x".to_string(),
+            format!("/{long}/{long}"),
+            "/a/b/ c".to_string(),
+        ];
+        let prefixes = [
+            "",
+            "/",
+            "/a",
+            "/a/",
+            "/a/b",
+            "/a/b/",
+            "/a/b/c",
+            "/a/b!",
+            "/a/b0",
+            "/x",
+            "/a/bc",
+            "/\u{e9}t\u{e9}",
+            "/nowhere",
+        ];
+        let store = RedbStore::in_memory()?;
+        let mut model: BTreeMap<(String, String), StatEntry> = BTreeMap::new();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..40u64 {
+            for fs in ["fs1", "fs2"] {
+                let mut update = StatUpdate {
+                    filesystem_id: fs.into(),
+                    puts: vec![],
+                    removes: vec![],
+                };
+                for name in &names {
+                    match next() % 4 {
+                        0 => {
+                            let entry = StatEntry {
+                                stat: FileStat {
+                                    size: round,
+                                    mtime_ns: i64::try_from(next() % 1000).unwrap_or(0),
+                                    ctime_ns: 3,
+                                    inode: next() % 1000,
+                                },
+                                file_hash: Hash([u8::try_from(round % 200).unwrap_or(0); 32]),
+                                scan_start_ns: 5,
+                            };
+                            update.puts.push((name.clone(), entry));
+                            model.insert((fs.to_string(), name.clone()), entry);
+                        }
+                        1 => {
+                            update.removes.push(name.clone());
+                            model.remove(&(fs.to_string(), name.clone()));
+                        }
+                        _ => {}
+                    }
+                }
+                store.transact_with_stat(vec![], Origin::Indexer, update)?;
+            }
+            for fs in ["fs1", "fs2"] {
+                for prefix in prefixes {
+                    let base = prefix.trim_end_matches('/');
+                    let want: BTreeMap<String, StatEntry> = model
+                        .iter()
+                        .filter(|((f, p), _)| {
+                            f == fs
+                                && ((!base.is_empty() && p == base)
+                                    || p.starts_with(&format!("{base}/")))
+                        })
+                        .map(|((_, p), e)| (p.clone(), *e))
+                        .collect();
+                    let got: BTreeMap<String, StatEntry> =
+                        store.stat_cache(fs, prefix)?.into_iter().collect();
+                    assert_eq!(got, want, "round {round}, {fs}, prefix {prefix:?}");
+                }
+            }
+            let total = model.len() as u64;
+            assert_eq!(store.stat_cache_len()?, total, "round {round}");
+        }
+        Ok(())
+    }
 }
