@@ -313,12 +313,28 @@ fn appended_keys_leave_branch_pages_packed() -> TestResult {
     Ok(())
 }
 
-/// A file backend that counts its callers' writes: one call per page, or one per run.
+/// How many writes a [`CountingFile`] was asked for: one call per page, or one per run.
+#[derive(Debug, Default)]
+struct WriteCounts {
+    writes: std::sync::atomic::AtomicUsize,
+    vectored: std::sync::atomic::AtomicUsize,
+}
+
+impl WriteCounts {
+    /// Writes and vectored writes so far.
+    fn get(&self) -> (usize, usize) {
+        (
+            self.writes.load(std::sync::atomic::Ordering::Relaxed),
+            self.vectored.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+}
+
+/// A file backend that counts its callers' writes into counts the test shares.
 #[derive(Debug)]
 struct CountingFile {
     file: redb::backends::FileBackend,
-    writes: std::sync::atomic::AtomicUsize,
-    vectored: std::sync::atomic::AtomicUsize,
+    counts: std::sync::Arc<WriteCounts>,
 }
 
 impl redb::StorageBackend for CountingFile {
@@ -335,7 +351,8 @@ impl redb::StorageBackend for CountingFile {
         self.file.sync_data()
     }
     fn write(&self, offset: u64, data: &[u8]) -> std::result::Result<(), std::io::Error> {
-        self.writes
+        self.counts
+            .writes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.file.write(offset, data)
     }
@@ -344,7 +361,8 @@ impl redb::StorageBackend for CountingFile {
         offset: u64,
         parts: &[&[u8]],
     ) -> std::result::Result<(), std::io::Error> {
-        self.vectored
+        self.counts
+            .vectored
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.file.write_vectored(offset, parts)
     }
@@ -366,16 +384,12 @@ fn a_commit_writes_its_adjacent_pages_in_runs_that_read_back() -> TestResult {
         .create(true)
         .truncate(true)
         .open(&path)?;
-    let backend = std::sync::Arc::new(CountingFile {
+    let counts = std::sync::Arc::new(WriteCounts::default());
+    let db = Database::builder().create_with_backend(CountingFile {
         file: redb::backends::FileBackend::new(file)?,
-        writes: Default::default(),
-        vectored: Default::default(),
-    });
-    let db = Database::builder().create_with_backend(ArcBackend(backend.clone()))?;
-    let before = (
-        backend.writes.load(std::sync::atomic::Ordering::Relaxed),
-        backend.vectored.load(std::sync::atomic::Ordering::Relaxed),
-    );
+        counts: counts.clone(),
+    })?;
+    let before = counts.get();
     let tx = db.begin_write()?;
     {
         let mut table = tx.open_table(CHUNKS)?;
@@ -384,8 +398,8 @@ fn a_commit_writes_its_adjacent_pages_in_runs_that_read_back() -> TestResult {
         }
     }
     tx.commit()?;
-    let writes = backend.writes.load(std::sync::atomic::Ordering::Relaxed) - before.0;
-    let runs = backend.vectored.load(std::sync::atomic::Ordering::Relaxed) - before.1;
+    let after = counts.get();
+    let (writes, runs) = (after.0 - before.0, after.1 - before.1);
     // ~2 000 leaves and their branches, written as a few runs rather than a write each.
     assert!(
         writes + runs < 200,
@@ -401,38 +415,6 @@ fn a_commit_writes_its_adjacent_pages_in_runs_that_read_back() -> TestResult {
         assert_eq!(got, Some(value(k, 7, 4_000)), "chunk {k}");
     }
     Ok(())
-}
-
-/// A shared backend, so that the test reads its counts while redb holds it.
-#[derive(Debug)]
-struct ArcBackend(std::sync::Arc<CountingFile>);
-
-impl redb::StorageBackend for ArcBackend {
-    fn len(&self) -> std::result::Result<u64, std::io::Error> {
-        self.0.len()
-    }
-    fn read(&self, offset: u64, out: &mut [u8]) -> std::result::Result<(), std::io::Error> {
-        self.0.read(offset, out)
-    }
-    fn set_len(&self, len: u64) -> std::result::Result<(), std::io::Error> {
-        self.0.set_len(len)
-    }
-    fn sync_data(&self) -> std::result::Result<(), std::io::Error> {
-        self.0.sync_data()
-    }
-    fn write(&self, offset: u64, data: &[u8]) -> std::result::Result<(), std::io::Error> {
-        self.0.write(offset, data)
-    }
-    fn write_vectored(
-        &self,
-        offset: u64,
-        parts: &[&[u8]],
-    ) -> std::result::Result<(), std::io::Error> {
-        self.0.write_vectored(offset, parts)
-    }
-    fn close(&self) -> std::result::Result<(), std::io::Error> {
-        self.0.close()
-    }
 }
 
 #[test]
