@@ -16,11 +16,13 @@ r = json.load(open(sys.argv[1]))
 assert "strata_skipped" not in r, r.get("strata_skipped")
 assert all(c["ok"] for c in r["checks"]) and r["checks"], r["checks"]
 for key in ("full_index_vs_git_add", "unchanged_vs_git_status", "touch_vs_git_add",
-            "history_vs_git_log_p", "show_vs_git_show", "store_vs_git_after_gc"):
+            "history_vs_git_log_p", "show_vs_git_show", "store_vs_git_after_gc",
+            "full_index_vs_few_threads", "full_index_cpu_vs_few_threads_cpu"):
     assert r["ratios"][key] > 0, key
 assert r["corpus"]["files"] == 201 and r["corpus"]["duplicate_files"] > 0
 PY
 grep -q '^| full index of a fresh store | [0-9]' "$tmp/ok.md"
+grep -q '^| full index, default threads .* `--threads 1`, same run | [0-9]' "$tmp/ok.md"
 
 if FAKE_STRATA_BREAK=history tools/bench "${tiny[@]}" --strata tools/benchkit/fake_strata.py \
     --out "$tmp/bad.json" >/dev/null 2>"$tmp/bad.err"; then

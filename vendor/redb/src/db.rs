@@ -91,6 +91,20 @@ pub trait StorageBackend: 'static + Debug + Send + Sync {
     /// Writes the specified array to the storage.
     fn write(&self, offset: u64, data: &[u8]) -> core::result::Result<(), io::Error>;
 
+    /// Writes `parts` one after another from `offset`: the same as one [`Self::write`] of their
+    /// concatenation. The default writes each part in turn.
+    ///
+    /// strata's patch: a flush writes each run of adjacent pages with one call (one `pwritev` on
+    /// a file) instead of one write per page.
+    fn write_vectored(&self, offset: u64, parts: &[&[u8]]) -> core::result::Result<(), io::Error> {
+        let mut at = offset;
+        for part in parts {
+            self.write(at, part)?;
+            at += part.len() as u64;
+        }
+        Ok(())
+    }
+
     /// Release any resources held by the backend
     ///
     /// Must release all locks acquired by one of the lock methods.

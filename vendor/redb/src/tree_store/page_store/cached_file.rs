@@ -257,6 +257,16 @@ impl CheckedBackend {
         result.map_err(StorageError::from)
     }
 
+    // strata's patch: write() of several adjacent buffers in one call.
+    fn write_vectored(&self, offset: u64, parts: &[&[u8]]) -> Result<()> {
+        self.check_failure()?;
+        let result = self.file.write_vectored(offset, parts);
+        if result.is_err() {
+            self.io_failed.store(true, Ordering::Release);
+        }
+        result.map_err(StorageError::from)
+    }
+
     // Like write(), but a failure does not permanently fail the backend. For a write that only an
     // optimization depends on, latching would turn every later operation into a PreviousIo error
     // over data that nothing was waiting on.
@@ -510,12 +520,41 @@ impl PagedCachedFile {
     }
 
     fn flush_write_buffer(&self) -> Result {
+        // strata's patch: every buffered page is written first, in offset order, each run of
+        // adjacent pages with one call (a commit's pages are mostly adjacent: one write per page
+        // was ~14 000 `pwrite`s in strata's index of 5 800 files, ~2 500 runs). Only the thread
+        // that writes pages changes the write buffer, so the pages are still there below, where
+        // they move to the read cache as before; a failed write leaves every page buffered.
+        let mut pages: Vec<(u64, Arc<[u8]>)> = Vec::new();
+        for stripe in &self.write_buffer {
+            let write_buffer = stripe.lock().unwrap();
+            for (offset, buffer) in write_buffer.cache.iter() {
+                pages.push((*offset, buffer.as_ref().unwrap().clone()));
+            }
+        }
+        pages.sort_unstable_by_key(|(offset, _)| *offset);
+        let mut parts: Vec<&[u8]> = Vec::new();
+        let mut run_start = 0;
+        let mut run_end = None;
+        for (offset, buffer) in &pages {
+            if run_end != Some(*offset) {
+                if !parts.is_empty() {
+                    self.file.write_vectored(run_start, &parts)?;
+                    parts.clear();
+                }
+                run_start = *offset;
+            }
+            parts.push(buffer);
+            run_end = Some(*offset + buffer.len() as u64);
+        }
+        if !parts.is_empty() {
+            self.file.write_vectored(run_start, &parts)?;
+        }
+        drop(parts);
+        drop(pages);
+
         for stripe in &self.write_buffer {
             let mut write_buffer = stripe.lock().unwrap();
-
-            for (offset, buffer) in write_buffer.cache.iter() {
-                self.file.write(*offset, buffer.as_ref().unwrap())?;
-            }
             // Transfer flushed pages into the read cache so they are available
             // for subsequent reads without a file I/O.  The write buffer is being
             // drained, so the total check only considers the read cache size.

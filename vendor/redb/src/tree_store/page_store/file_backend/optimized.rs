@@ -392,6 +392,76 @@ impl StorageBackend for FileBackend {
         self.file.write_all_at(data, offset)
     }
 
+    // strata's patch: a run of adjacent pages with one `pwritev` (at most IOV_MAX parts a call),
+    // continued after a short write.
+    #[cfg(target_os = "linux")]
+    fn write_vectored(&self, offset: u64, parts: &[&[u8]]) -> Result<(), io::Error> {
+        use std::os::fd::AsRawFd;
+        // IOV_MAX on Linux.
+        const MAX_PARTS: usize = 1024;
+        let mut at = offset;
+        let mut parts = parts;
+        // Bytes of parts[0] already written.
+        let mut done = 0usize;
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(parts.len().min(MAX_PARTS));
+        loop {
+            while parts.first().is_some_and(|part| part.len() == done) {
+                parts = &parts[1..];
+                done = 0;
+            }
+            if parts.is_empty() {
+                return Ok(());
+            }
+            iov.clear();
+            for (i, part) in parts.iter().take(MAX_PARTS).enumerate() {
+                let part = if i == 0 { &part[done..] } else { part };
+                iov.push(libc::iovec {
+                    iov_base: part.as_ptr() as *mut libc::c_void,
+                    iov_len: part.len(),
+                });
+            }
+            let position = libc::off_t::try_from(at).map_err(|_| {
+                io::Error::new(io::ErrorKind::InvalidInput, "write offset out of range")
+            })?;
+            // SAFETY: every iovec points into a live slice of `parts`, which outlives the call,
+            // and the count is at most IOV_MAX.
+            let written = unsafe {
+                libc::pwritev(
+                    self.file.as_raw_fd(),
+                    iov.as_ptr(),
+                    iov.len() as libc::c_int,
+                    position,
+                )
+            };
+            if written < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(err);
+            }
+            if written == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "failed to write whole buffer",
+                ));
+            }
+            let mut left = written as usize;
+            at += left as u64;
+            while left > 0 {
+                let rest = parts[0].len() - done;
+                if left >= rest {
+                    left -= rest;
+                    parts = &parts[1..];
+                    done = 0;
+                } else {
+                    done += left;
+                    left = 0;
+                }
+            }
+        }
+    }
+
     #[cfg(target_os = "wasi")]
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
         write_all_at(&self.file, data, offset)
