@@ -218,6 +218,7 @@ pub fn scan(
         state,
         filesystem_id: &filesystem_id,
         roots: &roots,
+        deny: indexer.deny_rules().globs(),
     });
     let kept = match (&key, store.dir()) {
         (Some(key), Some(dir)) => super::statfile::load(dir, key),
@@ -238,6 +239,7 @@ pub fn scan(
         scan_start,
         budget: Arc::new(Budget::new(options.budget_bytes)),
         thread_cpu: std::sync::Mutex::new(Vec::new()),
+        met_order: std::sync::Mutex::new(Vec::new()),
         listings: store
             .dir()
             .map(|dir| super::listings::Listings::load(dir, scan_start)),
@@ -352,8 +354,7 @@ pub fn scan(
             plan.cache
                 .wait()
                 .into_iter()
-                .flat_map(ScanCache::stored_unmet)
-                .map(str::to_string),
+                .flat_map(ScanCache::stored_unmet),
         )
         .collect();
     unmet.sort_unstable();
@@ -399,7 +400,11 @@ pub fn scan(
         (from_file, &key, store.dir(), plan.cache.wait())
         && store.read_only_state().as_deref() == Some(key.state)
     {
-        super::statfile::save(dir, key, cache, &stored);
+        let met = plan
+            .met_order
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        super::statfile::save(dir, key, cache, &met, &stored);
     }
     let workers = plan
         .thread_cpu
