@@ -102,7 +102,7 @@ pub struct ScanSummary {
     /// The paths given to the scan that were not indexed themselves (a FIFO, a device, an
     /// unreadable file or directory), with reasons.
     pub not_indexed: Vec<Skipped>,
-    /// CPU seconds by thread (where `/proc/thread-self/schedstat` exists).
+    /// CPU seconds by thread (each thread's CPU-time clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<ScanThreads>,
 }
@@ -220,11 +220,6 @@ pub fn scan(
         roots: &roots,
         deny: indexer.deny_rules().globs(),
     });
-    let kept = match (&key, store.dir()) {
-        (Some(key), Some(dir)) => super::statfile::load(dir, key),
-        _ => None,
-    };
-    let from_file = kept.is_some();
 
     let ignore = extra_ignore(&options.ignore)?;
     let plan = WalkPlan {
@@ -256,7 +251,7 @@ pub fn scan(
     // The writer commits one batch while the planner fills the next: at most one waits.
     let (to_writer, writer_inbox) = sync_channel::<Batch>(1);
     let budget = Arc::clone(&plan.budget);
-    let (written, stored) = std::thread::scope(|scope| -> Result<(Written, Vec<String>)> {
+    let scanned = std::thread::scope(|scope| -> Result<(Written, Vec<String>, bool)> {
         let plan = &plan;
         scope.spawn(move || walk(plan, sender));
         // Walkers wait for the cache: however this closure ends (an error, a panic), they are
@@ -264,6 +259,11 @@ pub fn scan(
         let _unblock = Unblock(&plan.cache);
         // The stat cache, loaded while the walk starts (its walkers stat files meanwhile): from
         // the stat file when it holds this state of the store, else from the table.
+        let kept = match (&key, store.dir()) {
+            (Some(key), Some(dir)) => super::statfile::load(dir, key),
+            _ => None,
+        };
+        let from_file = kept.is_some();
         let (cache, uncached) = match kept {
             Some(kept) => (kept.cache, Some(kept.uncached)),
             None => match load_cache(store, &filesystem_id, &roots) {
@@ -336,9 +336,10 @@ pub fn scan(
         match (planned, written, stored) {
             // A writer error is the cause of a planner that could not hand over its batch.
             (_, Err(err), _) | (Err(err), _, _) | (_, _, Err(err)) => Err(err),
-            (Ok(()), Ok(written), Ok(stored)) => Ok((written, stored)),
+            (Ok(()), Ok(written), Ok(stored)) => Ok((written, stored, from_file)),
         }
-    })?;
+    });
+    let (written, stored, from_file) = scanned?;
     summary.tx_ids.extend(written.tx_ids);
     if let (Some(listings), Some(dir)) = (&plan.listings, store.dir()) {
         listings.save(dir, &plan.roots);
