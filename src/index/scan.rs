@@ -361,6 +361,10 @@ pub fn scan(
     unmet.sort_unstable();
     unmet.dedup();
     let mut dirs = DirStat::new(false);
+    // Stored paths without a stat cache entry found gone and deleted before (tombstoned in this
+    // state of the store): the stat file leaves them out, as a later scan of the same state has
+    // nothing to do for them unless its walk meets them (then they are new files to it).
+    let mut deleted_before: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
     for path in unmet {
         // Still on disk as a file but ignored or skipped: not a deletion.
         let presence = presence(&mut dirs, &path);
@@ -378,15 +382,18 @@ pub fn scan(
         // Only an entry the stat cache holds is removed: a path deleted before stays among the
         // stored paths (its history) with none, and removing it again would make every later
         // scan commit (and never keep the stat file).
-        if plan
+        let cached = plan
             .cache
             .wait()
-            .is_some_and(|cache| cache.get(&path).is_some())
-        {
+            .is_some_and(|cache| cache.get(&path).is_some());
+        if cached {
             record(&mut batch.stat, &path, change);
         }
         if planned.action != Action::Deleted {
             // Deleted before: not a file of this scan, so not "unchanged" either.
+            if !cached {
+                deleted_before.insert(path);
+            }
             continue;
         }
         add(&mut summary, &mut batch, planned);
@@ -405,7 +412,11 @@ pub fn scan(
             .met_order
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        super::statfile::save(dir, key, cache, &met, &stored);
+        let uncached: Vec<String> = stored
+            .into_iter()
+            .filter(|path| !deleted_before.contains(path))
+            .collect();
+        super::statfile::save(dir, key, cache, &met, &uncached);
     }
     let workers = plan
         .thread_cpu

@@ -40,7 +40,10 @@ pub const STAT_FILE: &str = "stat.cache";
 const MAGIC: &[u8; 16] = b"strata-stat-v2\n\0";
 
 /// What a scan takes from the file: the stat cache entries under its roots (each marked stored
-/// when the store lists its path), and the stored paths without an entry.
+/// when the store lists its path), and the stored paths without an entry, less those the run
+/// that wrote the file found gone and deleted before (tombstoned in the store's state the file
+/// names: a scan of that state has nothing to do for such a path unless its walk meets it,
+/// and then it is a new file to it; they were stated and looked up in the store every run).
 pub struct Kept {
     /// The entries.
     pub cache: ScanCache,

@@ -949,6 +949,44 @@ fn the_stat_file_spares_no_deny_rule_it_was_not_checked_under() -> TestResult {
     Ok(())
 }
 
+/// A run that keeps the stat file leaves out the stored paths it found deleted before (gone, and
+/// tombstoned in that state of the store), so later runs neither stat them nor look them up; a
+/// stored path without a stat cache entry still on disk (a denied file's stub, its file now
+/// ignored) stays, and its deletion is seen.
+#[test]
+fn the_stat_file_leaves_out_only_the_paths_deleted_before() -> TestResult {
+    let f = Fixture::new()?;
+    let index = || f.json(&["--no-daemon", "index", ".", "--quiet", "--json"]);
+    let has = |bytes: &[u8], name: &[u8]| bytes.windows(name.len()).any(|w| w == name);
+    for name in ["a.txt", "c.txt", ".env"] {
+        f.write(name, name.as_bytes())?;
+    }
+    assert_eq!(count(&index()?, "denied"), 1);
+    fs::remove_file(f.tree.join("c.txt"))?;
+    assert_eq!(count(&index()?, "deleted"), 1);
+    // .env is stored (as a stub) without a stat cache entry; ignored now, it stays on disk.
+    fs::write(f.store.join("settings.toml"), "ignore = [\".env\"]\n")?;
+    let db = f.store.join("store.redb");
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 0]);
+    let before = fs::read(&db)?;
+    let kept = fs::read(f.store.join("stat.cache"))?;
+    assert!(!has(&kept, b"c.txt"), "a path deleted before is kept");
+    // (Its whole path: the deny globs in the file's key name `.env` too.)
+    assert!(
+        has(&kept, b"/.env"),
+        "a stored path still on disk is left out"
+    );
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 0]);
+    assert!(fs::read(&db)? == before, "an unchanged re-index wrote");
+    // Deleted while ignored: a deletion all the same.
+    fs::remove_file(f.tree.join(".env"))?;
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 1]);
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 0]);
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 0]);
+    f.ok(&["--no-daemon", "fsck"])?;
+    Ok(())
+}
+
 /// The files of store directory `from` (no subdirectory, lock or socket) copied into `to`,
 /// without the stat file (nothing when there is no store yet).
 fn copy_store_without_stat_file(from: &Path, to: &Path) -> TestResult {
