@@ -213,31 +213,16 @@ impl ScanCache {
             flags: Vec::with_capacity(entries),
             ..ScanCache::default()
         };
-        let mut parts = Parts {
-            dirs: Vec::new(),
-            dir_ids: rustc_hash::FxHashMap::default(),
-            dir_collided: Vec::new(),
-            entries: Vec::with_capacity(entries),
-            flags: Vec::with_capacity(entries),
-            dir: None,
-        };
+        // The cache's own arena stays empty while it is filled over `arena`.
         let filled = fill(
             &arena,
             &mut Adder {
                 arena: &arena,
-                parts: &mut parts,
+                cache: &mut cache,
+                dir: None,
             },
         );
-        if !filled {
-            return None;
-        }
-        cache.arena = arena;
-        cache.dirs = parts.dirs;
-        cache.dir_ids = parts.dir_ids;
-        cache.dir_collided = parts.dir_collided;
-        cache.entries = parts.entries;
-        cache.flags = parts.flags;
-        Some(cache)
+        filled.then(|| ScanCache { arena, ..cache })
     }
 
     /// The directory of path `dir` (without its last `/`).
@@ -623,21 +608,12 @@ fn find_dir(
     collided.iter().copied().find(|&id| is(id))
 }
 
-/// What [`ScanCache::from_arena`] builds.
-struct Parts {
-    dirs: Vec<std::ops::Range<usize>>,
-    dir_ids: rustc_hash::FxHashMap<u64, u32>,
-    dir_collided: Vec<u32>,
-    entries: Vec<Entry>,
-    flags: Vec<AtomicU8>,
-    /// The directory records are added to.
-    dir: Option<u32>,
-}
-
 /// Adds directories and records to a cache being built over an arena.
 pub struct Adder<'a> {
     arena: &'a [u8],
-    parts: &'a mut Parts,
+    cache: &'a mut ScanCache,
+    /// The directory records are added to.
+    dir: Option<u32>,
 }
 
 impl Adder<'_> {
@@ -650,7 +626,7 @@ impl Adder<'_> {
         if std::str::from_utf8(bytes).is_err() {
             return false;
         }
-        let parts = &mut *self.parts;
+        let parts = &mut *self.cache;
         if let Some(id) = find_dir(
             self.arena,
             &parts.dirs,
@@ -658,7 +634,7 @@ impl Adder<'_> {
             &parts.dir_collided,
             bytes,
         ) {
-            parts.dir = Some(id);
+            self.dir = Some(id);
             return true;
         }
         let Ok(id) = u32::try_from(parts.dirs.len()) else {
@@ -671,7 +647,7 @@ impl Adder<'_> {
             }
             std::collections::hash_map::Entry::Occupied(_) => parts.dir_collided.push(id),
         }
-        parts.dir = Some(id);
+        self.dir = Some(id);
         true
     }
 
@@ -679,7 +655,7 @@ impl Adder<'_> {
     /// where it ends, or `None` when it is not a whole record with a UTF-8 name and known
     /// flags, or no directory was started.
     pub fn record(&mut self, at: usize) -> Option<usize> {
-        let dir = self.parts.dir?;
+        let dir = self.dir?;
         let len = u32::from_le_bytes(self.arena.get(at..at + 4)?.try_into().ok()?) as usize;
         let name_end = at.checked_add(4)?.checked_add(len)?;
         let name = self.arena.get(at + 4..name_end)?;
@@ -693,20 +669,21 @@ impl Adder<'_> {
         {
             return None;
         }
-        self.parts.entries.push(Entry {
+        self.cache.entries.push(Entry {
             at: u32::try_from(at).ok()?,
             dir,
         });
-        self.parts.flags.push(AtomicU8::new(flags));
+        self.cache.flags.push(AtomicU8::new(flags));
         Some(end)
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn entry(n: u8) -> StatEntry {
+    /// A distinct entry for each `n`.
+    pub(in crate::index) fn entry(n: u8) -> StatEntry {
         StatEntry {
             stat: FileStat {
                 size: u64::from(n),

@@ -230,22 +230,9 @@ fn runs(
 
 #[cfg(test)]
 mod tests {
+    use super::super::scancache::tests::entry;
     use super::*;
-    use crate::hash::Hash;
-    use crate::store::{FileStat, StatEntry};
-
-    fn entry(n: u8) -> StatEntry {
-        StatEntry {
-            stat: FileStat {
-                size: u64::from(n),
-                mtime_ns: -1_000 * i64::from(n),
-                ctime_ns: 2_000,
-                inode: 77,
-            },
-            file_hash: Hash([n; 32]),
-            scan_start_ns: 1_700_000_000_000_000_000,
-        }
-    }
+    use crate::store::StatEntry;
 
     fn sample() -> ScanCache {
         let mut cache = ScanCache::with_capacity(2);
