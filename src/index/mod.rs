@@ -14,6 +14,7 @@ mod listings;
 mod read;
 mod rules;
 mod scan;
+mod scancache;
 mod settings;
 mod statfile;
 mod tree;

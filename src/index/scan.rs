@@ -102,7 +102,7 @@ pub struct ScanSummary {
     /// The paths given to the scan that were not indexed themselves (a FIFO, a device, an
     /// unreadable file or directory), with reasons.
     pub not_indexed: Vec<Skipped>,
-    /// CPU seconds by thread (where `/proc/thread-self/schedstat` exists).
+    /// CPU seconds by thread (each thread's CPU-time clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<ScanThreads>,
 }
@@ -218,12 +218,8 @@ pub fn scan(
         state,
         filesystem_id: &filesystem_id,
         roots: &roots,
+        deny: indexer.deny_rules().globs(),
     });
-    let kept = match (&key, store.dir()) {
-        (Some(key), Some(dir)) => super::statfile::load(dir, key),
-        _ => None,
-    };
-    let from_file = kept.is_some();
 
     let ignore = extra_ignore(&options.ignore)?;
     let plan = WalkPlan {
@@ -238,6 +234,7 @@ pub fn scan(
         scan_start,
         budget: Arc::new(Budget::new(options.budget_bytes)),
         thread_cpu: std::sync::Mutex::new(Vec::new()),
+        met_order: std::sync::Mutex::new(Vec::new()),
         listings: store
             .dir()
             .map(|dir| super::listings::Listings::load(dir, scan_start)),
@@ -254,7 +251,7 @@ pub fn scan(
     // The writer commits one batch while the planner fills the next: at most one waits.
     let (to_writer, writer_inbox) = sync_channel::<Batch>(1);
     let budget = Arc::clone(&plan.budget);
-    let (written, stored) = std::thread::scope(|scope| -> Result<(Written, Vec<String>)> {
+    let scanned = std::thread::scope(|scope| -> Result<(Written, Vec<String>, bool)> {
         let plan = &plan;
         scope.spawn(move || walk(plan, sender));
         // Walkers wait for the cache: however this closure ends (an error, a panic), they are
@@ -262,6 +259,11 @@ pub fn scan(
         let _unblock = Unblock(&plan.cache);
         // The stat cache, loaded while the walk starts (its walkers stat files meanwhile): from
         // the stat file when it holds this state of the store, else from the table.
+        let kept = match (&key, store.dir()) {
+            (Some(key), Some(dir)) => super::statfile::load(dir, key),
+            _ => None,
+        };
+        let from_file = kept.is_some();
         let (cache, uncached) = match kept {
             Some(kept) => (kept.cache, Some(kept.uncached)),
             None => match load_cache(store, &filesystem_id, &roots) {
@@ -334,9 +336,10 @@ pub fn scan(
         match (planned, written, stored) {
             // A writer error is the cause of a planner that could not hand over its batch.
             (_, Err(err), _) | (Err(err), _, _) | (_, _, Err(err)) => Err(err),
-            (Ok(()), Ok(written), Ok(stored)) => Ok((written, stored)),
+            (Ok(()), Ok(written), Ok(stored)) => Ok((written, stored, from_file)),
         }
-    })?;
+    });
+    let (written, stored, from_file) = scanned?;
     summary.tx_ids.extend(written.tx_ids);
     if let (Some(listings), Some(dir)) = (&plan.listings, store.dir()) {
         listings.save(dir, &plan.roots);
@@ -352,13 +355,16 @@ pub fn scan(
             plan.cache
                 .wait()
                 .into_iter()
-                .flat_map(ScanCache::stored_unmet)
-                .map(str::to_string),
+                .flat_map(ScanCache::stored_unmet),
         )
         .collect();
     unmet.sort_unstable();
     unmet.dedup();
     let mut dirs = DirStat::new(false);
+    // Stored paths without a stat cache entry found gone and deleted before (tombstoned in this
+    // state of the store): the stat file leaves them out, as a later scan of the same state has
+    // nothing to do for them unless its walk meets them (then they are new files to it).
+    let mut deleted_before: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
     for path in unmet {
         // Still on disk as a file but ignored or skipped: not a deletion.
         let presence = presence(&mut dirs, &path);
@@ -376,15 +382,18 @@ pub fn scan(
         // Only an entry the stat cache holds is removed: a path deleted before stays among the
         // stored paths (its history) with none, and removing it again would make every later
         // scan commit (and never keep the stat file).
-        if plan
+        let cached = plan
             .cache
             .wait()
-            .is_some_and(|cache| cache.get(&path).is_some())
-        {
+            .is_some_and(|cache| cache.get(&path).is_some());
+        if cached {
             record(&mut batch.stat, &path, change);
         }
         if planned.action != Action::Deleted {
             // Deleted before: not a file of this scan, so not "unchanged" either.
+            if !cached {
+                deleted_before.insert(path);
+            }
             continue;
         }
         add(&mut summary, &mut batch, planned);
@@ -399,7 +408,15 @@ pub fn scan(
         (from_file, &key, store.dir(), plan.cache.wait())
         && store.read_only_state().as_deref() == Some(key.state)
     {
-        super::statfile::save(dir, key, cache, &stored);
+        let met = plan
+            .met_order
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let uncached: Vec<String> = stored
+            .into_iter()
+            .filter(|path| !deleted_before.contains(path))
+            .collect();
+        super::statfile::save(dir, key, cache, &met, &uncached);
     }
     let workers = plan
         .thread_cpu

@@ -18,24 +18,32 @@
 //!   exactly what they held.
 //!
 //! Each entry keeps every field the table row has, so the racy rule
-//! ([`crate::store::StatEntry::vouches_for`]) is applied to the same values.
+//! ([`crate::store::StatEntry::vouches_for`]) is applied to the same values. The entries lie
+//! in runs of one directory, in the order the walk that wrote the file met them (its listing's
+//! order), so the next walk finds each file's entry as the next one of its directory
+//! ([`super::scancache`]). An entry is marked checked when that walk found the file vouched for
+//! and not denied; the key names the deny rules, so a later scan under the same rules skips
+//! them for a file the entry vouches for (a path's answer under the same rules is the same).
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::listings::{take, take_8, take_len};
-use super::walk::ScanCache;
-use crate::hash::Hash;
-use crate::store::{FileStat, StatEntry};
+use super::listings::{take, take_len};
+use super::scancache::ScanCache;
 
 /// The file in the store directory.
 pub const STAT_FILE: &str = "stat.cache";
 
-/// The first bytes of the file: what it is and the version of its layout.
-const MAGIC: &[u8; 16] = b"strata-stat-v1\n\0";
+/// The first bytes of the file: what it is and the version of its layout (v2: entries in runs
+/// of one directory, in the walk's order, names relative to their directory, and the deny rules
+/// in the key).
+const MAGIC: &[u8; 16] = b"strata-stat-v2\n\0";
 
 /// What a scan takes from the file: the stat cache entries under its roots (each marked stored
-/// when the store lists its path), and the stored paths without an entry.
+/// when the store lists its path), and the stored paths without an entry, less those the run
+/// that wrote the file found gone and deleted before (tombstoned in the store's state the file
+/// names: a scan of that state has nothing to do for such a path unless its walk meets it,
+/// and then it is a new file to it; they were stated and looked up in the store every run).
 pub struct Kept {
     /// The entries.
     pub cache: ScanCache,
@@ -43,8 +51,8 @@ pub struct Kept {
     pub uncached: Vec<String>,
 }
 
-/// What names the tables' answers the file holds: the store file's state, the filesystem and
-/// the scan's roots.
+/// What names the tables' answers the file holds: the store file's state, the filesystem, the
+/// scan's roots and its deny rules.
 pub struct Key<'a> {
     /// [`crate::store::Backend::read_only_state`] when the entries were read.
     pub state: &'a [u8],
@@ -52,30 +60,38 @@ pub struct Key<'a> {
     pub filesystem_id: &'a str,
     /// The scan's canonical roots, in its order.
     pub roots: &'a [PathBuf],
+    /// The scan's deny globs, in order: an entry marked checked was found not denied by them.
+    pub deny: &'a [String],
 }
 
 /// The entries kept in `store_dir` for `key`; `None` when the file is missing, damaged, or
-/// kept for another state of the store, another filesystem or other roots.
+/// kept for another state of the store, another filesystem, other roots or other deny rules.
 pub fn load(store_dir: &Path, key: &Key<'_>) -> Option<Kept> {
     use std::io::Read;
     let mut file = std::fs::File::open(store_dir.join(STAT_FILE)).ok()?;
     // Its head first: a file kept for another state of the store (after any write) is not read
     // further, however large the tree it describes.
-    let head_len = MAGIC.len() + 32 + key_bytes(key).len();
-    let mut bytes = vec![0; head_len];
+    let wanted = key_bytes(key);
+    let head_len = MAGIC.len() + 32 + wanted.len();
+    let size = file
+        .metadata()
+        .ok()
+        .and_then(|m| usize::try_from(m.len()).ok())?;
+    let mut bytes = Vec::with_capacity(size.max(head_len));
+    bytes.resize(head_len, 0);
     file.read_exact(&mut bytes).ok()?;
-    if bytes.get(..MAGIC.len())? != MAGIC || bytes.get(MAGIC.len() + 32..)? != key_bytes(key) {
+    if bytes.get(..MAGIC.len())? != MAGIC || bytes.get(MAGIC.len() + 32..)? != wanted {
         return None;
     }
     file.read_to_end(&mut bytes).ok()?;
-    decode(bytes, key)
+    decode(bytes, &wanted)
 }
 
-/// Writes the entries of `cache` and the stored paths `uncached` as those of `key` into
-/// `store_dir` (a private temporary file renamed over the old one). A failure is left
-/// unreported: the next scan reads the tables.
-pub fn save(store_dir: &Path, key: &Key<'_>, cache: &ScanCache, uncached: &[String]) {
-    let bytes = encode(key, cache, uncached);
+/// Writes the entries of `cache` (in the walk's order `met`, then the others) and the stored
+/// paths `uncached` as those of `key` into `store_dir` (a private temporary file renamed over
+/// the old one). A failure is left unreported: the next scan reads the tables.
+pub fn save(store_dir: &Path, key: &Key<'_>, cache: &ScanCache, met: &[u32], uncached: &[String]) {
+    let bytes = encode(key, cache, met, uncached);
     let _ = super::listings::write_atomically(store_dir, STAT_FILE, &bytes);
 }
 
@@ -90,7 +106,8 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// The key's bytes: the state, the filesystem and the roots, each after its length.
+/// The key's bytes: the state, the filesystem, the roots and the deny globs, each after its
+/// length (the lists after their counts).
 fn key_bytes(key: &Key<'_>) -> Vec<u8> {
     let mut out = Vec::new();
     put_bytes(&mut out, key.state);
@@ -99,30 +116,25 @@ fn key_bytes(key: &Key<'_>) -> Vec<u8> {
     for root in key.roots {
         put_bytes(&mut out, root.as_os_str().as_bytes());
     }
+    put_len(&mut out, key.deny.len());
+    for glob in key.deny {
+        put_bytes(&mut out, glob.as_bytes());
+    }
     out
 }
 
 /// The file's bytes: [`MAGIC`], the BLAKE3 digest of the body, then the body: the key's bytes,
-/// the count of entries and each one's path, stat, file hash, scan start and stored mark, then
-/// the count of uncached stored paths and each one (integers little-endian).
-fn encode(key: &Key<'_>, cache: &ScanCache, uncached: &[String]) -> Vec<u8> {
+/// the count of entries and of runs, the runs ([`ScanCache::encode_runs`]), then the count of
+/// uncached stored paths and each one (integers little-endian).
+fn encode(key: &Key<'_>, cache: &ScanCache, met: &[u32], uncached: &[String]) -> Vec<u8> {
     let mut body = key_bytes(key);
-    put_len(&mut body, cache.len());
-    for (path, entry, stored) in cache.entries() {
-        put_bytes(&mut body, path.as_bytes());
-        let FileStat {
-            size,
-            mtime_ns,
-            ctime_ns,
-            inode,
-        } = entry.stat;
-        body.extend_from_slice(&size.to_le_bytes());
-        body.extend_from_slice(&mtime_ns.to_le_bytes());
-        body.extend_from_slice(&ctime_ns.to_le_bytes());
-        body.extend_from_slice(&inode.to_le_bytes());
-        body.extend_from_slice(&entry.file_hash.0);
-        body.extend_from_slice(&entry.scan_start_ns.to_le_bytes());
-        body.push(u8::from(stored));
+    let order = cache.walk_order(met);
+    put_len(&mut body, order.len());
+    let runs_at = body.len();
+    put_len(&mut body, 0);
+    let runs = cache.encode_runs(&order, &mut body);
+    if let Some(slot) = body.get_mut(runs_at..runs_at + 4) {
+        slot.copy_from_slice(&u32::try_from(runs).unwrap_or(u32::MAX).to_le_bytes());
     }
     put_len(&mut body, uncached.len());
     for path in uncached {
@@ -141,10 +153,9 @@ fn take_str<'a>(input: &mut &'a [u8]) -> Option<&'a str> {
     std::str::from_utf8(take(input, n)?).ok()
 }
 
-/// The entries of the file's bytes when they are a whole, undamaged file kept for `key`: the
-/// paths are left in place, the bytes becoming the cache's arena.
-fn decode(bytes: Vec<u8>, key: &Key<'_>) -> Option<Kept> {
-    let wanted = key_bytes(key);
+/// The entries of the file's bytes when they are a whole, undamaged file kept for the key whose
+/// bytes are `wanted`: the records are left in place, the bytes becoming the cache's arena.
+fn decode(bytes: Vec<u8>, wanted: &[u8]) -> Option<Kept> {
     {
         let mut input = bytes.as_slice();
         if take(&mut input, MAGIC.len())? != MAGIC {
@@ -152,7 +163,7 @@ fn decode(bytes: Vec<u8>, key: &Key<'_>) -> Option<Kept> {
         }
         let digest = take(&mut input, 32)?;
         // The key first: a file kept for another state is not worth its digest.
-        if !input.starts_with(&wanted) || blake3::hash(input).as_bytes() != digest {
+        if !input.starts_with(wanted) || blake3::hash(input).as_bytes() != digest {
             return None;
         }
     }
@@ -160,63 +171,58 @@ fn decode(bytes: Vec<u8>, key: &Key<'_>) -> Option<Kept> {
     let count = {
         let mut body = bytes.get(body_at..)?;
         let count = take_len(&mut body)?;
-        // Each entry takes at least 4 + 32 + 32 + 8 + 1 bytes: a count the body cannot hold is
-        // damage (and must not size the map).
-        (count <= body.len() / 77).then_some(count)?
+        // Each entry takes at least 4 + 1 + the fields' bytes: a count the body cannot hold is
+        // damage (and must not size the cache).
+        (count <= body.len() / (5 + super::scancache::RECORD_FIELDS)).then_some(count)?
     };
     let mut uncached = Vec::new();
-    let cache = ScanCache::from_arena(bytes, count, |bytes, insert| {
-        entries(bytes, body_at, &mut uncached, insert).is_some()
+    let cache = ScanCache::from_arena(bytes, count, |bytes, adder| {
+        runs(bytes, body_at, count, &mut uncached, adder).is_some()
     })?;
-    if cache.len() != count {
-        // A path twice: not a file this module wrote.
-        return None;
-    }
     Some(Kept { cache, uncached })
 }
 
-/// Reads the entries of the body at `body_at` of `bytes`, giving each to `insert` (its path's
-/// place in `bytes`), and the uncached paths into `uncached`; `None` when they are not whole.
-fn entries(
+/// Reads the runs of the body at `body_at` of `bytes` into `adder` (`count` entries in all),
+/// and the uncached paths into `uncached`; `None` when they are not whole.
+fn runs(
     bytes: &[u8],
     body_at: usize,
+    count: usize,
     uncached: &mut Vec<String>,
-    insert: &mut dyn FnMut(std::ops::Range<usize>, StatEntry, bool) -> bool,
+    adder: &mut super::scancache::Adder<'_>,
 ) -> Option<()> {
-    let mut body = bytes.get(body_at..)?;
-    let count = take_len(&mut body)?;
-    for _ in 0..count {
-        let len = take_len(&mut body)?;
-        let start = bytes.len() - body.len();
-        take(&mut body, len)?;
-        let stat = FileStat {
-            size: u64::from_le_bytes(take_8(&mut body)?),
-            mtime_ns: i64::from_le_bytes(take_8(&mut body)?),
-            ctime_ns: i64::from_le_bytes(take_8(&mut body)?),
-            inode: u64::from_le_bytes(take_8(&mut body)?),
-        };
-        let file_hash = Hash(take(&mut body, 32)?.try_into().ok()?);
-        let scan_start_ns = i64::from_le_bytes(take_8(&mut body)?);
-        let stored = match take(&mut body, 1)? {
-            [0] => false,
-            [1] => true,
-            _ => return None,
-        };
-        let entry = StatEntry {
-            stat,
-            file_hash,
-            scan_start_ns,
-        };
-        if !insert(start..start + len, entry, stored) {
+    let mut at = body_at.checked_add(4)?;
+    let mut input = bytes.get(at..)?;
+    let runs = take_len(&mut input)?;
+    at += 4;
+    let mut added = 0usize;
+    for _ in 0..runs {
+        let mut input = bytes.get(at..)?;
+        let dir_len = take_len(&mut input)?;
+        take(&mut input, dir_len)?;
+        let n = take_len(&mut input)?;
+        if !adder.dir(at + 4..at + 4 + dir_len) {
             return None;
         }
+        at += 4 + dir_len + 4;
+        added = added.checked_add(n)?;
+        if added > count {
+            return None;
+        }
+        for _ in 0..n {
+            at = adder.record(at)?;
+        }
     }
-    let count = take_len(&mut body)?;
-    if count > body.len() / 4 {
+    if added != count {
         return None;
     }
-    uncached.reserve(count);
-    for _ in 0..count {
+    let mut body = bytes.get(at..)?;
+    let n = take_len(&mut body)?;
+    if n > body.len() / 4 {
+        return None;
+    }
+    uncached.reserve(n);
+    for _ in 0..n {
         uncached.push(take_str(&mut body)?.to_string());
     }
     body.is_empty().then_some(())
@@ -224,27 +230,18 @@ fn entries(
 
 #[cfg(test)]
 mod tests {
+    use super::super::scancache::tests::entry;
     use super::*;
-
-    fn entry(n: u8) -> StatEntry {
-        StatEntry {
-            stat: FileStat {
-                size: u64::from(n),
-                mtime_ns: -1_000 * i64::from(n),
-                ctime_ns: 2_000,
-                inode: 77,
-            },
-            file_hash: Hash([n; 32]),
-            scan_start_ns: 1_700_000_000_000_000_000,
-        }
-    }
+    use crate::store::StatEntry;
 
     fn sample() -> ScanCache {
-        let arena = b"/t/a/t/b \xc3\xa9".to_vec();
-        ScanCache::from_arena(arena, 2, |_, insert| {
-            insert(0..4, entry(1), true) && insert(4..11, entry(2), false)
-        })
-        .unwrap_or_default()
+        let mut cache = ScanCache::with_capacity(2);
+        cache.insert("/t/a", entry(1));
+        cache.insert("/t/b \u{e9}", entry(2));
+        if let Some(a) = cache.get("/t/a") {
+            a.mark_stored();
+        }
+        cache
     }
 
     /// The key of state `header-1` of filesystem `fs` for `roots`.
@@ -253,14 +250,12 @@ mod tests {
             state: b"header-1",
             filesystem_id: "fs",
             roots,
+            deny: &[],
         }
     }
 
     fn sorted(cache: &ScanCache) -> Vec<(String, StatEntry, bool)> {
-        let mut out: Vec<_> = cache
-            .entries()
-            .map(|(p, e, s)| (p.to_string(), *e, s))
-            .collect();
+        let mut out: Vec<_> = cache.entries().collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }
@@ -269,14 +264,15 @@ mod tests {
     fn a_file_answers_only_for_its_own_state_filesystem_and_roots() {
         let roots = [PathBuf::from("/t")];
         let key = key_of(&roots);
-        let bytes = encode(&key, &sample(), &["/t/gone".to_string()]);
-        let kept = decode(bytes.clone(), &key);
+        let bytes = encode(&key, &sample(), &[1], &["/t/gone".to_string()]);
+        let kept = decode(bytes.clone(), &key_bytes(&key));
         assert!(kept.as_ref().is_some_and(|k| k.uncached == ["/t/gone"]));
         assert_eq!(
             kept.as_ref().map(|k| sorted(&k.cache)),
             Some(sorted(&sample()))
         );
         let other_roots = [PathBuf::from("/t"), PathBuf::from("/u")];
+        let other_deny = ["*.secret".to_string()];
         for other in [
             Key {
                 state: b"header-2",
@@ -290,8 +286,12 @@ mod tests {
                 roots: &other_roots,
                 ..key
             },
+            Key {
+                deny: &other_deny,
+                ..key
+            },
         ] {
-            assert!(decode(bytes.clone(), &other).is_none());
+            assert!(decode(bytes.clone(), &key_bytes(&other)).is_none());
         }
     }
 
@@ -302,9 +302,9 @@ mod tests {
         cache.insert("/t/a", entry(3));
         cache.insert("/t/c", entry(4));
         assert_eq!(cache.len(), 3);
-        assert_eq!(cache.get("/t/a").map(|c| *c.entry()), Some(entry(3)));
-        assert_eq!(cache.get("/t/b é").map(|c| *c.entry()), Some(entry(2)));
-        assert_eq!(cache.get("/t/c").map(|c| *c.entry()), Some(entry(4)));
+        assert_eq!(cache.get("/t/a").map(|c| c.entry()), Some(entry(3)));
+        assert_eq!(cache.get("/t/b é").map(|c| c.entry()), Some(entry(2)));
+        assert_eq!(cache.get("/t/c").map(|c| c.entry()), Some(entry(4)));
         assert!(cache.get("/t/b").is_none());
     }
 
@@ -312,12 +312,18 @@ mod tests {
     fn any_damaged_or_truncated_file_is_no_file() {
         let roots = [PathBuf::from("/t")];
         let key = key_of(&roots);
-        let bytes = encode(&key, &sample(), &[]);
+        let bytes = encode(&key, &sample(), &[], &[]);
         for at in 0..bytes.len() {
             let mut damaged = bytes.clone();
             damaged[at] ^= 0x10;
-            assert!(decode(damaged, &key).is_none(), "byte {at} flipped");
-            assert!(decode(bytes[..at].to_vec(), &key).is_none(), "cut at {at}");
+            assert!(
+                decode(damaged, &key_bytes(&key)).is_none(),
+                "byte {at} flipped"
+            );
+            assert!(
+                decode(bytes[..at].to_vec(), &key_bytes(&key)).is_none(),
+                "cut at {at}"
+            );
         }
     }
 
@@ -329,7 +335,7 @@ mod tests {
         let roots = [PathBuf::from("/t")];
         let key = key_of(&roots);
         assert!(load(dir.path(), &key).is_none(), "no file");
-        save(dir.path(), &key, &sample(), &["/t/gone".to_string()]);
+        save(dir.path(), &key, &sample(), &[], &["/t/gone".to_string()]);
         let kept = load(dir.path(), &key);
         assert_eq!(
             kept.as_ref().map(|k| sorted(&k.cache)),

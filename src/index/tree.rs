@@ -34,6 +34,8 @@ pub enum Event<'a> {
     File {
         /// The file's path (canonical when the roots are).
         path: &'a str,
+        /// Where its name starts in `path` (after the last `/`).
+        name_at: usize,
         /// Its stat (symlinks not followed).
         stat: FileStat,
     },
@@ -574,6 +576,7 @@ impl<'o, V: Visit> Worker<'_, 'o, V> {
         match root.to_str() {
             Some(path) => self.send(Event::File {
                 path,
+                name_at: path.rfind('/').map_or(0, |at| at + 1),
                 stat: FileStat::of(&meta),
             }),
             None => self.send(skip(root, SkipKind::NotUtf8)),
@@ -700,6 +703,7 @@ impl<'o, V: Visit> Worker<'_, 'o, V> {
                     Ok(st) => match FileType::from_raw_mode(st.st_mode) {
                         FileType::RegularFile => Event::File {
                             path,
+                            name_at: path.len() - name.len(),
                             stat: file_stat(&st),
                         },
                         // Replaced since it was listed.

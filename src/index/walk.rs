@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 
 use ignore::WalkBuilder;
@@ -13,9 +12,10 @@ use super::Prepared;
 use super::budget::{Budget, thread_cpu_seconds};
 use super::disk::{Look, LookRules, Presence, StatChange, look};
 use super::rules::DenyRules;
+pub use super::scancache::{Cached, Cursor, ScanCache};
 use super::tree::{Event, TreeOptions, Visit};
 use crate::object::FilesystemSource;
-use crate::store::{FileStat, StatEntry, Timestamp};
+use crate::store::{FileStat, Timestamp};
 
 /// What the walk found at one path.
 #[derive(Debug)]
@@ -145,230 +145,6 @@ impl SkipKind {
     }
 }
 
-/// The stat cache entries of a scan's roots by canonical path, each with a mark set once the
-/// scan met the file: the walk marks the files the cache vouches for and sends only their count,
-/// and the deletion check asks the marks (no path of its own for an unchanged file).
-///
-/// The paths lie one after another in one buffer (the stat file as loaded, or the paths the
-/// table gave): no allocation per path, and the map holds only their hashes (an unchanged
-/// re-index spent a tenth of its page faults on the map and its paths).
-#[derive(Debug, Default)]
-pub struct ScanCache {
-    /// The paths' bytes.
-    arena: Vec<u8>,
-    /// The entries, by path.
-    index: Index,
-}
-
-/// The entries of a [`ScanCache`], their paths kept as places in its arena.
-#[derive(Debug, Default)]
-struct Index {
-    /// Each entry: where its path lies in the arena, and the entry.
-    slots: Vec<Slot>,
-    /// The slot of each path by the path's hash ([`path_hash`]).
-    by_hash: rustc_hash::FxHashMap<u64, u32>,
-    /// The slots of paths whose hash an earlier path has (almost never any).
-    collided: rustc_hash::FxHashMap<String, u32>,
-}
-
-/// One entry of a [`ScanCache`] and where its path lies.
-#[derive(Debug)]
-struct Slot {
-    path: std::ops::Range<usize>,
-    cached: Cached,
-}
-
-/// The hash a [`ScanCache`] keeps of a path.
-fn path_hash(path: &[u8]) -> u64 {
-    use std::hash::BuildHasher as _;
-    rustc_hash::FxBuildHasher.hash_one(path)
-}
-
-/// One entry of a [`ScanCache`].
-#[derive(Debug)]
-pub struct Cached {
-    entry: StatEntry,
-    met: AtomicBool,
-    stored: AtomicBool,
-}
-
-impl Cached {
-    /// The stat cache entry.
-    pub fn entry(&self) -> &StatEntry {
-        &self.entry
-    }
-
-    /// Marks the file met; true the first time.
-    pub fn mark(&self) -> bool {
-        !self.met.swap(true, Ordering::Relaxed)
-    }
-
-    /// Whether the file was met.
-    pub fn is_marked(&self) -> bool {
-        self.met.load(Ordering::Relaxed)
-    }
-
-    /// Marks the path as one the store lists among its files.
-    pub fn mark_stored(&self) {
-        self.stored.store(true, Ordering::Relaxed);
-    }
-}
-
-impl Index {
-    fn with_capacity(entries: usize) -> Self {
-        Index {
-            slots: Vec::with_capacity(entries),
-            by_hash: rustc_hash::FxHashMap::with_capacity_and_hasher(entries, Default::default()),
-            collided: rustc_hash::FxHashMap::default(),
-        }
-    }
-
-    /// See [`ScanCache::from_arena`].
-    fn insert(
-        &mut self,
-        arena: &[u8],
-        path: std::ops::Range<usize>,
-        entry: StatEntry,
-        stored: bool,
-    ) -> bool {
-        let Some(name) = arena
-            .get(path.clone())
-            .and_then(|bytes| std::str::from_utf8(bytes).ok())
-        else {
-            return false;
-        };
-        let Ok(next) = u32::try_from(self.slots.len()) else {
-            return false;
-        };
-        let cached = Cached {
-            entry,
-            met: AtomicBool::new(false),
-            stored: AtomicBool::new(stored),
-        };
-        // The same path again replaces its entry, as a map's insert does.
-        let hash = path_hash(name.as_bytes());
-        let at = match self.by_hash.get(&hash) {
-            None => {
-                self.by_hash.insert(hash, next);
-                None
-            }
-            Some(&at) if self.path(arena, at) == Some(name) => Some(at),
-            Some(_) => match self.collided.get(name) {
-                Some(&at) => Some(at),
-                None => {
-                    self.collided.insert(name.to_string(), next);
-                    None
-                }
-            },
-        };
-        match at.and_then(|at| self.slots.get_mut(at as usize)) {
-            Some(slot) => slot.cached = cached,
-            None => self.slots.push(Slot { path, cached }),
-        }
-        true
-    }
-
-    /// The path of slot `at`.
-    fn path<'a>(&self, arena: &'a [u8], at: u32) -> Option<&'a str> {
-        let slot = self.slots.get(at as usize)?;
-        std::str::from_utf8(arena.get(slot.path.clone())?).ok()
-    }
-}
-
-impl ScanCache {
-    /// An empty cache with room for `entries` without rehashing (rehashing showed in profiles
-    /// of an unchanged re-index).
-    pub fn with_capacity(entries: usize) -> Self {
-        ScanCache {
-            arena: Vec::new(),
-            index: Index::with_capacity(entries),
-        }
-    }
-
-    /// A cache of the entries whose paths lie in `arena`, with room for `entries`: `fill` is
-    /// given the arena and a function that adds one entry (its path's place in the arena, the
-    /// entry, and whether it is marked stored; false when the place is not a UTF-8 path of the
-    /// arena). `None` when `fill` returns false.
-    pub fn from_arena(
-        arena: Vec<u8>,
-        entries: usize,
-        fill: impl FnOnce(
-            &[u8],
-            &mut dyn FnMut(std::ops::Range<usize>, StatEntry, bool) -> bool,
-        ) -> bool,
-    ) -> Option<Self> {
-        let mut index = Index::with_capacity(entries);
-        let filled = fill(&arena, &mut |path, entry, stored| {
-            index.insert(&arena, path, entry, stored)
-        });
-        filled.then_some(ScanCache { arena, index })
-    }
-
-    /// Adds the entry of canonical `path` (unmarked).
-    pub fn insert(&mut self, path: &str, entry: StatEntry) {
-        let start = self.arena.len();
-        self.arena.extend_from_slice(path.as_bytes());
-        self.index
-            .insert(&self.arena, start..self.arena.len(), entry, false);
-    }
-
-    /// The path of `slot`.
-    fn path_of(&self, slot: &Slot) -> &str {
-        self.arena
-            .get(slot.path.clone())
-            .and_then(|bytes| std::str::from_utf8(bytes).ok())
-            .unwrap_or_default()
-    }
-
-    /// The entry of canonical `path`.
-    pub fn get(&self, path: &str) -> Option<&Cached> {
-        let index = &self.index;
-        if let Some(slot) = index
-            .by_hash
-            .get(&path_hash(path.as_bytes()))
-            .and_then(|&at| index.slots.get(at as usize))
-            && self.arena.get(slot.path.clone()) == Some(path.as_bytes())
-        {
-            return Some(&slot.cached);
-        }
-        if index.collided.is_empty() {
-            return None;
-        }
-        let at = *index.collided.get(path)?;
-        index.slots.get(at as usize).map(|slot| &slot.cached)
-    }
-
-    /// The paths marked stored and not met, in no order.
-    pub fn stored_unmet(&self) -> impl Iterator<Item = &str> {
-        self.index
-            .slots
-            .iter()
-            .filter(|s| s.cached.stored.load(Ordering::Relaxed) && !s.cached.is_marked())
-            .map(|s| self.path_of(s))
-    }
-
-    /// Every entry: its path, the entry, and whether it is marked stored.
-    pub fn entries(&self) -> impl Iterator<Item = (&str, &StatEntry, bool)> {
-        self.index.slots.iter().map(|s| {
-            (
-                self.path_of(s),
-                &s.cached.entry,
-                s.cached.stored.load(Ordering::Relaxed),
-            )
-        })
-    }
-
-    /// How many entries it holds.
-    pub fn len(&self) -> usize {
-        self.index.slots.len()
-    }
-
-    /// Whether it holds no entry.
-    pub fn is_empty(&self) -> bool {
-        self.index.slots.is_empty()
-    }
-}
-
 /// A scan's stat cache, loaded while the walk starts: a walker stats the files it meets before
 /// the cache is there and judges them once it is (the load took a tenth of an unchanged
 /// re-index, with a core idle).
@@ -418,6 +194,9 @@ pub struct WalkPlan {
     pub budget: Arc<Budget>,
     /// CPU seconds of each walker thread, added when the thread ends.
     pub thread_cpu: std::sync::Mutex<Vec<f64>>,
+    /// The cache entries the walkers met, each walker's in the order it met them (the order
+    /// a stat file keeps them in), added when each walker ends.
+    pub met_order: std::sync::Mutex<Vec<u32>>,
     /// The directory listings earlier scans kept (none: every directory is listed).
     pub listings: Option<super::listings::Listings>,
 }
@@ -443,6 +222,9 @@ pub fn walk(plan: &WalkPlan, sink: SyncSender<Vec<Found>>) {
         unchanged: 0,
         pending: Vec::new(),
         visited: false,
+        dir: Vec::new(),
+        cursor: Cursor::default(),
+        met: Vec::new(),
     };
     super::tree::walk(&plan.roots, &options, &visitor);
 }
@@ -530,10 +312,16 @@ struct Visitor<'p> {
     batch_bytes: u64,
     /// Files the stat cache vouched for since the last [`Found::Unchanged`] in the batch.
     unchanged: u64,
-    /// Files stated before the stat cache was loaded, to judge once it is.
-    pending: Vec<(String, Presence)>,
+    /// Files stated before the stat cache was loaded (each path with where its name starts), to
+    /// judge once it is.
+    pending: Vec<(String, usize, Presence)>,
     /// Whether this visitor saw an entry.
     visited: bool,
+    /// The directory of the last file judged, and the cache's cursor in it.
+    dir: Vec<u8>,
+    cursor: Cursor,
+    /// The cache entries met, in order.
+    met: Vec<u32>,
 }
 
 impl Visitor<'_> {
@@ -551,8 +339,28 @@ impl Visitor<'_> {
         self.sink.send(std::mem::take(&mut self.batch)).is_ok()
     }
 
-    /// Judges one stated file against `cache` (see [`judge_file`]).
-    fn judge(&mut self, cache: &ScanCache, path: &str, presence: Presence) -> Option<Found> {
+    /// Judges one stated file against `cache` (see [`judge_file`]): its entry is found by its
+    /// name in its directory, the next one in the cache's order when the walk and the stat
+    /// file agree (the usual case), by name otherwise.
+    fn judge(
+        &mut self,
+        cache: &ScanCache,
+        path: &str,
+        name_at: usize,
+        presence: Presence,
+    ) -> Option<Found> {
+        let bytes = path.as_bytes();
+        let dir = bytes.get(..name_at.saturating_sub(1)).unwrap_or_default();
+        let name = bytes.get(name_at..).unwrap_or_default();
+        if dir != self.dir.as_slice() {
+            self.dir.clear();
+            self.dir.extend_from_slice(dir);
+            self.cursor = cache.cursor(dir);
+        }
+        let cached = cache.next_in(&mut self.cursor, name);
+        if let Some(cached) = cached {
+            self.met.push(cached.index());
+        }
         let Visitor {
             plan,
             sink,
@@ -569,7 +377,7 @@ impl Visitor<'_> {
                 let _ = sink.send(std::mem::take(batch));
             }
         };
-        judge_file(plan, cache, path, presence, &mut flush)
+        judge_file(plan, cached, path, presence, &mut flush)
     }
 
     /// Adds what was found to the batch (`None`: one more unchanged file) and sends the batch
@@ -588,8 +396,8 @@ impl Visitor<'_> {
 
     /// Judges the files stated before the cache was there; false when the receiver hung up.
     fn judge_pending(&mut self, cache: &ScanCache) -> bool {
-        for (path, presence) in std::mem::take(&mut self.pending) {
-            let found = self.judge(cache, &path, presence);
+        for (path, name_at, presence) in std::mem::take(&mut self.pending) {
+            let found = self.judge(cache, &path, name_at, presence);
             if !self.add(found) {
                 return false;
             }
@@ -601,8 +409,12 @@ impl Visitor<'_> {
 impl Visit for Visitor<'_> {
     fn event(&mut self, event: Event<'_>) -> bool {
         self.visited = true;
-        let (path, stat) = match event {
-            Event::File { path, stat } => (path, stat),
+        let (path, name_at, stat) = match event {
+            Event::File {
+                path,
+                name_at,
+                stat,
+            } => (path, name_at, stat),
             Event::Skip { path, kind, reason } => {
                 return self.add(Some(Found::Skipped { path, kind, reason }));
             }
@@ -616,7 +428,7 @@ impl Visit for Visitor<'_> {
                     // faults.
                     self.pending.reserve(PENDING_FILES);
                 }
-                self.pending.push((path.to_string(), presence));
+                self.pending.push((path.to_string(), name_at, presence));
                 return true;
             }
             // The scan could not load its cache and stops.
@@ -625,7 +437,7 @@ impl Visit for Visitor<'_> {
                 if !self.pending.is_empty() && !self.judge_pending(cache) {
                     return false;
                 }
-                self.judge(cache, path, presence)
+                self.judge(cache, path, name_at, presence)
             }
         };
         self.add(found)
@@ -645,6 +457,11 @@ impl Drop for Visitor<'_> {
         if !self.visited {
             return;
         }
+        self.plan
+            .met_order
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .append(&mut self.met);
         if let Some(seconds) = thread_cpu_seconds() {
             self.plan
                 .thread_cpu
@@ -660,30 +477,34 @@ impl Drop for Visitor<'_> {
 /// thread. `None`: the cache vouched for it, and it is marked met there.
 fn judge_file(
     plan: &WalkPlan,
-    cache: &ScanCache,
+    cached: Option<Cached<'_>>,
     canonical: &str,
     presence: Presence,
     before_wait: &mut dyn FnMut(),
 ) -> Option<Found> {
     let path = Path::new(canonical);
-    let cached = cache.get(canonical);
-    // The deny rules first (a file denied since it was indexed is stubbed whatever its stat),
-    // once; then the cache's vouch, without a path of its own.
-    let denied = plan.deny.is_denied(canonical);
-    if let (false, Presence::File(stat), Some(cached)) = (denied, &presence, cached)
+    // The cache's vouch, without a path of its own; the deny rules (a file denied since it was
+    // indexed is stubbed whatever its stat) asked once, unless the stat file found the file
+    // not denied by the same rules (its key names them: a path's answer cannot have changed).
+    let mut denied = None;
+    if let (Presence::File(stat), Some(cached)) = (&presence, cached)
         && cached.entry().vouches_for(stat)
+        && (cached.checked() || !*denied.get_or_insert_with(|| plan.deny.is_denied(canonical)))
     {
+        cached.mark_vouched();
         if cached.mark() {
             return None;
         }
         // Met twice (overlapping roots): counted once.
         return Some(Found::Unchanged { files: 0 });
     }
+    let denied = denied.unwrap_or_else(|| plan.deny.is_denied(canonical));
     let canonical = canonical.to_string();
+    let entry = cached.map(Cached::entry);
     let rules = LookRules {
         deny: &plan.deny,
         max_content_bytes: plan.max_content_bytes,
-        cached: cached.map(Cached::entry),
+        cached: entry.as_ref(),
     };
     // The bytes a read holds until the commit: the file's, kept up to the content limit (a larger
     // file streams through the hash), once more for the compressed record beside them, at most.
@@ -751,6 +572,7 @@ fn judge_file(
 mod tests {
     use super::*;
     use crate::error::{Error, Result};
+    use crate::store::StatEntry;
 
     /// A plan over `root` with an empty slot for the cache.
     fn plan(root: &Path) -> Result<WalkPlan> {
@@ -766,6 +588,7 @@ mod tests {
             scan_start: Timestamp::now(),
             budget: Arc::new(Budget::new(1 << 20)),
             thread_cpu: std::sync::Mutex::new(Vec::new()),
+            met_order: std::sync::Mutex::new(Vec::new()),
             listings: None,
         })
     }
@@ -828,7 +651,7 @@ mod tests {
             ["a.txt", "b.txt"].iter().all(|name| {
                 cache
                     .get(root.join(name).to_str().unwrap_or_default())
-                    .is_some_and(Cached::is_marked)
+                    .is_some_and(|c| c.is_marked())
             })
         }));
         // A cache that could not be loaded: nothing is read, the walk ends.

@@ -912,6 +912,81 @@ fn the_stat_cache_kept_beside_the_store_never_hides_a_change() -> TestResult {
     Ok(())
 }
 
+/// The stat file marks the files its run found vouched for and not denied, so that a run under
+/// the same deny rules asks them no more: a deny rule added since, or a file that run never met
+/// (ignored then), is asked again.
+#[test]
+fn the_stat_file_spares_no_deny_rule_it_was_not_checked_under() -> TestResult {
+    let f = Fixture::new()?;
+    let index = || f.json(&["--no-daemon", "index", ".", "--quiet", "--json"]);
+    let settings = |text: &str| fs::write(f.store.join("settings.toml"), text);
+    for name in ["a.txt", "b.txt", "c.txt"] {
+        f.write(name, name.as_bytes())?;
+    }
+    assert_eq!(tally(&index()?), [3, 3, 0, 0, 0]);
+    assert_eq!(tally(&index()?), [3, 0, 0, 3, 0]);
+    let file = f.store.join("stat.cache");
+    assert!(file.exists());
+    // A deny rule added, nothing written to the store since the file was kept: denied at once.
+    settings("deny = [\"a.txt\"]\n")?;
+    assert_eq!(count(&index()?, "denied"), 1);
+    // b.txt ignored and denied at once: the run that keeps the file (it writes nothing) does
+    // not meet it, so its entry is not marked checked under these rules.
+    settings("ignore = [\"b.txt\"]\ndeny = [\"a.txt\", \"b.txt\"]\n")?;
+    let db = f.store.join("store.redb");
+    index()?;
+    let before = fs::read(&db)?;
+    index()?;
+    assert!(fs::read(&db)? == before, "an unchanged re-index wrote");
+    assert!(file.exists());
+    // Ignored no more, under the same deny rules: the file's entry vouches for b.txt, and it is
+    // denied all the same.
+    settings("deny = [\"a.txt\", \"b.txt\"]\n")?;
+    let summary = index()?;
+    assert_eq!(count(&summary, "denied"), 2, "{summary}");
+    assert_eq!(count(&index()?, "denied"), 2);
+    f.ok(&["--no-daemon", "fsck"])?;
+    Ok(())
+}
+
+/// A run that keeps the stat file leaves out the stored paths it found deleted before (gone, and
+/// tombstoned in that state of the store), so later runs neither stat them nor look them up; a
+/// stored path without a stat cache entry still on disk (a denied file's stub, its file now
+/// ignored) stays, and its deletion is seen.
+#[test]
+fn the_stat_file_leaves_out_only_the_paths_deleted_before() -> TestResult {
+    let f = Fixture::new()?;
+    let index = || f.json(&["--no-daemon", "index", ".", "--quiet", "--json"]);
+    let has = |bytes: &[u8], name: &[u8]| bytes.windows(name.len()).any(|w| w == name);
+    for name in ["a.txt", "c.txt", ".env"] {
+        f.write(name, name.as_bytes())?;
+    }
+    assert_eq!(count(&index()?, "denied"), 1);
+    fs::remove_file(f.tree.join("c.txt"))?;
+    assert_eq!(count(&index()?, "deleted"), 1);
+    // .env is stored (as a stub) without a stat cache entry; ignored now, it stays on disk.
+    fs::write(f.store.join("settings.toml"), "ignore = [\".env\"]\n")?;
+    let db = f.store.join("store.redb");
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 0]);
+    let before = fs::read(&db)?;
+    let kept = fs::read(f.store.join("stat.cache"))?;
+    assert!(!has(&kept, b"c.txt"), "a path deleted before is kept");
+    // (Its whole path: the deny globs in the file's key name `.env` too.)
+    assert!(
+        has(&kept, b"/.env"),
+        "a stored path still on disk is left out"
+    );
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 0]);
+    assert!(fs::read(&db)? == before, "an unchanged re-index wrote");
+    // Deleted while ignored: a deletion all the same.
+    fs::remove_file(f.tree.join(".env"))?;
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 1]);
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 0]);
+    assert_eq!(tally(&index()?), [1, 0, 0, 1, 0]);
+    f.ok(&["--no-daemon", "fsck"])?;
+    Ok(())
+}
+
 /// The files of store directory `from` (no subdirectory, lock or socket) copied into `to`,
 /// without the stat file (nothing when there is no store yet).
 fn copy_store_without_stat_file(from: &Path, to: &Path) -> TestResult {
