@@ -130,8 +130,9 @@ fn le8(bytes: &[u8], at: usize) -> [u8; 8] {
         .unwrap_or_default()
 }
 
-/// The place of one directory's entries while the walk goes through them in order.
-#[derive(Clone, Copy, Debug, Default)]
+/// The place of one directory's entries while the walk goes through them in order (the
+/// default one is at no directory: it finds nothing).
+#[derive(Clone, Copy, Debug)]
 pub struct Cursor {
     /// The directory (`u32::MAX`: none the cache holds).
     dir: u32,
@@ -139,6 +140,16 @@ pub struct Cursor {
     next: u32,
     /// Where the run ends.
     end: u32,
+}
+
+impl Default for Cursor {
+    fn default() -> Self {
+        Cursor {
+            dir: u32::MAX,
+            next: 0,
+            end: 0,
+        }
+    }
 }
 
 /// One entry of a [`ScanCache`].
@@ -445,11 +456,7 @@ impl ScanCache {
     /// A cursor at the first entry of directory `dir` (its path without the last `/`).
     pub fn cursor(&self, dir: &[u8]) -> Cursor {
         let Some(id) = self.dir_id(dir) else {
-            return Cursor {
-                dir: u32::MAX,
-                next: 0,
-                end: 0,
-            };
+            return Cursor::default();
         };
         let grouped = self.grouped();
         let start = grouped.starts.get(id as usize).copied().unwrap_or(0);
@@ -726,6 +733,8 @@ pub(super) mod tests {
         assert!(cache.next_in(&mut cursor, b"b").is_none());
         let mut none = cache.cursor(b"/nowhere");
         assert!(cache.next_in(&mut none, b"x").is_none());
+        // The default cursor is at no directory (not the first one's).
+        assert!(cache.next_in(&mut Cursor::default(), b"x").is_none());
         assert_eq!(cache.get("/t/c").map(|c| c.entry()), Some(entry(4)));
         assert!(cache.get("/t/a").is_none());
     }

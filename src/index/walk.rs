@@ -222,7 +222,7 @@ pub fn walk(plan: &WalkPlan, sink: SyncSender<Vec<Found>>) {
         unchanged: 0,
         pending: Vec::new(),
         visited: false,
-        dir: Vec::new(),
+        dir: None,
         cursor: Cursor::default(),
         met: Vec::new(),
     };
@@ -317,8 +317,9 @@ struct Visitor<'p> {
     pending: Vec<(String, usize, Presence)>,
     /// Whether this visitor saw an entry.
     visited: bool,
-    /// The directory of the last file judged, and the cache's cursor in it.
-    dir: Vec<u8>,
+    /// The directory of the last file judged (`None` before the first: the files directly
+    /// under `/` have the empty directory), and the cache's cursor in it.
+    dir: Option<Vec<u8>>,
     cursor: Cursor,
     /// The cache entries met, in order.
     met: Vec<u32>,
@@ -352,9 +353,10 @@ impl Visitor<'_> {
         let bytes = path.as_bytes();
         let dir = bytes.get(..name_at.saturating_sub(1)).unwrap_or_default();
         let name = bytes.get(name_at..).unwrap_or_default();
-        if dir != self.dir.as_slice() {
-            self.dir.clear();
-            self.dir.extend_from_slice(dir);
+        if self.dir.as_deref() != Some(dir) {
+            let kept = self.dir.get_or_insert_with(Vec::new);
+            kept.clear();
+            kept.extend_from_slice(dir);
             self.cursor = cache.cursor(dir);
         }
         let cached = cache.next_in(&mut self.cursor, name);
@@ -616,6 +618,52 @@ mod tests {
             read.sort();
             (unchanged, read)
         })
+    }
+
+    /// A walker's first file directly under `/` (a scan of `/`, or a root file there) is judged
+    /// by its own entry, not by the entry of the same name in the cache's first directory: that
+    /// entry, marked met, would hide its own file's deletion (a hard link of one inode vouches
+    /// for both paths).
+    #[test]
+    fn a_first_file_under_the_filesystem_root_is_judged_by_its_own_entry() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let plan = plan(tmp.path())?;
+        let stat = FileStat {
+            size: 5,
+            mtime_ns: 1_000_000_000,
+            ctime_ns: 1_000_000_000,
+            inode: 42,
+        };
+        let entry = StatEntry::recorded(stat, crate::hash::sha256(b"same"), Timestamp::now());
+        let mut cache = ScanCache::with_capacity(2);
+        // `/t/sub` is the cache's first directory, `` (the filesystem root's files) its second.
+        cache.insert("/t/sub/x", entry);
+        cache.insert("/x", entry);
+        let (sender, _receiver) = std::sync::mpsc::sync_channel(4);
+        let mut visitor = Visitor {
+            plan: &plan,
+            sink: sender,
+            batch: Vec::new(),
+            batch_bytes: 0,
+            unchanged: 0,
+            pending: Vec::new(),
+            visited: false,
+            dir: None,
+            cursor: Cursor::default(),
+            met: Vec::new(),
+        };
+        assert!(
+            visitor
+                .judge(&cache, "/x", 1, Presence::File(stat))
+                .is_none(),
+            "vouched for"
+        );
+        assert!(cache.get("/x").is_some_and(|c| c.is_marked()));
+        assert!(
+            cache.get("/t/sub/x").is_some_and(|c| !c.is_marked()),
+            "another directory's entry was taken"
+        );
+        Ok(())
     }
 
     #[test]
