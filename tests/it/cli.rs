@@ -987,6 +987,64 @@ fn the_stat_file_leaves_out_only_the_paths_deleted_before() -> TestResult {
     Ok(())
 }
 
+/// Through runs that take the stat file (each change follows two unchanged runs, the second
+/// from the file): a path deleted, recreated and deleted again, a rename to a name that sorts
+/// before every other, a directory replaced by a file, and one replaced by a symlink are each
+/// seen once, and the runs after them are unchanged.
+#[test]
+fn the_stat_file_misses_no_recreation_rename_or_replaced_directory() -> TestResult {
+    let f = Fixture::new()?;
+    let index = || f.json(&["--no-daemon", "index", ".", "--quiet", "--json"]);
+    let file = f.store.join("stat.cache");
+    let settle = |files: u64| -> TestResult {
+        for _ in 0..2 {
+            let summary = index()?;
+            let unchanged = files - count(&summary, "skipped");
+            assert_eq!(tally(&summary), [files, 0, 0, unchanged, 0], "{summary}");
+        }
+        assert!(file.exists());
+        Ok(())
+    };
+    f.write("p.txt", b"pppp\n")?;
+    f.write("d/x.txt", b"xxxx\n")?;
+    f.write("d/y.txt", b"yyyy\n")?;
+    f.write("e/z.txt", b"zzzz\n")?;
+    f.write("e/w.txt", b"wwww\n")?;
+    assert_eq!(tally(&index()?), [5, 5, 0, 0, 0]);
+    settle(5)?;
+    fs::remove_file(f.tree.join("p.txt"))?;
+    assert_eq!(tally(&index()?), [4, 0, 0, 4, 1]);
+    settle(4)?;
+    f.write("p.txt", b"PPPP\n")?;
+    assert_eq!(tally(&index()?), [5, 1, 0, 4, 0]);
+    settle(5)?;
+    fs::remove_file(f.tree.join("p.txt"))?;
+    assert_eq!(tally(&index()?), [4, 0, 0, 4, 1]);
+    settle(4)?;
+    // A rename within its directory, to a name before the others in bytes.
+    fs::rename(f.tree.join("d/y.txt"), f.tree.join("d/-y.txt"))?;
+    assert_eq!(tally(&index()?), [4, 1, 0, 3, 1]);
+    settle(4)?;
+    // A directory replaced by a file of its name.
+    fs::remove_dir_all(f.tree.join("d"))?;
+    f.write("d", b"dddd\n")?;
+    assert_eq!(tally(&index()?), [3, 1, 0, 2, 2]);
+    settle(3)?;
+    // A directory replaced by a symlink to a directory of the same files.
+    fs::rename(f.tree.join("e"), f.tree.join("e2"))?;
+    std::os::unix::fs::symlink(f.tree.join("e2"), f.tree.join("e"))?;
+    let summary = index()?;
+    assert_eq!(count(&summary, "deleted"), 2, "{summary}");
+    settle(count(&summary, "files"))?;
+    let listed = f.ok(&["--no-daemon", "ls"])?;
+    assert!(
+        !listed.contains("e/z.txt") && listed.contains("e2/z.txt"),
+        "{listed}"
+    );
+    f.ok(&["--no-daemon", "fsck"])?;
+    Ok(())
+}
+
 /// The files of store directory `from` (no subdirectory, lock or socket) copied into `to`,
 /// without the stat file (nothing when there is no store yet).
 fn copy_store_without_stat_file(from: &Path, to: &Path) -> TestResult {
