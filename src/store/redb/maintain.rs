@@ -107,6 +107,9 @@ impl RedbStore {
             if read_counter(&meta, DOC_NUMBERS_FROM).is_err() {
                 meta.remove(DOC_NUMBERS_FROM).db()?;
             }
+            // The directory tables and the stat cache were emptied above: no row names a
+            // directory number any more.
+            meta.remove(DIR_NUMBERS_FROM).db()?;
         }
         {
             let mut w = WriteTables::open(&wtx)?;

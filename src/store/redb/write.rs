@@ -740,7 +740,7 @@ impl RedbStore {
                 keys.push((w.fs_key(filesystem_id, false)?, path));
             }
             for (fs, path) in keys {
-                super::dirnum::write_stat(wtx, &fs, &[], &[path.as_str()])?;
+                super::dirnum::write_stat_in(wtx, &mut w.meta, &fs, &[], &[path.as_str()])?;
             }
         }
         Ok(TxReceipt {
