@@ -874,7 +874,7 @@ impl RedbStore {
             };
             let written = written.and_then(|receipt| {
                 if let Some(stat) = &request.stat {
-                    stat::apply(wtx, stat)?;
+                    stat::apply_in(wtx, &mut w.meta, stat)?;
                 }
                 Ok(receipt)
             });
