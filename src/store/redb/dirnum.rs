@@ -489,6 +489,13 @@ mod tests {
     use crate::store::redb::RedbStore;
     use crate::store::{FileStat, Op, Origin, Put, StatEntry, StatUpdate};
 
+    /// A new store in a temporary directory (kept while the first is).
+    fn new_store() -> Result<(tempfile::TempDir, RedbStore)> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("a temp dir", e))?;
+        let store = RedbStore::create(dir.path())?;
+        Ok((dir, store))
+    }
+
     /// A stat cache entry whose inode is `i`.
     fn entry(i: u64) -> StatEntry {
         StatEntry {
@@ -562,8 +569,7 @@ mod tests {
 
     #[test]
     fn a_deleted_or_renamed_directory_leaves_no_rows() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::io("a temp dir", e))?;
-        let store = RedbStore::create(dir.path())?;
+        let (_dir, store) = new_store()?;
         update(
             &store,
             &["/t/a/x", "/t/a/y", "/t/b/z", "/t/keep/k", "/t/top"],
@@ -597,8 +603,7 @@ mod tests {
     /// finds them (it ranges over directory paths, not over a tree).
     #[test]
     fn a_parent_goes_while_its_subdirectory_keeps_rows() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::io("a temp dir", e))?;
-        let store = RedbStore::create(dir.path())?;
+        let (_dir, store) = new_store()?;
         update(&store, &["/p/f", "/p/sub/g", "/p/sub/deep/h"], &[])?;
         update(&store, &[], &["/p/f"])?;
         assert_eq!(names(&directories(&store)?), ["/p/sub/", "/p/sub/deep/"]);
@@ -660,8 +665,7 @@ mod tests {
     #[test]
     fn a_directory_emptied_by_evict_leaves_no_rows() -> Result<()> {
         use crate::object::{FilesystemSource, Object};
-        let dir = tempfile::tempdir().map_err(|e| Error::io("a temp dir", e))?;
-        let store = RedbStore::create(dir.path())?;
+        let (_dir, store) = new_store()?;
         let mut ops = Vec::new();
         let mut ids = Vec::new();
         let mut stat = StatUpdate {
@@ -712,8 +716,7 @@ mod tests {
     /// harmless (fsck finds nothing), and the next removal there frees it.
     #[test]
     fn a_stale_directory_row_is_harmless_and_freed_by_a_removal() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::io("a temp dir", e))?;
-        let store = RedbStore::create(dir.path())?;
+        let (_dir, store) = new_store()?;
         update(&store, &["/s/a/x"], &[])?;
         {
             let wtx = store.begin_write()?;
