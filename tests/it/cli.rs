@@ -1233,3 +1233,78 @@ fn directory_listings_kept_between_index_runs_never_hide_a_change() -> TestResul
     assert_ne!(fs::read(&cache)?, b"strata-dirs-v1\n\0 damaged");
     Ok(())
 }
+
+/// The directories the store file in `store` numbers (`directories`, format 9), sorted, after
+/// checking that `directory_paths` gives them back.
+fn numbered_directories(store: &Path) -> TestResult<Vec<String>> {
+    use crate::store::{DIRECTORIES, DIRECTORY_PATHS};
+    use redb::{ReadableDatabase, ReadableTable};
+    let db = redb::Database::open(store.join("store.redb"))?;
+    let rtx = db.begin_read()?;
+    let mut dirs = Vec::new();
+    for row in rtx.open_table(DIRECTORIES)?.iter()? {
+        dirs.push(row?.0.value().1.to_string());
+    }
+    let mut back = Vec::new();
+    for row in rtx.open_table(DIRECTORY_PATHS)?.iter()? {
+        back.push(row?.1.value().1.to_string());
+    }
+    back.sort();
+    assert_eq!(dirs, back);
+    Ok(dirs)
+}
+
+/// A directory deleted or renamed in the tree leaves no directory rows after the next index
+/// (the stat cache's directory numbers go with their last row), a parent without files of its
+/// own goes while its subdirectory stays, a directory made again is numbered again and its
+/// files answer, and fsck is clean after each run.
+#[test]
+fn deleted_and_renamed_directories_leave_no_directory_rows() -> TestResult {
+    let f = Fixture::new()?;
+    let index = || f.json(&["--no-daemon", "index", ".", "--quiet", "--json"]);
+    let root = f.tree.to_str().ok_or("tree path")?.to_string();
+    let dir = |rel: &str| format!("{root}/{rel}");
+    f.write("top.txt", b"top\n")?;
+    f.write("build/out.o", b"object\n")?;
+    f.write("build/tmp/x.o", b"x\n")?;
+    f.write("old/name.txt", b"renamed\n")?;
+    f.write("parent/own.txt", b"own\n")?;
+    f.write("parent/child/kept.txt", b"kept\n")?;
+    assert_eq!(tally(&index()?), [6, 6, 0, 0, 0]);
+    assert_eq!(
+        numbered_directories(&f.store)?,
+        [
+            dir(""),
+            dir("build/"),
+            dir("build/tmp/"),
+            dir("old/"),
+            dir("parent/"),
+            dir("parent/child/")
+        ]
+    );
+    fs::remove_dir_all(f.tree.join("build"))?;
+    fs::rename(f.tree.join("old"), f.tree.join("new"))?;
+    fs::remove_file(f.tree.join("parent/own.txt"))?;
+    let summary = index()?;
+    assert_eq!(count(&summary, "deleted"), 4, "{summary}");
+    assert_eq!(
+        numbered_directories(&f.store)?,
+        [dir(""), dir("new/"), dir("parent/child/")]
+    );
+    assert!(f.ok(&["--no-daemon", "fsck"])?.starts_with("ok"));
+    // Made again: numbered again, and its file answers.
+    f.write("build/out.o", b"object again\n")?;
+    assert_eq!(count(&index()?, "files"), 4);
+    assert_eq!(
+        numbered_directories(&f.store)?,
+        [dir(""), dir("build/"), dir("new/"), dir("parent/child/")]
+    );
+    assert_eq!(
+        f.ok(&["--no-daemon", "cat", "build/out.o"])?,
+        "object again\n"
+    );
+    let again = index()?;
+    assert_eq!(count(&again, "unchanged"), 4, "{again}");
+    assert!(f.ok(&["--no-daemon", "fsck"])?.starts_with("ok"));
+    Ok(())
+}

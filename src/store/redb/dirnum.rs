@@ -9,13 +9,20 @@
 //! not in path order). A store before format 9 kept whole paths in `stat_cache`: its first
 //! read-write open moves them here ([`move_old_stat_rows`]), and one opened read-only is read
 //! as it is (readers take both tables).
+//!
+//! A directory's two rows live only while some `stat_by_dir` row uses its number: a write that
+//! removes the last one removes them too ([`write_stat_in`]; a subdirectory has its own rows and
+//! number, and a listing finds it by its own path, so a parent goes even while children stay).
+//! Numbers are never given twice (`meta[dir_numbers_from]`).
 
 use std::collections::BTreeMap;
 
 use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 
 use super::StorageResult as _;
-use super::tables::{DIRECTORIES, DIRECTORY_PATHS, STAT_BY_DIR, STAT_CACHE};
+use super::tables::{
+    DIR_NUMBERS_FROM, DIRECTORIES, DIRECTORY_PATHS, META, STAT_BY_DIR, STAT_CACHE,
+};
 use crate::error::{Error, Result};
 
 /// Splits canonical `path` into its directory (up to and with its last `/`; empty when it has
@@ -124,23 +131,30 @@ pub(crate) fn for_each_under<V: redb::Value + 'static>(
     Ok(())
 }
 
+/// The `meta` table of a write transaction.
+pub(crate) type MetaTable<'t> = redb::Table<'t, &'static str, &'static [u8]>;
+
 /// The directory tables of a write transaction, for one batch of rows.
 pub(crate) struct Numbers<'t> {
     dirs: redb::Table<'t, (&'static [u8], &'static str), u32>,
     paths: redb::Table<'t, u32, (&'static [u8], &'static str)>,
     next: Option<u32>,
+    /// `meta[DIR_NUMBERS_FROM]`: no new number below it (0: none).
+    from: u64,
 }
 
 impl<'t> Numbers<'t> {
-    /// Opens the two directory tables in `wtx`.
+    /// Opens the two directory tables in `wtx`; `from` is the least number a new directory
+    /// may take (`meta[DIR_NUMBERS_FROM]`).
     ///
     /// # Errors
     /// [`Error::Storage`] when redb fails.
-    pub(crate) fn open(wtx: &'t WriteTransaction) -> Result<Self> {
+    pub(crate) fn open(wtx: &'t WriteTransaction, from: u64) -> Result<Self> {
         Ok(Self {
             dirs: wtx.open_table(DIRECTORIES).db()?,
             paths: wtx.open_table(DIRECTORY_PATHS).db()?,
             next: None,
+            from,
         })
     }
 
@@ -153,7 +167,7 @@ impl<'t> Numbers<'t> {
     }
 
     /// The number of directory `dir` on the filesystem of key prefix `fs`, registering the
-    /// next one when it has none.
+    /// next one when it has none (after every number given before, freed ones included).
     ///
     /// # Errors
     /// [`Error::Storage`] when redb fails; [`Error::Invariant`] when every number is taken.
@@ -162,38 +176,81 @@ impl<'t> Numbers<'t> {
             return Ok(n);
         }
         let next = match self.next {
-            Some(n) => n,
+            Some(n) => u64::from(n),
             None => self
                 .paths
                 .last()
                 .db()?
-                .map_or(1, |(k, _)| k.value().saturating_add(1)),
+                .map_or(1, |(k, _)| u64::from(k.value()) + 1)
+                .max(self.from),
         };
-        if next == u32::MAX {
-            return Err(Error::invariant(
-                "the store has numbered all the directories it can (2^32 - 2)",
-            ));
-        }
+        let next = match u32::try_from(next) {
+            Ok(n) if n < u32::MAX => n,
+            _ => {
+                return Err(Error::invariant(
+                    "the store has numbered all the directories it can (2^32 - 2)",
+                ));
+            }
+        };
         self.dirs.insert((fs, dir), next).db()?;
         self.paths.insert(next, (fs, dir)).db()?;
         self.next = Some(next + 1);
         Ok(next)
     }
+
+    /// Removes the two rows of directory `dir` (number `n`) on the filesystem of key prefix
+    /// `fs`.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when redb fails.
+    fn free(&mut self, fs: &[u8], dir: &str, n: u32) -> Result<()> {
+        self.dirs.remove((fs, dir)).db()?;
+        self.paths.remove(n).db()?;
+        Ok(())
+    }
+
+    /// The greatest number a directory holds.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when redb fails.
+    fn last(&self) -> Result<Option<u32>> {
+        Ok(self.paths.last().db()?.map(|(k, _)| k.value()))
+    }
 }
 
-/// Writes the stat rows `puts` (canonical path, stat record bytes) and removes the rows of
-/// `removes` on the filesystem of key prefix `fs`, inside `wtx`; new rows go in key order
-/// (random inserts leave redb's pages about half full).
+/// [`write_stat_in`] with the transaction's `meta` table opened here.
 ///
 /// # Errors
-/// [`Error::Storage`] when redb fails.
+/// As [`write_stat_in`].
 pub(crate) fn write_stat(
     wtx: &WriteTransaction,
     fs: &[u8],
     puts: &[(&str, &[u8])],
     removes: &[&str],
 ) -> Result<()> {
-    let mut numbers = Numbers::open(wtx)?;
+    let mut meta = wtx.open_table(META).db()?;
+    write_stat_in(wtx, &mut meta, fs, puts, removes)
+}
+
+/// Writes the stat rows `puts` (canonical path, stat record bytes) and removes the rows of
+/// `removes` on the filesystem of key prefix `fs`, inside `wtx` (whose `meta` table is
+/// `meta`); new rows go in key order (random inserts leave redb's pages about half full). A
+/// directory of `removes` left with no row loses its two directory rows (one range probe per
+/// directory), and when it held the greatest number `meta[DIR_NUMBERS_FROM]` keeps that
+/// number from being given again.
+///
+/// # Errors
+/// [`Error::Storage`] when redb fails; [`Error::Corrupt`] when `meta[DIR_NUMBERS_FROM]` is
+/// not a number.
+pub(crate) fn write_stat_in(
+    wtx: &WriteTransaction,
+    meta: &mut MetaTable<'_>,
+    fs: &[u8],
+    puts: &[(&str, &[u8])],
+    removes: &[&str],
+) -> Result<()> {
+    let from = super::read_counter(meta, DIR_NUMBERS_FROM)?;
+    let mut numbers = Numbers::open(wtx, from)?;
     let mut known: rustc_hash::FxHashMap<&str, u32> = rustc_hash::FxHashMap::default();
     let mut rows = Vec::with_capacity(puts.len());
     // New directories numbered in path order: `directories` then takes them in key order
@@ -217,11 +274,42 @@ pub(crate) fn write_stat(
     for (key, value) in rows {
         table.insert(key.as_slice(), *value).db()?;
     }
+    // The directories rows were removed from, each once.
+    let mut touched: BTreeMap<u32, &str> = BTreeMap::new();
     for path in removes {
         let (dir, name) = split(path);
-        if let Some(n) = numbers.get(fs, dir)? {
+        let n = match known.get(dir) {
+            Some(&n) => Some(n),
+            None => numbers.get(fs, dir)?,
+        };
+        if let Some(n) = n {
+            known.insert(dir, n);
             table.remove(row_key(n, name).as_slice()).db()?;
+            touched.insert(n, dir);
         }
+    }
+    let mut freed = None;
+    for (n, dir) in touched {
+        let from = number_prefix(n);
+        let to = prefix_end(&from);
+        if table
+            .range(from.as_slice()..to.as_slice())
+            .db()?
+            .next()
+            .is_none()
+        {
+            numbers.free(fs, dir, n)?;
+            freed = Some(n);
+        }
+    }
+    // `touched` goes in number order: `freed` is the greatest number freed.
+    if let Some(n) = freed
+        && numbers.last()?.is_none_or(|last| last < n)
+        && u64::from(n) >= from
+    {
+        let next = u64::from(n) + 1;
+        meta.insert(DIR_NUMBERS_FROM, next.to_le_bytes().as_slice())
+            .db()?;
     }
     Ok(())
 }
@@ -397,6 +485,257 @@ pub(crate) fn disagreements(rtx: &ReadTransaction) -> Result<Vec<(String, String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::Hash;
+    use crate::store::redb::RedbStore;
+    use crate::store::{FileStat, Op, Origin, Put, StatEntry, StatUpdate};
+
+    /// A new store in a temporary directory (kept while the first is).
+    fn new_store() -> Result<(tempfile::TempDir, RedbStore)> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("a temp dir", e))?;
+        let store = RedbStore::create(dir.path())?;
+        Ok((dir, store))
+    }
+
+    /// A stat cache entry whose inode is `i`.
+    fn entry(i: u64) -> StatEntry {
+        StatEntry {
+            stat: FileStat {
+                size: 1,
+                mtime_ns: 2,
+                ctime_ns: 3,
+                inode: i,
+            },
+            file_hash: Hash([9; 32]),
+            scan_start_ns: 5,
+        }
+    }
+
+    /// Writes `puts` and `removes` into the stat cache of filesystem "fs".
+    fn update(store: &RedbStore, puts: &[&str], removes: &[&str]) -> Result<()> {
+        let update = StatUpdate {
+            filesystem_id: "fs".into(),
+            puts: puts.iter().map(|p| (p.to_string(), entry(1))).collect(),
+            removes: removes.iter().map(|p| p.to_string()).collect(),
+        };
+        store.transact_with_stat(vec![], Origin::Indexer, update)?;
+        Ok(())
+    }
+
+    /// Every row of `directories` as (path, number), after checking that `directory_paths`
+    /// holds the same rows back.
+    fn directories(store: &RedbStore) -> Result<Vec<(String, u32)>> {
+        let rtx = store.read()?;
+        let dirs = rtx.open_table(DIRECTORIES).db()?;
+        let paths = rtx.open_table(DIRECTORY_PATHS).db()?;
+        let mut out = Vec::new();
+        for row in dirs.iter().db()? {
+            let (k, v) = row.db()?;
+            out.push((k.value().1.to_string(), v.value()));
+        }
+        let mut back = Vec::new();
+        for row in paths.iter().db()? {
+            let (k, v) = row.db()?;
+            back.push((v.value().1.to_string(), k.value()));
+        }
+        back.sort();
+        assert_eq!(
+            out, back,
+            "directory_paths gives the rows of directories back"
+        );
+        Ok(out)
+    }
+
+    /// The paths the stat cache lists under `prefix`, sorted.
+    fn listed(store: &RedbStore, prefix: &str) -> Result<Vec<String>> {
+        let mut paths: Vec<String> = store.stat_cache("fs", prefix)?.into_keys().collect();
+        paths.sort();
+        Ok(paths)
+    }
+
+    /// Asserts that fsck finds nothing but stat rows of files the store does not hold (these
+    /// tests write only the cache).
+    fn clean(store: &RedbStore) {
+        let findings: Vec<_> = store
+            .fsck()
+            .into_iter()
+            .filter(|f| f.detail != "the stat cache vouches for a file the store does not list")
+            .collect();
+        assert!(findings.is_empty(), "{findings:?}");
+    }
+
+    fn names(dirs: &[(String, u32)]) -> Vec<&str> {
+        dirs.iter().map(|(d, _)| d.as_str()).collect()
+    }
+
+    #[test]
+    fn a_deleted_or_renamed_directory_leaves_no_rows() -> Result<()> {
+        let (_dir, store) = new_store()?;
+        update(
+            &store,
+            &["/t/a/x", "/t/a/y", "/t/b/z", "/t/keep/k", "/t/top"],
+            &[],
+        )?;
+        assert_eq!(
+            names(&directories(&store)?),
+            ["/t/", "/t/a/", "/t/b/", "/t/keep/"]
+        );
+        // `a` deleted, `b` renamed to `c`: one batch, as an index run sends it.
+        update(&store, &["/t/c/z"], &["/t/a/x", "/t/a/y", "/t/b/z"])?;
+        assert_eq!(names(&directories(&store)?), ["/t/", "/t/c/", "/t/keep/"]);
+        assert_eq!(listed(&store, "/t")?, ["/t/c/z", "/t/keep/k", "/t/top"]);
+        clean(&store);
+        // One file of a directory goes: the directory stays.
+        update(&store, &["/t/keep/l"], &[])?;
+        update(&store, &[], &["/t/keep/k"])?;
+        assert_eq!(names(&directories(&store)?), ["/t/", "/t/c/", "/t/keep/"]);
+        // A removal of a file the cache does not hold changes nothing.
+        update(&store, &[], &["/t/c/none", "/nowhere/x"])?;
+        assert_eq!(names(&directories(&store)?), ["/t/", "/t/c/", "/t/keep/"]);
+        update(&store, &[], &["/t/c/z", "/t/keep/l", "/t/top"])?;
+        assert!(directories(&store)?.is_empty());
+        assert!(listed(&store, "/")?.is_empty());
+        clean(&store);
+        Ok(())
+    }
+
+    /// A directory's rows are needed only while stat rows use its number: a parent without
+    /// files of its own goes while its subdirectories stay, and a listing at the parent still
+    /// finds them (it ranges over directory paths, not over a tree).
+    #[test]
+    fn a_parent_goes_while_its_subdirectory_keeps_rows() -> Result<()> {
+        let (_dir, store) = new_store()?;
+        update(&store, &["/p/f", "/p/sub/g", "/p/sub/deep/h"], &[])?;
+        update(&store, &[], &["/p/f"])?;
+        assert_eq!(names(&directories(&store)?), ["/p/sub/", "/p/sub/deep/"]);
+        assert_eq!(listed(&store, "/p")?, ["/p/sub/deep/h", "/p/sub/g"]);
+        assert_eq!(listed(&store, "/p/sub")?, ["/p/sub/deep/h", "/p/sub/g"]);
+        clean(&store);
+        update(&store, &[], &["/p/sub/g"])?;
+        assert_eq!(names(&directories(&store)?), ["/p/sub/deep/"]);
+        assert_eq!(listed(&store, "/")?, ["/p/sub/deep/h"]);
+        clean(&store);
+        Ok(())
+    }
+
+    /// A directory deleted and made again gets a new number, never a freed one (nor does any
+    /// other directory), and answers as before; so after a reopen (the floor is in `meta`).
+    #[test]
+    fn a_recreated_directory_gets_rows_again_under_a_new_number() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("a temp dir", e))?;
+        let numbers = {
+            let store = RedbStore::create(dir.path())?;
+            update(&store, &["/r/a/x", "/r/b/y"], &[])?;
+            let before = directories(&store)?;
+            assert_eq!(before, [("/r/a/".into(), 1), ("/r/b/".into(), 2)]);
+            // The greatest number goes, then the other.
+            update(&store, &[], &["/r/b/y"])?;
+            update(&store, &[], &["/r/a/x"])?;
+            assert!(directories(&store)?.is_empty());
+            clean(&store);
+            update(&store, &["/r/a/x"], &[])?;
+            assert_eq!(directories(&store)?, [("/r/a/".into(), 3)]);
+            assert_eq!(listed(&store, "/r")?, ["/r/a/x"]);
+            assert_eq!(
+                store.stat_cache("fs", "/r/a/x")?.get("/r/a/x"),
+                Some(&entry(1))
+            );
+            clean(&store);
+            update(&store, &[], &["/r/a/x"])?;
+            directories(&store)?
+        };
+        assert!(numbers.is_empty());
+        let store = RedbStore::open(dir.path())?;
+        update(&store, &["/r/b/y", "/r/a/x"], &[])?;
+        assert_eq!(
+            directories(&store)?,
+            [("/r/a/".into(), 4), ("/r/b/".into(), 5)]
+        );
+        assert_eq!(listed(&store, "/")?, ["/r/a/x", "/r/b/y"]);
+        clean(&store);
+        // A rebuild empties the cache and its directories, and numbers afresh.
+        store.fsck_rebuild()?;
+        assert!(directories(&store)?.is_empty());
+        update(&store, &["/r/a/x"], &[])?;
+        assert_eq!(directories(&store)?, [("/r/a/".into(), 1)]);
+        clean(&store);
+        Ok(())
+    }
+
+    /// Evicting the last file of a directory takes the directory's rows with its stat entry.
+    #[test]
+    fn a_directory_emptied_by_evict_leaves_no_rows() -> Result<()> {
+        use crate::object::{FilesystemSource, Object};
+        let (_dir, store) = new_store()?;
+        let mut ops = Vec::new();
+        let mut ids = Vec::new();
+        let mut stat = StatUpdate {
+            filesystem_id: "fs".into(),
+            puts: Vec::new(),
+            removes: Vec::new(),
+        };
+        for path in ["/e/gone/a.txt", "/e/kept/b.txt"] {
+            let bytes = path.as_bytes().to_vec();
+            let object = Object::file_bytes(
+                FilesystemSource {
+                    filesystem_id: "fs".into(),
+                    path: path.into(),
+                },
+                bytes.clone(),
+            )?;
+            ids.push(object.id().to_string());
+            let file_hash = object
+                .file_hash()
+                .cloned()
+                .ok_or_else(|| Error::invariant("a file's hash"))?;
+            let mut put = Put::new(object);
+            put.bytes = Some(bytes);
+            ops.push(Op::Put(Box::new(put)));
+            stat.puts.push((
+                path.into(),
+                StatEntry {
+                    file_hash,
+                    ..entry(1)
+                },
+            ));
+        }
+        store.transact_with_stat(ops, Origin::Indexer, stat)?;
+        assert_eq!(names(&directories(&store)?), ["/e/gone/", "/e/kept/"]);
+        store.transact(
+            vec![Op::Evict {
+                entity: ids[0].clone(),
+            }],
+            Origin::Cli,
+        )?;
+        assert_eq!(names(&directories(&store)?), ["/e/kept/"]);
+        assert_eq!(listed(&store, "/e")?, ["/e/kept/b.txt"]);
+        clean(&store);
+        Ok(())
+    }
+
+    /// A store written before directories were freed may hold a directory with no stat rows:
+    /// harmless (fsck finds nothing), and the next removal there frees it.
+    #[test]
+    fn a_stale_directory_row_is_harmless_and_freed_by_a_removal() -> Result<()> {
+        let (_dir, store) = new_store()?;
+        update(&store, &["/s/a/x"], &[])?;
+        {
+            let wtx = store.begin_write()?;
+            let fs = super::super::fsnum::write_key(&wtx, "fs", false)?;
+            let mut numbers = Numbers::open(&wtx, 0)?;
+            assert_eq!(numbers.get_or_add(&fs, "/s/stale/")?, 2);
+            drop(numbers);
+            wtx.commit().db()?;
+        }
+        assert_eq!(names(&directories(&store)?), ["/s/a/", "/s/stale/"]);
+        assert_eq!(listed(&store, "/s")?, ["/s/a/x"]);
+        clean(&store);
+        update(&store, &[], &["/s/stale/gone"])?;
+        assert_eq!(names(&directories(&store)?), ["/s/a/"]);
+        update(&store, &["/s/new/y"], &[])?;
+        assert_eq!(directories(&store)?[1], ("/s/new/".into(), 3));
+        clean(&store);
+        Ok(())
+    }
 
     #[test]
     fn keys_split_back_into_directory_and_name() {

@@ -249,6 +249,7 @@ impl Check {
         // Not a since key, but read by every writer the same way: damage that made it no
         // number stops every write until a rebuild drops it.
         self.since(DOC_NUMBERS_FROM, read_counter(&meta, DOC_NUMBERS_FROM))?;
+        self.since(DIR_NUMBERS_FROM, read_counter(&meta, DIR_NUMBERS_FROM))?;
         let mut present = HashSet::new();
         for entry in tx_ops.iter().db()? {
             let (key, value) = entry.db()?;

@@ -107,6 +107,9 @@ impl RedbStore {
             if read_counter(&meta, DOC_NUMBERS_FROM).is_err() {
                 meta.remove(DOC_NUMBERS_FROM).db()?;
             }
+            // The directory tables and the stat cache were emptied above: no row names a
+            // directory number any more.
+            meta.remove(DIR_NUMBERS_FROM).db()?;
         }
         {
             let mut w = WriteTables::open(&wtx)?;
@@ -605,11 +608,14 @@ mod tests {
     /// A `meta` key saying from which transaction a format's rows begin (formats 5, 6 and 8)
     /// whose bytes damage made no number is one finding naming it (the op bodies are still
     /// checked and replayed), and a rebuild, which writes those rows from the first
-    /// transaction on, repairs it; so is the floor of new document numbers, which every writer
-    /// reads (the rebuild drops it).
+    /// transaction on, repairs it; so are the floors of new document and directory numbers,
+    /// which every writer reads (the rebuild drops them).
     #[test]
     fn a_damaged_since_key_in_meta_is_found_and_repaired() -> Result<()> {
-        for key in ROW_FORMAT_SINCE_KEYS.into_iter().chain([DOC_NUMBERS_FROM]) {
+        for key in ROW_FORMAT_SINCE_KEYS
+            .into_iter()
+            .chain([DOC_NUMBERS_FROM, DIR_NUMBERS_FROM])
+        {
             let (_dir, store) = new_store()?;
             let object = put_a(&store, "a")?;
             let wtx = store.begin_write()?;

@@ -11,8 +11,18 @@ use super::{Op, Origin, RedbStore, TxReceipt};
 use crate::error::Result;
 
 /// Writes `update` into the stat cache inside `wtx` (keyed by directory number and name from
-/// store format 9, `dirnum.rs`).
+/// store format 9, `dirnum.rs`), opening its `meta` table.
 pub(super) fn apply(wtx: &WriteTransaction, update: &StatUpdate) -> Result<()> {
+    let mut meta = wtx.open_table(super::tables::META).db()?;
+    apply_in(wtx, &mut meta, update)
+}
+
+/// [`apply`] through `meta`, the `meta` table of `wtx` a caller holds open.
+pub(super) fn apply_in(
+    wtx: &WriteTransaction,
+    meta: &mut super::dirnum::MetaTable<'_>,
+    update: &StatUpdate,
+) -> Result<()> {
     let fs = super::fsnum::write_key(wtx, &update.filesystem_id, true)?;
     let mut records = Vec::with_capacity(update.puts.len());
     for (path, entry) in &update.puts {
@@ -31,7 +41,7 @@ pub(super) fn apply(wtx: &WriteTransaction, update: &StatUpdate) -> Result<()> {
         .map(|(path, bytes)| (*path, bytes.as_slice()))
         .collect();
     let removes: Vec<&str> = update.removes.iter().map(String::as_str).collect();
-    super::dirnum::write_stat(wtx, &fs, &puts, &removes)
+    super::dirnum::write_stat_in(wtx, meta, &fs, &puts, &removes)
 }
 
 /// The stat cache's tables as a read transaction sees them: `stat_by_dir` with the directory

@@ -740,7 +740,7 @@ impl RedbStore {
                 keys.push((w.fs_key(filesystem_id, false)?, path));
             }
             for (fs, path) in keys {
-                super::dirnum::write_stat(wtx, &fs, &[], &[path.as_str()])?;
+                super::dirnum::write_stat_in(wtx, &mut w.meta, &fs, &[], &[path.as_str()])?;
             }
         }
         Ok(TxReceipt {
@@ -874,7 +874,7 @@ impl RedbStore {
             };
             let written = written.and_then(|receipt| {
                 if let Some(stat) = &request.stat {
-                    stat::apply(wtx, stat)?;
+                    stat::apply_in(wtx, &mut w.meta, stat)?;
                 }
                 Ok(receipt)
             });
