@@ -854,7 +854,12 @@ impl Backend for RedbStore {
     }
 
     fn evict(&self, id: &str, origin: Origin) -> Result<TxReceipt> {
-        self.guarded_write("evicting", || RedbStore::evict(self, id, origin))
+        self.guarded_write("evicting", || {
+            let receipt = RedbStore::evict(self, id, origin)?;
+            // The evicted bytes leave the file's free pages too (the erasure users ask for).
+            self.scrub_free_pages()?;
+            Ok(receipt)
+        })
     }
 
     fn fsck(&self) -> Result<Vec<Finding>> {
@@ -879,7 +884,14 @@ impl Backend for RedbStore {
     }
 
     fn gc(&self) -> Result<GcReport> {
-        let report = self.guarded_write("collecting garbage", || RedbStore::gc(self))?;
+        let report = self.guarded_write("collecting garbage", || {
+            let report = RedbStore::gc(self)?;
+            // What gc freed (an evicted secret's contents it took) leaves the free pages too.
+            if report.bytes_freed > 0 {
+                self.scrub_free_pages()?;
+            }
+            Ok(report)
+        })?;
         // Damage gc met (and kept clear of) marks the store as a read meeting it would.
         if let Some(found) = report.damaged.first() {
             self.note_damage(&found.to_string());
