@@ -1566,5 +1566,9 @@ fn a_damaged_secret_found_by_a_read_is_evicted_after_the_repair() -> TestResult 
         !bytes.windows(marker.len()).any(|w| w == marker),
         "the secret stays"
     );
+    let (code, out, err) = strata(&store, &tree, &["fsck"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, kept, err) = strata(&store, &tree, &["cat", "kept.txt"])?;
+    assert_eq!((code, kept.as_str()), (0, "kept\n"), "{err}");
     Ok(())
 }
