@@ -661,6 +661,8 @@ class GcResult(TypedDict):
     bytes_freed: int
     # Reference counts that were wrong and were fixed.
     counts_fixed: int
+    # Damaged version rows and documents gc met (none: the store's documents all read): what they may use was kept, and nothing was removed when a row's document is unknown. `strata fsck --repair` repairs them.
+    damaged: NotRequired[list[FsckFinding]]
 
 
 class EvictParams(TypedDict):

@@ -435,3 +435,55 @@ fn a_named_symlink_out_of_its_directory_is_refused_everywhere() -> crate::suppor
     assert!(!listed.contains(&secret), "{listed}");
     Ok(())
 }
+
+/// `strata evict` is how a secret indexed by mistake is erased: after it and `strata gc`, the
+/// secret's bytes are nowhere in the store file, not even in the free pages left by the
+/// copy-on-write of the pages that held it (those kept it whole: the zeroed chunk is a new
+/// copy of the page).
+#[test]
+fn an_evicted_secret_is_nowhere_in_the_store_file() -> TestResult {
+    let fx = Fixture::new()?;
+    let secret = "password=ZQXJ-SECRET-4491-marker";
+    fs::write(fx.tree.join("creds.txt"), format!("{secret}\n"))?;
+    fx.strata(&["init"])?;
+    fx.strata(&["index", "."])?;
+    let file = fx.store.join("store.redb");
+    let holds = |bytes: &[u8]| bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
+    assert!(holds(&fs::read(&file)?), "the secret was stored");
+    // Through the daemon, as users run it: it keeps the store open across the commands (a
+    // command that opens the store itself compacts it on close, which may happen to reuse
+    // the pages).
+    let daemon = |args: &[&str]| -> Result<Output, Box<dyn std::error::Error>> {
+        let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("--store")
+            .arg(&fx.store)
+            .args(args)
+            .current_dir(&fx.tree)
+            .env_remove("STRATA_STORE")
+            .env_remove("STRATA_NO_DAEMON")
+            .output()?;
+        if !out.status.success() {
+            return Err(
+                format!("strata {args:?}: {}", String::from_utf8_lossy(&out.stderr)).into(),
+            );
+        }
+        Ok(out)
+    };
+    daemon(&["evict", "creds.txt", "--yes"])?;
+    daemon(&["gc"])?;
+    let after_gc = fs::read(&file)?;
+    daemon(&["stop"])?;
+    assert!(
+        !holds(&after_gc),
+        "the secret's bytes stay in the store file"
+    );
+    assert!(
+        !holds(&fs::read(&file)?),
+        "the secret's bytes are back after the daemon stopped"
+    );
+    let fsck = fx.strata(&["fsck"])?;
+    assert!(fsck.status.success());
+    let notes = fx.strata(&["cat", "notes.md"])?;
+    assert_eq!(String::from_utf8_lossy(&notes.stdout), "the plan\n");
+    Ok(())
+}

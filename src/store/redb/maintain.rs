@@ -25,6 +25,50 @@ impl RedbStore {
         )
     }
 
+    /// Overwrites the store file's free pages with zeros: redb writes every change to a new
+    /// copy of a page, so the pages an eviction or a gc freed (the chunk a secret was zeroed
+    /// in, the document record removed) keep their old bytes, found by anyone who reads the
+    /// file, until redb happens to reuse them. Two durable commits first release the pages
+    /// the erasing commit freed (redb frees a transaction's pages at a later durable commit,
+    /// once no reader can see them); then a table of zero-filled rows, one to a page, takes
+    /// every free page and is deleted (the pages it frees hold zeros). Pages a reader still
+    /// sees are left: they are freed, and zeroed, by the next erasure. A store in memory has
+    /// no file.
+    ///
+    /// # Errors
+    /// When a commit fails.
+    pub(crate) fn scrub_free_pages(&self) -> Result<()> {
+        const SCRUB: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("scrub");
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        for _ in 0..2 {
+            self.begin_write()?.commit().db()?;
+        }
+        let wtx = self.begin_write()?;
+        let stats = wtx.stats().db()?;
+        let page = stats.page_size() as u64;
+        let (len, _) = super::file_size(&dir.join(super::DB_FILE));
+        let free = (len / page.max(1)).saturating_sub(stats.allocated_pages());
+        if free == 0 {
+            return Ok(());
+        }
+        {
+            let mut table = wtx.open_table(SCRUB).db()?;
+            // More than half a page: a leaf holds one row, and redb writes its page whole.
+            let zeros = vec![0u8; page as usize * 3 / 4];
+            for n in 0..free {
+                table.insert(n, zeros.as_slice()).db()?;
+            }
+        }
+        wtx.commit().db()?;
+        let wtx = self.begin_write()?;
+        wtx.delete_table(SCRUB).db()?;
+        wtx.commit().db()?;
+        // The deletion's own freed pages (the zeros) are released by the next durable commit.
+        self.begin_write()?.commit().db()
+    }
+
     /// Regenerates `entities`, `versions`, `versions_by_tx`, `match_ops` and `paths` from the
     /// log and the content tables, honouring evictions, recounts document references, and
     /// empties the stat cache and the metadata snapshots. Op bodies that fail their digest are left out (fsck still names

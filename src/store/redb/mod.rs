@@ -533,6 +533,36 @@ impl RedbStore {
         Err(super::damage::refusal(&reason))
     }
 
+    /// [`RedbStore::check_writable`] for an eviction or a gc, which also go ahead on a store
+    /// marked damaged when all that fsck finds now is damaged documents (their records
+    /// unreadable or missing) and the reference counts they leave: both work around such
+    /// documents (d76a56c), and `strata fsck --repair` cannot restore one (the log holds object
+    /// hashes, not documents), so refusing would keep a secret the user asks to erase for good.
+    /// A store that fsck now finds clean has its marker cleared. Any other finding (a page, the
+    /// log, a table) keeps the refusal.
+    fn writable_for_erasure(&self) -> Result<()> {
+        let Err(refused) = self.check_writable() else {
+            return Ok(());
+        };
+        if self.read_only {
+            return Err(refused);
+        }
+        let findings = RedbStore::fsck(self);
+        if findings.is_empty() {
+            return self.settle_damage(&findings);
+        }
+        let erasable = |kind: &str| {
+            matches!(
+                kind,
+                "doc_unreadable" | "doc_missing" | "doc_missing_content" | "blob_refs" | "doc_refs"
+            )
+        };
+        if findings.iter().all(|f| erasable(f.kind)) {
+            return Ok(());
+        }
+        Err(refused)
+    }
+
     /// Records that damage was met (`what`): writes are refused, and the damage marker beside
     /// the store file (written unless one is there) tells later handles.
     fn note_damage(&self, what: &str) {
@@ -854,7 +884,13 @@ impl Backend for RedbStore {
     }
 
     fn evict(&self, id: &str, origin: Origin) -> Result<TxReceipt> {
-        self.guarded_write("evicting", || RedbStore::evict(self, id, origin))
+        self.writable_for_erasure()?;
+        self.guarded("evicting", || {
+            let receipt = RedbStore::evict(self, id, origin)?;
+            // The evicted bytes leave the file's free pages too (the erasure users ask for).
+            self.scrub_free_pages()?;
+            Ok(receipt)
+        })
     }
 
     fn fsck(&self) -> Result<Vec<Finding>> {
@@ -879,7 +915,15 @@ impl Backend for RedbStore {
     }
 
     fn gc(&self) -> Result<GcReport> {
-        let report = self.guarded_write("collecting garbage", || RedbStore::gc(self))?;
+        self.writable_for_erasure()?;
+        let report = self.guarded("collecting garbage", || {
+            let report = RedbStore::gc(self)?;
+            // What gc freed (an evicted secret's contents it took) leaves the free pages too.
+            if report.bytes_freed > 0 {
+                self.scrub_free_pages()?;
+            }
+            Ok(report)
+        })?;
         // Damage gc met (and kept clear of) marks the store as a read meeting it would.
         if let Some(found) = report.damaged.first() {
             self.note_damage(&found.to_string());
