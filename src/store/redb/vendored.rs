@@ -444,3 +444,32 @@ fn a_vectored_write_of_more_parts_than_one_call_takes_is_their_concatenation() -
     backend.close()?;
     Ok(())
 }
+
+#[test]
+fn a_vectored_write_where_off_t_cannot_reach_fails_as_a_write_does() -> TestResult {
+    use redb::StorageBackend;
+    let dir = tempfile::tempdir()?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dir.path().join("file"))?;
+    let backend = redb::backends::FileBackend::new(file)?;
+    // Past what a 64-bit off_t names (past 2 GiB, a 32-bit one's, on 32-bit glibc): the vectored
+    // write takes `write`'s path (std's pwrite64) instead of refusing the offset itself.
+    let offset = 1u64 << 63;
+    let part = [7u8; 16];
+    let plain = backend.write(offset, &part);
+    let vectored = backend.write_vectored(offset, &[&part, &part]);
+    let (Err(plain), Err(vectored)) = (plain, vectored) else {
+        return Err("a write past i64::MAX succeeded".into());
+    };
+    assert_eq!(
+        vectored.raw_os_error(),
+        plain.raw_os_error(),
+        "{vectored} against {plain}"
+    );
+    backend.close()?;
+    Ok(())
+}
