@@ -8,7 +8,8 @@ It speaks exactly the commands the harness runs, over a JSON file in the store d
   fake_strata.py --store DIR stats --json
 Every index reads and hashes every file (no stat cache), so it is slow on purpose-free grounds;
 `tools/bench --strata tools/benchkit/fake_strata.py --small` exercises the strata rows and checks.
-Set FAKE_STRATA_BREAK=history to make it answer wrongly, to see the harness fail.
+Set FAKE_STRATA_BREAK=history to make it answer wrongly, to see the harness fail (threads: an
+index with --threads skips every other file).
 """
 
 import hashlib
@@ -48,11 +49,14 @@ def main(argv):
         tx = state["tx"]
         counts = dict(created=0, updated=0, unchanged=0, deleted=0, skipped=0, bytes_read=0)
         seen = set()
+        broken = os.environ.get("FAKE_STRATA_BREAK") == "threads" and "--threads" in rest
+        walked = 0
         for dirpath, dirs, names in os.walk(root):
             dirs[:] = [d for d in dirs if d not in (".git", ".strata")]
             for name in names:
                 path = os.path.join(dirpath, name)
-                if os.path.islink(path) or not os.path.isfile(path):
+                walked += 1
+                if os.path.islink(path) or not os.path.isfile(path) or (broken and walked % 2):
                     counts["skipped"] += 1
                     continue
                 with open(path, "rb") as f:

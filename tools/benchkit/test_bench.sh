@@ -30,6 +30,12 @@ if FAKE_STRATA_BREAK=history tools/bench "${tiny[@]}" --strata tools/benchkit/fa
 fi
 grep -q "strata check failed: history of" "$tmp/bad.err"
 
+if FAKE_STRATA_BREAK=threads tools/bench "${tiny[@]}" --strata tools/benchkit/fake_strata.py \
+    --out "$tmp/bad.json" >/dev/null 2>"$tmp/bad.err"; then
+  echo "an index at --threads 1 that indexed other files did not fail the run" >&2; exit 1
+fi
+grep -q "strata check failed: index --threads 1 created" "$tmp/bad.err"
+
 tools/bench "${tiny[@]}" --strata /bin/true --out "$tmp/skip.json" >"$tmp/skip.md"
 grep -q "strata CLI not available" "$tmp/skip.md"
 [ -z "$(ls -A "$tmp" | grep strata-bench- || true)" ] || { echo "scratch dir left behind" >&2; exit 1; }

@@ -444,3 +444,86 @@ fn a_vectored_write_of_more_parts_than_one_call_takes_is_their_concatenation() -
     backend.close()?;
     Ok(())
 }
+
+#[test]
+fn a_vectored_write_where_off_t_cannot_reach_fails_as_a_write_does() -> TestResult {
+    use redb::StorageBackend;
+    let dir = tempfile::tempdir()?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dir.path().join("file"))?;
+    let backend = redb::backends::FileBackend::new(file)?;
+    // Past what a 64-bit off_t names (past 2 GiB, a 32-bit one's, on 32-bit glibc): the vectored
+    // write takes `write`'s path (std's pwrite64) instead of refusing the offset itself.
+    let offset = 1u64 << 63;
+    let part = [7u8; 16];
+    let plain = backend.write(offset, &part);
+    let vectored = backend.write_vectored(offset, &[&part, &part]);
+    let (Err(plain), Err(vectored)) = (plain, vectored) else {
+        return Err("a write past i64::MAX succeeded".into());
+    };
+    assert_eq!(
+        vectored.raw_os_error(),
+        plain.raw_os_error(),
+        "{vectored} against {plain}"
+    );
+    backend.close()?;
+    Ok(())
+}
+
+/// The parts [`a_vectored_write_cut_short_by_the_file_size_limit_fails_leaving_a_prefix`] writes.
+fn short_write_parts() -> Vec<Vec<u8>> {
+    (0..8u64).map(|i| value(i, 5, 1_000)).collect()
+}
+
+#[test]
+fn a_vectored_write_cut_short_by_the_file_size_limit_fails_leaving_a_prefix() -> TestResult {
+    use redb::StorageBackend;
+    let parts = short_write_parts();
+    let slices: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    if let Some(path) = std::env::var_os("STRATA_TEST_SHORT_WRITE_FILE") {
+        // The child, under `ulimit -f`: the first pwritev stops at the limit, inside a part; the
+        // next one, from there, fails with EFBIG.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)?;
+        let backend = redb::backends::FileBackend::new(file)?;
+        let result = backend.write_vectored(0, &slices);
+        assert_eq!(result.map_err(|e| e.raw_os_error()), Err(Some(27)), "EFBIG");
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("file");
+    std::fs::write(&path, b"")?;
+    let exe = std::env::current_exe()?;
+    // 9 blocks: 4 608 bytes where a block is 512 bytes (dash), 9 216 where it is 1 024 (bash).
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 9 && exec \"$0\" \"$@\"")
+        .arg(exe)
+        .args([
+            "--exact",
+            "store::redb::vendored::a_vectored_write_cut_short_by_the_file_size_limit_fails_leaving_a_prefix",
+            "--test-threads",
+            "1",
+        ])
+        .env("STRATA_TEST_SHORT_WRITE_FILE", &path)
+        .status()?;
+    assert!(status.success(), "the child under ulimit -f: {status}");
+    let written = std::fs::read(&path)?;
+    let whole = parts.concat();
+    assert!(
+        !written.is_empty() && written.len() < whole.len() && written.len() % 1_000 != 0,
+        "{} bytes written, a limit inside a part",
+        written.len()
+    );
+    assert!(
+        written[..] == whole[..written.len()],
+        "the file holds a prefix of the parts"
+    );
+    Ok(())
+}

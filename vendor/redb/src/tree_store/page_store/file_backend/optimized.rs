@@ -420,9 +420,17 @@ impl StorageBackend for FileBackend {
                     iov_len: part.len(),
                 });
             }
-            let position = libc::off_t::try_from(at).map_err(|_| {
-                io::Error::new(io::ErrorKind::InvalidInput, "write offset out of range")
-            })?;
+            let Ok(position) = libc::off_t::try_from(at) else {
+                // `off_t` is 32 bits on 32-bit glibc targets, where `pwritev` cannot name an
+                // offset past 2 GiB; std's `write_all_at` (`pwrite64`) can, as `write` does. The
+                // rest is written part by part, with `write`'s errors.
+                for (i, part) in parts.iter().enumerate() {
+                    let part = if i == 0 { &part[done..] } else { part };
+                    self.file.write_all_at(part, at)?;
+                    at += part.len() as u64;
+                }
+                return Ok(());
+            };
             // SAFETY: every iovec points into a live slice of `parts`, which outlives the call,
             // and the count is at most IOV_MAX.
             let written = unsafe {
