@@ -823,7 +823,7 @@ class IndexResult(TypedDict):
     skipped_files: list[Skipped]
     # The paths given to the scan that were not indexed themselves (a FIFO, a device, an unreadable file or directory), with reasons.
     not_indexed: list[Skipped]
-    # CPU seconds by thread (where `/proc/thread-self/schedstat` exists).
+    # CPU seconds by thread (each thread's CPU-time clock).
     threads: NotRequired[ScanThreads | None]
 
 
