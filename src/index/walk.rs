@@ -211,20 +211,13 @@ pub fn walk(plan: &WalkPlan, sink: SyncSender<Vec<Found>>) {
         listings: plan.listings.as_ref(),
     };
     let sink = std::sync::Mutex::new(sink);
-    let visitor = || Visitor {
-        plan,
-        sink: sink
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone(),
-        batch: Vec::new(),
-        batch_bytes: 0,
-        unchanged: 0,
-        pending: Vec::new(),
-        visited: false,
-        dir: None,
-        cursor: Cursor::default(),
-        met: Vec::new(),
+    let visitor = || {
+        Visitor::new(
+            plan,
+            sink.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        )
     };
     super::tree::walk(&plan.roots, &options, &visitor);
 }
@@ -323,6 +316,24 @@ struct Visitor<'p> {
     cursor: Cursor,
     /// The cache entries met, in order.
     met: Vec<u32>,
+}
+
+impl<'p> Visitor<'p> {
+    /// A walker's visitor that sends what it finds to `sink`, before it has met any directory.
+    fn new(plan: &'p WalkPlan, sink: SyncSender<Vec<Found>>) -> Self {
+        Visitor {
+            plan,
+            sink,
+            batch: Vec::new(),
+            batch_bytes: 0,
+            unchanged: 0,
+            pending: Vec::new(),
+            visited: false,
+            dir: None,
+            cursor: Cursor::default(),
+            met: Vec::new(),
+        }
+    }
 }
 
 impl Visitor<'_> {
@@ -640,18 +651,7 @@ mod tests {
         cache.insert("/t/sub/x", entry);
         cache.insert("/x", entry);
         let (sender, _receiver) = std::sync::mpsc::sync_channel(4);
-        let mut visitor = Visitor {
-            plan: &plan,
-            sink: sender,
-            batch: Vec::new(),
-            batch_bytes: 0,
-            unchanged: 0,
-            pending: Vec::new(),
-            visited: false,
-            dir: None,
-            cursor: Cursor::default(),
-            met: Vec::new(),
-        };
+        let mut visitor = Visitor::new(&plan, sender);
         assert!(
             visitor
                 .judge(&cache, "/x", 1, Presence::File(stat))

@@ -371,6 +371,16 @@ impl redb::StorageBackend for CountingFile {
     }
 }
 
+/// A new empty file at `path`, open to read and write, for a backend.
+fn empty_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+}
+
 /// An append-only table of 4 000-byte values, as strata's blob stream.
 const CHUNKS: TableDefinition<u64, &[u8]> = TableDefinition::new("chunks");
 
@@ -378,12 +388,7 @@ const CHUNKS: TableDefinition<u64, &[u8]> = TableDefinition::new("chunks");
 fn a_commit_writes_its_adjacent_pages_in_runs_that_read_back() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("runs.redb");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)?;
+    let file = empty_file(&path)?;
     let counts = std::sync::Arc::new(WriteCounts::default());
     let db = Database::builder().create_with_backend(CountingFile {
         file: redb::backends::FileBackend::new(file)?,
@@ -422,12 +427,7 @@ fn a_vectored_write_of_more_parts_than_one_call_takes_is_their_concatenation() -
     use redb::StorageBackend;
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("file");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)?;
+    let file = empty_file(&path)?;
     let backend = redb::backends::FileBackend::new(file)?;
     // 2 500 parts (IOV_MAX is 1 024) of uneven lengths, some empty, from an odd offset.
     let parts: Vec<Vec<u8>> = (0..2_500u64)
