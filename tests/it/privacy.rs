@@ -487,3 +487,51 @@ fn an_evicted_secret_is_nowhere_in_the_store_file() -> TestResult {
     assert_eq!(String::from_utf8_lossy(&notes.stdout), "the plan\n");
     Ok(())
 }
+
+/// The scrub after an eviction fills the free pages it finds, and no more: evicting a few files
+/// one after another through the daemon leaves the store file about the size it was (each scrub
+/// took more pages than were free, so redb grew the file, and the next scrub filled that growth
+/// too: the file doubled at every evict).
+#[test]
+fn evictions_do_not_grow_the_store_file() -> TestResult {
+    let fx = Fixture::new()?;
+    for n in 0..6 {
+        fs::write(
+            fx.tree.join(format!("secret{n}.txt")),
+            format!("token {n} ZQXJ\n"),
+        )?;
+    }
+    fx.strata(&["init"])?;
+    fx.strata(&["index", "."])?;
+    let file = fx.store.join("store.redb");
+    let daemon = |args: &[&str]| -> Result<Output, Box<dyn std::error::Error>> {
+        let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("--store")
+            .arg(&fx.store)
+            .args(args)
+            .current_dir(&fx.tree)
+            .env_remove("STRATA_STORE")
+            .env_remove("STRATA_NO_DAEMON")
+            .output()?;
+        if !out.status.success() {
+            return Err(
+                format!("strata {args:?}: {}", String::from_utf8_lossy(&out.stderr)).into(),
+            );
+        }
+        Ok(out)
+    };
+    daemon(&["evict", "secret0.txt", "--yes"])?;
+    let first = fs::metadata(&file)?.len();
+    for n in 1..6 {
+        daemon(&["evict", &format!("secret{n}.txt"), "--yes"])?;
+    }
+    let last = fs::metadata(&file)?.len();
+    daemon(&["stop"])?;
+    assert!(
+        last <= first + first / 4,
+        "the store file grew from {first} to {last} bytes over five evictions"
+    );
+    let fsck = fx.strata(&["fsck"])?;
+    assert!(fsck.status.success());
+    Ok(())
+}
