@@ -39,29 +39,56 @@ impl RedbStore {
     /// When a commit fails.
     pub(crate) fn scrub_free_pages(&self) -> Result<()> {
         const SCRUB: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("scrub");
+        // Rows left out of the pages that fit, for the commit's own records.
+        const SPARE: u64 = 4;
         let Some(dir) = &self.dir else {
             return Ok(());
         };
         for _ in 0..2 {
             self.begin_write()?.commit().db()?;
         }
+        let path = dir.join(super::DB_FILE);
         let wtx = self.begin_write()?;
         let stats = wtx.stats().db()?;
         let page = stats.page_size() as u64;
-        let (len, _) = super::file_size(&dir.join(super::DB_FILE));
+        let (len, _) = super::file_size(&path);
+        // An upper bound: the file's length also counts the header and the regions'
+        // allocator pages, and the table takes branch pages besides its leaves.
         let free = (len / page.max(1)).saturating_sub(stats.allocated_pages());
         if free == 0 {
             return Ok(());
         }
-        {
+        // More than half a page: a leaf holds one row, and redb writes its page whole.
+        let zeros = vec![0u8; page as usize * 3 / 4];
+        // A first pass finds how many rows fit before redb grows the file (a grown file would
+        // be filled by the next scrub, and grow again); its abort takes the growth back.
+        let fit = {
             let mut table = wtx.open_table(SCRUB).db()?;
-            // More than half a page: a leaf holds one row, and redb writes its page whole.
-            let zeros = vec![0u8; page as usize * 3 / 4];
+            let mut fit = free;
             for n in 0..free {
                 table.insert(n, zeros.as_slice()).db()?;
+                if super::file_size(&path).0 > len {
+                    fit = n;
+                    break;
+                }
             }
+            fit
+        };
+        if fit < free {
+            wtx.abort().db()?;
+            // A few pages to spare for the commit's own allocator and freed-page records.
+            let rows = fit.saturating_sub(SPARE);
+            let wtx = self.begin_write()?;
+            {
+                let mut table = wtx.open_table(SCRUB).db()?;
+                for n in 0..rows {
+                    table.insert(n, zeros.as_slice()).db()?;
+                }
+            }
+            wtx.commit().db()?;
+        } else {
+            wtx.commit().db()?;
         }
-        wtx.commit().db()?;
         let wtx = self.begin_write()?;
         wtx.delete_table(SCRUB).db()?;
         wtx.commit().db()?;
