@@ -38,9 +38,21 @@ impl RedbStore {
     /// # Errors
     /// When a commit fails.
     pub(crate) fn scrub_free_pages(&self) -> Result<()> {
+        // Twice: the first leaves the pages its own commits need, and the allocator hands
+        // those out last (the second takes them, zeroed or not, with the first's zeros).
+        self.scrub_free_pages_once()?;
+        self.scrub_free_pages_once()
+    }
+
+    /// One fill of [`RedbStore::scrub_free_pages`]: all the free pages but a few.
+    ///
+    /// # Errors
+    /// When a commit fails.
+    fn scrub_free_pages_once(&self) -> Result<()> {
         const SCRUB: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("scrub");
-        // Rows left out of the pages that fit, for the commit's own records.
-        const SPARE: u64 = 4;
+        // Free pages left to the commits, and rows removed before the table is deleted.
+        const SPARE: u64 = 8;
+        const FIRST: u64 = 512;
         let Some(dir) = &self.dir else {
             return Ok(());
         };
@@ -74,20 +86,32 @@ impl RedbStore {
             }
             fit
         };
-        if fit < free {
-            wtx.abort().db()?;
-            // A few pages to spare for the commit's own allocator and freed-page records.
-            let rows = fit.saturating_sub(SPARE);
-            let wtx = self.begin_write()?;
-            {
-                let mut table = wtx.open_table(SCRUB).db()?;
-                for n in 0..rows {
-                    table.insert(n, zeros.as_slice()).db()?;
-                }
+        wtx.abort().db()?;
+        // A few pages to spare for the commits' own records (the allocator's state, the lists of
+        // freed pages): the pages the allocator reaches last, so whatever they hold is what
+        // this scrub leaves.
+        let rows = fit.saturating_sub(SPARE);
+        let wtx = self.begin_write()?;
+        {
+            let mut table = wtx.open_table(SCRUB).db()?;
+            for n in 0..rows {
+                table.insert(n, zeros.as_slice()).db()?;
             }
-            wtx.commit().db()?;
-        } else {
-            wtx.commit().db()?;
+        }
+        wtx.commit().db()?;
+        // Deleting the table records every page it frees, in pages that must be free already
+        // (the spare ones are too few on a large store): a first removal of some rows frees the
+        // pages that record takes.
+        let wtx = self.begin_write()?;
+        {
+            let mut table = wtx.open_table(SCRUB).db()?;
+            for n in rows.saturating_sub(FIRST)..rows {
+                table.remove(n).db()?;
+            }
+        }
+        wtx.commit().db()?;
+        for _ in 0..2 {
+            self.begin_write()?.commit().db()?;
         }
         let wtx = self.begin_write()?;
         wtx.delete_table(SCRUB).db()?;
