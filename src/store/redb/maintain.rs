@@ -38,30 +38,81 @@ impl RedbStore {
     /// # Errors
     /// When a commit fails.
     pub(crate) fn scrub_free_pages(&self) -> Result<()> {
+        // Twice: the first leaves the pages its own commits need, and the allocator hands
+        // those out last (the second takes them, zeroed or not, with the first's zeros).
+        self.scrub_free_pages_once()?;
+        self.scrub_free_pages_once()
+    }
+
+    /// One fill of [`RedbStore::scrub_free_pages`]: all the free pages but a few.
+    ///
+    /// # Errors
+    /// When a commit fails.
+    fn scrub_free_pages_once(&self) -> Result<()> {
         const SCRUB: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("scrub");
+        // Free pages left to the commits, and rows removed before the table is deleted.
+        const SPARE: u64 = 8;
+        const FIRST: u64 = 512;
         let Some(dir) = &self.dir else {
             return Ok(());
         };
         for _ in 0..2 {
             self.begin_write()?.commit().db()?;
         }
+        let path = dir.join(super::DB_FILE);
         let wtx = self.begin_write()?;
         let stats = wtx.stats().db()?;
         let page = stats.page_size() as u64;
-        let (len, _) = super::file_size(&dir.join(super::DB_FILE));
+        let (len, _) = super::file_size(&path);
+        // An upper bound: the file's length also counts the header and the regions'
+        // allocator pages, and the table takes branch pages besides its leaves.
         let free = (len / page.max(1)).saturating_sub(stats.allocated_pages());
         if free == 0 {
             return Ok(());
         }
+        // More than half a page: a leaf holds one row, and redb writes its page whole.
+        let zeros = vec![0u8; page as usize * 3 / 4];
+        // A first pass finds how many rows fit before redb grows the file (a grown file would
+        // be filled by the next scrub, and grow again); its abort takes the growth back.
+        let fit = {
+            let mut table = wtx.open_table(SCRUB).db()?;
+            let mut fit = free;
+            for n in 0..free {
+                table.insert(n, zeros.as_slice()).db()?;
+                if super::file_size(&path).0 > len {
+                    fit = n;
+                    break;
+                }
+            }
+            fit
+        };
+        wtx.abort().db()?;
+        // A few pages to spare for the commits' own records (the allocator's state, the lists of
+        // freed pages): the pages the allocator reaches last, so whatever they hold is what
+        // this scrub leaves.
+        let rows = fit.saturating_sub(SPARE);
+        let wtx = self.begin_write()?;
         {
             let mut table = wtx.open_table(SCRUB).db()?;
-            // More than half a page: a leaf holds one row, and redb writes its page whole.
-            let zeros = vec![0u8; page as usize * 3 / 4];
-            for n in 0..free {
+            for n in 0..rows {
                 table.insert(n, zeros.as_slice()).db()?;
             }
         }
         wtx.commit().db()?;
+        // Deleting the table records every page it frees, in pages that must be free already
+        // (the spare ones are too few on a large store): a first removal of some rows frees the
+        // pages that record takes.
+        let wtx = self.begin_write()?;
+        {
+            let mut table = wtx.open_table(SCRUB).db()?;
+            for n in rows.saturating_sub(FIRST)..rows {
+                table.remove(n).db()?;
+            }
+        }
+        wtx.commit().db()?;
+        for _ in 0..2 {
+            self.begin_write()?.commit().db()?;
+        }
         let wtx = self.begin_write()?;
         wtx.delete_table(SCRUB).db()?;
         wtx.commit().db()?;

@@ -57,6 +57,12 @@ impl Live<WriteTransaction> {
         let Live { tx, _count } = self;
         tx.commit()
     }
+
+    /// Aborts the transaction: what it wrote, and any growth of the file, is taken back.
+    pub(crate) fn abort(self) -> std::result::Result<(), redb::StorageError> {
+        let Live { tx, _count } = self;
+        tx.abort()
+    }
 }
 
 /// The redb handle of a store: read-write, or read-only.
