@@ -52,6 +52,25 @@ impl Fixture {
         })
     }
 
+    /// Runs strata through the store's daemon, as users run it: the daemon keeps the store
+    /// open across commands (a command that opens the store itself compacts it on close).
+    fn through_daemon(&self, args: &[&str]) -> Result<Output, Box<dyn std::error::Error>> {
+        let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("--store")
+            .arg(&self.store)
+            .args(args)
+            .current_dir(&self.tree)
+            .env_remove("STRATA_STORE")
+            .env_remove("STRATA_NO_DAEMON")
+            .output()?;
+        if !out.status.success() {
+            return Err(
+                format!("strata {args:?}: {}", String::from_utf8_lossy(&out.stderr)).into(),
+            );
+        }
+        Ok(out)
+    }
+
     /// Runs `strata --store STORE args…` in the tree under `umask 000`.
     fn strata(&self, args: &[&str]) -> Result<Output, Box<dyn std::error::Error>> {
         let output = Command::new("sh")
@@ -453,22 +472,7 @@ fn an_evicted_secret_is_nowhere_in_the_store_file() -> TestResult {
     // Through the daemon, as users run it: it keeps the store open across the commands (a
     // command that opens the store itself compacts it on close, which may happen to reuse
     // the pages).
-    let daemon = |args: &[&str]| -> Result<Output, Box<dyn std::error::Error>> {
-        let out = Command::new(env!("CARGO_BIN_EXE_strata"))
-            .arg("--store")
-            .arg(&fx.store)
-            .args(args)
-            .current_dir(&fx.tree)
-            .env_remove("STRATA_STORE")
-            .env_remove("STRATA_NO_DAEMON")
-            .output()?;
-        if !out.status.success() {
-            return Err(
-                format!("strata {args:?}: {}", String::from_utf8_lossy(&out.stderr)).into(),
-            );
-        }
-        Ok(out)
-    };
+    let daemon = |args: &[&str]| fx.through_daemon(args);
     daemon(&["evict", "creds.txt", "--yes"])?;
     daemon(&["gc"])?;
     let after_gc = fs::read(&file)?;
@@ -504,22 +508,7 @@ fn evictions_do_not_grow_the_store_file() -> TestResult {
     fx.strata(&["init"])?;
     fx.strata(&["index", "."])?;
     let file = fx.store.join("store.redb");
-    let daemon = |args: &[&str]| -> Result<Output, Box<dyn std::error::Error>> {
-        let out = Command::new(env!("CARGO_BIN_EXE_strata"))
-            .arg("--store")
-            .arg(&fx.store)
-            .args(args)
-            .current_dir(&fx.tree)
-            .env_remove("STRATA_STORE")
-            .env_remove("STRATA_NO_DAEMON")
-            .output()?;
-        if !out.status.success() {
-            return Err(
-                format!("strata {args:?}: {}", String::from_utf8_lossy(&out.stderr)).into(),
-            );
-        }
-        Ok(out)
-    };
+    let daemon = |args: &[&str]| fx.through_daemon(args);
     daemon(&["evict", "secret0.txt", "--yes"])?;
     let first = fs::metadata(&file)?.len();
     for n in 1..6 {
@@ -566,22 +555,7 @@ fn evicted_secrets_of_every_size_leave_no_fragment() -> TestResult {
     fs::write(fx.tree.join("notes.md"), "the plan\n")?;
     fx.strata(&["init"])?;
     fx.strata(&["index", "."])?;
-    let daemon = |args: &[&str]| -> Result<Output, Box<dyn std::error::Error>> {
-        let out = Command::new(env!("CARGO_BIN_EXE_strata"))
-            .arg("--store")
-            .arg(&fx.store)
-            .args(args)
-            .current_dir(&fx.tree)
-            .env_remove("STRATA_STORE")
-            .env_remove("STRATA_NO_DAEMON")
-            .output()?;
-        if !out.status.success() {
-            return Err(
-                format!("strata {args:?}: {}", String::from_utf8_lossy(&out.stderr)).into(),
-            );
-        }
-        Ok(out)
-    };
+    let daemon = |args: &[&str]| fx.through_daemon(args);
     for (name, _) in &secrets {
         daemon(&["cat", name])?;
     }
