@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use strata::engine::{Access, Engine, FsckRequest, LogRequest};
 use strata::server::client::Client;
 
-use crate::support::{RawClient, RawError};
+use crate::support::{RawClient, RawError, strata_at};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 type TestResult = Res<()>;
@@ -59,17 +59,7 @@ impl Fixture {
     /// `strata --store STORE args…` in the tree, through the daemon (whatever the environment
     /// of the test run says).
     fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(STRATA);
-        command
-            .arg("--store")
-            .arg(&self.store)
-            .args(args)
-            .current_dir(&self.tree)
-            .env_remove("STRATA_STORE")
-            .env_remove("STRATA_NO_DAEMON")
-            .env_remove("STRATA_MAX_MESSAGE_BYTES")
-            .stdin(Stdio::null());
-        command
+        strata_at(&self.store, &self.tree, args)
     }
 
     fn run(&self, args: &[&str]) -> Res<Output> {
@@ -812,15 +802,8 @@ fn twenty_processes_on_four_sessions_through_one_daemon() -> TestResult {
             let sid = sessions[p % 4].clone();
             std::thread::spawn(move || -> Result<Vec<Ack>, String> {
                 let run = |args: &[&str]| -> Result<Value, String> {
-                    let out = Command::new(STRATA)
-                        .arg("--store")
-                        .arg(&store)
-                        .args(args)
+                    let out = strata_at(&store, &tree, args)
                         .arg("--json")
-                        .current_dir(&tree)
-                        .env_remove("STRATA_NO_DAEMON")
-                        .env_remove("STRATA_STORE")
-                        .stdin(Stdio::null())
                         .output()
                         .map_err(|e| e.to_string())?;
                     if !out.status.success() {

@@ -17,6 +17,8 @@ use std::time::Duration;
 use strata::Error;
 use strata::Store;
 
+use crate::support::strata_at;
+
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 /// An argument given to the holder child that must never reach its lock file.
@@ -55,14 +57,7 @@ impl Fixture {
     /// Runs strata through the store's daemon, as users run it: the daemon keeps the store
     /// open across commands (a command that opens the store itself compacts it on close).
     fn through_daemon(&self, args: &[&str]) -> Result<Output, Box<dyn std::error::Error>> {
-        let out = Command::new(env!("CARGO_BIN_EXE_strata"))
-            .arg("--store")
-            .arg(&self.store)
-            .args(args)
-            .current_dir(&self.tree)
-            .env_remove("STRATA_STORE")
-            .env_remove("STRATA_NO_DAEMON")
-            .output()?;
+        let out = strata_at(&self.store, &self.tree, args).output()?;
         if !out.status.success() {
             return Err(
                 format!("strata {args:?}: {}", String::from_utf8_lossy(&out.stderr)).into(),
@@ -472,11 +467,10 @@ fn an_evicted_secret_is_nowhere_in_the_store_file() -> TestResult {
     // Through the daemon, as users run it: it keeps the store open across the commands (a
     // command that opens the store itself compacts it on close, which may happen to reuse
     // the pages).
-    let daemon = |args: &[&str]| fx.through_daemon(args);
-    daemon(&["evict", "creds.txt", "--yes"])?;
-    daemon(&["gc"])?;
+    fx.through_daemon(&["evict", "creds.txt", "--yes"])?;
+    fx.through_daemon(&["gc"])?;
     let after_gc = fs::read(&file)?;
-    daemon(&["stop"])?;
+    fx.through_daemon(&["stop"])?;
     assert!(
         !holds(&after_gc),
         "the secret's bytes stay in the store file"
@@ -508,14 +502,13 @@ fn evictions_do_not_grow_the_store_file() -> TestResult {
     fx.strata(&["init"])?;
     fx.strata(&["index", "."])?;
     let file = fx.store.join("store.redb");
-    let daemon = |args: &[&str]| fx.through_daemon(args);
-    daemon(&["evict", "secret0.txt", "--yes"])?;
+    fx.through_daemon(&["evict", "secret0.txt", "--yes"])?;
     let first = fs::metadata(&file)?.len();
     for n in 1..6 {
-        daemon(&["evict", &format!("secret{n}.txt"), "--yes"])?;
+        fx.through_daemon(&["evict", &format!("secret{n}.txt"), "--yes"])?;
     }
     let last = fs::metadata(&file)?.len();
-    daemon(&["stop"])?;
+    fx.through_daemon(&["stop"])?;
     assert!(
         last <= first + first / 4,
         "the store file grew from {first} to {last} bytes over five evictions"
@@ -555,14 +548,13 @@ fn evicted_secrets_of_every_size_leave_no_fragment() -> TestResult {
     fs::write(fx.tree.join("notes.md"), "the plan\n")?;
     fx.strata(&["init"])?;
     fx.strata(&["index", "."])?;
-    let daemon = |args: &[&str]| fx.through_daemon(args);
     for (name, _) in &secrets {
-        daemon(&["cat", name])?;
+        fx.through_daemon(&["cat", name])?;
     }
     for (name, _) in &secrets {
-        daemon(&["evict", name, "--yes"])?;
+        fx.through_daemon(&["evict", name, "--yes"])?;
     }
-    daemon(&["gc"])?;
+    fx.through_daemon(&["gc"])?;
     let mut leaks = Vec::new();
     for entry in fs::read_dir(&fx.store)? {
         let path = entry?.path();
@@ -580,7 +572,7 @@ fn evicted_secrets_of_every_size_leave_no_fragment() -> TestResult {
             }
         }
     }
-    daemon(&["stop"])?;
+    fx.through_daemon(&["stop"])?;
     assert!(leaks.is_empty(), "evicted bytes left: {leaks:?}");
     let fsck = fx.strata(&["fsck"])?;
     assert!(fsck.status.success());

@@ -1,9 +1,29 @@
 //! What every test module shares: [`TestResult`], whose error names the line of the `?` that
 //! failed (as a panicking `unwrap` would), [`error_of`] for what must fail, and [`env_count`]
-//! for the knobs that scale slow tests.
+//! for the knobs that scale slow tests, and [`strata_at`] to run the binary on a store as a
+//! user would.
 
 use std::fmt::{Debug, Display};
 use std::panic::Location;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// `strata --store STORE args…` run in `cwd` with no stdin, whatever the test run's
+/// environment says: `STRATA_STORE`, `STRATA_NO_DAEMON` and `STRATA_MAX_MESSAGE_BYTES` are
+/// removed, so the command reaches the store's daemon as a user's would.
+pub fn strata_at(store: &Path, cwd: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+    command
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("STRATA_STORE")
+        .env_remove("STRATA_NO_DAEMON")
+        .env_remove("STRATA_MAX_MESSAGE_BYTES")
+        .stdin(Stdio::null());
+    command
+}
 
 /// What a test returns: `?` on any error (or on `option.ok_or("why")`) fails the test there.
 pub type TestResult<T = ()> = Result<T, Failure>;

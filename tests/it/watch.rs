@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::support::{RawClient, RawError, TestResult, env_count};
+use super::support::{RawClient, RawError, TestResult, env_count, strata_at};
 
 const STRATA: &str = env!("CARGO_BIN_EXE_strata");
 
@@ -53,15 +53,7 @@ impl Fixture {
 
     /// Runs `strata --store STORE args…`, which must succeed; its stdout.
     fn strata(&self, args: &[&str]) -> TestResult<String> {
-        let output = Command::new(STRATA)
-            .arg("--store")
-            .arg(&self.store)
-            .args(args)
-            .current_dir(&self.root)
-            .env_remove("STRATA_STORE")
-            .env_remove("STRATA_NO_DAEMON")
-            .stdin(Stdio::null())
-            .output()?;
+        let output = strata_at(&self.store, &self.root, args).output()?;
         if !output.status.success() {
             return Err(format!(
                 "strata {args:?}: {}",
