@@ -5,7 +5,8 @@
 //! deletion, an eviction, a session with a mount, reads and a turn), and the healthy answer of
 //! each command is recorded: `fsck`, `ls`, `show`, `cat` (text and binary), `history`, `log`,
 //! `session render` and `index`. Each case copies the store, zeroes one 4 KiB page or flips one
-//! byte of a page that holds data (chosen by a seeded generator), and runs every command again
+//! byte of a page that holds data (chosen by a seeded generator; the free pages the evict's
+//! scrub filled, one case in 16), and runs every command again
 //! in this process through the engine (the binary for a sample of cases). A case is classed by
 //! what went wrong:
 //! - `panic`: a panic escaped the library (or the binary exited 101);
