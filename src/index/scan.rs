@@ -189,6 +189,9 @@ pub fn scan(
     let started = Instant::now();
     let scan_start = Timestamp::now();
     let store = indexer.store();
+    // However the scan ends, its lazily committed batches are made durable (best effort on an
+    // error; on success the scan's own sync below has done it and reported its error).
+    let _durable = SyncLazyCommits(store);
     let filesystem_id = machine_filesystem_id();
     let (roots, walked) = canonical_roots(store, &filesystem_id, roots)?;
     // Directories never entered, as the walk meets them (canonical paths).
@@ -402,6 +405,11 @@ pub fn scan(
         }
     }
     commit(indexer, &mut batch, &mut summary)?;
+    // The writer's batches were committed lazily: a durable commit of the last batch made them
+    // durable, and when there was none (the last batch was empty) a sync does.
+    if store.has_lazy_commits() {
+        store.sync()?;
+    }
     // A scan that read the tables and wrote nothing (its handle still reads only, and the file's
     // state is the one it read) keeps what they answered for the next scan.
     if let (false, Some(key), Some(dir), Some(cache)) =
@@ -435,6 +443,17 @@ pub fn scan(
     Ok(summary)
 }
 
+/// Makes the store's lazy commits durable when dropped (best effort).
+struct SyncLazyCommits<'a>(&'a crate::store::Store);
+
+impl Drop for SyncLazyCommits<'_> {
+    fn drop(&mut self) {
+        if self.0.has_lazy_commits() {
+            let _ = self.0.sync();
+        }
+    }
+}
+
 /// What the writer thread did: its transactions in order and its CPU seconds.
 struct Written {
     tx_ids: Vec<u64>,
@@ -454,9 +473,11 @@ fn write_batches(indexer: &Indexer, budget: &Budget, inbox: Receiver<Batch>) -> 
         } else {
             // The run's transactions name its first one in their log records.
             let origin = Origin::IndexRun(tx_ids.first().map(|&first| TxId(first)));
+            // Not synced: the scan's last commit (or its closing sync) makes every batch
+            // durable before the scan returns, and nothing is acknowledged before then.
             indexer
                 .store()
-                .transact_with_stat(batch.ops, origin, batch.stat)
+                .transact_with_stat_lazily(batch.ops, origin, batch.stat)
         };
         budget.release(reserved);
         if let Some(receipt) = receipt? {
@@ -828,6 +849,47 @@ mod tests {
     use super::*;
     use crate::index::Settings;
     use crate::store::{StatEntry, Store};
+
+    /// A scan's batches are committed without an fsync; the scan returns only once they are
+    /// durable: the file as a crash right after it leaves it (a copy taken while the store is
+    /// open) holds every one of them. A batch of one file each, so that the scan's own last
+    /// batch is empty and only the closing sync makes them durable.
+    #[test]
+    fn a_scan_that_returned_is_durable_though_its_batches_were_not() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let tree = tmp.path().join("tree");
+        std::fs::create_dir_all(&tree).map_err(|e| Error::io("mkdir", e))?;
+        for i in 0..20 {
+            std::fs::write(tree.join(format!("f{i}.txt")), format!("file {i}\n"))
+                .map_err(|e| Error::io("write", e))?;
+        }
+        let dir = tmp.path().join("s.strata");
+        let store = Store::open_or_create(&dir)?;
+        let indexer = Indexer::new(&store, &Settings::default())?;
+        let options = ScanOptions {
+            threads: 2,
+            batch_files: 1,
+            ..ScanOptions::default()
+        };
+        let summary = scan(&indexer, std::slice::from_ref(&tree), &options, &mut |_| {})?;
+        assert_eq!(summary.created, 20);
+        assert!(summary.tx_ids.len() > 1, "{:?}", summary.tx_ids);
+        assert!(!store.has_lazy_commits());
+        let copy = tmp.path().join("copy.strata");
+        std::fs::create_dir_all(&copy).map_err(|e| Error::io("mkdir", e))?;
+        std::fs::copy(dir.join("store.redb"), copy.join("store.redb"))
+            .map_err(|e| Error::io("copy", e))?;
+        let crashed = Store::open(&copy)?;
+        assert_eq!(crashed.log(None, usize::MAX)?.len(), summary.tx_ids.len());
+        let prefix = crate::resolve::utf8_path(&tree)?;
+        let filesystem_id = machine_filesystem_id();
+        assert_eq!(
+            crashed.entity_ids_by_path(&filesystem_id, prefix)?.len(),
+            20
+        );
+        assert_eq!(crashed.fsck()?, vec![]);
+        Ok(())
+    }
 
     #[test]
     fn a_write_stamped_by_the_coarse_clock_just_before_the_scan_is_racy() -> Result<()> {

@@ -346,7 +346,7 @@ impl Drop for RedbStore {
                     compact = Some((path, allocated));
                 } else if !self.damaged.load(std::sync::atomic::Ordering::SeqCst) {
                     let _ = guard::guarded(&self.damaged, "compacting the store", || {
-                        db.compact()
+                        db.compact_with_one_phase_drains()
                             .map(|_| ())
                             .map_err(|e| Error::corrupt(e.to_string()))
                     });

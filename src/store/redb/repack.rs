@@ -111,7 +111,8 @@ pub(crate) fn compact_closed(path: &std::path::Path, allocated: u64) -> Result<(
     builder.set_cache_size(cache);
     builder.set_repair_callback(redb::RepairSession::abort);
     let mut db = builder.open(path).db()?;
-    db.compact().db()?;
+    // One-phase commits where a compaction only frees pages (vendor/redb/PATCHED.md).
+    db.compact_with_one_phase_drains().db()?;
     db.close().db()?;
     Ok(())
 }

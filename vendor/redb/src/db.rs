@@ -1252,6 +1252,20 @@ impl Database {
     ///
     /// Returns `true` if compaction was performed, and `false` if no futher compaction was possible
     pub fn compact(&mut self) -> Result<bool, CompactionError> {
+        self.compact_with(true)
+    }
+
+    /// strata's patch: [`Database::compact`] whose commits that only free pages and shrink the
+    /// file (two or more after each round) are one-phase commits (one fsync each, the pages'
+    /// checksums protecting the commit) instead of two-phase ones (two fsyncs). Those commits
+    /// change no table: the commit a crash may roll one back to holds the same rows.
+    ///
+    /// Returns `true` if compaction was performed, and `false` if no futher compaction was possible
+    pub fn compact_with_one_phase_drains(&mut self) -> Result<bool, CompactionError> {
+        self.compact_with(false)
+    }
+
+    fn compact_with(&mut self, two_phase_drains: bool) -> Result<bool, CompactionError> {
         // These checks must run before begin_write(): the caller may legally hold an open
         // WriteTransaction (it is not lifetime-bound to the Database), on which begin_write()
         // below would wait forever. Savepoints must be diagnosed before read references,
@@ -1330,6 +1344,7 @@ impl Database {
         // Commit to free up any pending free pages
         self.drain_pending_free_pages(
             ShrinkPolicy::Maximum,
+            two_phase_drains,
             writer_lock.as_ref(),
             header_lock.as_ref(),
         )?;
@@ -1357,6 +1372,7 @@ impl Database {
             // post-commit cleanup root updates.
             self.drain_pending_free_pages(
                 ShrinkPolicy::Maximum,
+                two_phase_drains,
                 writer_lock.as_ref(),
                 header_lock.as_ref(),
             )?;
@@ -1408,6 +1424,8 @@ impl Database {
     fn drain_pending_free_pages(
         &self,
         shrink_policy: ShrinkPolicy,
+        // strata's patch: whether its commits are two-phase (as upstream's always are)
+        two_phase: bool,
         writer_lock: Option<&Arc<WriterLock>>,
         header_lock: Option<&HeaderGuard<'_>>,
     ) -> Result {
@@ -1424,7 +1442,9 @@ impl Database {
             }
             force_commit = false;
             txn.skip_allocator_state_record();
-            txn.set_two_phase_commit(true);
+            // strata's patch: two-phase unless the caller asked for one-phase drains. The
+            // multi-process modes make every commit two-phase whatever is asked here.
+            txn.set_two_phase_commit(two_phase);
             txn.set_shrink_policy(shrink_policy);
             txn.commit_with(header_lock)
                 .map_err(|e| e.into_storage_error())?;
@@ -3291,7 +3311,7 @@ mod writer_byte_test {
             write.commit().unwrap();
             let writer = db.mem.lock_writer().unwrap();
             let header = db.mem.lock_header_exclusive().unwrap();
-            db.drain_pending_free_pages(ShrinkPolicy::Maximum, Some(&writer), Some(&header))
+            db.drain_pending_free_pages(ShrinkPolicy::Maximum, true, Some(&writer), Some(&header))
                 .unwrap();
             assert!(
                 Database::get_allocator_state_table(&db.mem)
