@@ -586,3 +586,68 @@ fn evicted_secrets_of_every_size_leave_no_fragment() -> TestResult {
     assert!(fsck.status.success());
     Ok(())
 }
+
+/// An evict whose scrub fails after the eviction committed (a child under `ulimit -f`, and the
+/// scrub's first pass grows the file past it) says that the evict committed and that `strata
+/// gc` finishes the scrub; the note it leaves in the store directory makes the next gc scrub,
+/// though it frees nothing, and the secret is then gone.
+#[test]
+fn a_failed_scrub_says_the_evict_committed_and_gc_finishes_it() -> TestResult {
+    let fx = Fixture::new()?;
+    let secret = "password=ZQXJ-SCRUB-FAILS-5120-marker";
+    fs::write(fx.tree.join("creds.txt"), format!("{secret}\n"))?;
+    fx.strata(&["init"])?;
+    fx.strata(&["index", "."])?;
+    let file = fx.store.join("store.redb");
+    let len = fs::metadata(&file)?.len();
+    // Room for one growth of the file (redb doubles it): the evict's commit takes it when it
+    // needs pages, and the scrub's first pass fills the free pages and grows the file again.
+    // bash's `ulimit -f` counts KiB. SIGXFSZ is ignored so that a write past the limit fails
+    // with EFBIG, and the child writes to pipes (under the limit too).
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(r#"trap '' XFSZ; ulimit -f "$0" && exec "$@""#)
+        .arg((3 * len / 1024).to_string())
+        .arg(env!("CARGO_BIN_EXE_strata"))
+        .args(["--store", &fx.store.display().to_string()])
+        .args(["evict", "creds.txt", "--yes"])
+        .current_dir(&fx.tree)
+        .env_remove("STRATA_STORE")
+        .env("STRATA_NO_DAEMON", "1")
+        .stdin(Stdio::null())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the scrub did not fail: {stderr}");
+    assert!(
+        stderr.contains("committed") && stderr.contains("`strata gc` finishes"),
+        "the error does not say the evict committed and what finishes it: {stderr}"
+    );
+    assert!(
+        fx.store.join("scrub.pending").exists(),
+        "no note of the scrub owed"
+    );
+    let cat = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "--store",
+            &fx.store.display().to_string(),
+            "cat",
+            "creds.txt",
+        ])
+        .current_dir(&fx.tree)
+        .env_remove("STRATA_STORE")
+        .env("STRATA_NO_DAEMON", "1")
+        .output()?;
+    assert!(!cat.status.success(), "the evicted file still reads");
+    let fsck = fx.strata(&["fsck"])?;
+    assert!(fsck.status.success());
+    fx.strata(&["gc"])?;
+    assert!(
+        !fx.store.join("scrub.pending").exists(),
+        "the note stayed after gc's scrub"
+    );
+    let holds = |bytes: &[u8]| bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
+    assert!(!holds(&fs::read(&file)?), "the secret stayed after gc");
+    let notes = fx.strata(&["cat", "notes.md"])?;
+    assert_eq!(String::from_utf8_lossy(&notes.stdout), "the plan\n");
+    Ok(())
+}

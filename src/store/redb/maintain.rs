@@ -11,6 +11,12 @@ use super::{Op, Origin, RedbStore, TxReceipt, WriteTables, blobs};
 use crate::error::{Error, Result};
 use crate::store::answers::finding;
 
+/// The file in the store directory that says a scrub of the store file's free pages
+/// ([`RedbStore::scrub_free_pages`]) is owed: written before an evict or a gc commits, removed
+/// once the scrub after it ran to the end. While it is there, `strata gc` scrubs even when it
+/// frees nothing. Older builds ignore it.
+pub(crate) const SCRUB_PENDING: &str = "scrub.pending";
+
 impl RedbStore {
     /// Evicts `id`: a transaction of one [`Op::Evict`].
     ///
@@ -41,7 +47,88 @@ impl RedbStore {
         // Twice: the first leaves the pages its own commits need, and the allocator hands
         // those out last (the second takes them, zeroed or not, with the first's zeros).
         self.scrub_free_pages_once()?;
-        self.scrub_free_pages_once()
+        self.scrub_free_pages_once()?;
+        self.scrub_paid()
+    }
+
+    /// Whether a scrub is owed: the [`SCRUB_PENDING`] file is in the store directory.
+    pub(crate) fn scrub_owed(&self) -> bool {
+        self.dir
+            .as_ref()
+            .is_some_and(|dir| dir.join(SCRUB_PENDING).exists())
+    }
+
+    /// Writes the [`SCRUB_PENDING`] file, durably, before an erasure commits: a scrub that
+    /// fails or is killed after the commit is then still owed, and the next gc runs it.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be written (the erasure is then not made).
+    pub(crate) fn owe_scrub(&self) -> Result<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let path = dir.join(SCRUB_PENDING);
+        let note = "an evict or a gc committed and zeroing the store file's free pages after it \
+                    did not finish; `strata gc` finishes it\n";
+        let what = || {
+            format!(
+                "writing {} (the note that the store file's free pages are to be zeroed, \
+                 written before an erasure commits); nothing was erased",
+                path.display()
+            )
+        };
+        let mut file = crate::store::private::create_file(&path).map_err(|e| e.after(&what()))?;
+        std::io::Write::write_all(&mut file, note.as_bytes())
+            .and_then(|()| file.sync_all())
+            .and_then(|()| std::fs::File::open(dir)?.sync_all())
+            .map_err(|e| Error::io(what(), e))
+    }
+
+    /// [`RedbStore::owe_scrub`] before an evict or a gc (not on a read-only handle, which
+    /// erases nothing): whether a scrub was owed already.
+    ///
+    /// # Errors
+    /// As [`RedbStore::owe_scrub`].
+    pub(crate) fn owe_scrub_before_erasure(&self) -> Result<bool> {
+        let owed = self.scrub_owed();
+        if !owed && !self.read_only {
+            self.owe_scrub()?;
+        }
+        Ok(owed)
+    }
+
+    /// After an erasure failed with `e`: the scrub is owed no more when `e` says nothing was
+    /// committed (an unknown entity, a refusal) and none was `owed` before. Any other error
+    /// may have come after the commit, and leaves it owed.
+    pub(crate) fn nothing_erased(&self, owed: bool, e: &Error) {
+        let refused = matches!(
+            e,
+            Error::NotFound { .. }
+                | Error::InvalidInput { .. }
+                | Error::PermissionDenied { .. }
+                | Error::Conflict { .. }
+        );
+        if refused && !owed {
+            // Best effort: a note left behind costs the next gc one scrub.
+            let _ = self.scrub_paid();
+        }
+    }
+
+    /// Removes the [`SCRUB_PENDING`] file: no scrub is owed any more.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when it is there and cannot be removed.
+    pub(crate) fn scrub_paid(&self) -> Result<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let path = dir.join(SCRUB_PENDING);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io(format!("removing {}", path.display()), e))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// One fill of [`RedbStore::scrub_free_pages`]: all the free pages but a few.
