@@ -685,6 +685,25 @@ fn a_read_only_open_reads_and_refuses_writes() -> TestResult {
     Ok(())
 }
 
+/// File `/blob.bin` of incompressible bytes (stored as given, so that a test can find and flip
+/// them in the chunks): the object, its bytes, and the put that stores them.
+fn incompressible_file() -> TestResult<(Object, Vec<u8>, Op)> {
+    let bytes: Vec<u8> = (0..100u32)
+        .flat_map(|i| strata::hash::sha256(&i.to_le_bytes()).0)
+        .chain([0xff])
+        .collect();
+    let bin = Object::file_bytes(
+        strata::object::FilesystemSource {
+            filesystem_id: "fs1".into(),
+            path: "/blob.bin".into(),
+        },
+        bytes.clone(),
+    )?;
+    let mut put = strata::Put::new(bin.clone());
+    put.bytes = Some(bytes.clone());
+    Ok((bin, bytes, Op::Put(Box::new(put))))
+}
+
 /// Damage fsck finds marks the PostgreSQL store damaged for every handle (one opened before,
 /// one opened after, one read-only): writes are refused, typed and pointing at the repair,
 /// without a change; reads answer what verifies, and "not found" says it may be what the
@@ -699,23 +718,8 @@ fn fsck_findings_mark_the_store_damaged_for_every_handle() -> TestResult {
     let first = Store::postgres(location.clone(), None, PgOpen::Create)?;
     let before = Store::postgres(location.clone(), None, PgOpen::Open)?;
     // Incompressible bytes, stored as given, and a prompt that stays sound.
-    let bytes: Vec<u8> = (0..100u32)
-        .flat_map(|i| strata::hash::sha256(&i.to_le_bytes()).0)
-        .chain([0xff])
-        .collect();
-    let bin = Object::file_bytes(
-        strata::object::FilesystemSource {
-            filesystem_id: "fs1".into(),
-            path: "/blob.bin".into(),
-        },
-        bytes.clone(),
-    )?;
-    let mut put = strata::Put::new(bin.clone());
-    put.bytes = Some(bytes.clone());
-    first.transact(
-        vec![Op::Put(Box::new(put)), Op::put(counter(1)?)],
-        Origin::Cli,
-    )?;
+    let (bin, bytes, put) = incompressible_file()?;
+    first.transact(vec![put, Op::put(counter(1)?)], Origin::Cli)?;
     assert_eq!(before.damage(), None);
     flip_in_chunks(&location, &bytes[1000..1064])?;
     let findings = first.fsck()?;
@@ -930,20 +934,8 @@ fn evict_over_a_damaged_document_erases_it() -> TestResult {
     assert_eq!(kept.as_ref(), Some(&b));
 
     // A content's bytes damaged: not a document's damage, the evict is refused.
-    let bytes: Vec<u8> = (0..100u32)
-        .flat_map(|i| strata::hash::sha256(&i.to_le_bytes()).0)
-        .chain([0xff])
-        .collect();
-    let bin = Object::file_bytes(
-        strata::object::FilesystemSource {
-            filesystem_id: "fs1".into(),
-            path: "/blob.bin".into(),
-        },
-        bytes.clone(),
-    )?;
-    let mut put = strata::Put::new(bin.clone());
-    put.bytes = Some(bytes.clone());
-    store.transact(vec![Op::Put(Box::new(put))], Origin::Cli)?;
+    let (bin, bytes, put) = incompressible_file()?;
+    store.transact(vec![put], Origin::Cli)?;
     flip_in_chunks(&location, &bytes[1000..1064])?;
     assert!(!store.fsck()?.is_empty());
     let head = store.chain_head()?;
