@@ -590,7 +590,7 @@ fn evicted_secrets_of_every_size_leave_no_fragment() -> TestResult {
 /// An evict whose scrub fails after the eviction committed (a child under `ulimit -f`, and the
 /// scrub's first pass grows the file past it) says that the evict committed and that `strata
 /// gc` finishes the scrub; the note it leaves in the store directory makes the next gc scrub,
-/// though it frees nothing, and the secret is then gone.
+/// though it frees nothing, and the secret is then gone. A gc whose scrub fails says so too.
 #[test]
 fn a_failed_scrub_says_the_evict_committed_and_gc_finishes_it() -> TestResult {
     let fx = Fixture::new()?;
@@ -599,23 +599,27 @@ fn a_failed_scrub_says_the_evict_committed_and_gc_finishes_it() -> TestResult {
     fx.strata(&["init"])?;
     fx.strata(&["index", "."])?;
     let file = fx.store.join("store.redb");
+    // strata `args` with files of at most `limit` bytes. bash's `ulimit -f` counts KiB.
+    // SIGXFSZ is ignored so that a write past the limit fails with EFBIG, and the child writes
+    // to pipes (under the limit too).
+    let limited = |limit: u64, args: &[&str]| {
+        Command::new("bash")
+            .arg("-c")
+            .arg(r#"trap '' XFSZ; ulimit -f "$0" && exec "$@""#)
+            .arg((limit / 1024).to_string())
+            .arg(env!("CARGO_BIN_EXE_strata"))
+            .args(["--store", &fx.store.display().to_string()])
+            .args(args)
+            .current_dir(&fx.tree)
+            .env_remove("STRATA_STORE")
+            .env("STRATA_NO_DAEMON", "1")
+            .stdin(Stdio::null())
+            .output()
+    };
     let len = fs::metadata(&file)?.len();
     // Room for one growth of the file (redb doubles it): the evict's commit takes it when it
     // needs pages, and the scrub's first pass fills the free pages and grows the file again.
-    // bash's `ulimit -f` counts KiB. SIGXFSZ is ignored so that a write past the limit fails
-    // with EFBIG, and the child writes to pipes (under the limit too).
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(r#"trap '' XFSZ; ulimit -f "$0" && exec "$@""#)
-        .arg((3 * len / 1024).to_string())
-        .arg(env!("CARGO_BIN_EXE_strata"))
-        .args(["--store", &fx.store.display().to_string()])
-        .args(["evict", "creds.txt", "--yes"])
-        .current_dir(&fx.tree)
-        .env_remove("STRATA_STORE")
-        .env("STRATA_NO_DAEMON", "1")
-        .stdin(Stdio::null())
-        .output()?;
+    let out = limited(3 * len, &["evict", "creds.txt", "--yes"])?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the scrub did not fail: {stderr}");
     assert!(
@@ -640,6 +644,17 @@ fn a_failed_scrub_says_the_evict_committed_and_gc_finishes_it() -> TestResult {
     assert!(!cat.status.success(), "the evicted file still reads");
     let fsck = fx.strata(&["fsck"])?;
     assert!(fsck.status.success());
+    // A gc whose scrub fails the same way (the file may not double again) says that gc
+    // committed and that gc again finishes the scrub; the note stays.
+    let len = fs::metadata(&file)?.len();
+    let out = limited(len + len / 2, &["gc"])?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "gc's scrub did not fail: {stderr}");
+    assert!(
+        stderr.contains("gc committed") && stderr.contains("`strata gc` again finishes"),
+        "{stderr}"
+    );
+    assert!(fx.store.join("scrub.pending").exists(), "the note went");
     fx.strata(&["gc"])?;
     assert!(
         !fx.store.join("scrub.pending").exists(),
