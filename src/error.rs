@@ -246,4 +246,25 @@ impl Error {
     pub fn corrupt(what: impl Into<String>) -> Self {
         Error::Corrupt { what: what.into() }
     }
+
+    /// This error with `done` (what had already happened when it came, e.g. that an eviction
+    /// committed before the scrub after it failed) put before its message; an I/O, storage or
+    /// corruption error keeps its kind, any other becomes the source of a storage error.
+    #[must_use]
+    pub fn after(self, done: &str) -> Self {
+        match self {
+            Error::Io { context, source } => Error::Io {
+                context: format!("{done}: {context}"),
+                source,
+            },
+            Error::Storage { context, source } => Error::Storage {
+                context: format!("{done}: {context}"),
+                source,
+            },
+            Error::Corrupt { what } => Error::Corrupt {
+                what: format!("{done}: {what}"),
+            },
+            other => Error::storage(done, other),
+        }
+    }
 }

@@ -553,6 +553,16 @@ impl Apply for EvictRequest {
             engine.forget_session(sid);
         }
         engine.publish(&[receipt.tx_id.0]);
+        // The erased bytes leave the store file's free pages too: a failure there does not undo
+        // the eviction, and says so.
+        engine.store.finish_erasure().map_err(|e| {
+            e.after(&format!(
+                "the evict of {id} committed as tx {} (it is erased from every table), but \
+                 zeroing the store file's free pages after it failed, so its bytes may still be \
+                 in them; `strata gc` finishes that scrub",
+                receipt.tx_id.0
+            ))
+        })?;
         Ok(EvictResponse {
             id,
             versions,

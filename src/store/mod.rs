@@ -478,6 +478,16 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// [`crate::Error::NotFound`] for an unknown entity.
     fn evict(&self, id: &str, origin: Origin) -> Result<TxReceipt>;
 
+    /// Finishes the erasure of an [`Backend::evict`] that committed: the redb backend zeroes
+    /// the store file's free pages, which keep the erased bytes until reused. A backend whose
+    /// freed space is its server's business does nothing.
+    ///
+    /// # Errors
+    /// Storage errors: the eviction stays committed, and the next gc scrubs.
+    fn finish_erasure(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Verifies every content, document, version and the chain; one finding per problem.
     ///
     /// # Errors

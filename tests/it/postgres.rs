@@ -685,6 +685,25 @@ fn a_read_only_open_reads_and_refuses_writes() -> TestResult {
     Ok(())
 }
 
+/// File `/blob.bin` of incompressible bytes (stored as given, so that a test can find and flip
+/// them in the chunks): the object, its bytes, and the put that stores them.
+fn incompressible_file() -> TestResult<(Object, Vec<u8>, Op)> {
+    let bytes: Vec<u8> = (0..100u32)
+        .flat_map(|i| strata::hash::sha256(&i.to_le_bytes()).0)
+        .chain([0xff])
+        .collect();
+    let bin = Object::file_bytes(
+        strata::object::FilesystemSource {
+            filesystem_id: "fs1".into(),
+            path: "/blob.bin".into(),
+        },
+        bytes.clone(),
+    )?;
+    let mut put = strata::Put::new(bin.clone());
+    put.bytes = Some(bytes.clone());
+    Ok((bin, bytes, Op::Put(Box::new(put))))
+}
+
 /// Damage fsck finds marks the PostgreSQL store damaged for every handle (one opened before,
 /// one opened after, one read-only): writes are refused, typed and pointing at the repair,
 /// without a change; reads answer what verifies, and "not found" says it may be what the
@@ -699,23 +718,8 @@ fn fsck_findings_mark_the_store_damaged_for_every_handle() -> TestResult {
     let first = Store::postgres(location.clone(), None, PgOpen::Create)?;
     let before = Store::postgres(location.clone(), None, PgOpen::Open)?;
     // Incompressible bytes, stored as given, and a prompt that stays sound.
-    let bytes: Vec<u8> = (0..100u32)
-        .flat_map(|i| strata::hash::sha256(&i.to_le_bytes()).0)
-        .chain([0xff])
-        .collect();
-    let bin = Object::file_bytes(
-        strata::object::FilesystemSource {
-            filesystem_id: "fs1".into(),
-            path: "/blob.bin".into(),
-        },
-        bytes.clone(),
-    )?;
-    let mut put = strata::Put::new(bin.clone());
-    put.bytes = Some(bytes.clone());
-    first.transact(
-        vec![Op::Put(Box::new(put)), Op::put(counter(1)?)],
-        Origin::Cli,
-    )?;
+    let (bin, bytes, put) = incompressible_file()?;
+    first.transact(vec![put, Op::put(counter(1)?)], Origin::Cli)?;
     assert_eq!(before.damage(), None);
     flip_in_chunks(&location, &bytes[1000..1064])?;
     let findings = first.fsck()?;
@@ -885,6 +889,81 @@ fn reads_check_version_rows_against_the_log() -> TestResult {
     );
     let kinds: Vec<&str> = store.fsck()?.iter().map(|f| f.kind).collect();
     assert!(kinds.contains(&"log"), "{kinds:?}");
+    drop(store);
+    backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
+    Ok(())
+}
+
+/// PostgreSQL's evict over a damaged document, as redb's (fix12): a file whose document record
+/// no longer decodes, found by a read (which marks the store damaged), is evicted all the same
+/// (its document goes without being read), and fsck is then clean and the mark gone; other
+/// damage (a content's bytes) still refuses it; a version row that does not decode refuses the
+/// evict, naming the repair, and writes nothing.
+#[test]
+fn evict_over_a_damaged_document_erases_it() -> TestResult {
+    let Some(backend) = postgres()? else {
+        return Ok(());
+    };
+    let location = backend.fresh(&format!("ed_{}", std::process::id()))?;
+    let store = Store::postgres(location.clone(), None, PgOpen::Create)?;
+    let file = |path: &str, text: &str| {
+        Object::file_text(
+            strata::object::FilesystemSource {
+                filesystem_id: "fs1".into(),
+                path: path.into(),
+            },
+            text.into(),
+        )
+    };
+    let (a, b) = (file("/a.txt", "secret a\n")?, file("/b.txt", "kept b\n")?);
+    store.transact(vec![Op::put(a.clone()), Op::put(b.clone())], Origin::Cli)?;
+    let mut sql = location.connect()?;
+    sql.execute(
+        "UPDATE strata_docs SET rec = '\\x090909'::bytea WHERE hash = $1",
+        &[&a.object_hash().0.as_slice()],
+    )?;
+    let read = store.as_of(a.id(), None, None);
+    assert!(matches!(read, Err(Error::Corrupt { .. })), "{read:?}");
+    assert!(store.damage().is_some(), "the read did not mark the store");
+    store.evict(a.id(), Origin::Cli)?;
+    assert_eq!(store.fsck()?, vec![]);
+    assert_eq!(store.damage(), None);
+    let gone = store.as_of(a.id(), None, None);
+    assert!(matches!(gone, Err(Error::NotFound { .. })), "{gone:?}");
+    let kept = store.as_of(b.id(), None, None)?.and_then(|v| v.object);
+    assert_eq!(kept.as_ref(), Some(&b));
+
+    // A content's bytes damaged: not a document's damage, the evict is refused.
+    let (bin, bytes, put) = incompressible_file()?;
+    store.transact(vec![put], Origin::Cli)?;
+    flip_in_chunks(&location, &bytes[1000..1064])?;
+    assert!(!store.fsck()?.is_empty());
+    let head = store.chain_head()?;
+    let err = error_of(store.evict(b.id(), Origin::Cli))?;
+    assert!(
+        matches!(&err, Error::Corrupt { what } if what.contains("marked damaged")),
+        "{err}"
+    );
+    assert_eq!(store.chain_head()?, head);
+    let hash = bin.file_hash().ok_or("no file_hash")?;
+    store.restore_contents(vec![(hash.0, bytes)])?;
+    store.fsck_rebuild()?;
+    assert_eq!(store.fsck()?, vec![]);
+
+    // A version row that does not decode: refused, naming the repair, nothing written.
+    sql.execute(
+        "UPDATE strata_versions SET rec = '\\xffffff'::bytea WHERE eid = (SELECT eid FROM \
+         strata_entities WHERE id = $1)",
+        &[&b.id().as_bytes()],
+    )?;
+    let head = store.chain_head()?;
+    let err = error_of(store.evict(b.id(), Origin::Cli))?;
+    assert!(
+        matches!(&err, Error::Corrupt { what }
+            if what.contains("cannot be evicted") && what.contains("fsck --repair")),
+        "{err}"
+    );
+    assert_eq!(store.chain_head()?, head);
     drop(store);
     backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
     Ok(())

@@ -578,3 +578,252 @@ fn evicted_secrets_of_every_size_leave_no_fragment() -> TestResult {
     assert!(fsck.status.success());
     Ok(())
 }
+
+/// An evict whose scrub fails after the eviction committed (a child under `ulimit -f`, and the
+/// scrub's first pass grows the file past it) says that the evict committed and that `strata
+/// gc` finishes the scrub; the note it leaves in the store directory makes the next gc scrub,
+/// though it frees nothing, and the secret is then gone. A gc whose scrub fails says so too.
+#[test]
+fn a_failed_scrub_says_the_evict_committed_and_gc_finishes_it() -> TestResult {
+    let fx = Fixture::new()?;
+    let secret = "password=ZQXJ-SCRUB-FAILS-5120-marker";
+    fs::write(fx.tree.join("creds.txt"), format!("{secret}\n"))?;
+    fx.strata(&["init"])?;
+    fx.strata(&["index", "."])?;
+    let file = fx.store.join("store.redb");
+    // strata `args` with files of at most `limit` bytes. bash's `ulimit -f` counts KiB.
+    // SIGXFSZ is ignored so that a write past the limit fails with EFBIG, and the child writes
+    // to pipes (under the limit too).
+    let limited = |limit: u64, args: &[&str]| {
+        Command::new("bash")
+            .arg("-c")
+            .arg(r#"trap '' XFSZ; ulimit -f "$0" && exec "$@""#)
+            .arg((limit / 1024).to_string())
+            .arg(env!("CARGO_BIN_EXE_strata"))
+            .args(["--store", &fx.store.display().to_string()])
+            .args(args)
+            .current_dir(&fx.tree)
+            .env_remove("STRATA_STORE")
+            .env("STRATA_NO_DAEMON", "1")
+            .stdin(Stdio::null())
+            .output()
+    };
+    let len = fs::metadata(&file)?.len();
+    // Room for one growth of the file (redb doubles it): the evict's commit takes it when it
+    // needs pages, and the scrub's first pass fills the free pages and grows the file again.
+    let out = limited(3 * len, &["evict", "creds.txt", "--yes"])?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the scrub did not fail: {stderr}");
+    assert!(
+        stderr.contains("committed") && stderr.contains("`strata gc` finishes"),
+        "the error does not say the evict committed and what finishes it: {stderr}"
+    );
+    assert!(
+        fx.store.join("scrub.pending").exists(),
+        "no note of the scrub owed"
+    );
+    let cat = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "--store",
+            &fx.store.display().to_string(),
+            "cat",
+            "creds.txt",
+        ])
+        .current_dir(&fx.tree)
+        .env_remove("STRATA_STORE")
+        .env("STRATA_NO_DAEMON", "1")
+        .output()?;
+    assert!(!cat.status.success(), "the evicted file still reads");
+    let fsck = fx.strata(&["fsck"])?;
+    assert!(fsck.status.success());
+    // A gc whose scrub fails the same way (the file may not double again) says that gc
+    // committed and that gc again finishes the scrub; the note stays.
+    let len = fs::metadata(&file)?.len();
+    let out = limited(len + len / 2, &["gc"])?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "gc's scrub did not fail: {stderr}");
+    assert!(
+        stderr.contains("gc committed") && stderr.contains("`strata gc` again finishes"),
+        "{stderr}"
+    );
+    assert!(fx.store.join("scrub.pending").exists(), "the note went");
+    fx.strata(&["gc"])?;
+    assert!(
+        !fx.store.join("scrub.pending").exists(),
+        "the note stayed after gc's scrub"
+    );
+    let holds = |bytes: &[u8]| bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
+    assert!(!holds(&fs::read(&file)?), "the secret stayed after gc");
+    let notes = fx.strata(&["cat", "notes.md"])?;
+    assert_eq!(String::from_utf8_lossy(&notes.stdout), "the plan\n");
+    Ok(())
+}
+
+/// SIGKILL at a random point of an evict of the real binary (its commit and, mostly, its scrub),
+/// run by the command itself and by the daemon (`strata serve`, killed): the store opens again
+/// and fsck finds it clean; the evict committed or not, as a whole (the secret reads whole, or
+/// not at all); a committed one whose scrub ran to the end (no `scrub.pending`) left no fragment
+/// of the secret in any file of the store directory, and after `strata gc` (which finishes a
+/// scrub the kill cut short) none is left either way. Rounds alternate the two ways;
+/// `STRATA_CRASH_ROUNDS` raises them (default 6), `STRATA_CRASH_SEED` repeats a run.
+#[test]
+fn sigkill_during_an_evicts_scrub_leaves_it_whole_or_not_at_all() -> TestResult {
+    let rounds: u64 = std::env::var("STRATA_CRASH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    let seed: u64 = std::env::var("STRATA_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+                | 1
+        });
+    println!("scrub kill rounds: {rounds}, STRATA_CRASH_SEED={seed}");
+    let mut state = seed;
+    let mut next = move || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    };
+    let mut outcomes: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for round in 0..rounds {
+        let by_daemon = round % 2 == 1;
+        let fx = Fixture::new()?;
+        for n in 0..200 {
+            fs::write(fx.tree.join(format!("f{n}.txt")), format!("file {n}\n"))?;
+        }
+        let secret: Vec<u8> = (0..100 * 1024).map(|_| (next() >> 24) as u8).collect();
+        let decoy: Vec<u8> = (0..100 * 1024).map(|_| (next() >> 24) as u8).collect();
+        fs::write(fx.tree.join("secret.bin"), &secret)?;
+        fs::write(fx.tree.join("decoy.bin"), &decoy)?;
+        fx.strata(&["init"])?;
+        fx.strata(&["index", "."])?;
+        let command = |args: &[&str]| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
+            c.arg("--store")
+                .arg(&fx.store)
+                .args(args)
+                .current_dir(&fx.tree)
+                .env_remove("STRATA_STORE")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            if !by_daemon {
+                c.env("STRATA_NO_DAEMON", "1");
+            }
+            c
+        };
+        let mut daemon = if by_daemon {
+            let child = command(&["serve"]).spawn()?;
+            let started = std::time::Instant::now();
+            while !fx.store.join("strata.sock").exists() {
+                if started.elapsed() > Duration::from_secs(30) {
+                    return Err("strata serve made no socket in 30 s".into());
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            Some(child)
+        } else {
+            None
+        };
+        // The decoy's evict, whole: how long an evict takes here.
+        let started = std::time::Instant::now();
+        let status = command(&["evict", "decoy.bin", "--yes"]).status()?;
+        assert!(status.success(), "round {round}: the decoy's evict failed");
+        let took = started.elapsed();
+        let mut evict = command(&["evict", "secret.bin", "--yes"]).spawn()?;
+        // Half the kills early (the open and the commit), half anywhere up to past the end.
+        let span = took.as_micros() as u64;
+        let span = if next() % 2 == 0 {
+            span / 8
+        } else {
+            span * 3 / 2
+        };
+        let delay = next() % (span + 1);
+        std::thread::sleep(Duration::from_micros(delay));
+        match &mut daemon {
+            Some(daemon) => {
+                daemon.kill()?;
+                daemon.wait()?;
+                evict.wait()?;
+                // A client killed before it reached the daemon starts one of its own, which
+                // then runs the evict: stopped (its close is a clean one) before the checks.
+                let _ = command(&["stop"]).status()?;
+            }
+            None => {
+                evict.kill()?;
+                evict.wait()?;
+            }
+        }
+        let fsck = fx
+            .strata(&["fsck"])
+            .map_err(|e| format!("round {round}: {e}"))?;
+        assert!(fsck.status.success());
+        let read = command(&["cat", "secret.bin"])
+            .env("STRATA_NO_DAEMON", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()?;
+        let stderr = String::from_utf8_lossy(&read.stderr);
+        let committed = if read.status.success() {
+            assert!(
+                read.stdout == secret,
+                "round {round}: the secret reads changed"
+            );
+            false
+        } else {
+            assert!(
+                stderr.contains("not found"),
+                "round {round}: the secret neither reads nor is gone: {stderr}"
+            );
+            true
+        };
+        let owed = fx.store.join("scrub.pending").exists();
+        let fragments = || -> Result<Vec<String>, Box<dyn std::error::Error>> {
+            let needles: std::collections::HashSet<&[u8]> =
+                secret.windows(16).step_by(32).collect();
+            let mut found = Vec::new();
+            for entry in fs::read_dir(&fx.store)? {
+                let path = entry?.path();
+                let Ok(data) = fs::read(&path) else { continue };
+                if data.windows(16).any(|w| needles.contains(w)) {
+                    found.push(path.display().to_string());
+                }
+            }
+            Ok(found)
+        };
+        let outcome = match (committed, owed) {
+            (false, _) => "not committed",
+            (true, true) => "committed, scrub cut short",
+            (true, false) => {
+                let left = fragments()?;
+                assert!(
+                    left.is_empty(),
+                    "round {round}: the scrub ran to the end and left the secret in {left:?}"
+                );
+                "committed and scrubbed"
+            }
+        };
+        println!("round {round} (daemon: {by_daemon}, kill at {delay} µs of {took:?}): {outcome}");
+        *outcomes.entry(outcome).or_default() += 1;
+        fx.strata(&["gc"])
+            .map_err(|e| format!("round {round}: {e}"))?;
+        assert!(!fx.store.join("scrub.pending").exists(), "round {round}");
+        if committed {
+            let left = fragments()?;
+            assert!(
+                left.is_empty(),
+                "round {round}: after gc the secret is in {left:?}"
+            );
+        }
+        let notes = fx.strata(&["cat", "notes.md"])?;
+        assert_eq!(String::from_utf8_lossy(&notes.stdout), "the plan\n");
+    }
+    println!("{outcomes:?}");
+    Ok(())
+}

@@ -56,13 +56,23 @@ impl PgStore {
     /// Writes a group of requests in one database transaction, each with its own tx id, as if
     /// one after another; a request that fails changes nothing.
     pub(super) fn commit_group(&self, group: Vec<TxRequest>) -> Vec<Result<Option<TxReceipt>>> {
+        self.commit_group_as(group, false)
+    }
+
+    /// [`PgStore::commit_group`], of evictions let through a damage mark when `erasure`
+    /// ([`PgStore::erasable_damage`] said the damage does not stop them).
+    pub(super) fn commit_group_as(
+        &self,
+        group: Vec<TxRequest>,
+        erasure: bool,
+    ) -> Vec<Result<Option<TxReceipt>>> {
         if self.check_writable().is_err() {
             return group
                 .iter()
                 .map(|_| self.check_writable().map(|()| None))
                 .collect();
         }
-        if let Some(reason) = self.remembered_damage() {
+        if let Some(reason) = self.remembered_damage().filter(|_| !erasure) {
             return group
                 .iter()
                 .map(|_| Err(crate::store::damage::refusal(&reason)))
@@ -87,7 +97,7 @@ impl PgStore {
                 if pending.is_empty() {
                     return Ok(Vec::new());
                 }
-                let attempt = attempt(client, &group, &pending, &channel);
+                let attempt = attempt(client, &group, &pending, &channel, erasure);
                 if !matches!(attempt, Ok(Attempt::Done { .. })) {
                     // Best effort: a broken connection is not pooled again.
                     let _ = client.batch_execute("ROLLBACK");
@@ -130,12 +140,14 @@ impl PgStore {
 }
 
 /// One try at writing the requests `pending` of `group` in one database transaction (left open
-/// on anything but [`Attempt::Done`]: the caller rolls it back).
+/// on anything but [`Attempt::Done`]: the caller rolls it back); through a damage mark when
+/// `erasure`.
 fn attempt(
     c: &mut Client,
     group: &[TxRequest],
     pending: &[usize],
     channel: &str,
+    erasure: bool,
 ) -> Result<Attempt> {
     // Its statements are planned once per connection: each gets the same plan whatever its
     // arrays hold, and planning them again at every commit cost more than running them.
@@ -153,7 +165,7 @@ fn attempt(
             Err(Failed::Spoiled(e)) => return Ok(Attempt::Again(i, e)),
         }
     }
-    let mut head = write::head_for_write(c)?;
+    let mut head = write::head_for_write(c, erasure)?;
     let alone = pending.len() - failed.len() == 1;
     let mut receipts = Vec::new();
     for &i in pending {

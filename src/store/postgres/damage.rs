@@ -55,6 +55,33 @@ impl PgStore {
         if self.read_only { Ok(()) } else { written }
     }
 
+    /// Whether an eviction may go through the damage mark, as redb's does
+    /// (`writable_for_erasure`): `false` when the store is not marked (or fsck now finds it
+    /// clean, which removes the mark), `true` when every finding is a damaged document (its
+    /// record unreadable or missing) or a content such a document names: the eviction removes
+    /// the document without reading it, and `strata fsck --repair` cannot restore one (the log
+    /// holds object hashes, not documents), so refusing would keep a secret the user asks to
+    /// erase.
+    ///
+    /// # Errors
+    /// The refusal of a damaged store when any other finding is there; a read-only handle's.
+    pub(super) fn erasable_damage(&self) -> Result<bool> {
+        self.check_writable()?;
+        let Some(reason) = self.damage() else {
+            return Ok(false);
+        };
+        let findings = Backend::fsck(self)?;
+        if findings.is_empty() {
+            return Ok(false);
+        }
+        let erasable =
+            |f: &Finding| (f.kind == "documents" && f.subject.len() == 64) || f.kind == "blobs";
+        if findings.iter().all(erasable) {
+            return Ok(true);
+        }
+        Err(crate::store::damage::refusal(&reason))
+    }
+
     /// Damage this handle met that the marker row could not record.
     pub(super) fn remembered_damage(&self) -> Option<String> {
         self.damage

@@ -478,7 +478,7 @@ pub(super) fn rebuild(client: &mut Client) -> Result<()> {
 /// Sweeps documents no version uses and contents no document uses.
 pub(super) fn gc(client: &mut Client) -> Result<GcReport> {
     let mut t = client.transaction().pg("beginning gc")?;
-    write::head_for_write(&mut t)?;
+    write::head_for_write(&mut t, false)?;
     let mut report = GcReport::default();
     let docs: Vec<Vec<u8>> = t
         .rows(

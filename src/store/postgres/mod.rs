@@ -819,12 +819,18 @@ impl Backend for PgStore {
     }
 
     fn evict(&self, id: &str, origin: Origin) -> Result<TxReceipt> {
-        self.transact(
-            vec![Op::Evict {
+        let erasure = self.erasable_damage()?;
+        let request = TxRequest {
+            ops: vec![Op::Evict {
                 entity: id.to_string(),
             }],
             origin,
-        )
+            stat: None,
+        };
+        self.commit_group_as(vec![request], erasure)
+            .pop()
+            .unwrap_or_else(|| Err(Error::invariant("a commit answered nothing")))?
+            .ok_or_else(|| Error::invariant("a transaction wrote no log record"))
     }
 
     fn append_log(&self, records: &[super::ReplayRecord]) -> Result<()> {

@@ -39,8 +39,9 @@ pub(super) fn head(t: &mut impl GenericClient, lock: bool) -> Result<Head> {
 }
 
 /// Locks the head for a write, in one statement that also reads the head's header (kept in the
-/// head row) and the damage mark: refused while the store is marked damaged.
-pub(super) fn head_for_write(t: &mut impl GenericClient) -> Result<Head> {
+/// head row) and the damage mark: refused while the store is marked damaged, unless the write is
+/// an `erasure` that fsck found the damage does not stop ([`PgStore::erasable_damage`]).
+pub(super) fn head_for_write(t: &mut impl GenericClient, erasure: bool) -> Result<Head> {
     let row = t
         .row(
             "SELECT tx_id, header, (SELECT reason FROM strata_damage WHERE id = 1) FROM \
@@ -48,7 +49,9 @@ pub(super) fn head_for_write(t: &mut impl GenericClient) -> Result<Head> {
             &[],
         )
         .pg("locking the head of the log")?;
-    if let Some(reason) = row.get::<_, Option<String>>(2) {
+    if let Some(reason) = row.get::<_, Option<String>>(2)
+        && !erasure
+    {
         return Err(crate::store::damage::refusal(&reason));
     }
     let tx: i64 = row.get(0);
@@ -423,7 +426,13 @@ fn evict_entity(
         )
         .pg("removing versions")?
     {
-        let rec: VersionRec = codec::decode(row.get(2), "version record")?;
+        // A row that does not decode cannot say which op wrote it: refused (the transaction
+        // rolls back) rather than leave that op's body in the log, as redb's evict does.
+        let rec: VersionRec = codec::decode(row.get(2), "version record").map_err(|e| {
+            Error::corrupt(format!(
+                "{id} cannot be evicted: {e}; run `strata fsck --repair`, then evict it again"
+            ))
+        })?;
         ops.insert((unbig(row.get(0)), rec.op));
         let hash: Option<Vec<u8>> = row.get(1);
         if let Some(hash) = hash {
@@ -805,7 +814,7 @@ impl PgStore {
     pub(super) fn append_log(&self, records: &[ReplayRecord]) -> Result<()> {
         self.with_client(|client| {
             let mut t = client.transaction().pg("beginning an append")?;
-            let mut head = head_for_write(&mut t)?;
+            let mut head = head_for_write(&mut t, false)?;
             let mut given = 0;
             for record in records {
                 let time = (head.tx > 0).then_some(head.tx_time);

@@ -736,10 +736,12 @@ fn skip_base(
 /// is shared by object hash, so another entity's version (a fork's chat written by a raw put)
 /// can use a delta whose base only the evicted entity's versions referenced, and its own later
 /// deltas can be based on that entity's documents. Deltas are written after their bases, so
-/// only documents from the first erased record on are read. Returns the bytes added.
+/// only documents from the first erased record on are read. A damaged record, or a delta whose
+/// chain runs through one, is left as it is (it reads as damaged either way, and must not stop
+/// the eviction of a secret). Returns the bytes added.
 ///
 /// # Errors
-/// [`Error::Corrupt`] when a document does not decode or a delta does not resolve.
+/// Storage errors.
 pub(crate) fn keep_dependents_whole(
     docs: &mut super::docs::DocTables<'_>,
     erased: &std::collections::HashMap<[u8; 32], u64>,
@@ -755,16 +757,31 @@ pub(crate) fn keep_dependents_whole(
         if erased_seqs.contains(&seq) {
             continue;
         }
-        let rec: DocRec = codec::decode(value.value(), &format!("document record {seq}"))?;
-        if is_delta(&rec.fields) && erased.contains_key(&hash_of(&parse_head(&rec.fields)?.b)?) {
+        // A damaged record (one that does not decode, a delta head that does not parse) is
+        // left as it is: it reads as damaged before the eviction and after it.
+        let Ok(rec) = codec::decode::<DocRec>(value.value(), "document record") else {
+            continue;
+        };
+        if !is_delta(&rec.fields) {
+            continue;
+        }
+        let Ok(base) = parse_head(&rec.fields).and_then(|head| hash_of(&head.b)) else {
+            continue;
+        };
+        if erased.contains_key(&base) {
             rewrite.push((seq, rec));
         }
     }
-    // Resolve every one before writing any: a chain may run through another rewritten one.
+    // Resolve every one before writing any: a chain may run through another rewritten one. A
+    // chain through a damaged record does not resolve, before or after: left as it is.
     let mut whole = Vec::with_capacity(rewrite.len());
     for (seq, rec) in rewrite {
         let old = codec::encode(&rec)?.len() as u64;
-        let rec = resolved(&docs.index, &docs.data, rec)?;
+        let rec = match resolved(&docs.index, &docs.data, rec) {
+            Ok(rec) => rec,
+            Err(Error::Corrupt { .. }) => continue,
+            Err(e) => return Err(e),
+        };
         whole.push((seq, old, codec::encode(&rec)?));
     }
     let mut added = 0;

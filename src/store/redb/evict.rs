@@ -17,7 +17,7 @@ impl WriteTables<'_> {
             return self.evict_rows(id, rec, tx);
         }
         let eid = rec.eid;
-        let (rows, damaged) = self.rows_to_evict(id, eid)?;
+        let (rows, mut damaged) = self.rows_to_evict(id, eid)?;
         let mut freed: u64 = 0;
         // Session, chat and session configuration documents and contents are stored as deltas and suffixes on
         // earlier ones, which another entity's records may be based on: those are kept whole,
@@ -46,10 +46,16 @@ impl WriteTables<'_> {
                 if damaged.contains(&hash) {
                     continue;
                 }
-                if let Some((doc, _)) =
-                    docs::read_doc_raw(&self.docs.index, &self.docs.data, &hash)?
-                {
-                    erased_blobs.extend(docs::doc_blobs(&doc, file_blob));
+                // A record that is missing or does not decode (a row naming its document by
+                // hash: a session's, a chat's) is damaged: released without being read, as
+                // `rows_to_evict` does for a numbered row's.
+                match docs::read_doc_raw(&self.docs.index, &self.docs.data, &hash) {
+                    Ok(Some((doc, _))) => erased_blobs.extend(docs::doc_blobs(&doc, file_blob)),
+                    Ok(None) => {}
+                    Err(Error::Corrupt { .. }) => {
+                        damaged.insert(hash);
+                    }
+                    Err(e) => return Err(e),
                 }
             }
         }

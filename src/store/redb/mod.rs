@@ -886,10 +886,19 @@ impl Backend for RedbStore {
     fn evict(&self, id: &str, origin: Origin) -> Result<TxReceipt> {
         self.writable_for_erasure()?;
         self.guarded("evicting", || {
-            let receipt = RedbStore::evict(self, id, origin)?;
-            // The evicted bytes leave the file's free pages too (the erasure users ask for).
-            self.scrub_free_pages()?;
-            Ok(receipt)
+            // Owed from before the commit: a scrub that fails or is killed is still owed.
+            let owed = self.owe_scrub_before_erasure()?;
+            RedbStore::evict(self, id, origin).inspect_err(|e| self.nothing_erased(owed, e))
+        })
+    }
+
+    fn finish_erasure(&self) -> Result<()> {
+        // The evicted bytes leave the file's free pages too (the erasure users ask for).
+        if !self.scrub_owed() {
+            return Ok(());
+        }
+        self.guarded("zeroing the store file's free pages", || {
+            self.scrub_free_pages()
         })
     }
 
@@ -917,10 +926,21 @@ impl Backend for RedbStore {
     fn gc(&self) -> Result<GcReport> {
         self.writable_for_erasure()?;
         let report = self.guarded("collecting garbage", || {
-            let report = RedbStore::gc(self)?;
-            // What gc freed (an evicted secret's contents it took) leaves the free pages too.
-            if report.bytes_freed > 0 {
-                self.scrub_free_pages()?;
+            let owed = self.owe_scrub_before_erasure()?;
+            let report = RedbStore::gc(self).inspect_err(|e| self.nothing_erased(owed, e))?;
+            // What gc freed (an evicted secret's contents it took) leaves the free pages too,
+            // and so does what an earlier erasure's unfinished scrub left.
+            if report.bytes_freed > 0 || owed {
+                self.scrub_free_pages().map_err(|e| {
+                    e.after(&format!(
+                        "gc committed ({} bytes freed), but zeroing the store file's free \
+                         pages after it failed, so erased bytes may still be in them; `strata \
+                         gc` again finishes that scrub",
+                        report.bytes_freed
+                    ))
+                })?;
+            } else {
+                self.scrub_paid()?;
             }
             Ok(report)
         })?;
