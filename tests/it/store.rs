@@ -835,7 +835,8 @@ fn version_rows(dir: &std::path::Path) -> TestResult<(u64, u64)> {
 const FILESYSTEMS: redb::TableDefinition<&[u8], u32> = redb::TableDefinition::new("filesystems");
 const FILESYSTEM_IDS: redb::TableDefinition<u32, &[u8]> =
     redb::TableDefinition::new("filesystem_ids");
-const PATHS: redb::TableDefinition<(&[u8], &str), u64> = redb::TableDefinition::new("paths");
+pub(crate) const PATHS: redb::TableDefinition<(&[u8], &str), u64> =
+    redb::TableDefinition::new("paths");
 pub(crate) const STAT_CACHE: redb::TableDefinition<(&[u8], &str), &[u8]> =
     redb::TableDefinition::new("stat_cache");
 
@@ -875,9 +876,14 @@ fn split_stat_key(key: &[u8]) -> TestResult<(u32, String)> {
     Err("a stat_by_dir key without a name".into())
 }
 
-/// Gives the store file in `dir` the stat cache of a store before format 9: its rows keyed by
-/// (filesystem key, whole path) in `stat_cache`, and no directory tables.
+pub(crate) const PATHS_BY_DIR: redb::TableDefinition<&[u8], u64> =
+    redb::TableDefinition::new("paths_by_dir");
+
+/// Gives the store file in `dir` the stat cache and paths of a store before format 9: their
+/// rows keyed by (filesystem key, whole path) in `stat_cache` and `paths`, and no directory
+/// tables.
 pub(crate) fn write_old_stat_cache(dir: &std::path::Path) -> TestResult {
+    write_old_paths(dir)?;
     use redb::ReadableTable;
     let db = redb::Database::open(dir.join("store.redb"))?;
     let tx = db.begin_write()?;
@@ -900,6 +906,30 @@ pub(crate) fn write_old_stat_cache(dir: &std::path::Path) -> TestResult {
     Ok(())
 }
 
+/// Gives the store file in `dir` the paths of a store before format 10: rows keyed by
+/// (filesystem key, whole path) in `paths`, and no `paths_by_dir` (the directory tables stay,
+/// for the stat cache's rows).
+pub(crate) fn write_old_paths(dir: &std::path::Path) -> TestResult {
+    use redb::ReadableTable;
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_write()?;
+    {
+        let rows = tx.open_table(PATHS_BY_DIR)?;
+        let dirs = tx.open_table(DIRECTORY_PATHS)?;
+        let mut old = tx.open_table(PATHS)?;
+        for entry in rows.iter()? {
+            let (key, value) = entry?;
+            let (n, name) = split_stat_key(key.value())?;
+            let dir = dirs.get(n)?.ok_or("no directory")?;
+            let (fs, path) = dir.value();
+            old.insert((fs, format!("{path}{name}").as_str()), value.value())?;
+        }
+    }
+    tx.delete_table(PATHS_BY_DIR)?;
+    tx.commit()?;
+    Ok(())
+}
+
 /// Removes the filesystem tables from the store file in `dir`, as a format-4 file has none, and
 /// gives it the whole-path stat cache of a store before format 9.
 fn drop_filesystem_tables(dir: &std::path::Path) -> TestResult {
@@ -912,15 +942,24 @@ fn drop_filesystem_tables(dir: &std::path::Path) -> TestResult {
     Ok(())
 }
 
-/// The first bytes (the key tags) of the filesystem keys of `paths` and of the stat cache
+/// The first bytes (the key tags) of the filesystem keys of the paths (`paths` before format
+/// 10, `paths_by_dir`'s directories' from format 10 on) and of the stat cache
 /// (`stat_cache`'s keys before format 9, `stat_by_dir`'s directories' from format 9 on).
 fn fs_key_tags(dir: &std::path::Path) -> TestResult<(Vec<u8>, Vec<u8>)> {
     use redb::{ReadableDatabase, ReadableTable};
     let db = redb::Database::open(dir.join("store.redb"))?;
     let tx = db.begin_read()?;
     let mut paths = Vec::new();
-    for entry in tx.open_table(PATHS)?.iter()? {
-        paths.push(entry?.0.value().0[0]);
+    if let Ok(table) = tx.open_table(PATHS) {
+        for entry in table.iter()? {
+            paths.push(entry?.0.value().0[0]);
+        }
+    }
+    if let (Ok(rows), Ok(dirs)) = (tx.open_table(PATHS_BY_DIR), tx.open_table(DIRECTORY_PATHS)) {
+        for entry in rows.iter()? {
+            let (n, _) = split_stat_key(entry?.0.value())?;
+            paths.push(dirs.get(n)?.ok_or("no directory")?.value().0[0]);
+        }
     }
     let mut cache = Vec::new();
     if let Ok(table) = tx.open_table(STAT_CACHE) {

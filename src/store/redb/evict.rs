@@ -105,7 +105,7 @@ impl WriteTables<'_> {
         self.next_eid = None;
         if let Some((filesystem_id, path)) = &rec.source {
             let fs = self.fs_key(filesystem_id, false)?;
-            self.paths.remove((fs.as_slice(), path.as_str())).db()?;
+            self.dirs.remove_path(&fs, path)?;
         }
         let (more, less) = blobs::unbase(&mut self.blobs, &erased_blobs)?;
         added += more;
@@ -282,7 +282,7 @@ impl WriteTables<'_> {
         self.next_eid = None;
         if let Some((filesystem_id, path)) = &rec.source {
             let fs = self.fs_key(filesystem_id, false)?;
-            self.paths.remove((fs.as_slice(), path.as_str())).db()?;
+            self.dirs.remove_path(&fs, path)?;
         }
         Ok(())
     }
