@@ -773,7 +773,7 @@ fn format_version(dir: &std::path::Path) -> TestResult<u32> {
 }
 
 #[test]
-fn a_format_3_store_is_read_as_it_is_and_marked_format_9_when_opened_to_write() -> TestResult {
+fn a_format_3_store_is_read_as_it_is_and_marked_format_10_when_opened_to_write() -> TestResult {
     let dir = tempfile::tempdir()?;
     {
         let store = Store::create(dir.path())?;
@@ -812,7 +812,7 @@ fn a_format_3_store_is_read_as_it_is_and_marked_format_9_when_opened_to_write() 
     assert_eq!(store.log(None, 10)?.len(), 2);
     drop(store);
     assert_eq!(format_version(dir.path())?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 9);
+    assert_eq!(strata::FORMAT_VERSION, 10);
     Ok(())
 }
 
@@ -1121,7 +1121,7 @@ fn a_format_4_store_is_read_as_it_is_and_written_in_format_5_after_its_last_tx()
     }
     assert_eq!(version_rows(path)?, (10, 8));
     assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 9);
+    assert_eq!(strata::FORMAT_VERSION, 10);
     let store = Store::open(path)?;
     let after = answers(&store, &ids)?;
     for i in [0, 2, 3] {
@@ -1681,7 +1681,7 @@ fn a_format_5_store_is_read_as_it_is_and_keeps_new_files_sources_once_after_its_
         assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
     }
     assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 9);
+    assert_eq!(strata::FORMAT_VERSION, 10);
     assert_eq!(entity_layouts(path)?, [(1, 0), (1, 1), (2, 3), (2, 3)]);
     let store = Store::open(path)?;
     // e goes too: its rows of format 6.
