@@ -879,18 +879,20 @@ fn split_stat_key(key: &[u8]) -> TestResult<(u32, String)> {
 pub(crate) const PATHS_BY_DIR: redb::TableDefinition<&[u8], u64> =
     redb::TableDefinition::new("paths_by_dir");
 
-/// Gives the store file in `dir` the stat cache and paths of a store before format 9: their
-/// rows keyed by (filesystem key, whole path) in `stat_cache` and `paths`, and no directory
-/// tables.
-pub(crate) fn write_old_stat_cache(dir: &std::path::Path) -> TestResult {
-    write_old_paths(dir)?;
+/// Copies the rows of `from`, keyed by directory number and name, into `to`, keyed by
+/// (filesystem key, whole path), and deletes `from`: the layout before formats 9 and 10.
+fn to_whole_paths<V: redb::Value + 'static>(
+    dir: &std::path::Path,
+    from: redb::TableDefinition<&'static [u8], V>,
+    to: redb::TableDefinition<(&'static [u8], &'static str), V>,
+) -> TestResult {
     use redb::ReadableTable;
     let db = redb::Database::open(dir.join("store.redb"))?;
     let tx = db.begin_write()?;
     {
-        let rows = tx.open_table(STAT_BY_DIR)?;
+        let rows = tx.open_table(from)?;
         let dirs = tx.open_table(DIRECTORY_PATHS)?;
-        let mut old = tx.open_table(STAT_CACHE)?;
+        let mut old = tx.open_table(to)?;
         for entry in rows.iter()? {
             let (key, value) = entry?;
             let (n, name) = split_stat_key(key.value())?;
@@ -899,7 +901,19 @@ pub(crate) fn write_old_stat_cache(dir: &std::path::Path) -> TestResult {
             old.insert((fs, format!("{path}{name}").as_str()), value.value())?;
         }
     }
-    tx.delete_table(STAT_BY_DIR)?;
+    tx.delete_table(from)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Gives the store file in `dir` the stat cache and paths of a store before format 9: their
+/// rows keyed by (filesystem key, whole path) in `stat_cache` and `paths`, and no directory
+/// tables.
+pub(crate) fn write_old_stat_cache(dir: &std::path::Path) -> TestResult {
+    write_old_paths(dir)?;
+    to_whole_paths(dir, STAT_BY_DIR, STAT_CACHE)?;
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_write()?;
     tx.delete_table(DIRECTORIES)?;
     tx.delete_table(DIRECTORY_PATHS)?;
     tx.commit()?;
@@ -910,24 +924,7 @@ pub(crate) fn write_old_stat_cache(dir: &std::path::Path) -> TestResult {
 /// (filesystem key, whole path) in `paths`, and no `paths_by_dir` (the directory tables stay,
 /// for the stat cache's rows).
 pub(crate) fn write_old_paths(dir: &std::path::Path) -> TestResult {
-    use redb::ReadableTable;
-    let db = redb::Database::open(dir.join("store.redb"))?;
-    let tx = db.begin_write()?;
-    {
-        let rows = tx.open_table(PATHS_BY_DIR)?;
-        let dirs = tx.open_table(DIRECTORY_PATHS)?;
-        let mut old = tx.open_table(PATHS)?;
-        for entry in rows.iter()? {
-            let (key, value) = entry?;
-            let (n, name) = split_stat_key(key.value())?;
-            let dir = dirs.get(n)?.ok_or("no directory")?;
-            let (fs, path) = dir.value();
-            old.insert((fs, format!("{path}{name}").as_str()), value.value())?;
-        }
-    }
-    tx.delete_table(PATHS_BY_DIR)?;
-    tx.commit()?;
-    Ok(())
+    to_whole_paths(dir, PATHS_BY_DIR, PATHS)
 }
 
 /// Removes the filesystem tables from the store file in `dir`, as a format-4 file has none, and

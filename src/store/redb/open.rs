@@ -1994,20 +1994,21 @@ mod tests {
         Ok(())
     }
 
-    /// Rewrites the store file at `path` as format 9 wrote its paths: rows keyed by
-    /// (filesystem key, whole path) in `paths`, no `paths_by_dir` (the directory tables stay for
-    /// the stat cache); marked format 9.
-    fn make_format_9_paths(path: &Path) -> Result<()> {
-        let db = Database::open(path.join(DB_FILE)).db()?;
-        let wtx = db.begin_write().db()?;
+    /// Copies the rows of `from`, keyed by directory number and name, into `to`, keyed by
+    /// (filesystem key, whole path), and deletes `from`: the layout before formats 9 and 10.
+    fn to_whole_paths<V: redb::Value + 'static>(
+        wtx: &WriteTransaction,
+        from: redb::TableDefinition<&'static [u8], V>,
+        to: redb::TableDefinition<(&'static [u8], &'static str), V>,
+    ) -> Result<()> {
         {
-            let rows = wtx.open_table(PATHS_BY_DIR).db()?;
+            let rows = wtx.open_table(from).db()?;
             let dirs = wtx.open_table(DIRECTORY_PATHS).db()?;
-            let mut old = wtx.open_table(PATHS).db()?;
+            let mut old = wtx.open_table(to).db()?;
             for entry in rows.iter().db()? {
                 let (key, value) = entry.db()?;
                 let (n, name) = super::dirnum::split_row_key(key.value())
-                    .ok_or_else(|| Error::invariant("a path key"))?;
+                    .ok_or_else(|| Error::invariant("a key by directory"))?;
                 let dir = dirs
                     .get(n)
                     .db()?
@@ -2017,7 +2018,17 @@ mod tests {
                     .db()?;
             }
         }
-        wtx.delete_table(PATHS_BY_DIR).db()?;
+        wtx.delete_table(from).db()?;
+        Ok(())
+    }
+
+    /// Rewrites the store file at `path` as format 9 wrote its paths: rows keyed by
+    /// (filesystem key, whole path) in `paths`, no `paths_by_dir` (the directory tables stay for
+    /// the stat cache); marked format 9.
+    fn make_format_9_paths(path: &Path) -> Result<()> {
+        let db = Database::open(path.join(DB_FILE)).db()?;
+        let wtx = db.begin_write().db()?;
+        to_whole_paths(&wtx, PATHS_BY_DIR, PATHS)?;
         wtx.open_table(META)
             .db()?
             .insert("format_version", 9u32.to_le_bytes().as_slice())
@@ -2049,24 +2060,7 @@ mod tests {
         make_format_9_paths(path)?;
         let db = Database::open(path.join(DB_FILE)).db()?;
         let wtx = db.begin_write().db()?;
-        {
-            let rows = wtx.open_table(STAT_BY_DIR).db()?;
-            let dirs = wtx.open_table(DIRECTORY_PATHS).db()?;
-            let mut old = wtx.open_table(STAT_CACHE).db()?;
-            for entry in rows.iter().db()? {
-                let (key, value) = entry.db()?;
-                let (n, name) = super::dirnum::split_row_key(key.value())
-                    .ok_or_else(|| Error::invariant("a stat key"))?;
-                let dir = dirs
-                    .get(n)
-                    .db()?
-                    .ok_or_else(|| Error::invariant("a directory"))?;
-                let (fs, dir) = dir.value();
-                old.insert((fs, format!("{dir}{name}").as_str()), value.value())
-                    .db()?;
-            }
-        }
-        wtx.delete_table(STAT_BY_DIR).db()?;
+        to_whole_paths(&wtx, STAT_BY_DIR, STAT_CACHE)?;
         wtx.delete_table(DIRECTORIES).db()?;
         wtx.delete_table(DIRECTORY_PATHS).db()?;
         wtx.open_table(META)

@@ -468,44 +468,38 @@ impl Source {
             }
             cached.extend(rows.into_keys());
         }
-        if has_table(db, STAT_BY_DIR) {
-            // Format 9: a directory number and a name, the directory's path in
-            // `directory_paths`.
-            let (rows, problem) = read_rows(db, STAT_BY_DIR, |k: &[u8], _: &[u8]| (k.to_vec(), ()));
-            if let Some(problem) = problem {
-                source.unreadable.push(("stat_by_dir", problem));
-            }
+        // Format 9's stat cache and format 10's paths: a directory number and a name, the
+        // directory's path in `directory_paths` (read once, when either table is there).
+        let by_dir = [has_table(db, STAT_BY_DIR), has_table(db, PATHS_BY_DIR)];
+        if by_dir.contains(&true) {
             let (dirs, problem) = read_rows(db, DIRECTORY_PATHS, |n, (fs, dir): (&[u8], &str)| {
                 (n, (fs.to_vec(), dir.to_string()))
             });
             if let Some(problem) = problem {
                 source.unreadable.push(("directory_paths", problem));
             }
-            for key in rows.into_keys() {
+            let mut keys = Vec::new();
+            if by_dir[0] {
+                let (rows, problem) =
+                    read_rows(db, STAT_BY_DIR, |k: &[u8], _: &[u8]| (k.to_vec(), ()));
+                if let Some(problem) = problem {
+                    source.unreadable.push(("stat_by_dir", problem));
+                }
+                keys.extend(rows.into_keys());
+            }
+            if by_dir[1] {
+                let (rows, problem) =
+                    read_rows(db, PATHS_BY_DIR, |k: &[u8], _: u64| (k.to_vec(), ()));
+                if let Some(problem) = problem {
+                    source.unreadable.push(("paths_by_dir", problem));
+                }
+                keys.extend(rows.into_keys());
+            }
+            for key in keys {
                 if let Some((n, name)) = super::dirnum::split_row_key(&key)
                     && let Some((fs, dir)) = dirs.get(&n)
                 {
                     cached.push((fs.clone(), format!("{dir}{name}")));
-                }
-            }
-        }
-        if has_table(db, PATHS_BY_DIR) {
-            // Format 10: the files' paths keyed as the stat cache is.
-            let (rows, problem) = read_rows(db, PATHS_BY_DIR, |k: &[u8], _: u64| (k.to_vec(), ()));
-            if let Some(problem) = problem {
-                source.unreadable.push(("paths_by_dir", problem));
-            }
-            let (dirs, problem) = read_rows(db, DIRECTORY_PATHS, |n, (fs, dir): (&[u8], &str)| {
-                (n, (fs.to_vec(), dir.to_string()))
-            });
-            if let Some(problem) = problem {
-                source.unreadable.push(("directory_paths", problem));
-            }
-            for key in rows.into_keys() {
-                if let Some((n, name)) = super::dirnum::split_row_key(&key)
-                    && let Some((fs, dir)) = dirs.get(&n)
-                {
-                    paths.push((fs.clone(), format!("{dir}{name}")));
                 }
             }
         }
