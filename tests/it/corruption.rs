@@ -1452,6 +1452,19 @@ fn repairs_then_indexes(store: &Path, tree: &Path) -> TestResult {
     Ok(())
 }
 
+/// A tree of two files indexed into a new store: (the temporary directory holding both, the
+/// tree, the store).
+fn two_files_indexed() -> TestResult<(tempfile::TempDir, PathBuf, PathBuf)> {
+    let root = tempfile::tempdir()?;
+    let base = std::fs::canonicalize(root.path())?;
+    let (tree, store) = (base.join("tree"), base.join("store"));
+    write(&tree.join("a.txt"), "alpha\n")?;
+    write(&tree.join("b.txt"), "beta\n")?;
+    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{err}");
+    Ok((root, tree, store))
+}
+
 /// A format-8 store (whole-path `stat_cache`) whose stat cache holds a damaged key (a path
 /// whose bytes are no longer UTF-8): its upgrade to format 9 on the first read-write open moves
 /// the stat cache rows, and must not die on the damage or refuse every read-write open (the
@@ -1460,13 +1473,7 @@ fn repairs_then_indexes(store: &Path, tree: &Path) -> TestResult {
 #[test]
 fn a_format_8_store_with_a_damaged_stat_cache_key_upgrades_and_repairs() -> TestResult {
     use redb::{ReadableDatabase as _, ReadableTable as _};
-    let root = tempfile::tempdir()?;
-    let base = std::fs::canonicalize(root.path())?;
-    let (tree, store) = (base.join("tree"), base.join("store"));
-    write(&tree.join("a.txt"), "alpha\n")?;
-    write(&tree.join("b.txt"), "beta\n")?;
-    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
-    assert_eq!(code, 0, "{err}");
+    let (_root, tree, store) = two_files_indexed()?;
     crate::store::write_old_stat_cache(&store)?;
     crate::store::set_format_version(&store, 8)?;
     let marker = "stat-only-marker-Q";
@@ -1502,13 +1509,7 @@ fn a_format_8_store_with_a_damaged_stat_cache_key_upgrades_and_repairs() -> Test
 #[test]
 fn a_format_9_store_with_a_damaged_paths_key_upgrades_and_repairs() -> TestResult {
     use redb::{ReadableDatabase as _, ReadableTable as _};
-    let root = tempfile::tempdir()?;
-    let base = std::fs::canonicalize(root.path())?;
-    let (tree, store) = (base.join("tree"), base.join("store"));
-    write(&tree.join("a.txt"), "alpha\n")?;
-    write(&tree.join("b.txt"), "beta\n")?;
-    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
-    assert_eq!(code, 0, "{err}");
+    let (_root, tree, store) = two_files_indexed()?;
     crate::store::write_old_paths(&store)?;
     crate::store::set_format_version(&store, 9)?;
     let marker = "paths-only-marker-Q";
