@@ -72,8 +72,8 @@ pub fn cores() -> usize {
 /// metadata rows, see docs/store.md "format 5"; 6: a file's source once, in `entity_ids`; 7:
 /// blob chunks of 4 080 bytes in new stores, the size in `meta`; 8: a first write's filesystem
 /// named once per transaction, in its log header; 9: the stat cache keyed by directory number
-/// and file name).
-pub const FORMAT_VERSION: u32 = 9;
+/// and file name; 10: the files' paths keyed so too).
+pub const FORMAT_VERSION: u32 = 10;
 /// The store file's name inside the store directory.
 pub const DB_FILE: &str = "store.redb";
 /// The file in a store directory that says the store lives in PostgreSQL: its URL (with
@@ -314,8 +314,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Storage errors.
     fn indexed_paths_under(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<String>>;
 
-    /// Gives each of [`Backend::indexed_paths_under`] to `visit`, in path order, without
-    /// collecting them (a scan of an unchanged tree looks at every one and keeps none).
+    /// Gives each of [`Backend::indexed_paths_under`] to `visit`, in no particular order (redb
+    /// lists them directory by directory), without collecting them (a scan of an unchanged tree looks at every one and keeps none).
     ///
     /// # Errors
     /// Storage errors, and the first error of `visit`.

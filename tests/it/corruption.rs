@@ -1468,6 +1468,19 @@ fn repairs_then_indexes(store: &Path, tree: &Path) -> TestResult {
     Ok(())
 }
 
+/// A tree of two files indexed into a new store: (the temporary directory holding both, the
+/// tree, the store).
+fn two_files_indexed() -> TestResult<(tempfile::TempDir, PathBuf, PathBuf)> {
+    let root = tempfile::tempdir()?;
+    let base = std::fs::canonicalize(root.path())?;
+    let (tree, store) = (base.join("tree"), base.join("store"));
+    write(&tree.join("a.txt"), "alpha\n")?;
+    write(&tree.join("b.txt"), "beta\n")?;
+    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{err}");
+    Ok((root, tree, store))
+}
+
 /// A format-8 store (whole-path `stat_cache`) whose stat cache holds a damaged key (a path
 /// whose bytes are no longer UTF-8): its upgrade to format 9 on the first read-write open moves
 /// the stat cache rows, and must not die on the damage or refuse every read-write open (the
@@ -1476,13 +1489,7 @@ fn repairs_then_indexes(store: &Path, tree: &Path) -> TestResult {
 #[test]
 fn a_format_8_store_with_a_damaged_stat_cache_key_upgrades_and_repairs() -> TestResult {
     use redb::{ReadableDatabase as _, ReadableTable as _};
-    let root = tempfile::tempdir()?;
-    let base = std::fs::canonicalize(root.path())?;
-    let (tree, store) = (base.join("tree"), base.join("store"));
-    write(&tree.join("a.txt"), "alpha\n")?;
-    write(&tree.join("b.txt"), "beta\n")?;
-    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
-    assert_eq!(code, 0, "{err}");
+    let (_root, tree, store) = two_files_indexed()?;
     crate::store::write_old_stat_cache(&store)?;
     crate::store::set_format_version(&store, 8)?;
     let marker = "stat-only-marker-Q";
@@ -1507,6 +1514,42 @@ fn a_format_8_store_with_a_damaged_stat_cache_key_upgrades_and_repairs() -> Test
     let found = unmake_utf8(&store.join("store.redb"), &[marker])?;
     assert!(found > 0, "the marker is not in the store file");
 
+    repairs_then_indexes(&store, &tree)
+}
+
+/// A format-9 store (whole-path `paths`) whose `paths` holds a damaged key (a path whose bytes
+/// are no longer UTF-8): its upgrade to format 10 on the first read-write open moves the paths
+/// to directory numbers, and must not die on the damage or refuse every read-write open: the
+/// old table stays, `fsck --repair` rebuilds it from the log, after which the store verifies,
+/// indexes and lists.
+#[test]
+fn a_format_9_store_with_a_damaged_paths_key_upgrades_and_repairs() -> TestResult {
+    use redb::{ReadableDatabase as _, ReadableTable as _};
+    let (_root, tree, store) = two_files_indexed()?;
+    crate::store::write_old_paths(&store)?;
+    crate::store::set_format_version(&store, 9)?;
+    let marker = "paths-only-marker-Q";
+    {
+        // One more row, which the log does not make, then damaged in the file.
+        let db = redb::Database::open(store.join("store.redb"))?;
+        let (fs, path, eid) = {
+            let rtx = db.begin_read()?;
+            let table = rtx.open_table(crate::store::PATHS)?;
+            let (k, v) = table.first()?.ok_or("an empty paths table")?;
+            let (fs, path) = k.value();
+            (fs.to_vec(), path.to_string(), v.value())
+        };
+        let dir = &path[..path.rfind('/').ok_or("a path without /")? + 1];
+        let wtx = db.begin_write()?;
+        wtx.open_table(crate::store::PATHS)?
+            .insert((fs.as_slice(), format!("{dir}{marker}").as_str()), eid)?;
+        wtx.commit()?;
+    }
+    let found = unmake_utf8(&store.join("store.redb"), &[marker])?;
+    assert!(found > 0, "the marker is not in the store file");
+    // Read as it is (format 9) before any write: the two files list.
+    let (code, out, err) = strata(&store, &tree, &["ls"])?;
+    assert!(!err.contains("panicked"), "exit {code}: {out}{err}");
     repairs_then_indexes(&store, &tree)
 }
 

@@ -773,7 +773,7 @@ fn format_version(dir: &std::path::Path) -> TestResult<u32> {
 }
 
 #[test]
-fn a_format_3_store_is_read_as_it_is_and_marked_format_9_when_opened_to_write() -> TestResult {
+fn a_format_3_store_is_read_as_it_is_and_marked_format_10_when_opened_to_write() -> TestResult {
     let dir = tempfile::tempdir()?;
     {
         let store = Store::create(dir.path())?;
@@ -812,7 +812,7 @@ fn a_format_3_store_is_read_as_it_is_and_marked_format_9_when_opened_to_write() 
     assert_eq!(store.log(None, 10)?.len(), 2);
     drop(store);
     assert_eq!(format_version(dir.path())?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 9);
+    assert_eq!(strata::FORMAT_VERSION, 10);
     Ok(())
 }
 
@@ -835,7 +835,8 @@ fn version_rows(dir: &std::path::Path) -> TestResult<(u64, u64)> {
 const FILESYSTEMS: redb::TableDefinition<&[u8], u32> = redb::TableDefinition::new("filesystems");
 const FILESYSTEM_IDS: redb::TableDefinition<u32, &[u8]> =
     redb::TableDefinition::new("filesystem_ids");
-const PATHS: redb::TableDefinition<(&[u8], &str), u64> = redb::TableDefinition::new("paths");
+pub(crate) const PATHS: redb::TableDefinition<(&[u8], &str), u64> =
+    redb::TableDefinition::new("paths");
 pub(crate) const STAT_CACHE: redb::TableDefinition<(&[u8], &str), &[u8]> =
     redb::TableDefinition::new("stat_cache");
 
@@ -875,16 +876,23 @@ fn split_stat_key(key: &[u8]) -> TestResult<(u32, String)> {
     Err("a stat_by_dir key without a name".into())
 }
 
-/// Gives the store file in `dir` the stat cache of a store before format 9: its rows keyed by
-/// (filesystem key, whole path) in `stat_cache`, and no directory tables.
-pub(crate) fn write_old_stat_cache(dir: &std::path::Path) -> TestResult {
+pub(crate) const PATHS_BY_DIR: redb::TableDefinition<&[u8], u64> =
+    redb::TableDefinition::new("paths_by_dir");
+
+/// Copies the rows of `from`, keyed by directory number and name, into `to`, keyed by
+/// (filesystem key, whole path), and deletes `from`: the layout before formats 9 and 10.
+fn to_whole_paths<V: redb::Value + 'static>(
+    dir: &std::path::Path,
+    from: redb::TableDefinition<&'static [u8], V>,
+    to: redb::TableDefinition<(&'static [u8], &'static str), V>,
+) -> TestResult {
     use redb::ReadableTable;
     let db = redb::Database::open(dir.join("store.redb"))?;
     let tx = db.begin_write()?;
     {
-        let rows = tx.open_table(STAT_BY_DIR)?;
+        let rows = tx.open_table(from)?;
         let dirs = tx.open_table(DIRECTORY_PATHS)?;
-        let mut old = tx.open_table(STAT_CACHE)?;
+        let mut old = tx.open_table(to)?;
         for entry in rows.iter()? {
             let (key, value) = entry?;
             let (n, name) = split_stat_key(key.value())?;
@@ -893,11 +901,30 @@ pub(crate) fn write_old_stat_cache(dir: &std::path::Path) -> TestResult {
             old.insert((fs, format!("{path}{name}").as_str()), value.value())?;
         }
     }
-    tx.delete_table(STAT_BY_DIR)?;
+    tx.delete_table(from)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Gives the store file in `dir` the stat cache and paths of a store before format 9: their
+/// rows keyed by (filesystem key, whole path) in `stat_cache` and `paths`, and no directory
+/// tables.
+pub(crate) fn write_old_stat_cache(dir: &std::path::Path) -> TestResult {
+    write_old_paths(dir)?;
+    to_whole_paths(dir, STAT_BY_DIR, STAT_CACHE)?;
+    let db = redb::Database::open(dir.join("store.redb"))?;
+    let tx = db.begin_write()?;
     tx.delete_table(DIRECTORIES)?;
     tx.delete_table(DIRECTORY_PATHS)?;
     tx.commit()?;
     Ok(())
+}
+
+/// Gives the store file in `dir` the paths of a store before format 10: rows keyed by
+/// (filesystem key, whole path) in `paths`, and no `paths_by_dir` (the directory tables stay,
+/// for the stat cache's rows).
+pub(crate) fn write_old_paths(dir: &std::path::Path) -> TestResult {
+    to_whole_paths(dir, PATHS_BY_DIR, PATHS)
 }
 
 /// Removes the filesystem tables from the store file in `dir`, as a format-4 file has none, and
@@ -912,15 +939,24 @@ fn drop_filesystem_tables(dir: &std::path::Path) -> TestResult {
     Ok(())
 }
 
-/// The first bytes (the key tags) of the filesystem keys of `paths` and of the stat cache
+/// The first bytes (the key tags) of the filesystem keys of the paths (`paths` before format
+/// 10, `paths_by_dir`'s directories' from format 10 on) and of the stat cache
 /// (`stat_cache`'s keys before format 9, `stat_by_dir`'s directories' from format 9 on).
 fn fs_key_tags(dir: &std::path::Path) -> TestResult<(Vec<u8>, Vec<u8>)> {
     use redb::{ReadableDatabase, ReadableTable};
     let db = redb::Database::open(dir.join("store.redb"))?;
     let tx = db.begin_read()?;
     let mut paths = Vec::new();
-    for entry in tx.open_table(PATHS)?.iter()? {
-        paths.push(entry?.0.value().0[0]);
+    if let Ok(table) = tx.open_table(PATHS) {
+        for entry in table.iter()? {
+            paths.push(entry?.0.value().0[0]);
+        }
+    }
+    if let (Ok(rows), Ok(dirs)) = (tx.open_table(PATHS_BY_DIR), tx.open_table(DIRECTORY_PATHS)) {
+        for entry in rows.iter()? {
+            let (n, _) = split_stat_key(entry?.0.value())?;
+            paths.push(dirs.get(n)?.ok_or("no directory")?.value().0[0]);
+        }
     }
     let mut cache = Vec::new();
     if let Ok(table) = tx.open_table(STAT_CACHE) {
@@ -1082,7 +1118,7 @@ fn a_format_4_store_is_read_as_it_is_and_written_in_format_5_after_its_last_tx()
     }
     assert_eq!(version_rows(path)?, (10, 8));
     assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 9);
+    assert_eq!(strata::FORMAT_VERSION, 10);
     let store = Store::open(path)?;
     let after = answers(&store, &ids)?;
     for i in [0, 2, 3] {
@@ -1642,7 +1678,7 @@ fn a_format_5_store_is_read_as_it_is_and_keeps_new_files_sources_once_after_its_
         assert!(store.fsck()?.is_empty(), "{:?}", store.fsck()?);
     }
     assert_eq!(format_version(path)?, strata::FORMAT_VERSION);
-    assert_eq!(strata::FORMAT_VERSION, 9);
+    assert_eq!(strata::FORMAT_VERSION, 10);
     assert_eq!(entity_layouts(path)?, [(1, 0), (1, 1), (2, 3), (2, 3)]);
     let store = Store::open(path)?;
     // e goes too: its rows of format 6.

@@ -70,6 +70,7 @@ impl RedbStore {
         copy_table(&rtx, &wtx, TX_OPS)?;
         copy_table(&rtx, &wtx, EVICTED_OPS)?;
         copy_table(&rtx, &wtx, PATHS)?;
+        copy_table(&rtx, &wtx, PATHS_BY_DIR)?;
         copy_table(&rtx, &wtx, STAT_BY_DIR)?;
         copy_table(&rtx, &wtx, DIRECTORIES)?;
         copy_table(&rtx, &wtx, DIRECTORY_PATHS)?;
@@ -87,6 +88,8 @@ impl RedbStore {
         // into the copy's directory-keyed table, as its upgrade would.
         super::dirnum::copy_old_stat_rows(&rtx, &wtx)?;
         wtx.delete_table(STAT_CACHE).db()?;
+        // And its whole-path `paths` rows (before format 10) into `paths_by_dir`.
+        super::dirnum::move_paths_within(&wtx)?;
         {
             // The copy was made with this build's `meta` keys, and the store's copied over
             // them. A key the store lacks says something of its rows, which the copy keeps as

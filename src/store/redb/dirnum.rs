@@ -10,9 +10,15 @@
 //! read-write open moves them here ([`move_old_stat_rows`]), and one opened read-only is read
 //! as it is (readers take both tables).
 //!
-//! A directory's two rows live only while some `stat_by_dir` row uses its number: a write that
-//! removes the last one removes them too ([`write_stat_in`]; a subdirectory has its own rows and
-//! number, and a listing finds it by its own path, so a parent goes even while children stay).
+//! From store format 10 the files' paths are keyed the same way: `paths_by_dir` maps a
+//! directory number and a name to the file's eid where `paths` held the filesystem key and the
+//! whole path ([`PathRows`] reads either; the first read-write open moves old rows,
+//! [`move_old_path_rows`]). Both tables share the numbers.
+//!
+//! A directory's two rows live only while some `stat_by_dir` or `paths_by_dir` row uses its
+//! number: a write that removes the last one removes them too ([`DirTables`]; a subdirectory
+//! has its own rows and number, and a listing finds it by its own path, so a parent goes even
+//! while children stay).
 //! Numbers are never given twice (`meta[dir_numbers_from]`).
 
 use std::collections::BTreeMap;
@@ -21,7 +27,8 @@ use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 
 use super::StorageResult as _;
 use super::tables::{
-    DIR_NUMBERS_FROM, DIRECTORIES, DIRECTORY_PATHS, META, STAT_BY_DIR, STAT_CACHE,
+    DIR_NUMBERS_FROM, DIRECTORIES, DIRECTORY_PATHS, META, PATHS, PATHS_BY_DIR, STAT_BY_DIR,
+    STAT_CACHE,
 };
 use crate::error::{Error, Result};
 
@@ -218,10 +225,11 @@ impl<'t> Numbers<'t> {
     }
 }
 
-/// [`write_stat_in`] with the transaction's `meta` table opened here.
+/// Writes the stat rows `puts` and removes the rows of `removes` on the filesystem of key prefix
+/// `fs` ([`DirTables::write_stat`]), inside `wtx`, opening the tables here.
 ///
 /// # Errors
-/// As [`write_stat_in`].
+/// As [`DirTables::write_stat`].
 pub(crate) fn write_stat(
     wtx: &WriteTransaction,
     fs: &[u8],
@@ -229,89 +237,203 @@ pub(crate) fn write_stat(
     removes: &[&str],
 ) -> Result<()> {
     let mut meta = wtx.open_table(META).db()?;
-    write_stat_in(wtx, &mut meta, fs, puts, removes)
+    let mut tables = DirTables::open(wtx, &meta)?;
+    tables.write_stat(fs, puts, removes)?;
+    tables.save(&mut meta)
 }
 
-/// Writes the stat rows `puts` (canonical path, stat record bytes) and removes the rows of
-/// `removes` on the filesystem of key prefix `fs`, inside `wtx` (whose `meta` table is
-/// `meta`); new rows go in key order (random inserts leave redb's pages about half full). A
-/// directory of `removes` left with no row loses its two directory rows (one range probe per
-/// directory), and when it held the greatest number `meta[DIR_NUMBERS_FROM]` keeps that
-/// number from being given again.
-///
-/// # Errors
-/// [`Error::Storage`] when redb fails; [`Error::Corrupt`] when `meta[DIR_NUMBERS_FROM]` is
-/// not a number.
-pub(crate) fn write_stat_in(
-    wtx: &WriteTransaction,
-    meta: &mut MetaTable<'_>,
-    fs: &[u8],
-    puts: &[(&str, &[u8])],
-    removes: &[&str],
-) -> Result<()> {
-    let from = super::read_counter(meta, DIR_NUMBERS_FROM)?;
-    let mut numbers = Numbers::open(wtx, from)?;
-    let mut known: rustc_hash::FxHashMap<&str, u32> = rustc_hash::FxHashMap::default();
-    let mut rows = Vec::with_capacity(puts.len());
-    // New directories numbered in path order: `directories` then takes them in key order
-    // (random inserts leave redb's pages about half full) and `directory_paths` appends.
-    let mut in_order: Vec<&(&str, &[u8])> = puts.iter().collect();
-    in_order.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    for (path, value) in in_order {
-        let (dir, name) = split(path);
-        let n = match known.get(dir) {
-            Some(&n) => n,
-            None => {
-                let n = numbers.get_or_add(fs, dir)?;
-                known.insert(dir, n);
-                n
-            }
-        };
-        rows.push((row_key(n, name), value));
+/// The tables keyed by directory number in a write transaction: the two directory tables, the
+/// stat cache (`stat_by_dir`, format 9) and the files' paths (`paths_by_dir`, format 10). A
+/// directory's rows live while a row of either table uses its number.
+pub(crate) struct DirTables<'t> {
+    numbers: Numbers<'t>,
+    stat: redb::Table<'t, &'static [u8], &'static [u8]>,
+    paths: redb::Table<'t, &'static [u8], u64>,
+    /// `meta[DIR_NUMBERS_FROM]` to write ([`DirTables::save`]), when a write raised it.
+    raised: Option<u64>,
+}
+
+impl<'t> DirTables<'t> {
+    /// Opens the tables in `wtx`, whose `meta` table is `meta`.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when redb fails; [`Error::Corrupt`] when `meta[DIR_NUMBERS_FROM]` is
+    /// not a number.
+    pub(crate) fn open(wtx: &'t WriteTransaction, meta: &MetaTable<'_>) -> Result<Self> {
+        let from = super::read_counter(meta, DIR_NUMBERS_FROM)?;
+        Ok(Self {
+            numbers: Numbers::open(wtx, from)?,
+            stat: wtx.open_table(STAT_BY_DIR).db()?,
+            paths: wtx.open_table(PATHS_BY_DIR).db()?,
+            raised: None,
+        })
     }
-    rows.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut table = wtx.open_table(STAT_BY_DIR).db()?;
-    for (key, value) in rows {
-        table.insert(key.as_slice(), *value).db()?;
-    }
-    // The directories rows were removed from, each once.
-    let mut touched: BTreeMap<u32, &str> = BTreeMap::new();
-    for path in removes {
-        let (dir, name) = split(path);
-        let n = match known.get(dir) {
-            Some(&n) => Some(n),
-            None => numbers.get(fs, dir)?,
-        };
-        if let Some(n) = n {
-            known.insert(dir, n);
-            table.remove(row_key(n, name).as_slice()).db()?;
-            touched.insert(n, dir);
+
+    /// Writes `meta[DIR_NUMBERS_FROM]` when a write freed the greatest number.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when redb fails.
+    pub(crate) fn save(&mut self, meta: &mut MetaTable<'_>) -> Result<()> {
+        if let Some(next) = self.raised.take() {
+            meta.insert(DIR_NUMBERS_FROM, next.to_le_bytes().as_slice())
+                .db()?;
         }
+        Ok(())
     }
-    let mut freed = None;
-    for (n, dir) in touched {
+
+    /// The numbers of the directories of `paths` (canonical paths) on the filesystem of key
+    /// prefix `fs`, registering new ones in path order (`directories` then takes them in key
+    /// order, and `directory_paths` appends), with each path's row key, in key order.
+    fn keys_of<'p, V>(
+        &mut self,
+        fs: &[u8],
+        rows: impl IntoIterator<Item = (&'p str, V)>,
+    ) -> Result<Vec<(Vec<u8>, V)>> {
+        let mut in_order: Vec<(&str, V)> = rows.into_iter().collect();
+        in_order.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut known: Option<(&str, u32)> = None;
+        let mut out = Vec::with_capacity(in_order.len());
+        for (path, value) in in_order {
+            let (dir, name) = split(path);
+            let n = match known {
+                Some((d, n)) if d == dir => n,
+                _ => {
+                    let n = self.numbers.get_or_add(fs, dir)?;
+                    known = Some((dir, n));
+                    n
+                }
+            };
+            out.push((row_key(n, name), value));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    /// Writes the stat rows `puts` (canonical path, stat record bytes) and removes the rows of
+    /// `removes` on the filesystem of key prefix `fs`; new rows go in key order (random inserts
+    /// leave redb's pages about half full). A directory of `removes` left with no row in either
+    /// table loses its two directory rows (one range probe per table and directory).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when redb fails; [`Error::Invariant`] when every number is taken.
+    pub(crate) fn write_stat(
+        &mut self,
+        fs: &[u8],
+        puts: &[(&str, &[u8])],
+        removes: &[&str],
+    ) -> Result<()> {
+        let rows = self.keys_of(fs, puts.iter().map(|(p, v)| (*p, *v)))?;
+        for (key, value) in rows {
+            self.stat.insert(key.as_slice(), value).db()?;
+        }
+        let mut touched: BTreeMap<u32, &str> = BTreeMap::new();
+        let mut known: rustc_hash::FxHashMap<&str, Option<u32>> = Default::default();
+        for path in removes {
+            let (dir, name) = split(path);
+            let n = match known.get(dir) {
+                Some(&n) => n,
+                None => {
+                    let n = self.numbers.get(fs, dir)?;
+                    known.insert(dir, n);
+                    n
+                }
+            };
+            if let Some(n) = n {
+                self.stat.remove(row_key(n, name).as_slice()).db()?;
+                touched.insert(n, dir);
+            }
+        }
+        self.free_unused(fs, touched)
+    }
+
+    /// The eid the `paths_by_dir` row of `path` on the filesystem of key prefix `fs` holds.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when redb fails.
+    pub(crate) fn path_eid(&self, fs: &[u8], path: &str) -> Result<Option<u64>> {
+        let (dir, name) = split(path);
+        let Some(n) = self.numbers.get(fs, dir)? else {
+            return Ok(None);
+        };
+        Ok(self
+            .paths
+            .get(row_key(n, name).as_slice())
+            .db()?
+            .map(|v| v.value()))
+    }
+
+    /// Writes the `paths_by_dir` rows `rows` (filesystem key prefix, canonical path, eid), in
+    /// key order.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when redb fails; [`Error::Invariant`] when every number is taken.
+    pub(crate) fn put_paths(&mut self, rows: &[(Vec<u8>, String, u64)]) -> Result<()> {
+        let mut by_fs: BTreeMap<&[u8], Vec<(&str, u64)>> = BTreeMap::new();
+        for (fs, path, eid) in rows {
+            by_fs
+                .entry(fs.as_slice())
+                .or_default()
+                .push((path.as_str(), *eid));
+        }
+        for (fs, rows) in by_fs {
+            for (key, eid) in self.keys_of(fs, rows)? {
+                self.paths.insert(key.as_slice(), eid).db()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the `paths_by_dir` row of `path` on the filesystem of key prefix `fs`, and its
+    /// directory's rows when no row of either table uses it any more.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when redb fails.
+    pub(crate) fn remove_path(&mut self, fs: &[u8], path: &str) -> Result<()> {
+        let (dir, name) = split(path);
+        if let Some(n) = self.numbers.get(fs, dir)? {
+            self.paths.remove(row_key(n, name).as_slice()).db()?;
+            self.free_unused(fs, BTreeMap::from([(n, dir)]))?;
+        }
+        Ok(())
+    }
+
+    /// Whether a row of `table` uses directory number `n`.
+    fn used_in<V: redb::Value + 'static>(
+        table: &redb::Table<'t, &'static [u8], V>,
+        n: u32,
+    ) -> Result<bool> {
         let from = number_prefix(n);
         let to = prefix_end(&from);
-        if table
+        Ok(table
             .range(from.as_slice()..to.as_slice())
             .db()?
             .next()
-            .is_none()
-        {
-            numbers.free(fs, dir, n)?;
-            freed = Some(n);
+            .is_some())
+    }
+
+    /// Frees each directory of `touched` (number → path, on the filesystem of key prefix `fs`)
+    /// that no row of either table uses; when it held the greatest number,
+    /// `meta[DIR_NUMBERS_FROM]` keeps that number from being given again.
+    fn free_unused(&mut self, fs: &[u8], touched: BTreeMap<u32, &str>) -> Result<()> {
+        let mut freed = None;
+        for (n, dir) in touched {
+            if !Self::used_in(&self.stat, n)? && !Self::used_in(&self.paths, n)? {
+                self.numbers.free(fs, dir, n)?;
+                freed = Some(n);
+            }
         }
+        // `touched` goes in number order: `freed` is the greatest number freed.
+        if let Some(n) = freed
+            && self.numbers.last()?.is_none_or(|last| last < n)
+            && u64::from(n) >= self.numbers.from
+        {
+            let next = u64::from(n) + 1;
+            self.numbers.from = next;
+            self.numbers.next = None;
+            self.raised = Some(next);
+        }
+        Ok(())
     }
-    // `touched` goes in number order: `freed` is the greatest number freed.
-    if let Some(n) = freed
-        && numbers.last()?.is_none_or(|last| last < n)
-        && u64::from(n) >= from
-    {
-        let next = u64::from(n) + 1;
-        meta.insert(DIR_NUMBERS_FROM, next.to_le_bytes().as_slice())
-            .db()?;
-    }
-    Ok(())
 }
 
 /// An old `stat_cache` row: filesystem key, whole path, record bytes.
@@ -395,6 +517,201 @@ pub(crate) fn copy_old_stat_rows(rtx: &ReadTransaction, wtx: &WriteTransaction) 
         Ok(table) => write_old_rows(wtx, old_rows(&table)?),
         Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
         Err(e) => Err(Error::storage("opening stat_cache", e)),
+    }
+}
+
+/// An old `paths` row: filesystem key, whole path, eid.
+pub(crate) type OldPathRow = (Vec<u8>, String, u64);
+
+/// The whole-path `paths` table of a store before format 10.
+pub(crate) type OldPathTable = redb::ReadOnlyTable<(&'static [u8], &'static str), u64>;
+
+/// The rows of an old `paths` table.
+fn old_path_rows(
+    table: &impl ReadableTable<(&'static [u8], &'static str), u64>,
+) -> Result<Vec<OldPathRow>> {
+    let mut rows = Vec::new();
+    for entry in table.iter().db()? {
+        let (key, value) = entry.db()?;
+        let (fs, path) = key.value();
+        rows.push((fs.to_vec(), path.to_string(), value.value()));
+    }
+    Ok(rows)
+}
+
+/// The rows of the whole-path `paths` table of a store before format 10 as `rtx` sees them,
+/// read for its upgrade (none when it has no such table); `None` when the table cannot be read
+/// through (damage; a key whose path is not UTF-8 makes the storage engine panic, caught here
+/// without marking the handle). The upgrade then leaves the old table where it is, read beside
+/// the new one, so that a damaged row does not stop every read-write open, `fsck --repair`
+/// included: fsck names it, and the rebuild writes every row anew.
+pub(crate) fn read_old_path_rows(rtx: &ReadTransaction) -> Option<Vec<OldPathRow>> {
+    let quiet = std::sync::atomic::AtomicBool::new(false);
+    super::guard::guarded(
+        &quiet,
+        "reading the paths of format 9",
+        || match open_if_any(rtx, PATHS)? {
+            Some(table) => old_path_rows(&table),
+            None => Ok(Vec::new()),
+        },
+    )
+    .ok()
+}
+
+/// Moves `rows`, every row of the whole-path `paths` of a store before format 10 (as
+/// [`read_old_path_rows`] read them), into `paths_by_dir` and deletes the old table, inside
+/// `wtx`: at the upgrade. `None` (unreadable): nothing moves and the old table stays, read
+/// beside the new one until a rebuild. Returns how many rows moved.
+///
+/// # Errors
+/// [`Error::Storage`] when redb fails.
+pub(crate) fn move_old_path_rows(
+    wtx: &WriteTransaction,
+    rows: Option<Vec<OldPathRow>>,
+) -> Result<u64> {
+    let Some(rows) = rows else {
+        return Ok(0);
+    };
+    let moved = write_old_path_rows(wtx, &rows)?;
+    wtx.delete_table(PATHS).db()?;
+    Ok(moved)
+}
+
+/// Writes old `paths` rows into `paths_by_dir`.
+fn write_old_path_rows(wtx: &WriteTransaction, rows: &[OldPathRow]) -> Result<u64> {
+    let mut meta = wtx.open_table(META).db()?;
+    let mut tables = DirTables::open(wtx, &meta)?;
+    tables.put_paths(rows)?;
+    tables.save(&mut meta)?;
+    Ok(rows.len() as u64)
+}
+
+/// Moves the whole-path `paths` rows `wtx` holds (a backup of a store before format 10, copied
+/// as it is) into its `paths_by_dir`, as the upgrade would, and deletes the old table.
+///
+/// # Errors
+/// [`Error::Storage`] when redb fails.
+pub(crate) fn move_paths_within(wtx: &WriteTransaction) -> Result<u64> {
+    let rows = {
+        let table = wtx.open_table(PATHS).db()?;
+        old_path_rows(&table)?
+    };
+    let moved = write_old_path_rows(wtx, &rows)?;
+    wtx.delete_table(PATHS).db()?;
+    Ok(moved)
+}
+
+/// The files' paths as a read transaction sees them: `paths_by_dir` with the directory numbers
+/// (format 10), and the whole-path `paths` of a store before format 10 read as it is (or one
+/// whose upgrade could not read it through).
+pub(crate) struct PathRows {
+    old: Option<OldPathTable>,
+    rows: Option<redb::ReadOnlyTable<&'static [u8], u64>>,
+    dirs: Option<redb::ReadOnlyTable<(&'static [u8], &'static str), u32>>,
+}
+
+impl PathRows {
+    /// Opens the tables in `rtx`: a store without the old table must have the new ones.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when redb fails or a table is missing.
+    pub(crate) fn open(rtx: &ReadTransaction) -> Result<Self> {
+        let old = open_if_any(rtx, PATHS)?;
+        let (rows, dirs) = if old.is_some() {
+            (
+                open_if_any(rtx, PATHS_BY_DIR)?,
+                open_if_any(rtx, DIRECTORIES)?,
+            )
+        } else {
+            (
+                Some(rtx.open_table(PATHS_BY_DIR).db()?),
+                Some(rtx.open_table(DIRECTORIES).db()?),
+            )
+        };
+        Ok(Self { old, rows, dirs })
+    }
+
+    /// The eid of the file at `path` on the filesystem of key prefix `fs`, if listed.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when redb fails.
+    pub(crate) fn get(&self, fs: &[u8], path: &str) -> Result<Option<u64>> {
+        if let (Some(rows), Some(dirs)) = (&self.rows, &self.dirs) {
+            let (dir, name) = split(path);
+            if let Some(n) = dirs.get((fs, dir)).db()?.map(|v| v.value())
+                && let Some(eid) = rows.get(row_key(n, name).as_slice()).db()?
+            {
+                return Ok(Some(eid.value()));
+            }
+        }
+        match &self.old {
+            Some(old) => Ok(old.get((fs, path)).db()?.map(|v| v.value())),
+            None => Ok(None),
+        }
+    }
+
+    /// Gives each (path, eid) on the filesystem of key prefix `fs` at `prefix` or below it
+    /// (whole path segments) to `visit`, directory by directory (not in path order).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when a key holds no name; the first error of `visit`.
+    pub(crate) fn for_each_under(
+        &self,
+        fs: &[u8],
+        prefix: &str,
+        visit: &mut dyn FnMut(&str, u64) -> Result<()>,
+    ) -> Result<()> {
+        if let Some(old) = &self.old {
+            super::lookup::for_each_under(old, fs, prefix, |path, eid| visit(path, eid))?;
+        }
+        if let (Some(rows), Some(dirs)) = (&self.rows, &self.dirs) {
+            for_each_under(dirs, rows, fs, prefix, |path, eid| visit(path, eid))?;
+        }
+        Ok(())
+    }
+
+    /// Every row as (filesystem key, path, eid), `problems` naming the keys of `paths_by_dir`
+    /// that hold no directory number and name, or a number `directory_paths` (`numbers`) does
+    /// not know.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when redb fails.
+    pub(crate) fn all(
+        &self,
+        numbers: Option<&redb::ReadOnlyTable<u32, (&'static [u8], &'static str)>>,
+        problems: &mut Vec<String>,
+    ) -> Result<Vec<OldPathRow>> {
+        let mut out = match &self.old {
+            Some(old) => old_path_rows(old)?,
+            None => Vec::new(),
+        };
+        if let Some(rows) = &self.rows {
+            for entry in rows.iter().db()? {
+                let (key, value) = entry.db()?;
+                let key = key.value();
+                let Some((n, name)) = split_row_key(key) else {
+                    problems.push(format!(
+                        "key {} holds no directory number and file name",
+                        hex::encode(key)
+                    ));
+                    continue;
+                };
+                let dir = match numbers {
+                    Some(numbers) => numbers.get(n).db()?.map(|v| {
+                        let (fs, dir) = v.value();
+                        (fs.to_vec(), dir.to_string())
+                    }),
+                    None => None,
+                };
+                match dir {
+                    Some((fs, dir)) => out.push((fs, format!("{dir}{name}"), value.value())),
+                    None => problems.push(format!(
+                        "{name:?} names directory number {n}, which directory_paths does not know"
+                    )),
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -734,6 +1051,78 @@ mod tests {
         update(&store, &["/s/new/y"], &[])?;
         assert_eq!(directories(&store)?[1], ("/s/new/".into(), 3));
         clean(&store);
+        Ok(())
+    }
+
+    /// A file put with its stat entry: both tables key it by its directory's number.
+    fn put_file(store: &RedbStore, path: &str) -> Result<String> {
+        use crate::object::{FilesystemSource, Object};
+        let object = Object::file_bytes(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: path.into(),
+            },
+            path.as_bytes().to_vec(),
+        )?;
+        let id = object.id().to_string();
+        store.transact(vec![Op::put(object)], Origin::Indexer)?;
+        Ok(id)
+    }
+
+    /// The paths (format 10) share the directory numbers with the stat cache: a directory
+    /// stays while either table has a row in it, and goes (its number never given again) with
+    /// the last one of both; listings under a prefix come in path order.
+    #[test]
+    fn a_directory_lives_while_a_path_or_a_stat_row_uses_it() -> Result<()> {
+        let (_dir, store) = new_store()?;
+        let a = put_file(&store, "/q/a/x")?;
+        put_file(&store, "/q/b/y")?;
+        put_file(&store, "/q/a/sub/z")?;
+        assert_eq!(
+            names(&directories(&store)?),
+            ["/q/a/", "/q/a/sub/", "/q/b/"]
+        );
+        // The stat cache takes the paths' numbers, and its removal leaves the paths' rows.
+        update(&store, &["/q/a/x", "/q/c/w"], &[])?;
+        assert_eq!(
+            names(&directories(&store)?),
+            ["/q/a/", "/q/a/sub/", "/q/b/", "/q/c/"]
+        );
+        update(&store, &[], &["/q/a/x", "/q/c/w"])?;
+        assert_eq!(
+            names(&directories(&store)?),
+            ["/q/a/", "/q/a/sub/", "/q/b/"]
+        );
+        let listed: Vec<String> = store
+            .paths_under("fs", "/q")?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(listed, ["/q/a/sub/z", "/q/a/x", "/q/b/y"], "in path order");
+        assert_eq!(
+            store.indexed_paths_under("fs", "/q/a")?,
+            ["/q/a/sub/z", "/q/a/x"]
+        );
+        assert_eq!(store.entity_at_path("fs", "/q/a/x")?, Some(a.clone()));
+        assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        // Evicting the file: its path goes, and its directory with it once the stat cache has
+        // no row there either.
+        update(&store, &["/q/a/x"], &[])?;
+        store.transact(vec![Op::Evict { entity: a }], Origin::Cli)?;
+        assert_eq!(names(&directories(&store)?), ["/q/a/sub/", "/q/b/"]);
+        assert_eq!(store.entity_at_path("fs", "/q/a/x")?, None);
+        assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        // A new directory takes a number after the freed one.
+        put_file(&store, "/q/d/v")?;
+        let dirs = directories(&store)?;
+        assert_eq!(dirs.last(), Some(&("/q/d/".to_string(), 5)));
+        // The rebuild renumbers from the log: the paths' directories come back.
+        store.fsck_rebuild()?;
+        assert_eq!(
+            names(&directories(&store)?),
+            ["/q/a/sub/", "/q/b/", "/q/d/"]
+        );
+        assert!(store.fsck().is_empty(), "{:?}", store.fsck());
         Ok(())
     }
 

@@ -111,7 +111,7 @@ impl WriteTables<'_> {
         self.next_eid = None;
         if let Some((filesystem_id, path)) = &rec.source {
             let fs = self.fs_key(filesystem_id, false)?;
-            self.paths.remove((fs.as_slice(), path.as_str())).db()?;
+            self.dirs.remove_path(&fs, path)?;
         }
         let (more, less) = blobs::unbase(&mut self.blobs, &erased_blobs)?;
         added += more;
@@ -288,7 +288,7 @@ impl WriteTables<'_> {
         self.next_eid = None;
         if let Some((filesystem_id, path)) = &rec.source {
             let fs = self.fs_key(filesystem_id, false)?;
-            self.paths.remove((fs.as_slice(), path.as_str())).db()?;
+            self.dirs.remove_path(&fs, path)?;
         }
         Ok(())
     }

@@ -5,14 +5,14 @@ use super::*;
 use redb::ReadableTable;
 
 use super::codec;
-use super::tables::{PATHS, TX_LOG};
+use super::tables::TX_LOG;
 use super::{RedbStore, Timestamp, TxId, Version};
 use crate::error::{Error, Result};
 
 /// Calls `visit` with every (path, value) of a `(filesystem key, path)`-keyed table at `prefix` or
 /// below it, whole path segments only (`/a/b` matches `/a/b` and `/a/b/c`, not `/a/bc`), in path
 /// order; `fs` is the filesystem's key prefix (`fsnum::read_key`).
-pub(super) fn for_each_under<V: redb::Value + 'static>(
+pub(crate) fn for_each_under<V: redb::Value + 'static>(
     table: &impl ReadableTable<(&'static [u8], &'static str), V>,
     fs: &[u8],
     prefix: &str,
@@ -60,13 +60,12 @@ impl RedbStore {
     /// [`Error::Storage`] when redb fails.
     pub fn entity_at_path(&self, filesystem_id: &str, path: &str) -> Result<Option<String>> {
         let rtx = self.read()?;
-        let paths = rtx.open_table(PATHS).db()?;
+        let paths = super::dirnum::PathRows::open(&rtx)?;
         let entities = ReadEntities::open(&rtx)?;
         let fs = super::fsnum::read_key(&rtx, filesystem_id)?;
         paths
-            .get((fs.as_slice(), path))
-            .db()?
-            .map(|v| id_at_path(&entities, filesystem_id, path, v.value()))
+            .get(&fs, path)?
+            .map(|eid| id_at_path(&entities, filesystem_id, path, eid))
             .transpose()
     }
 
@@ -77,15 +76,17 @@ impl RedbStore {
     /// [`Error::Storage`] when redb fails.
     pub fn paths_under(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<(String, String)>> {
         let rtx = self.read()?;
-        let paths = rtx.open_table(PATHS).db()?;
+        let paths = super::dirnum::PathRows::open(&rtx)?;
         let entities = ReadEntities::open(&rtx)?;
         let mut out = Vec::new();
         let fs = super::fsnum::read_key(&rtx, filesystem_id)?;
-        for_each_under(&paths, &fs, prefix, |path, eid| {
+        paths.for_each_under(&fs, prefix, &mut |path, eid| {
             let id = id_at_path(&entities, filesystem_id, path, eid)?;
             out.push((path.to_string(), id));
             Ok(())
         })?;
+        // Listed directory by directory (format 10, `dirnum.rs`).
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         // Every file in the stat cache has a `paths` row: one missing from the listing is a
         // damaged `paths` table, not a file the store does not know.
         let cache = super::stat::StatTables::open(&rtx)?;

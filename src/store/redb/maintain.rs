@@ -242,13 +242,18 @@ impl RedbStore {
         wtx.delete_table(VERSIONS).db()?;
         wtx.delete_table(VERSIONS_BY_TX).db()?;
         wtx.delete_table(MATCH_OPS).db()?;
+        // The whole-path table of a store before format 10 (one whose upgrade could not read
+        // it) goes too: the replay writes `paths_by_dir`.
         wtx.delete_table(PATHS).db()?;
+        wtx.delete_table(PATHS_BY_DIR).db()?;
+        wtx.open_table(PATHS_BY_DIR).db()?;
         // The stat cache is only a cache, and may vouch for bytes the store no longer holds:
         // emptied, so the next scan reads every file again (unchanged ones stay unchanged).
         wtx.delete_table(STAT_CACHE).db()?;
         wtx.delete_table(STAT_BY_DIR).db()?;
         wtx.open_table(STAT_BY_DIR).db()?;
-        // The directory numbers key only the stat cache: numbered afresh by the next scan.
+        // The directory numbers key only the stat cache and the paths: numbered afresh by the
+        // replay and the next scan.
         wtx.delete_table(DIRECTORIES).db()?;
         wtx.delete_table(DIRECTORY_PATHS).db()?;
         wtx.open_table(DIRECTORIES).db()?;

@@ -10,7 +10,7 @@ use crate::store::private;
 
 /// The older format versions a read-write open upgrades in place (see
 /// [`RedbStore::check_format`]): their rows are read as they are.
-const UPGRADES_FROM: [u32; 6] = [3, 4, 5, 6, 7, 8];
+const UPGRADES_FROM: [u32; 7] = [3, 4, 5, 6, 7, 8, 9];
 
 /// A transaction of a store's handle, counted while it lives so that the handle is never
 /// reopened under it ([`RedbStore::reopen`]). It derefs to the redb transaction.
@@ -364,8 +364,8 @@ impl RedbStore {
     }
 
     /// Refuses a file that is not a strata store or has another format version; a format 3, 4,
-    /// 5, 6, 7 or 8 file is read as it is, and marked format 9 when opened to write (its stat
-    /// cache rows moved to `stat_by_dir`; its later
+    /// 5, 6, 7, 8 or 9 file is read as it is, and marked format 10 when opened to write (its stat
+    /// cache rows moved to `stat_by_dir` and its `paths` rows to `paths_by_dir`; its later
     /// writes use format 5's, 6's and 8's rows, `meta[BY_TX_OMITTED_SINCE]`,
     /// `meta[SOURCES_IN_IDS_SINCE]`, `meta[FS_IN_HEADERS_SINCE]` and
     /// `meta[SHORT_ENTITY_KEYS_SINCE]` and `meta[DOC_SEQS_SINCE]` saying from which transaction on; its blob stream keeps its 4 032-byte chunks when `meta` has no
@@ -396,7 +396,8 @@ impl RedbStore {
             // log header (a header and a body say their own form) and a file's version row
             // its document by number (a row says its form too), so an older file is a valid
             // format 8 file once those keys say "after the last transaction"; format 9 keys
-            // the stat cache by directory number, whose old rows move over here. It is marked on its first
+            // the stat cache by directory number, and format 10 the files' paths, whose old rows move
+            // over here. It is marked on its first
             // read-write open so that builds that cannot read the new rows refuse it instead
             // of answering wrong.
             let numbered = !matches!(
@@ -405,6 +406,7 @@ impl RedbStore {
             );
             // Read before the write begins: damage in it leaves the cache behind, not the store.
             let old_stat_rows = super::dirnum::read_old_stat_rows(&tx);
+            let old_path_rows = super::dirnum::read_old_path_rows(&tx);
             drop(meta);
             drop(tx);
             let wtx = self.begin_write()?;
@@ -423,6 +425,9 @@ impl RedbStore {
                 // Format 9 keys the stat cache by directory number and name: the old rows
                 // (whole paths) move there, once.
                 super::dirnum::move_old_stat_rows(&wtx, old_stat_rows)?;
+                // Format 10 keys the files' paths so too (damage there leaves them where they
+                // are, read beside the new table, for fsck to name and the rebuild to redo).
+                super::dirnum::move_old_path_rows(&wtx, old_path_rows)?;
                 let mut meta = wtx.open_table(META).db()?;
                 meta.insert("format_version", FORMAT_VERSION.to_le_bytes().as_slice())
                     .db()?;
@@ -1989,19 +1994,21 @@ mod tests {
         Ok(())
     }
 
-    /// Rewrites the store file at `path` as format 8 wrote its stat cache: rows keyed by
-    /// (filesystem key, whole path) in `stat_cache`, no directory tables; marked format 8.
-    fn make_format_8_stat(path: &Path) -> Result<()> {
-        let db = Database::open(path.join(DB_FILE)).db()?;
-        let wtx = db.begin_write().db()?;
+    /// Copies the rows of `from`, keyed by directory number and name, into `to`, keyed by
+    /// (filesystem key, whole path), and deletes `from`: the layout before formats 9 and 10.
+    fn to_whole_paths<V: redb::Value + 'static>(
+        wtx: &WriteTransaction,
+        from: redb::TableDefinition<&'static [u8], V>,
+        to: redb::TableDefinition<(&'static [u8], &'static str), V>,
+    ) -> Result<()> {
         {
-            let rows = wtx.open_table(STAT_BY_DIR).db()?;
+            let rows = wtx.open_table(from).db()?;
             let dirs = wtx.open_table(DIRECTORY_PATHS).db()?;
-            let mut old = wtx.open_table(STAT_CACHE).db()?;
+            let mut old = wtx.open_table(to).db()?;
             for entry in rows.iter().db()? {
                 let (key, value) = entry.db()?;
                 let (n, name) = super::dirnum::split_row_key(key.value())
-                    .ok_or_else(|| Error::invariant("a stat key"))?;
+                    .ok_or_else(|| Error::invariant("a key by directory"))?;
                 let dir = dirs
                     .get(n)
                     .db()?
@@ -2011,7 +2018,49 @@ mod tests {
                     .db()?;
             }
         }
-        wtx.delete_table(STAT_BY_DIR).db()?;
+        wtx.delete_table(from).db()?;
+        Ok(())
+    }
+
+    /// Rewrites the store file at `path` as format 9 wrote its paths: rows keyed by
+    /// (filesystem key, whole path) in `paths`, no `paths_by_dir` (the directory tables stay for
+    /// the stat cache); marked format 9.
+    fn make_format_9_paths(path: &Path) -> Result<()> {
+        let db = Database::open(path.join(DB_FILE)).db()?;
+        let wtx = db.begin_write().db()?;
+        to_whole_paths(&wtx, PATHS_BY_DIR, PATHS)?;
+        wtx.open_table(META)
+            .db()?
+            .insert("format_version", 9u32.to_le_bytes().as_slice())
+            .db()?;
+        wtx.commit().db()
+    }
+
+    /// The number of rows of `paths` (`None`: no such table) and `paths_by_dir` of the store
+    /// file at `path`.
+    fn path_layout(path: &Path) -> Result<(Option<u64>, u64)> {
+        use redb::ReadableTableMetadata as _;
+        let db = ReadOnlyDatabase::open(path.join(DB_FILE)).db()?;
+        let rtx = db.begin_read().db()?;
+        let old = match rtx.open_table(PATHS) {
+            Ok(t) => Some(t.len().db()?),
+            Err(_) => None,
+        };
+        let rows = rtx
+            .open_table(PATHS_BY_DIR)
+            .map(|t| t.len().unwrap_or(0))
+            .unwrap_or(0);
+        Ok((old, rows))
+    }
+
+    /// Rewrites the store file at `path` as format 8 wrote its stat cache and paths: rows keyed
+    /// by (filesystem key, whole path) in `stat_cache` and `paths`, no directory tables; marked
+    /// format 8.
+    fn make_format_8_stat(path: &Path) -> Result<()> {
+        make_format_9_paths(path)?;
+        let db = Database::open(path.join(DB_FILE)).db()?;
+        let wtx = db.begin_write().db()?;
+        to_whole_paths(&wtx, STAT_BY_DIR, STAT_CACHE)?;
         wtx.delete_table(DIRECTORIES).db()?;
         wtx.delete_table(DIRECTORY_PATHS).db()?;
         wtx.open_table(META)
@@ -2041,6 +2090,110 @@ mod tests {
             .and_then(|v| v.value().try_into().ok())
             .map_or(0, u32::from_le_bytes);
         Ok((old, rows, dirs, version))
+    }
+
+    /// A format-9 store's paths (whole paths in `paths`) are read as they are by a reader and
+    /// a backup, and moved to directory numbers and names by the first read-write open, which
+    /// the stat cache's numbers share; every answer stays, and fsck finds nothing.
+    #[test]
+    fn format_9_paths_read_as_they_are_and_move_to_directory_numbers() -> Result<()> {
+        use crate::store::{FileStat, StatEntry, StatUpdate};
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = tmp.path().join("s");
+        let file = |fs: &str, p: &str| {
+            Object::file_text(
+                FilesystemSource {
+                    filesystem_id: fs.into(),
+                    path: p.into(),
+                },
+                p.to_string(),
+            )
+        };
+        let paths = [
+            "/a.rs",
+            "/src/b.rs",
+            "/src/deep/c.rs",
+            "/srcx/e.rs",
+            "/src/z/y.rs",
+        ];
+        {
+            let store = RedbStore::create(&path)?;
+            let mut ops = Vec::new();
+            for p in paths {
+                ops.push(Op::put(file("fs", p)?));
+            }
+            ops.push(Op::put(file("other", "/src/b.rs")?));
+            let object = file("fs", "/src/b.rs")?;
+            let stat = StatUpdate {
+                filesystem_id: "fs".into(),
+                puts: vec![(
+                    "/src/b.rs".into(),
+                    StatEntry {
+                        stat: FileStat {
+                            size: 9,
+                            mtime_ns: 1,
+                            ctime_ns: 1,
+                            inode: 1,
+                        },
+                        file_hash: object
+                            .file_hash()
+                            .copied()
+                            .ok_or_else(|| Error::invariant("a file hash"))?,
+                        scan_start_ns: 2,
+                    },
+                )],
+                removes: Vec::new(),
+            };
+            store.transact_with_stat(ops, Origin::Cli, stat)?;
+        }
+        let answers = |store: &RedbStore| -> Result<Vec<String>> {
+            let mut out = Vec::new();
+            for prefix in ["/", "/src", "/src/", "/src/deep/c.rs", "/srcx", "/nothing"] {
+                out.push(format!("{:?}", store.paths_under("fs", prefix)?));
+                out.push(format!("{:?}", store.indexed_paths_under("fs", prefix)?));
+            }
+            out.push(format!("{:?}", store.paths_under("other", "/")?));
+            for p in paths.iter().chain(&["/none", "/src/none"]) {
+                out.push(format!("{:?}", store.entity_at_path("fs", p)?));
+            }
+            out.push(format!("{:?}", store.stat_cache("fs", "/")?.len()));
+            Ok(out)
+        };
+        let before = answers(&RedbStore::open_read_only(&path)?)?;
+        assert!(before[2].contains("/src/deep/c.rs"), "{before:?}");
+        make_format_9_paths(&path)?;
+        assert_eq!(path_layout(&path)?, (Some(6), 0));
+        {
+            let store = RedbStore::open_read_only(&path)?;
+            assert_eq!(answers(&store)?, before);
+            assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+            let copy = tmp.path().join("copy");
+            let report = store.backup(&copy)?;
+            assert!(report.findings.is_empty(), "{:?}", report.findings);
+            assert_eq!(
+                path_layout(&copy)?,
+                (None, 6),
+                "the copy's rows by directory"
+            );
+            assert_eq!(answers(&RedbStore::open(&copy)?)?, before);
+        }
+        assert_eq!(
+            path_layout(&path)?,
+            (Some(6), 0),
+            "a reader changes nothing"
+        );
+        {
+            let store = RedbStore::open(&path)?;
+            assert_eq!(answers(&store)?, before);
+            assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+            // A new file in a directory only the paths used before the upgrade.
+            store.transact(vec![Op::put(file("fs", "/src/deep/n.rs")?)], Origin::Cli)?;
+            assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+            assert_eq!(store.indexed_paths_under("fs", "/src/deep")?.len(), 2);
+        }
+        assert_eq!(path_layout(&path)?, (None, 7));
+        assert_eq!(stat_layout(&path)?.3, FORMAT_VERSION);
+        Ok(())
     }
 
     /// A format-8 store's stat cache (whole paths) is read as it is by a reader and a backup,
@@ -2111,7 +2264,9 @@ mod tests {
                 update("fs", &[("/src/b.rs", 9)], &[])?,
             )?;
         }
-        assert_eq!(stat_layout(&path)?, (None, 6, 5, FORMAT_VERSION));
+        // Five directories for the stat cache, and /g/ for a path alone (format 10).
+        assert_eq!(stat_layout(&path)?, (None, 6, 6, FORMAT_VERSION));
+        assert_eq!(path_layout(&path)?, (None, 8));
         let answers = |store: &RedbStore| -> Result<Vec<Vec<(String, u64)>>> {
             let mut out = Vec::new();
             for (fs, prefix) in [
@@ -2151,9 +2306,10 @@ mod tests {
             assert_eq!(answers(&RedbStore::open(&copy)?)?, before);
             assert_eq!(
                 stat_layout(&copy)?,
-                (None, 6, 5, FORMAT_VERSION),
+                (None, 6, 6, FORMAT_VERSION),
                 "the copy's rows by directory"
             );
+            assert_eq!(path_layout(&copy)?, (None, 8));
         }
         assert_eq!(
             stat_layout(&path)?,
@@ -2177,6 +2333,7 @@ mod tests {
             assert_eq!(store.stat_cache_len()?, 7);
         }
         assert_eq!(stat_layout(&path)?, (None, 7, 6, FORMAT_VERSION));
+        assert_eq!(path_layout(&path)?, (None, 8));
         // Damage: a row whose directory number is unknown, a number that leads elsewhere.
         {
             let db = Database::open(path.join(DB_FILE)).db()?;
@@ -2216,7 +2373,9 @@ mod tests {
             "the rebuild empties the stat cache"
         );
         drop(store);
-        assert_eq!(stat_layout(&path)?, (None, 0, 0, FORMAT_VERSION));
+        // The paths' directories stay.
+        assert_eq!(stat_layout(&path)?, (None, 0, 6, FORMAT_VERSION));
+        assert_eq!(path_layout(&path)?, (None, 8));
         Ok(())
     }
 }

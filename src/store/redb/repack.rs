@@ -3,7 +3,7 @@
 //!
 //! A redb leaf that overflows splits into two halves, and only a key greater than every other
 //! fills the last leaf instead (redb's append path). The tables keyed by a hash (`entities`,
-//! `blob_index`, `doc_index`) or by a path (`paths`, `stat_by_dir`, `directories`) therefore end 52–70 % full
+//! `blob_index`, `doc_index`) or by a path (`paths_by_dir`, `stat_by_dir`, `directories`) therefore end 52–70 % full
 //! after an index: 100 000 files left ~190 bytes a file of empty room, a real tree's index ~300
 //! (docs/store.md). Copied in key order into a new table, every key is appended and the pages
 //! come out ~98 % full; the copy then takes the table's name. Same keys, same values, same
@@ -17,7 +17,7 @@ use redb::{
 };
 
 use super::StorageResult as _;
-use super::tables::{BLOB_INDEX, DIRECTORIES, DOC_INDEX, ENTITIES, PATHS, STAT_BY_DIR};
+use super::tables::{BLOB_INDEX, DIRECTORIES, DOC_INDEX, ENTITIES, PATHS_BY_DIR, STAT_BY_DIR};
 use crate::error::Result;
 
 /// The name of the table a repack copies into before it takes the repacked table's name. Only
@@ -64,8 +64,8 @@ pub(crate) fn repack_tables(tx: &WriteTransaction) -> Result<Vec<&'static str>> 
     if repack(tx, ENTITIES)? {
         done.push(ENTITIES.name());
     }
-    if repack(tx, PATHS)? {
-        done.push(PATHS.name());
+    if repack(tx, PATHS_BY_DIR)? {
+        done.push(PATHS_BY_DIR.name());
     }
     if repack(tx, STAT_BY_DIR)? {
         done.push(STAT_BY_DIR.name());
@@ -219,7 +219,9 @@ mod tests {
             format!("{:?}", Backend::stat_cache(store, fs, "/")?.len()),
         ];
         for i in 0..files {
-            let path = format!("/d{}/f{i}.bin", i % 7);
+            // Names long enough that the paths table spans a dozen leaves (its one branch page
+            // would leave a table of eight pages under the fill the test asks).
+            let path = format!("/d{}/a-file-with-a-long-name-{i}.bin", i % 7);
             let id = Backend::entity_at_path(store, fs, &path)?;
             let version = match &id {
                 Some(id) => Backend::get(store, id)?.map(|v| {
@@ -252,7 +254,9 @@ mod tests {
                     removes: Vec::new(),
                 };
                 for i in (batch..files).step_by(3) {
-                    let path = format!("/d{}/f{i}.bin", i % 7);
+                    // Names long enough that the paths table spans a dozen leaves (its one branch page
+                    // would leave a table of eight pages under the fill the test asks).
+                    let path = format!("/d{}/a-file-with-a-long-name-{i}.bin", i % 7);
                     let bytes: Vec<u8> = sha256(&(i as u64).to_le_bytes()).0.repeat(4);
                     let object = Object::file_bytes(
                         FilesystemSource {
@@ -286,7 +290,7 @@ mod tests {
             use redb::ReadableDatabase;
             let db = db()?;
             let rtx = db.begin_read().db()?;
-            let paths = rtx.open_table(PATHS).db()?.stats().db()?;
+            let paths = rtx.open_table(PATHS_BY_DIR).db()?.stats().db()?;
             let used = paths.stored_bytes() + paths.metadata_bytes();
             let space = (paths.leaf_pages() + paths.branch_pages()) * 4096;
             assert!(
@@ -305,7 +309,7 @@ mod tests {
             let rtx = store.read()?;
             for stats in [
                 rtx.open_table(ENTITIES).db()?.stats().db()?,
-                rtx.open_table(PATHS).db()?.stats().db()?,
+                rtx.open_table(PATHS_BY_DIR).db()?.stats().db()?,
             ] {
                 let used = stats.stored_bytes() + stats.metadata_bytes();
                 let space = (stats.leaf_pages() + stats.branch_pages()) * 4096;

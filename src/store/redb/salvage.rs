@@ -448,10 +448,16 @@ impl Source {
                 source.op_entities.insert((tx, n), id);
             }
         }
-        let own = |k: (&[u8], &str), _| (k.0.to_vec(), k.1.to_string());
-        let (paths, problem) = read_rows(db, PATHS, |k, _: u64| own(k, ()));
-        if let Some(problem) = problem {
-            source.unreadable.push(("paths", problem));
+        // Keyed by the whole (filesystem, path): each row's path, not one a filesystem.
+        let own = |k: (&[u8], &str), _| ((k.0.to_vec(), k.1.to_string()), ());
+        let mut paths: Vec<(Vec<u8>, String)> = Vec::new();
+        if has_table(db, PATHS) || !has_table(db, PATHS_BY_DIR) {
+            // A store before format 10: whole paths.
+            let (rows, problem) = read_rows(db, PATHS, |k, _: u64| own(k, ()));
+            if let Some(problem) = problem {
+                source.unreadable.push(("paths", problem));
+            }
+            paths.extend(rows.into_keys());
         }
         let mut cached: Vec<(Vec<u8>, String)> = Vec::new();
         if has_table(db, STAT_CACHE) {
@@ -460,22 +466,36 @@ impl Source {
             if let Some(problem) = problem {
                 source.unreadable.push(("stat_cache", problem));
             }
-            cached.extend(rows);
+            cached.extend(rows.into_keys());
         }
-        if has_table(db, STAT_BY_DIR) {
-            // Format 9: a directory number and a name, the directory's path in
-            // `directory_paths`.
-            let (rows, problem) = read_rows(db, STAT_BY_DIR, |k: &[u8], _: &[u8]| (k.to_vec(), ()));
-            if let Some(problem) = problem {
-                source.unreadable.push(("stat_by_dir", problem));
-            }
+        // Format 9's stat cache and format 10's paths: a directory number and a name, the
+        // directory's path in `directory_paths` (read once, when either table is there).
+        let by_dir = [has_table(db, STAT_BY_DIR), has_table(db, PATHS_BY_DIR)];
+        if by_dir.contains(&true) {
             let (dirs, problem) = read_rows(db, DIRECTORY_PATHS, |n, (fs, dir): (&[u8], &str)| {
                 (n, (fs.to_vec(), dir.to_string()))
             });
             if let Some(problem) = problem {
                 source.unreadable.push(("directory_paths", problem));
             }
-            for key in rows.into_keys() {
+            let mut keys = Vec::new();
+            if by_dir[0] {
+                let (rows, problem) =
+                    read_rows(db, STAT_BY_DIR, |k: &[u8], _: &[u8]| (k.to_vec(), ()));
+                if let Some(problem) = problem {
+                    source.unreadable.push(("stat_by_dir", problem));
+                }
+                keys.extend(rows.into_keys());
+            }
+            if by_dir[1] {
+                let (rows, problem) =
+                    read_rows(db, PATHS_BY_DIR, |k: &[u8], _: u64| (k.to_vec(), ()));
+                if let Some(problem) = problem {
+                    source.unreadable.push(("paths_by_dir", problem));
+                }
+                keys.extend(rows.into_keys());
+            }
+            for key in keys {
                 if let Some((n, name)) = super::dirnum::split_row_key(&key)
                     && let Some((fs, dir)) = dirs.get(&n)
                 {
@@ -1714,7 +1734,7 @@ mod tests {
         assert_eq!(source.entities.get(&id), Some(&Some("/a.rs".to_string())));
         // The stat cache alone (format 9: a directory number and a name) names it too.
         let wtx = db.begin_write().db()?;
-        wtx.delete_table(PATHS).db()?;
+        wtx.delete_table(PATHS_BY_DIR).db()?;
         wtx.delete_table(ENTITY_IDS).db()?;
         wtx.delete_table(TX_OPS).db()?;
         wtx.commit().db()?;
@@ -1738,8 +1758,8 @@ mod tests {
             let db = Database::open(&path).db()?;
             let wtx = db.begin_write().db()?;
             wtx.delete_table(ENTITIES).db()?;
-            wtx.delete_table(PATHS).db()?;
-            wtx.delete_table(STAT_CACHE).db()?;
+            wtx.delete_table(PATHS_BY_DIR).db()?;
+            wtx.delete_table(STAT_BY_DIR).db()?;
             wtx.commit().db()?;
             let source = Source::read(&db);
             assert_eq!(source.entities.get(&id), Some(&Some("/a.rs".to_string())));

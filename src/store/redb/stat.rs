@@ -11,16 +11,19 @@ use super::{Op, Origin, RedbStore, TxReceipt};
 use crate::error::Result;
 
 /// Writes `update` into the stat cache inside `wtx` (keyed by directory number and name from
-/// store format 9, `dirnum.rs`), opening its `meta` table.
+/// store format 9, `dirnum.rs`), opening its tables.
 pub(super) fn apply(wtx: &WriteTransaction, update: &StatUpdate) -> Result<()> {
     let mut meta = wtx.open_table(super::tables::META).db()?;
-    apply_in(wtx, &mut meta, update)
+    let mut dirs = super::dirnum::DirTables::open(wtx, &meta)?;
+    apply_in(wtx, &mut dirs, update)?;
+    dirs.save(&mut meta)
 }
 
-/// [`apply`] through `meta`, the `meta` table of `wtx` a caller holds open.
+/// [`apply`] through `dirs`, the directory-keyed tables of `wtx` a caller holds open (and
+/// saves).
 pub(super) fn apply_in(
     wtx: &WriteTransaction,
-    meta: &mut super::dirnum::MetaTable<'_>,
+    dirs: &mut super::dirnum::DirTables<'_>,
     update: &StatUpdate,
 ) -> Result<()> {
     let fs = super::fsnum::write_key(wtx, &update.filesystem_id, true)?;
@@ -41,7 +44,7 @@ pub(super) fn apply_in(
         .map(|(path, bytes)| (*path, bytes.as_slice()))
         .collect();
     let removes: Vec<&str> = update.removes.iter().map(String::as_str).collect();
-    super::dirnum::write_stat_in(wtx, meta, &fs, &puts, &removes)
+    dirs.write_stat(&fs, &puts, &removes)
 }
 
 /// The stat cache's tables as a read transaction sees them: `stat_by_dir` with the directory
@@ -165,10 +168,13 @@ impl RedbStore {
             out.push(path.to_string());
             Ok(())
         })?;
+        // Listed directory by directory (format 10, `dirnum.rs`).
+        out.sort_unstable();
         Ok(out)
     }
 
-    /// [`RedbStore::indexed_paths_under`] path by path, without collecting them.
+    /// [`RedbStore::indexed_paths_under`] path by path, directory by directory (not in path
+    /// order), without collecting them.
     ///
     /// # Errors
     /// [`crate::Error::Storage`] when redb fails; the first error of `visit`.
@@ -179,9 +185,9 @@ impl RedbStore {
         visit: &mut dyn FnMut(&str) -> Result<()>,
     ) -> Result<()> {
         let rtx = self.read()?;
-        let paths = rtx.open_table(super::tables::PATHS).db()?;
+        let paths = super::dirnum::PathRows::open(&rtx)?;
         let fs = super::fsnum::read_key(&rtx, filesystem_id)?;
-        super::lookup::for_each_under(&paths, &fs, prefix, |path, _| visit(path))
+        paths.for_each_under(&fs, prefix, &mut |path, _| visit(path))
     }
 
     /// Writes `ops` (when there are any) and the stat cache changes in one redb transaction.

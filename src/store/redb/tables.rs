@@ -131,15 +131,23 @@ pub const ROW_FORMAT_SINCE_KEYS: [&str; 4] = [
 pub const DOC_NUMBERS_FROM: &str = "doc_numbers_from";
 
 /// The `meta` key of the least directory number a new directory may take (u64 LE), set when a
-/// write frees the greatest number (its directory lost its last `stat_by_dir` row): a number is
+/// write frees the greatest number (its directory lost its last `stat_by_dir` and `paths_by_dir`
+/// row): a number is
 /// never given to a second directory, so a stale or damaged row naming a freed one never reads
 /// as another directory's file. Absent: `directory_paths`' last number plus one (old builds
 /// ignore the key).
 pub const DIR_NUMBERS_FROM: &str = "dir_numbers_from";
 
 /// `paths`: (filesystem id as `codec::id_key`, canonical path) → eid of the file there (8
-/// fixed bytes where the 33-byte id took 37; `entity_ids` turns it into the id).
+/// fixed bytes where the 33-byte id took 37; `entity_ids` turns it into the id). Stores before
+/// format 10 only: the upgrade moves its rows into [`PATHS_BY_DIR`] and deletes it, and a
+/// store made as format 10 has none.
 pub const PATHS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("paths");
+
+/// `paths_by_dir`: a file's directory number and name, as in [`STAT_BY_DIR`] → eid of the file
+/// there; the files' paths from store format 10 on (`dirnum.rs`), where [`PATHS`] held the
+/// filesystem key and the whole path.
+pub const PATHS_BY_DIR: TableDefinition<&[u8], u64> = TableDefinition::new("paths_by_dir");
 
 /// `stat_cache`: (filesystem id as `codec::id_key`, canonical path) → stat record
 /// (`codec::StatRec`): what the indexer saw when it last read the file, so that an unchanged
@@ -153,7 +161,8 @@ pub const STAT_CACHE: TableDefinition<(&[u8], &str), &[u8]> = TableDefinition::n
 pub const STAT_BY_DIR: TableDefinition<&[u8], &[u8]> = TableDefinition::new("stat_by_dir");
 
 /// `directories`: (filesystem key as in `paths`, a directory's canonical path with its
-/// trailing `/`) → the directory's number (store format 9, `dirnum.rs`).
+/// trailing `/`) → the directory's number (store format 9, `dirnum.rs`), shared by
+/// [`STAT_BY_DIR`] and [`PATHS_BY_DIR`] (format 10).
 pub const DIRECTORIES: TableDefinition<(&[u8], &str), u32> = TableDefinition::new("directories");
 /// `directory_paths`: directory number → (filesystem key, directory path), the reverse of
 /// [`DIRECTORIES`].
@@ -193,7 +202,7 @@ pub fn create_all(tx: &WriteTransaction) -> Result<()> {
     tx.open_table(TX_LOG).db()?;
     tx.open_table(TX_OPS).db()?;
     tx.open_table(EVICTED_OPS).db()?;
-    tx.open_table(PATHS).db()?;
+    tx.open_table(PATHS_BY_DIR).db()?;
     tx.open_table(STAT_BY_DIR).db()?;
     tx.open_table(DIRECTORIES).db()?;
     tx.open_table(DIRECTORY_PATHS).db()?;

@@ -23,7 +23,9 @@ pub(crate) struct WriteTables<'t> {
     pub(super) tx_log: Table<'t, u64, &'static [u8]>,
     pub(super) tx_ops: Table<'t, (u64, u32), &'static [u8]>,
     pub(super) evicted_ops: Table<'t, (u64, u32), u64>,
-    pub(super) paths: Table<'t, (&'static [u8], &'static str), u64>,
+    /// The tables keyed by directory number: the files' paths (`paths_by_dir`, format 10) and
+    /// the stat cache, with the directories.
+    pub(super) dirs: super::dirnum::DirTables<'t>,
     /// `paths` rows of the entities this transaction created, inserted in key order by
     /// [`WriteTables::finish`]: a scan's files arrive in no useful order, and random inserts left the
     /// table's pages 42 % full (`tools/bench --small`).
@@ -103,6 +105,7 @@ impl<'t> WriteTables<'t> {
         // 0 when absent: no document number was erased from the end.
         let numbers_from = read_counter(&meta, DOC_NUMBERS_FROM)?;
         let chunk = blobs::chunk_size(&meta)?;
+        let dirs = super::dirnum::DirTables::open(tx, &meta)?;
         Ok(WriteTables {
             wtx: tx,
             fs_keys: HashMap::new(),
@@ -123,7 +126,7 @@ impl<'t> WriteTables<'t> {
             tx_log,
             tx_ops: tx.open_table(TX_OPS).db()?,
             evicted_ops: tx.open_table(EVICTED_OPS).db()?,
-            paths: tx.open_table(PATHS).db()?,
+            dirs,
             new_paths: Vec::new(),
             absent_matches: Vec::new(),
             evicted: std::collections::HashSet::new(),
@@ -175,19 +178,15 @@ impl<'t> WriteTables<'t> {
         if stored != 0 {
             self.add_counter(STORED_BYTES, stored)?;
         }
-        self.write_paths()
+        self.write_paths()?;
+        self.dirs.save(&mut self.meta)
     }
 
     /// Writes the new `paths` rows deferred so far, in key order (the byte counters stay
     /// pending: a group commit adds them once, in [`WriteTables::finish`]).
     pub(super) fn write_paths(&mut self) -> Result<()> {
-        let mut rows = std::mem::take(&mut self.new_paths);
-        rows.sort();
-        for (fs, path, eid) in &rows {
-            self.paths
-                .insert((fs.as_slice(), path.as_str()), *eid)
-                .db()?;
-        }
+        let rows = std::mem::take(&mut self.new_paths);
+        self.dirs.put_paths(&rows)?;
         Ok(())
     }
 
@@ -541,12 +540,7 @@ impl<'t> WriteTables<'t> {
                 if let Some(source) = object.source() {
                     let fs = source.as_filesystem();
                     let key = self.fs_key(&fs.filesystem_id, false)?;
-                    if self
-                        .paths
-                        .get((key.as_slice(), fs.path.as_str()))
-                        .db()?
-                        .is_some()
-                    {
+                    if self.dirs.path_eid(&key, &fs.path)?.is_some() {
                         return Err(Error::corrupt(format!(
                             "the store lists {:?} but has no entity {id} for it; run `strata \
                              fsck`",
@@ -622,7 +616,7 @@ impl RedbStore {
         check_ops(&ops)?;
         let wtx = self.begin_write()?;
         let mut w = WriteTables::open(&wtx)?;
-        let receipt = self.write_tx(&wtx, &mut w, &ops, &origin)?;
+        let receipt = self.write_tx(&mut w, &ops, &origin)?;
         w.finish()?;
         drop(w);
         if let Some(stat) = stat {
@@ -632,14 +626,12 @@ impl RedbStore {
         Ok(receipt)
     }
 
-    /// Writes `ops` as the next transaction through `w`, the tables of the open redb
-    /// transaction `wtx`: its tx id, log record and chain value follow those already written in
-    /// `wtx`. The byte counters stay pending in `w` ([`WriteTables::finish`] writes them once for
+    /// Writes `ops` as the next transaction through `w`, the tables of an open redb
+    /// transaction: its tx id, log record and chain value follow those already written in it. The byte counters stay pending in `w` ([`WriteTables::finish`] writes them once for
     /// every transaction of a commit). On error `wtx` holds a partial write and must be dropped,
     /// not committed.
     fn write_tx<'t>(
         &'t self,
-        wtx: &WriteTransaction,
         w: &mut WriteTables<'t>,
         ops: &[Op],
         origin: &Origin,
@@ -740,7 +732,7 @@ impl RedbStore {
                 keys.push((w.fs_key(filesystem_id, false)?, path));
             }
             for (fs, path) in keys {
-                super::dirnum::write_stat_in(wtx, &mut w.meta, &fs, &[], &[path.as_str()])?;
+                w.dirs.write_stat(&fs, &[], &[path.as_str()])?;
             }
         }
         Ok(TxReceipt {
@@ -869,12 +861,12 @@ impl RedbStore {
             let written = if request.ops.is_empty() {
                 Ok(None)
             } else {
-                self.write_tx(wtx, &mut w, &request.ops, &request.origin)
+                self.write_tx(&mut w, &request.ops, &request.origin)
                     .map(Some)
             };
             let written = written.and_then(|receipt| {
                 if let Some(stat) = &request.stat {
-                    stat::apply_in(wtx, &mut w.meta, stat)?;
+                    stat::apply_in(wtx, &mut w.dirs, stat)?;
                 }
                 Ok(receipt)
             });
