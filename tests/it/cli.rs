@@ -1308,3 +1308,65 @@ fn deleted_and_renamed_directories_leave_no_directory_rows() -> TestResult {
     assert!(f.ok(&["--no-daemon", "fsck"])?.starts_with("ok"));
     Ok(())
 }
+
+/// Git's global excludes apply to scans: the file `core.excludesFile` names in a git config file
+/// (any case of the key), else `$XDG_CONFIG_HOME/git/ignore`; with neither (a config file that
+/// does not name the key) nothing is excluded. Each case indexes into a store of its own, with
+/// the config files of the test's own home.
+#[test]
+fn git_global_excludes_apply_from_the_config_or_the_default_file() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("a.txt", b"a\n")?;
+    f.write("b.skipme", b"b\n")?;
+    let home = f.tree.with_file_name("home");
+    let xdg = f.tree.with_file_name("xdg");
+    fs::create_dir_all(&home)?;
+    fs::create_dir_all(xdg.join("git"))?;
+    let system = home.join("system-gitconfig");
+    fs::write(&system, "[user]\n\tname = nobody\n")?;
+    let files = |store: &str| -> TestResult<u64> {
+        let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("--store")
+            .arg(f.tree.with_file_name(store))
+            .args(["--no-daemon", "index", ".", "--quiet", "--json"])
+            .current_dir(&f.tree)
+            .env_remove("STRATA_STORE")
+            .env_remove("GIT_CONFIG_GLOBAL")
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", &xdg)
+            .env("GIT_CONFIG_SYSTEM", &system)
+            .output()?;
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let summary: Value = serde_json::from_slice(&output.stdout)?;
+        Ok(count(&summary, "files"))
+    };
+    // No config file names the key and no default file: nothing excluded.
+    fs::write(home.join(".gitconfig"), "[core]\n\tautocrlf = false\n")?;
+    assert_eq!(files("s1")?, 2);
+    // Named in ~/.gitconfig, in another case.
+    let excludes = home.join("global-excludes");
+    fs::write(&excludes, "*.skipme\n")?;
+    fs::write(
+        home.join(".gitconfig"),
+        format!("[core]\n\tExcludesFile = {}\n", excludes.display()),
+    )?;
+    assert_eq!(files("s2")?, 1);
+    // Named in the system file only.
+    fs::write(home.join(".gitconfig"), "[core]\n\tautocrlf = false\n")?;
+    fs::write(
+        &system,
+        format!("[core]\n\texcludesfile = {}\n", excludes.display()),
+    )?;
+    assert_eq!(files("s3")?, 1);
+    // Named nowhere: the default file under $XDG_CONFIG_HOME.
+    fs::write(&system, "[user]\n\tname = nobody\n")?;
+    fs::write(xdg.join("git/ignore"), "*.skipme\n")?;
+    assert_eq!(files("s4")?, 1);
+    fs::remove_file(xdg.join("git/ignore"))?;
+    assert_eq!(files("s5")?, 2);
+    Ok(())
+}
