@@ -1370,3 +1370,70 @@ fn git_global_excludes_apply_from_the_config_or_the_default_file() -> TestResult
     assert_eq!(files("s5")?, 2);
     Ok(())
 }
+
+/// A scan whose writer thread fails (the store file may grow no further: `ulimit -f`) stops with
+/// that error instead of waiting for it, keeps what was committed before, and the next run
+/// without the limit indexes the rest: the writer starts only with the first batch, and its
+/// error still reaches the command.
+#[test]
+fn a_scan_whose_writer_fails_reports_it_and_the_next_run_indexes_the_rest() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("first.txt", b"first\n")?;
+    assert_eq!(
+        tally(&f.json(&["--no-daemon", "index", ".", "--quiet", "--json"])?),
+        [1, 1, 0, 0, 0]
+    );
+    // 24 MiB that do not compress, in files of 1 MiB: the planner hands batches of 8 MiB to the
+    // writer during the walk.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..24 {
+        let bytes: Vec<u8> = (0..1 << 20)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state.to_le_bytes()[0]
+            })
+            .collect();
+        f.write(&format!("big/{i:02}.bin"), &bytes)?;
+    }
+    let size = fs::metadata(f.store.join("store.redb"))?.len();
+    // Blocks of 512 bytes (dash) or 1 024 (bash): either way well below 24 MiB more.
+    let blocks = (size + (1 << 20)) / 512;
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f \"$1\" && shift && exec \"$@\"")
+        .arg("sh")
+        .arg(blocks.to_string())
+        .arg(env!("CARGO_BIN_EXE_strata"))
+        .arg("--store")
+        .arg(&f.store)
+        .args(["--no-daemon", "index", ".", "--quiet", "--json"])
+        .current_dir(&f.tree)
+        .env_remove("STRATA_STORE")
+        .output()?;
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "stdout {} stderr {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The failed write leaves redb's handle answering `PreviousIo`, which a read after it takes
+    // for damage: the store is marked damaged (as before the writer started lazily), and
+    // `fsck`, finding nothing, lifts the mark.
+    f.ok(&["--no-daemon", "fsck"])?;
+    let summary = f.json(&["--no-daemon", "index", ".", "--quiet", "--json"])?;
+    assert_eq!(count(&summary, "files"), 25, "{summary}");
+    assert_eq!(
+        count(&summary, "created") + count(&summary, "unchanged"),
+        25,
+        "{summary}"
+    );
+    assert_eq!(
+        tally(&f.json(&["--no-daemon", "index", ".", "--quiet", "--json"])?),
+        [25, 0, 0, 25, 0]
+    );
+    f.ok(&["--no-daemon", "fsck"])?;
+    Ok(())
+}
