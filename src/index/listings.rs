@@ -233,6 +233,11 @@ impl Listings {
             .append(seen);
     }
 
+    /// How many directories' listings earlier scans kept.
+    pub fn kept_len(&self) -> usize {
+        self.old.len()
+    }
+
     /// Writes the listings kept from now on into `store_dir` when they differ from those loaded:
     /// the kept ones outside `roots` (the directories walked), and those this scan saw. A failure
     /// is left unreported (the next scan lists what it cannot find here).

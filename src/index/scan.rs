@@ -251,8 +251,6 @@ pub fn scan(
     let mut skipped_seen: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
     let mut batch = Batch::new(&filesystem_id);
     let (sender, receiver) = sync_channel::<Vec<Found>>(4);
-    // The writer commits one batch while the planner fills the next: at most one waits.
-    let (to_writer, writer_inbox) = sync_channel::<Batch>(1);
     let budget = Arc::clone(&plan.budget);
     let scanned = std::thread::scope(|scope| -> Result<(Written, Vec<String>, bool)> {
         let plan = &plan;
@@ -286,38 +284,43 @@ pub fn scan(
             .cache
             .wait()
             .ok_or_else(|| Error::invariant("the scan's stat cache is not there"))?;
-        let writer = scope.spawn(|| write_batches(indexer, &budget, writer_inbox));
+        let mut writer = Writer {
+            scope,
+            indexer,
+            budget: &budget,
+            running: None,
+        };
         // The stored paths, listed while the walk runs (its threads leave a core idle much of
-        // the time): those with a cache entry are marked there, the others kept.
+        // the time): those with a cache entry are marked there, the others kept. The stat
+        // file's entries are marked stored already, and it holds the others.
         let roots = &roots;
         let filesystem_id = &filesystem_id;
-        let stored = scope.spawn(move || -> Result<Vec<String>> {
-            // The stat file's entries are marked stored already.
-            if let Some(uncached) = uncached {
-                return Ok(uncached);
-            }
-            let mut uncached = Vec::new();
-            for root in roots {
-                store.for_each_indexed_path_under(
-                    filesystem_id,
-                    utf8_path(root)?,
-                    &mut |path| {
-                        match cache.get(path) {
-                            Some(cached) => cached.mark_stored(),
-                            None => uncached.push(path.to_string()),
-                        }
-                        Ok(())
-                    },
-                )?;
-            }
-            Ok(uncached)
-        });
+        let stored = match uncached {
+            Some(uncached) => Stored::Kept(uncached),
+            None => Stored::Listing(scope.spawn(move || -> Result<Vec<String>> {
+                let mut uncached = Vec::new();
+                for root in roots {
+                    store.for_each_indexed_path_under(
+                        filesystem_id,
+                        utf8_path(root)?,
+                        &mut |path| {
+                            match cache.get(path) {
+                                Some(cached) => cached.mark_stored(),
+                                None => uncached.push(path.to_string()),
+                            }
+                            Ok(())
+                        },
+                    )?;
+                }
+                Ok(uncached)
+            })),
+        };
         let planned = plan_found(
             indexer,
             plan,
             options,
             &receiver,
-            &to_writer,
+            &mut writer,
             PlanState {
                 summary: &mut summary,
                 seen: &mut seen,
@@ -329,13 +332,13 @@ pub fn scan(
         );
         // The walk stops once its receiver is gone; the writer once its inbox is.
         drop(receiver);
-        drop(to_writer);
-        let written = writer
-            .join()
-            .map_err(|_| Error::invariant("the scan's writer thread panicked"))?;
-        let stored = stored
-            .join()
-            .map_err(|_| Error::invariant("the scan's listing thread panicked"))?;
+        let written = writer.finish()?;
+        let stored = match stored {
+            Stored::Kept(uncached) => Ok(uncached),
+            Stored::Listing(listing) => listing
+                .join()
+                .map_err(|_| Error::invariant("the scan's listing thread panicked"))?,
+        };
         match (planned, written, stored) {
             // A writer error is the cause of a planner that could not hand over its batch.
             (_, Err(err), _) | (Err(err), _, _) | (_, _, Err(err)) => Err(err),
@@ -454,6 +457,63 @@ impl Drop for SyncLazyCommits<'_> {
     }
 }
 
+/// The stored paths without a stat cache entry: kept in the stat file, or being listed from the
+/// store on a thread of their own.
+enum Stored<'scope> {
+    Kept(Vec<String>),
+    Listing(std::thread::ScopedJoinHandle<'scope, Result<Vec<String>>>),
+}
+
+/// The writer thread, started when the planner hands over its first batch: a scan with nothing
+/// to write (an unchanged tree) starts none. It commits one batch while the planner fills the
+/// next: at most one waits.
+struct Writer<'scope, 'env> {
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    indexer: &'env Indexer,
+    budget: &'env Budget,
+    running: Option<(
+        SyncSender<Batch>,
+        std::thread::ScopedJoinHandle<'scope, Result<Written>>,
+    )>,
+}
+
+impl Writer<'_, '_> {
+    /// Gives `batch` to the writer thread, starting it first if it has not started.
+    ///
+    /// # Errors
+    /// [`Error::Invariant`] when the writer stopped (its own error is the one the scan reports).
+    fn send(&mut self, batch: Batch) -> Result<()> {
+        let (scope, indexer, budget) = (self.scope, self.indexer, self.budget);
+        let (to_writer, _) = self.running.get_or_insert_with(|| {
+            let (to_writer, inbox) = sync_channel::<Batch>(1);
+            let thread = scope.spawn(move || write_batches(indexer, budget, inbox));
+            (to_writer, thread)
+        });
+        to_writer
+            .send(batch)
+            .map_err(|_| Error::invariant("the scan's writer thread stopped"))
+    }
+
+    /// Closes the writer's inbox and waits for it: what it wrote (nothing if it never started).
+    ///
+    /// # Errors
+    /// The writer's own error; [`Error::Invariant`] when it panicked.
+    fn finish(self) -> Result<Result<Written>> {
+        match self.running {
+            None => Ok(Ok(Written {
+                tx_ids: Vec::new(),
+                cpu_seconds: 0.0,
+            })),
+            Some((to_writer, thread)) => {
+                drop(to_writer);
+                thread
+                    .join()
+                    .map_err(|_| Error::invariant("the scan's writer thread panicked"))
+            }
+        }
+    }
+}
+
 /// What the writer thread did: its transactions in order and its CPU seconds.
 struct Written {
     tx_ids: Vec<u64>,
@@ -514,7 +574,7 @@ fn plan_found(
     plan: &WalkPlan,
     options: &ScanOptions,
     receiver: &Receiver<Vec<Found>>,
-    to_writer: &SyncSender<Batch>,
+    writer: &mut Writer<'_, '_>,
     state: PlanState<'_>,
 ) -> Result<()> {
     let PlanState {
@@ -535,7 +595,7 @@ fn plan_found(
             Ok(found) => found,
             Err(RecvTimeoutError::Timeout) => {
                 if plan.budget.has_waiters() && batch.reserved > 0 {
-                    hand_over(to_writer, batch)?;
+                    hand_over(writer, batch)?;
                 }
                 continue;
             }
@@ -615,7 +675,7 @@ fn plan_found(
                 || batch.bytes >= options.batch_bytes
                 || batch_is_full_beside_others(indexer, batch)
             {
-                hand_over(to_writer, batch)?;
+                hand_over(writer, batch)?;
             }
         }
     }
@@ -641,14 +701,12 @@ fn batch_is_full_beside_others(indexer: &Indexer, batch: &Batch) -> bool {
 ///
 /// # Errors
 /// [`Error::Invariant`] when the writer stopped (its own error is the one the scan reports).
-fn hand_over(to_writer: &SyncSender<Batch>, batch: &mut Batch) -> Result<()> {
+fn hand_over(writer: &mut Writer<'_, '_>, batch: &mut Batch) -> Result<()> {
     if batch.is_empty() && batch.reserved == 0 {
         return Ok(());
     }
     let full = std::mem::replace(batch, Batch::new(&batch.stat.filesystem_id));
-    to_writer
-        .send(full)
-        .map_err(|_| Error::invariant("the scan's writer thread stopped"))
+    writer.send(full)
 }
 
 /// Checks that a path the store listed among its files has an entity: one that does not is

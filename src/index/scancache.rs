@@ -573,7 +573,6 @@ impl ScanCache {
     }
 
     /// How many entries it holds.
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }

@@ -372,6 +372,10 @@ impl Visitor<'_> {
         }
         let cached = cache.next_in(&mut self.cursor, name);
         if let Some(cached) = cached {
+            if self.met.capacity() == 0 {
+                // Room for every entry at once: growing by doubling copied it into fresh pages.
+                self.met.reserve(cache.len());
+            }
             self.met.push(cached.index());
         }
         let Visitor {

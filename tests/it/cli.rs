@@ -1312,3 +1312,132 @@ fn deleted_and_renamed_directories_keep_their_numbers_while_paths_use_them() -> 
     assert!(f.ok(&["--no-daemon", "fsck"])?.starts_with("ok"));
     Ok(())
 }
+
+/// Git's global excludes apply to scans: the file `core.excludesFile` names in a git config file
+/// (any case of the key), else `$XDG_CONFIG_HOME/git/ignore`; with neither (a config file that
+/// does not name the key) nothing is excluded. Each case indexes into a store of its own, with
+/// the config files of the test's own home.
+#[test]
+fn git_global_excludes_apply_from_the_config_or_the_default_file() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("a.txt", b"a\n")?;
+    f.write("b.skipme", b"b\n")?;
+    let home = f.tree.with_file_name("home");
+    let xdg = f.tree.with_file_name("xdg");
+    fs::create_dir_all(&home)?;
+    fs::create_dir_all(xdg.join("git"))?;
+    let system = home.join("system-gitconfig");
+    fs::write(&system, "[user]\n\tname = nobody\n")?;
+    let files = |store: &str| -> TestResult<u64> {
+        let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("--store")
+            .arg(f.tree.with_file_name(store))
+            .args(["--no-daemon", "index", ".", "--quiet", "--json"])
+            .current_dir(&f.tree)
+            .env_remove("STRATA_STORE")
+            .env_remove("GIT_CONFIG_GLOBAL")
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", &xdg)
+            .env("GIT_CONFIG_SYSTEM", &system)
+            .output()?;
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let summary: Value = serde_json::from_slice(&output.stdout)?;
+        Ok(count(&summary, "files"))
+    };
+    // No config file names the key and no default file: nothing excluded.
+    fs::write(home.join(".gitconfig"), "[core]\n\tautocrlf = false\n")?;
+    assert_eq!(files("s1")?, 2);
+    // Named in ~/.gitconfig, in another case.
+    let excludes = home.join("global-excludes");
+    fs::write(&excludes, "*.skipme\n")?;
+    fs::write(
+        home.join(".gitconfig"),
+        format!("[core]\n\tExcludesFile = {}\n", excludes.display()),
+    )?;
+    assert_eq!(files("s2")?, 1);
+    // Named in the system file only.
+    fs::write(home.join(".gitconfig"), "[core]\n\tautocrlf = false\n")?;
+    fs::write(
+        &system,
+        format!("[core]\n\texcludesfile = {}\n", excludes.display()),
+    )?;
+    assert_eq!(files("s3")?, 1);
+    // Named nowhere: the default file under $XDG_CONFIG_HOME.
+    fs::write(&system, "[user]\n\tname = nobody\n")?;
+    fs::write(xdg.join("git/ignore"), "*.skipme\n")?;
+    assert_eq!(files("s4")?, 1);
+    fs::remove_file(xdg.join("git/ignore"))?;
+    assert_eq!(files("s5")?, 2);
+    Ok(())
+}
+
+/// A scan whose writer thread fails (the store file may grow no further: `ulimit -f`) stops with
+/// that error instead of waiting for it, keeps what was committed before, and the next run
+/// without the limit indexes the rest: the writer starts only with the first batch, and its
+/// error still reaches the command.
+#[test]
+fn a_scan_whose_writer_fails_reports_it_and_the_next_run_indexes_the_rest() -> TestResult {
+    let f = Fixture::new()?;
+    f.write("first.txt", b"first\n")?;
+    assert_eq!(
+        tally(&f.json(&["--no-daemon", "index", ".", "--quiet", "--json"])?),
+        [1, 1, 0, 0, 0]
+    );
+    // 24 MiB that do not compress, in files of 1 MiB: the planner hands batches of 8 MiB to the
+    // writer during the walk.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..24 {
+        let bytes: Vec<u8> = (0..1 << 20)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state.to_le_bytes()[0]
+            })
+            .collect();
+        f.write(&format!("big/{i:02}.bin"), &bytes)?;
+    }
+    let size = fs::metadata(f.store.join("store.redb"))?.len();
+    // Blocks of 512 bytes (dash) or 1 024 (bash): either way well below 24 MiB more.
+    let blocks = (size + (1 << 20)) / 512;
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f \"$1\" && shift && exec \"$@\"")
+        .arg("sh")
+        .arg(blocks.to_string())
+        .arg(env!("CARGO_BIN_EXE_strata"))
+        .arg("--store")
+        .arg(&f.store)
+        .args(["--no-daemon", "index", ".", "--quiet", "--json"])
+        .current_dir(&f.tree)
+        .env_remove("STRATA_STORE")
+        .output()?;
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "stdout {} stderr {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The failed write leaves redb's handle answering `PreviousIo`, which a read after it takes
+    // for damage: the store is marked damaged (as before the writer started lazily), and
+    // `fsck`, finding nothing, lifts the mark.
+    f.ok(&["--no-daemon", "fsck"])?;
+    let summary = f.json(&["--no-daemon", "index", ".", "--quiet", "--json"])?;
+    assert_eq!(count(&summary, "files"), 25, "{summary}");
+    assert_eq!(
+        count(&summary, "created") + count(&summary, "unchanged"),
+        25,
+        "{summary}"
+    );
+    assert_eq!(
+        tally(&f.json(&["--no-daemon", "index", ".", "--quiet", "--json"])?),
+        [25, 0, 0, 25, 0]
+    );
+    f.ok(&["--no-daemon", "fsck"])?;
+    Ok(())
+}
