@@ -388,6 +388,32 @@ fn empty_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
 /// An append-only table of 4 000-byte values, as strata's blob stream.
 const CHUNKS: TableDefinition<u64, &[u8]> = TableDefinition::new("chunks");
 
+/// A new file at `path` of `rows` 4 000-byte rows of which two thirds were then removed (the
+/// rows left: every third key).
+fn two_thirds_removed(
+    path: &std::path::Path,
+    rows: u64,
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let db = Database::create(path)?;
+    let tx = db.begin_write()?;
+    {
+        let mut table = tx.open_table(CHUNKS)?;
+        for k in 0..rows {
+            table.insert(k, value(k, 3, 4_000).as_slice())?;
+        }
+    }
+    tx.commit()?;
+    let tx = db.begin_write()?;
+    {
+        let mut table = tx.open_table(CHUNKS)?;
+        for k in (0..rows).filter(|k| k % 3 != 0) {
+            table.remove(k)?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
 /// Compacts a file with two thirds of its 4 000-byte rows removed, opened through a
 /// [`CountingFile`], with one-phase drains or redb's own two-phase ones: the file's length
 /// and its syncs afterwards.
@@ -395,25 +421,7 @@ fn compacted(
     path: &std::path::Path,
     one_phase: bool,
 ) -> std::result::Result<(u64, usize), Box<dyn std::error::Error>> {
-    {
-        let db = Database::create(path)?;
-        let tx = db.begin_write()?;
-        {
-            let mut table = tx.open_table(CHUNKS)?;
-            for k in 0..1_500u64 {
-                table.insert(k, value(k, 3, 4_000).as_slice())?;
-            }
-        }
-        tx.commit()?;
-        let tx = db.begin_write()?;
-        {
-            let mut table = tx.open_table(CHUNKS)?;
-            for k in (0..1_500u64).filter(|k| k % 3 != 0) {
-                table.remove(k)?;
-            }
-        }
-        tx.commit()?;
-    }
+    two_thirds_removed(path, 1_500)?;
     let counts = std::sync::Arc::new(WriteCounts::default());
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -593,25 +601,7 @@ fn compaction_survives_power_loss(
     one_phase: bool,
 ) -> std::result::Result<usize, Box<dyn std::error::Error>> {
     let source = dir.join("source.redb");
-    {
-        let db = Database::create(&source)?;
-        let tx = db.begin_write()?;
-        {
-            let mut table = tx.open_table(CHUNKS)?;
-            for k in 0..300u64 {
-                table.insert(k, value(k, 3, 4_000).as_slice())?;
-            }
-        }
-        tx.commit()?;
-        let tx = db.begin_write()?;
-        {
-            let mut table = tx.open_table(CHUNKS)?;
-            for k in (0..300u64).filter(|k| k % 3 != 0) {
-                table.remove(k)?;
-            }
-        }
-        tx.commit()?;
-    }
+    two_thirds_removed(&source, 300)?;
     let run = |crash_at: usize,
                torn: Torn|
      -> std::result::Result<Option<Vec<u8>>, Box<dyn std::error::Error>> {
