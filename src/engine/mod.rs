@@ -308,7 +308,9 @@ impl Engine {
     /// # Errors
     /// The request's errors; see each request type.
     pub fn call<R: Apply>(&self, request: R) -> Result<R::Response> {
-        request.apply(self)
+        let answer = request.apply(self);
+        self.settle_index_batches();
+        answer
     }
 
     /// Answers any request.
@@ -316,7 +318,21 @@ impl Engine {
     /// # Errors
     /// The request's errors; see each request type.
     pub fn handle(&self, request: Request) -> Result<Response> {
-        request.apply_any(self)
+        let answer = request.apply_any(self);
+        self.settle_index_batches();
+        answer
+    }
+
+    /// Makes the lazily committed batches of an index running beside this request durable
+    /// before the request is answered: the answer may show their rows or tx ids, which a crash
+    /// would otherwise lose (and a later commit would number again). Best effort: a failed
+    /// sync is logged, and the index's own closing sync reports it.
+    fn settle_index_batches(&self) {
+        if self.store.has_lazy_index_batches()
+            && let Err(err) = self.store.sync()
+        {
+            tracing::warn!(error = %err, "making an index's batches durable before an answer");
+        }
     }
 
     /// A receiver of the [`CommitEvent`] of every transaction this engine commits from now on.
@@ -592,6 +608,62 @@ mod tests {
             "a write is durable, and the read before it with it"
         );
         assert!(written.tx_id > read.tx_id);
+        Ok(())
+    }
+
+    /// An index's batches are committed lazily, and visible meanwhile: a request answered
+    /// during the index (here `log`, naming the newest tx id) makes them durable before its
+    /// answer, so that a crash right after it (a copy of the open store's file) still holds what
+    /// the answer named, and no later commit can give that tx id other content.
+    #[test]
+    fn an_answer_given_during_an_index_names_only_durable_transactions() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let store_dir = tmp.path().join("store");
+        let tree = tmp.path().join("tree");
+        std::fs::create_dir_all(&tree).map_err(|e| Error::io("mkdir", e))?;
+        // 1 MiB files: the scan's batches (8 MiB) hold a few each, so it makes several.
+        for i in 0..40u8 {
+            let bytes: Vec<u8> = (0..1 << 20)
+                .map(|n: u32| (n.wrapping_mul(2_654_435_761) >> 13) as u8 ^ i)
+                .collect();
+            std::fs::write(tree.join(format!("f{i:02}.bin")), bytes)
+                .map_err(|e| Error::io("write", e))?;
+        }
+        let engine = Engine::open(&store_dir, Access::Create)?;
+        let copy = tmp.path().join("crashed");
+        std::fs::create_dir_all(&copy).map_err(|e| Error::io("mkdir", e))?;
+        let mut answered: Option<u64> = None;
+        let mut probe = |_: crate::index::ScanProgress| {
+            if answered.is_some() || !engine.store().has_lazy_commits() {
+                return;
+            }
+            // Another client's read while the index runs, then a crash.
+            if let Ok(log) = engine.call(LogRequest {
+                limit: Some(1),
+                ..LogRequest::default()
+            }) {
+                answered = log.head.map(|head| head.tx_id);
+                let _ = std::fs::copy(
+                    store_dir.join(crate::store::DB_FILE),
+                    copy.join(crate::store::DB_FILE),
+                );
+            }
+        };
+        let summary = IndexRequest {
+            paths: vec![tree.display().to_string()],
+            cwd: None,
+            threads: Some(2),
+        }
+        .apply_with_progress(&engine, &mut probe)?;
+        assert!(summary.tx_ids.len() > 1, "{:?}", summary.tx_ids);
+        let answered = answered.ok_or_else(|| Error::invariant("no lazy batch was seen"))?;
+        drop(engine);
+        let crashed = Store::open(&copy)?;
+        let head = crashed.chain_head()?.map_or(0, |(tx, _)| tx.0);
+        assert!(
+            head >= answered,
+            "a client was told of tx {answered}; a crash then left the store at tx {head}"
+        );
         Ok(())
     }
 

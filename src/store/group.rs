@@ -93,6 +93,8 @@ struct State {
     unchecked: Option<Instant>,
     /// When the last [`GroupCommit::sync`] failed: none is due again for [`SYNC_RETRY`].
     sync_failed: Option<Instant>,
+    /// Whether an index run's batch is among the lazy commits waiting for a durable one.
+    lazy_bulk: bool,
     lazy_commits: u64,
     next_ticket: u64,
 }
@@ -162,6 +164,11 @@ impl GroupCommit {
         self.lock().unsynced.is_some()
     }
 
+    /// Whether an index run's lazy batch waits for a durable commit.
+    pub(super) fn has_lazy_index_batches(&self) -> bool {
+        self.lock().lazy_bulk
+    }
+
     /// Makes the lazy commits so far durable through `backend`, and reopening after a crash
     /// quick again after commits made under load (a checkpoint): one empty commit, made as the
     /// leader, so that no other commit runs meanwhile. Nothing when neither is needed.
@@ -188,6 +195,7 @@ impl GroupCommit {
             let mut state = self.lock();
             if result.is_ok() {
                 state.unsynced = None;
+                state.lazy_bulk = false;
                 state.unchecked = None;
                 state.sync_failed = None;
             } else {
@@ -283,6 +291,7 @@ impl GroupCommit {
                 || state
                     .unsynced
                     .is_some_and(|since| since.elapsed() >= LAZY_FOR);
+            let bulk = batch.iter().any(|(_, request, _)| is_bulk(request));
             drop(state);
             let began = Instant::now();
             let (tickets, requests): (Vec<u64>, Vec<TxRequest>) =
@@ -307,10 +316,12 @@ impl GroupCommit {
                 state.queued_at_end = state.queue.len();
                 if committed && durable {
                     state.unsynced = None;
+                    state.lazy_bulk = false;
                     state.unchecked = under_load.then(Instant::now);
                 } else if committed {
                     state.lazy_commits += 1;
                     state.unsynced.get_or_insert_with(Instant::now);
+                    state.lazy_bulk |= bulk;
                 }
                 for ticket in tickets {
                     let result = results.next().unwrap_or_else(|| {

@@ -716,6 +716,12 @@ impl Store {
         self.group.has_lazy_commits()
     }
 
+    /// Whether an index run's batch, committed lazily, waits for a durable commit: its rows
+    /// are visible to every reader of this handle, and a crash now would lose them.
+    pub fn has_lazy_index_batches(&self) -> bool {
+        self.group.has_lazy_index_batches()
+    }
+
     /// How many writes wait for a commit now (the daemon's queue depth).
     pub fn queued_writes(&self) -> usize {
         self.group.queued()
