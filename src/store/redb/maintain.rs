@@ -57,8 +57,8 @@ impl RedbStore {
     /// the erasing commit freed (redb frees a transaction's pages at a later durable commit,
     /// once no reader can see them); then a table of zero-filled rows, one to a page, takes
     /// every free page and is deleted (the pages it frees hold zeros). Pages a reader still
-    /// sees are left: they are freed, and zeroed, by the next erasure. A store in memory has
-    /// no file.
+    /// sees are left: they are freed once it ends, and the [`SCRUB_PENDING`] note stays for the
+    /// next gc to zero them. A store in memory has no file.
     ///
     /// # Errors
     /// When a commit fails.
@@ -67,12 +67,16 @@ impl RedbStore {
         // those out last (the second takes them, zeroed or not, with the first's zeros).
         let (begun, alone) = {
             let ledger = self.ledger();
-            (ledger.begun, ledger.committing == 0)
+            // A transaction that lives (a reader that began before the erasure committed)
+            // keeps the pages it sees from being freed, and so from this scrub.
+            let quiet = self.live.load(std::sync::atomic::Ordering::SeqCst) == 0;
+            (ledger.begun, ledger.committing == 0 && quiet)
         };
         self.scrub_free_pages_once()?;
         self.scrub_free_pages_once()?;
         // The note goes only if every erasure begun had committed before this scrub did (it
-        // took their freed pages) and none began since (its pages may be freed after it).
+        // took their freed pages), no transaction lived then (whose pages it could not take),
+        // and none began since (its pages may be freed after it).
         let ledger = self.ledger();
         if alone && ledger.begun == begun {
             self.scrub_paid()?;
@@ -1316,6 +1320,33 @@ mod tests {
             fragments(dir.path(), &bytes)?,
             0,
             "B's secret left in free pages"
+        );
+        assert!(!store.scrub_owed());
+        Ok(())
+    }
+
+    /// A scrub while a reader that began before the evict still lives (a daemon's client
+    /// reading) cannot take the pages that reader sees: they are freed only once it ends. The
+    /// note stays, and the next gc zeroes them.
+    #[test]
+    fn a_scrub_beside_a_live_reader_leaves_the_note() -> Result<()> {
+        let (dir, store) = new_store()?;
+        let (secret, bytes) = put_secret(&store, "/secret", 256, 0x5851_f42d_4c95_7f2d)?;
+        let reader = store.read()?;
+        Backend::evict(&store, secret.id(), Origin::Cli)?;
+        store.finish_erasure()?;
+        drop(reader);
+        if fragments(dir.path(), &bytes)? > 0 {
+            assert!(
+                store.scrub_owed(),
+                "the secret is still in the file and no scrub is owed"
+            );
+        }
+        Backend::gc(&store)?;
+        assert_eq!(
+            fragments(dir.path(), &bytes)?,
+            0,
+            "the secret left in free pages"
         );
         assert!(!store.scrub_owed());
         Ok(())
