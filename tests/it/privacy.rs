@@ -870,3 +870,30 @@ fn evict_of_a_file_whose_version_row_does_not_decode_names_the_repair() -> TestR
     fx.strata(&["fsck"])?;
     Ok(())
 }
+
+/// A scrub left owed (`scrub.pending`: an evict's scrub killed or failed) is finished when the
+/// daemon starts, not only by the next gc: the note goes, fsck is clean.
+#[test]
+fn the_daemon_finishes_an_owed_scrub_as_it_starts() -> TestResult {
+    let fx = Fixture::new()?;
+    fs::write(fx.tree.join("a.txt"), "alpha\n")?;
+    fx.strata(&["init"])?;
+    fx.strata(&["index", "."])?;
+    let note = fx.store.join("scrub.pending");
+    fs::write(&note, "owed\n")?;
+    let out = strata_at(&fx.store, &fx.tree, &["ls"]).output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stop = strata_at(&fx.store, &fx.tree, &["stop"]).output()?;
+    assert!(
+        stop.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    assert!(!note.exists(), "the daemon left the owed scrub");
+    fx.strata(&["fsck"])?;
+    Ok(())
+}
