@@ -27,6 +27,42 @@ pub(crate) struct ScrubLedger {
     committing: u64,
 }
 
+/// An erasure under way ([`RedbStore::begin_erasure`]) until it is settled; dropped unsettled,
+/// it counts as one that may have committed (its note stays).
+pub(crate) struct Settling<'a> {
+    store: &'a RedbStore,
+    erasure: Option<Erasure>,
+}
+
+impl Settling<'_> {
+    /// The erasure, as begun.
+    pub(crate) fn erasure(&self) -> Option<Erasure> {
+        self.erasure
+    }
+
+    /// The erasure committed ([`RedbStore::erasure_committed`]).
+    pub(crate) fn committed(mut self) {
+        if let Some(erasure) = self.erasure.take() {
+            self.store.erasure_committed(erasure);
+        }
+    }
+
+    /// The erasure failed with `e` ([`RedbStore::nothing_erased`]).
+    pub(crate) fn failed(mut self, e: &Error) {
+        if let Some(erasure) = self.erasure.take() {
+            self.store.nothing_erased(erasure, e);
+        }
+    }
+}
+
+impl Drop for Settling<'_> {
+    fn drop(&mut self) {
+        if let Some(erasure) = self.erasure.take() {
+            self.store.erasure_committed(erasure);
+        }
+    }
+}
+
 /// One erasure begun by [`RedbStore::owe_scrub_before_erasure`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Erasure {
@@ -141,6 +177,19 @@ impl RedbStore {
         Ok(Erasure {
             owed,
             number: ledger.begun,
+        })
+    }
+
+    /// [`RedbStore::owe_scrub_before_erasure`], settled when the returned guard is dropped
+    /// unsettled (a panic inside redb unwound through it): as one that may have committed, so
+    /// the ledger does not count it as committing for the handle's life.
+    ///
+    /// # Errors
+    /// As [`RedbStore::owe_scrub`].
+    pub(crate) fn begin_erasure(&self) -> Result<Settling<'_>> {
+        Ok(Settling {
+            store: self,
+            erasure: Some(self.owe_scrub_before_erasure()?),
         })
     }
 
@@ -1348,6 +1397,28 @@ mod tests {
             0,
             "the secret left in free pages"
         );
+        assert!(!store.scrub_owed());
+        Ok(())
+    }
+
+    /// An erasure a panic inside redb unwinds through (caught by the guard) is settled: the
+    /// ledger does not count it as committing for the handle's life, which kept every later
+    /// scrub from removing the note.
+    #[test]
+    fn an_erasure_a_panic_unwinds_through_is_settled() -> Result<()> {
+        let (_dir, store) = new_store()?;
+        let caught = super::super::guard::guarded(
+            &std::sync::atomic::AtomicBool::new(false),
+            "evicting",
+            || -> Result<()> {
+                let _settling = store.begin_erasure()?;
+                std::panic::panic_any("a damaged page");
+            },
+        );
+        assert!(matches!(caught, Err(Error::Corrupt { .. })), "{caught:?}");
+        assert_eq!(store.ledger().committing, 0);
+        assert!(store.scrub_owed(), "it may have committed: the note stays");
+        store.scrub_free_pages()?;
         assert!(!store.scrub_owed());
         Ok(())
     }

@@ -889,11 +889,17 @@ impl Backend for RedbStore {
         self.writable_for_erasure()?;
         self.guarded("evicting", || {
             // Owed from before the commit: a scrub that fails or is killed is still owed.
-            let erasure = self.owe_scrub_before_erasure()?;
-            let receipt = RedbStore::evict(self, id, origin)
-                .inspect_err(|e| self.nothing_erased(erasure, e))?;
-            self.erasure_committed(erasure);
-            Ok(receipt)
+            let settling = self.begin_erasure()?;
+            match RedbStore::evict(self, id, origin) {
+                Ok(receipt) => {
+                    settling.committed();
+                    Ok(receipt)
+                }
+                Err(e) => {
+                    settling.failed(&e);
+                    Err(e)
+                }
+            }
         })
     }
 
@@ -931,9 +937,22 @@ impl Backend for RedbStore {
     fn gc(&self) -> Result<GcReport> {
         self.writable_for_erasure()?;
         let report = self.guarded("collecting garbage", || {
-            let erasure = self.owe_scrub_before_erasure()?;
-            let report = RedbStore::gc(self).inspect_err(|e| self.nothing_erased(erasure, e))?;
-            self.erasure_committed(erasure);
+            let settling = self.begin_erasure()?;
+            let Some(erasure) = settling.erasure() else {
+                return Err(Error::invariant(
+                    "an erasure begun without its ledger entry",
+                ));
+            };
+            let report = match RedbStore::gc(self) {
+                Ok(report) => {
+                    settling.committed();
+                    report
+                }
+                Err(e) => {
+                    settling.failed(&e);
+                    return Err(e);
+                }
+            };
             let owed = erasure.owed;
             // What gc freed (an evicted secret's contents it took) leaves the free pages too,
             // and so does what an earlier erasure's unfinished scrub left.
