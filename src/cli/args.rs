@@ -62,7 +62,8 @@ pub enum Command {
     Migrate(MigrateArgs),
     /// Erase an entity and its whole history.
     Evict(EvictArgs),
-    /// Drop contents and documents that no version references.
+    /// Drop contents and documents that no version references; zero the store file's free
+    /// pages after them, and finish a scrub an evict or a gc left owed (`scrub.pending`).
     Gc(JsonArgs),
     /// Entities, versions, transactions, bytes, and bytes put per byte stored.
     Stats(JsonArgs),

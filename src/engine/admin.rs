@@ -546,7 +546,14 @@ impl Apply for EvictRequest {
             )));
         }
         // Counted without reading documents: a damaged one does not stop its entity's eviction.
-        let versions = engine.store.history_len(&id)?;
+        // A version row that does not decode stops it as the store's evict would, naming the
+        // repair.
+        let versions = engine.store.history_len(&id).map_err(|e| match e {
+            Error::Corrupt { what } => Error::corrupt(format!(
+                "{id} cannot be evicted: {what}; run `strata fsck --repair`, then evict it again"
+            )),
+            e => e,
+        })?;
         let receipt = engine.store.evict(&id, Origin::Cli)?;
         // The session is gone from the store: it must not stay live either.
         if let Some(sid) = id.strip_prefix("session:") {

@@ -303,6 +303,16 @@ impl Engine {
         Ok(true)
     }
 
+    /// Finishes a scrub of the store file's free pages that an evict or a gc left owed (its
+    /// `scrub.pending` note: the scrub failed or was killed): a daemon does it as it starts.
+    /// Nothing when none is owed, or on a backend whose freed space is its server's business.
+    ///
+    /// # Errors
+    /// Storage errors: the scrub stays owed, for the next gc.
+    pub fn finish_owed_scrub(&self) -> Result<()> {
+        self.store.finish_erasure()
+    }
+
     /// Answers `request` with its own response type.
     ///
     /// # Errors

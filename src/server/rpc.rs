@@ -136,6 +136,11 @@ pub fn serve(dir: &Path, options: DaemonOptions) -> Result<()> {
     // The store first: whoever holds it owns the socket, so two daemons starting at once can
     // never remove each other's socket.
     let engine = Arc::new(Engine::open(dir, Access::ReadWrite)?);
+    // A scrub of the free pages an evict or a gc left owed (a SIGKILL, a full disk) is
+    // finished before clients come: nothing else would until the next gc.
+    if let Err(err) = engine.finish_owed_scrub() {
+        tracing::error!(error = %err, "finishing the owed scrub of the store file's free pages");
+    }
     // A store other processes write (PostgreSQL): their commits reach the subscribers too.
     let follower = engine.follow_other_writers()?;
     if !options.watch.is_empty() {

@@ -964,6 +964,26 @@ fn evict_over_a_damaged_document_erases_it() -> TestResult {
         "{err}"
     );
     assert_eq!(store.chain_head()?, head);
+    // Through the binary (the engine counts the versions first): the same refusal.
+    let dir = tempfile::tempdir()?;
+    let strata_dir = dir.path().join(".strata");
+    std::fs::create_dir(&strata_dir)?;
+    std::fs::write(
+        strata_dir.join(strata::BACKEND_FILE),
+        format!("{}\n", location.url()),
+    )?;
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["evict", b.id(), "--yes"])
+        .current_dir(dir.path())
+        .env("STRATA_NO_DAEMON", "1")
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cannot be evicted") && stderr.contains("strata fsck --repair"),
+        "{stderr}"
+    );
+    assert_eq!(store.chain_head()?, head);
     drop(store);
     backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
     Ok(())

@@ -827,3 +827,73 @@ fn sigkill_during_an_evicts_scrub_leaves_it_whole_or_not_at_all() -> TestResult 
     println!("{outcomes:?}");
     Ok(())
 }
+
+/// Evicting a file whose version row does not decode, through the real binary (the engine
+/// counts the versions before it evicts): refused, naming `strata fsck --repair`, as the
+/// store's evict says; after the repair the evict goes through.
+#[test]
+fn evict_of_a_file_whose_version_row_does_not_decode_names_the_repair() -> TestResult {
+    const VERSIONS: redb::TableDefinition<(u64, i64, u64), &[u8]> =
+        redb::TableDefinition::new("versions");
+    let fx = Fixture::new()?;
+    fs::write(fx.tree.join("creds.txt"), "password=VERSION-ROW-GONE\n")?;
+    fx.strata(&["init"])?;
+    fx.strata(&["index", "."])?;
+    {
+        use redb::ReadableTable;
+        let db = redb::Database::open(fx.store.join("store.redb"))?;
+        let tx = db.begin_write()?;
+        {
+            let mut table = tx.open_table(VERSIONS)?;
+            let keys: Vec<(u64, i64, u64)> = table
+                .iter()?
+                .map(|row| row.map(|(k, _)| k.value()))
+                .collect::<Result<_, _>>()?;
+            assert!(!keys.is_empty());
+            for key in keys {
+                table.insert(key, [0xffu8, 0xff, 0xff].as_slice())?;
+            }
+        }
+        tx.commit()?;
+    }
+    let out = strata_at(&fx.store, &fx.tree, &["evict", "creds.txt", "--yes"])
+        .env("STRATA_NO_DAEMON", "1")
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cannot be evicted") && stderr.contains("strata fsck --repair"),
+        "the refusal does not name the repair: {stderr}"
+    );
+    fx.strata(&["fsck", "--repair"])?;
+    fx.strata(&["evict", "creds.txt", "--yes"])?;
+    fx.strata(&["fsck"])?;
+    Ok(())
+}
+
+/// A scrub left owed (`scrub.pending`: an evict's scrub killed or failed) is finished when the
+/// daemon starts, not only by the next gc: the note goes, fsck is clean.
+#[test]
+fn the_daemon_finishes_an_owed_scrub_as_it_starts() -> TestResult {
+    let fx = Fixture::new()?;
+    fs::write(fx.tree.join("a.txt"), "alpha\n")?;
+    fx.strata(&["init"])?;
+    fx.strata(&["index", "."])?;
+    let note = fx.store.join("scrub.pending");
+    fs::write(&note, "owed\n")?;
+    let out = strata_at(&fx.store, &fx.tree, &["ls"]).output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stop = strata_at(&fx.store, &fx.tree, &["stop"]).output()?;
+    assert!(
+        stop.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    assert!(!note.exists(), "the daemon left the owed scrub");
+    fx.strata(&["fsck"])?;
+    Ok(())
+}

@@ -17,6 +17,61 @@ use crate::store::answers::finding;
 /// frees nothing. Older builds ignore it.
 pub(crate) const SCRUB_PENDING: &str = "scrub.pending";
 
+/// The erasures (evicts, gcs) of one handle under way, so that the [`SCRUB_PENDING`] note is
+/// removed only when no erasure can still need it: two daemon clients erase at once.
+#[derive(Debug, Default)]
+pub(crate) struct ScrubLedger {
+    /// Erasures begun since the handle opened.
+    begun: u64,
+    /// Erasures begun whose commit has neither come nor been refused.
+    committing: u64,
+}
+
+/// An erasure under way ([`RedbStore::begin_erasure`]) until it is settled; dropped unsettled,
+/// it counts as one that may have committed (its note stays).
+pub(crate) struct Settling<'a> {
+    store: &'a RedbStore,
+    erasure: Option<Erasure>,
+}
+
+impl Settling<'_> {
+    /// The erasure, as begun.
+    pub(crate) fn erasure(&self) -> Option<Erasure> {
+        self.erasure
+    }
+
+    /// The erasure committed ([`RedbStore::erasure_committed`]).
+    pub(crate) fn committed(mut self) {
+        if let Some(erasure) = self.erasure.take() {
+            self.store.erasure_committed(erasure);
+        }
+    }
+
+    /// The erasure failed with `e` ([`RedbStore::nothing_erased`]).
+    pub(crate) fn failed(mut self, e: &Error) {
+        if let Some(erasure) = self.erasure.take() {
+            self.store.nothing_erased(erasure, e);
+        }
+    }
+}
+
+impl Drop for Settling<'_> {
+    fn drop(&mut self) {
+        if let Some(erasure) = self.erasure.take() {
+            self.store.erasure_committed(erasure);
+        }
+    }
+}
+
+/// One erasure begun by [`RedbStore::owe_scrub_before_erasure`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Erasure {
+    /// Whether a scrub was owed already when it began.
+    pub(crate) owed: bool,
+    /// Its number in [`ScrubLedger::begun`].
+    number: u64,
+}
+
 impl RedbStore {
     /// Evicts `id`: a transaction of one [`Op::Evict`].
     ///
@@ -38,17 +93,38 @@ impl RedbStore {
     /// the erasing commit freed (redb frees a transaction's pages at a later durable commit,
     /// once no reader can see them); then a table of zero-filled rows, one to a page, takes
     /// every free page and is deleted (the pages it frees hold zeros). Pages a reader still
-    /// sees are left: they are freed, and zeroed, by the next erasure. A store in memory has
-    /// no file.
+    /// sees are left: they are freed once it ends, and the [`SCRUB_PENDING`] note stays for the
+    /// next gc to zero them. A store in memory has no file.
     ///
     /// # Errors
     /// When a commit fails.
     pub(crate) fn scrub_free_pages(&self) -> Result<()> {
         // Twice: the first leaves the pages its own commits need, and the allocator hands
         // those out last (the second takes them, zeroed or not, with the first's zeros).
+        let (begun, alone) = {
+            let ledger = self.ledger();
+            // A transaction that lives (a reader that began before the erasure committed)
+            // keeps the pages it sees from being freed, and so from this scrub.
+            let quiet = self.live.load(std::sync::atomic::Ordering::SeqCst) == 0;
+            (ledger.begun, ledger.committing == 0 && quiet)
+        };
         self.scrub_free_pages_once()?;
         self.scrub_free_pages_once()?;
-        self.scrub_paid()
+        // The note goes only if every erasure begun had committed before this scrub did (it
+        // took their freed pages), no transaction lived then (whose pages it could not take),
+        // and none began since (its pages may be freed after it).
+        let ledger = self.ledger();
+        if alone && ledger.begun == begun {
+            self.scrub_paid()?;
+        }
+        Ok(())
+    }
+
+    /// The [`ScrubLedger`], held.
+    fn ledger(&self) -> std::sync::MutexGuard<'_, ScrubLedger> {
+        self.scrubs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Whether a scrub is owed: the [`SCRUB_PENDING`] file is in the store directory.
@@ -85,22 +161,52 @@ impl RedbStore {
     }
 
     /// [`RedbStore::owe_scrub`] before an evict or a gc (not on a read-only handle, which
-    /// erases nothing): whether a scrub was owed already.
+    /// erases nothing), counted in the [`ScrubLedger`] until
+    /// [`RedbStore::erasure_committed`] or [`RedbStore::nothing_erased`] says how it ended.
     ///
     /// # Errors
-    /// As [`RedbStore::owe_scrub`].
-    pub(crate) fn owe_scrub_before_erasure(&self) -> Result<bool> {
+    /// As [`RedbStore::owe_scrub`] (nothing is counted then).
+    pub(crate) fn owe_scrub_before_erasure(&self) -> Result<Erasure> {
+        let mut ledger = self.ledger();
         let owed = self.scrub_owed();
         if !owed && !self.read_only {
             self.owe_scrub()?;
         }
-        Ok(owed)
+        ledger.begun += 1;
+        ledger.committing += 1;
+        Ok(Erasure {
+            owed,
+            number: ledger.begun,
+        })
     }
 
-    /// After an erasure failed with `e`: the scrub is owed no more when `e` says nothing was
-    /// committed (an unknown entity, a refusal) and none was `owed` before. Any other error
-    /// may have come after the commit, and leaves it owed.
-    pub(crate) fn nothing_erased(&self, owed: bool, e: &Error) {
+    /// [`RedbStore::owe_scrub_before_erasure`], settled when the returned guard is dropped
+    /// unsettled (a panic inside redb unwound through it): as one that may have committed, so
+    /// the ledger does not count it as committing for the handle's life.
+    ///
+    /// # Errors
+    /// As [`RedbStore::owe_scrub`].
+    pub(crate) fn begin_erasure(&self) -> Result<Settling<'_>> {
+        Ok(Settling {
+            store: self,
+            erasure: Some(self.owe_scrub_before_erasure()?),
+        })
+    }
+
+    /// `erasure` committed: its scrub is owed until one that began after this runs to the end.
+    pub(crate) fn erasure_committed(&self, _erasure: Erasure) {
+        let mut ledger = self.ledger();
+        ledger.committing = ledger.committing.saturating_sub(1);
+    }
+
+    /// After `erasure` failed with `e`: the scrub is owed no more when `e` says nothing was
+    /// committed (an unknown entity, a refusal), none was owed before, and no other erasure
+    /// began since. Any other error may have come after the commit, and leaves it owed.
+    pub(crate) fn nothing_erased(&self, erasure: Erasure, e: &Error) {
+        {
+            let mut ledger = self.ledger();
+            ledger.committing = ledger.committing.saturating_sub(1);
+        }
         let refused = matches!(
             e,
             Error::NotFound { .. }
@@ -108,10 +214,23 @@ impl RedbStore {
                 | Error::PermissionDenied { .. }
                 | Error::Conflict { .. }
         );
-        if refused && !owed {
+        if refused {
             // Best effort: a note left behind costs the next gc one scrub.
-            let _ = self.scrub_paid();
+            let _ = self.no_scrub_owed(erasure);
         }
+    }
+
+    /// Removes the note `erasure` wrote when it owes no scrub (it erased nothing): unless a
+    /// scrub was owed before it, or another erasure began since (whose commit may need it).
+    ///
+    /// # Errors
+    /// As [`RedbStore::scrub_paid`].
+    pub(crate) fn no_scrub_owed(&self, erasure: Erasure) -> Result<()> {
+        let ledger = self.ledger();
+        if erasure.owed || ledger.begun != erasure.number || ledger.committing != 0 {
+            return Ok(());
+        }
+        self.scrub_paid()
     }
 
     /// Removes the [`SCRUB_PENDING`] file: no scrub is owed any more.
@@ -1192,6 +1311,144 @@ mod tests {
         for id in [&low, &high] {
             assert!(store.as_of(id, None, None)?.is_some(), "{id}");
         }
+        Ok(())
+    }
+
+    /// A file `/secret` of `kib` KiB of random bytes (stored as they are), put: the object and
+    /// its bytes.
+    fn put_secret(
+        store: &RedbStore,
+        path: &str,
+        kib: usize,
+        mut seed: u64,
+    ) -> Result<(Object, Vec<u8>)> {
+        let bytes: Vec<u8> = (0..kib * 1024)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                (seed >> 24) as u8
+            })
+            .collect();
+        let secret = Object::file_bytes(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: path.into(),
+            },
+            bytes.clone(),
+        )?;
+        let mut put = crate::store::Put::new(secret.clone());
+        put.bytes = Some(bytes.clone());
+        store.transact(vec![Op::Put(Box::new(put))], Origin::Cli)?;
+        Ok((secret, bytes))
+    }
+
+    /// How many 32-byte pieces of `secret` the store file in `dir` holds.
+    fn fragments(dir: &std::path::Path, secret: &[u8]) -> Result<usize> {
+        let path = dir.join(super::super::DB_FILE);
+        let bytes = std::fs::read(&path).map_err(|e| Error::io("reading the file", e))?;
+        let needles: std::collections::HashSet<&[u8]> = secret.chunks(32).collect();
+        Ok(bytes.windows(32).filter(|w| needles.contains(w)).count())
+    }
+
+    /// Two erasures at once (two daemon clients): one that is refused (nothing committed) while
+    /// another commits does not take the note the other needs, and the other's scrub runs: its
+    /// secret leaves the free pages, and a kill before that scrub would leave the note.
+    #[test]
+    fn a_refused_erasure_beside_a_committed_one_leaves_its_scrub_owed() -> Result<()> {
+        let (dir, store) = new_store()?;
+        let (secret, bytes) = put_secret(&store, "/secret", 256, 0x2545_f491_4f6c_dd1d)?;
+        // A begins (an evict of what turns out to be nothing).
+        let a = store.owe_scrub_before_erasure()?;
+        // B evicts the secret and commits.
+        Backend::evict(&store, secret.id(), Origin::Cli)?;
+        // A is refused, before B's scrub.
+        store.nothing_erased(a, &Error::not_found("file:nothing"));
+        assert!(
+            store.scrub_owed(),
+            "B committed and has not scrubbed: the scrub is owed"
+        );
+        // B scrubs.
+        store.finish_erasure()?;
+        assert_eq!(
+            fragments(dir.path(), &bytes)?,
+            0,
+            "B's secret left in free pages"
+        );
+        assert!(!store.scrub_owed());
+        Ok(())
+    }
+
+    /// A scrub while a reader that began before the evict still lives (a daemon's client
+    /// reading) cannot take the pages that reader sees: they are freed only once it ends. The
+    /// note stays, and the next gc zeroes them.
+    #[test]
+    fn a_scrub_beside_a_live_reader_leaves_the_note() -> Result<()> {
+        let (dir, store) = new_store()?;
+        let (secret, bytes) = put_secret(&store, "/secret", 256, 0x5851_f42d_4c95_7f2d)?;
+        let reader = store.read()?;
+        Backend::evict(&store, secret.id(), Origin::Cli)?;
+        store.finish_erasure()?;
+        drop(reader);
+        if fragments(dir.path(), &bytes)? > 0 {
+            assert!(
+                store.scrub_owed(),
+                "the secret is still in the file and no scrub is owed"
+            );
+        }
+        Backend::gc(&store)?;
+        assert_eq!(
+            fragments(dir.path(), &bytes)?,
+            0,
+            "the secret left in free pages"
+        );
+        assert!(!store.scrub_owed());
+        Ok(())
+    }
+
+    /// An erasure a panic inside redb unwinds through (caught by the guard) is settled: the
+    /// ledger does not count it as committing for the handle's life, which kept every later
+    /// scrub from removing the note.
+    #[test]
+    fn an_erasure_a_panic_unwinds_through_is_settled() -> Result<()> {
+        let (_dir, store) = new_store()?;
+        let caught = super::super::guard::guarded(
+            &std::sync::atomic::AtomicBool::new(false),
+            "evicting",
+            || -> Result<()> {
+                let _settling = store.begin_erasure()?;
+                std::panic::panic_any("a damaged page");
+            },
+        );
+        assert!(matches!(caught, Err(Error::Corrupt { .. })), "{caught:?}");
+        assert_eq!(store.ledger().committing, 0);
+        assert!(store.scrub_owed(), "it may have committed: the note stays");
+        store.scrub_free_pages()?;
+        assert!(!store.scrub_owed());
+        Ok(())
+    }
+
+    /// A gc that scrubs while an evict has begun (its note written) but not committed (two
+    /// daemon clients) does not take the note away: the evict's freed pages come after that
+    /// scrub, and the evict's own scrub runs.
+    #[test]
+    fn a_gc_scrub_before_an_evicts_commit_leaves_its_scrub_owed() -> Result<()> {
+        let (dir, store) = new_store()?;
+        let (secret, bytes) = put_secret(&store, "/secret", 256, 0x9e37_79b9_7f4a_7c15)?;
+        let evict = store.owe_scrub_before_erasure()?;
+        // The gc finds the note and scrubs, before the evict commits.
+        Backend::gc(&store)?;
+        assert!(store.scrub_owed(), "the evict under way needs the note");
+        RedbStore::evict(&store, secret.id(), Origin::Cli)?;
+        store.erasure_committed(evict);
+        assert!(store.scrub_owed());
+        store.finish_erasure()?;
+        assert_eq!(
+            fragments(dir.path(), &bytes)?,
+            0,
+            "the secret left in free pages"
+        );
+        assert!(!store.scrub_owed());
         Ok(())
     }
 

@@ -188,6 +188,8 @@ pub(crate) struct RedbStore {
     damage_reason: std::sync::Mutex<Option<String>>,
     /// Set by a panic inside redb: the next guarded call first reopens the handle.
     reopen_pending: std::sync::atomic::AtomicBool,
+    /// The erasures of this handle under way, which say when the scrub note may go.
+    scrubs: std::sync::Mutex<maintain::ScrubLedger>,
     /// How many times the handle was reopened after a panic.
     reopens: std::sync::atomic::AtomicU64,
     /// Transactions of the handle still running ([`open::Live`]).
@@ -887,8 +889,17 @@ impl Backend for RedbStore {
         self.writable_for_erasure()?;
         self.guarded("evicting", || {
             // Owed from before the commit: a scrub that fails or is killed is still owed.
-            let owed = self.owe_scrub_before_erasure()?;
-            RedbStore::evict(self, id, origin).inspect_err(|e| self.nothing_erased(owed, e))
+            let settling = self.begin_erasure()?;
+            match RedbStore::evict(self, id, origin) {
+                Ok(receipt) => {
+                    settling.committed();
+                    Ok(receipt)
+                }
+                Err(e) => {
+                    settling.failed(&e);
+                    Err(e)
+                }
+            }
         })
     }
 
@@ -926,8 +937,23 @@ impl Backend for RedbStore {
     fn gc(&self) -> Result<GcReport> {
         self.writable_for_erasure()?;
         let report = self.guarded("collecting garbage", || {
-            let owed = self.owe_scrub_before_erasure()?;
-            let report = RedbStore::gc(self).inspect_err(|e| self.nothing_erased(owed, e))?;
+            let settling = self.begin_erasure()?;
+            let Some(erasure) = settling.erasure() else {
+                return Err(Error::invariant(
+                    "an erasure begun without its ledger entry",
+                ));
+            };
+            let report = match RedbStore::gc(self) {
+                Ok(report) => {
+                    settling.committed();
+                    report
+                }
+                Err(e) => {
+                    settling.failed(&e);
+                    return Err(e);
+                }
+            };
+            let owed = erasure.owed;
             // What gc freed (an evicted secret's contents it took) leaves the free pages too,
             // and so does what an earlier erasure's unfinished scrub left.
             if report.bytes_freed > 0 || owed {
@@ -940,7 +966,7 @@ impl Backend for RedbStore {
                     ))
                 })?;
             } else {
-                self.scrub_paid()?;
+                self.no_scrub_owed(erasure)?;
             }
             Ok(report)
         })?;
