@@ -315,7 +315,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn indexed_paths_under(&self, filesystem_id: &str, prefix: &str) -> Result<Vec<String>>;
 
     /// Gives each of [`Backend::indexed_paths_under`] to `visit`, in no particular order (redb
-    /// lists them directory by directory), without collecting them (a scan of an unchanged tree looks at every one and keeps none).
+    /// lists them directory by directory), without collecting them (a scan of an unchanged tree
+    /// looks at every one and keeps none).
     ///
     /// # Errors
     /// Storage errors, and the first error of `visit`.

@@ -1553,6 +1553,153 @@ fn a_format_9_store_with_a_damaged_paths_key_upgrades_and_repairs() -> TestResul
     repairs_then_indexes(&store, &tree)
 }
 
+/// `ls` of every kind of prefix (the root, a directory with and without its `/`, a partial name,
+/// a file, names whose bytes sort around `/` such as `a-b`, `a.b`, `a b`, `a0`, unicode, a deep
+/// tree, a deleted file whose directory is now a file) answers the same from the whole-path
+/// `paths` of a format-9 store read as it is, after its upgrade to format 10, and after
+/// `fsck --repair` renumbers the directories.
+#[test]
+fn listings_agree_across_formats_9_and_10() -> TestResult {
+    let root = tempfile::tempdir()?;
+    let base = std::fs::canonicalize(root.path())?;
+    let (tree, store) = (base.join("tree"), base.join("store"));
+    let files = [
+        "a/b/f",
+        "a/f",
+        "a-b/f",
+        "a.b/f",
+        "a b/f",
+        "a0/f",
+        "a/b0",
+        "a/b.c",
+        "a/b-c",
+        "src/fo/z",
+        "src/fo1",
+        "src/foo/x",
+        "src/foo.txt",
+        "src/foobar/y",
+        "é/ü/é.txt",
+        "日本/語",
+        "d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11/d12/deep",
+        "d1/top",
+        "top",
+        "!bang",
+        "~/f",
+        "gone/f",
+    ];
+    for f in files {
+        write(&tree.join(f), f)?;
+    }
+    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{err}");
+    // A directory that becomes a file: its deleted file stays listed under it.
+    std::fs::remove_dir_all(tree.join("gone"))?;
+    write(&tree.join("gone"), "now a file")?;
+    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{err}");
+    let t = tree.to_string_lossy().into_owned();
+    let prefixes: Vec<String> = [
+        "",
+        "/",
+        "a",
+        "a/",
+        "a/b",
+        "a/b/",
+        "a-b",
+        "a/b0",
+        "src/fo",
+        "src/foo",
+        "src/f",
+        "é",
+        "日本",
+        "d1/d2",
+        "d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11/d12/deep",
+        "top",
+        "gone",
+        "none",
+    ]
+    .iter()
+    .map(|p| match *p {
+        "" => t.clone(),
+        "/" => "/".to_string(),
+        p => format!("{t}/{p}"),
+    })
+    .collect();
+    let listings = |what: &str| -> TestResult<Vec<String>> {
+        let mut out = Vec::new();
+        for prefix in &prefixes {
+            let (code, listed, err) = strata(&store, &base, &["ls", "--all", prefix])?;
+            assert_eq!(code, 0, "{what}: ls {prefix}: {err}");
+            // Only the paths: the column of the last change differs by nothing here, but the
+            // paths are what the formats key differently.
+            let paths: Vec<&str> = listed
+                .lines()
+                .skip(1)
+                .filter_map(|l| l.split("  ").last())
+                .collect();
+            out.push(format!("{prefix}: {paths:?}"));
+        }
+        Ok(out)
+    };
+    let ten = listings("format 10")?;
+    assert!(
+        ten.iter()
+            .any(|l| l.contains("a/b/f") && l.starts_with(&format!("{t}/a/b:"))),
+        "{ten:#?}"
+    );
+    crate::store::write_old_paths(&store)?;
+    crate::store::set_format_version(&store, 9)?;
+    assert_eq!(listings("format 9 read as it is")?, ten);
+    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(listings("upgraded")?, ten);
+    let (code, out, err) = strata(&store, &tree, &["fsck"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = strata(&store, &tree, &["fsck", "--repair"])?;
+    assert!(code <= 1, "{out}{err}");
+    assert_eq!(listings("rebuilt")?, ten);
+    Ok(())
+}
+
+/// A format-9 store (whole-path `paths`) whose `directories` holds a damaged key (a directory
+/// path no longer UTF-8, on which the storage engine panics): the upgrade to format 10 numbers
+/// the paths' directories through that table, and must not die on the damage or refuse every
+/// read-write open: `fsck --repair` ends with an answer, after which the store verifies, indexes
+/// and lists.
+#[test]
+fn a_format_9_store_with_a_damaged_directory_key_upgrades_and_repairs() -> TestResult {
+    use crate::store::{DIRECTORIES, DIRECTORY_PATHS};
+    use redb::{ReadableDatabase as _, ReadableTable as _};
+    let (_root, tree, store) = two_files_indexed()?;
+    crate::store::write_old_paths(&store)?;
+    crate::store::set_format_version(&store, 9)?;
+    let marker = "dir-upgrade-marker-Q";
+    {
+        // A directory only the directory tables name, then damaged in the file.
+        let db = redb::Database::open(store.join("store.redb"))?;
+        let fs = {
+            let rtx = db.begin_read()?;
+            let dirs = rtx.open_table(DIRECTORIES)?;
+            let (k, _) = dirs.first()?.ok_or("no directory")?;
+            k.value().0.to_vec()
+        };
+        let wtx = db.begin_write()?;
+        {
+            let dir = format!("/{marker}/");
+            wtx.open_table(DIRECTORIES)?
+                .insert((fs.as_slice(), dir.as_str()), 1000)?;
+            wtx.open_table(DIRECTORY_PATHS)?
+                .insert(1000, (fs.as_slice(), dir.as_str()))?;
+        }
+        wtx.commit()?;
+    }
+    let found = unmake_utf8(&store.join("store.redb"), &[marker])?;
+    assert!(found >= 2, "the marker is not in the store file: {found}");
+    let (code, out, err) = strata(&store, &tree, &["ls"])?;
+    assert!(!err.contains("panicked"), "exit {code}: {out}{err}");
+    repairs_then_indexes(&store, &tree)
+}
+
 /// Damaged rows of the stat cache's directory tables (store format 9): a directory whose path
 /// is no longer UTF-8 in `directories` and `directory_paths` (on which the storage engine
 /// panics), and a `stat_by_dir` key whose name is not UTF-8. fsck names them without dying,

@@ -246,6 +246,7 @@ pub(crate) fn write_stat(
 /// stat cache (`stat_by_dir`, format 9) and the files' paths (`paths_by_dir`, format 10). A
 /// directory's rows live while a row of either table uses its number.
 pub(crate) struct DirTables<'t> {
+    wtx: &'t WriteTransaction,
     numbers: Numbers<'t>,
     stat: redb::Table<'t, &'static [u8], &'static [u8]>,
     paths: redb::Table<'t, &'static [u8], u64>,
@@ -262,6 +263,7 @@ impl<'t> DirTables<'t> {
     pub(crate) fn open(wtx: &'t WriteTransaction, meta: &MetaTable<'_>) -> Result<Self> {
         let from = super::read_counter(meta, DIR_NUMBERS_FROM)?;
         Ok(Self {
+            wtx,
             numbers: Numbers::open(wtx, from)?,
             stat: wtx.open_table(STAT_BY_DIR).db()?,
             paths: wtx.open_table(PATHS_BY_DIR).db()?,
@@ -384,11 +386,21 @@ impl<'t> DirTables<'t> {
     }
 
     /// Removes the `paths_by_dir` row of `path` on the filesystem of key prefix `fs`, and its
-    /// directory's rows when no row of either table uses it any more.
+    /// directory's rows when no row of either table uses it any more; and its row in the
+    /// whole-path `paths` an upgrade that could not read it left beside the new table (read
+    /// beside it until a rebuild, where the file would stay listed).
     ///
     /// # Errors
     /// [`Error::Storage`] when redb fails.
     pub(crate) fn remove_path(&mut self, fs: &[u8], path: &str) -> Result<()> {
+        let old = self
+            .wtx
+            .list_tables()
+            .db()?
+            .any(|table| redb::TableHandle::name(&table) == redb::TableHandle::name(&PATHS));
+        if old {
+            self.wtx.open_table(PATHS).db()?.remove((fs, path)).db()?;
+        }
         let (dir, name) = split(path);
         if let Some(n) = self.numbers.get(fs, dir)? {
             self.paths.remove(row_key(n, name).as_slice()).db()?;
@@ -1123,6 +1135,50 @@ mod tests {
             ["/q/a/sub/", "/q/b/", "/q/d/"]
         );
         assert!(store.fsck().is_empty(), "{:?}", store.fsck());
+        Ok(())
+    }
+
+    /// A store whose upgrade could not read its old whole-path `paths` keeps that table beside
+    /// `paths_by_dir` (rows of the files made before the upgrade) until a rebuild: evicting
+    /// such a file must take its old row too, or every listing that reaches it shows the file
+    /// evicted as damaged.
+    #[test]
+    fn an_evict_removes_the_row_an_old_paths_table_kept() -> Result<()> {
+        let (_dir, store) = new_store()?;
+        let a = put_file(&store, "/q/a")?;
+        put_file(&store, "/q/b")?;
+        // The layout an upgrade that could not read `paths` leaves: the file made before it
+        // listed only in the old table.
+        let wtx = store.begin_write()?;
+        {
+            let fs = super::super::fsnum::write_key(&wtx, "fs", false)?;
+            let mut tables = {
+                let meta = wtx.open_table(META).db()?;
+                DirTables::open(&wtx, &meta)?
+            };
+            let eid = tables
+                .path_eid(&fs, "/q/a")?
+                .ok_or_else(|| Error::invariant("a path row"))?;
+            tables
+                .paths
+                .remove(row_key(tables.numbers.get(&fs, "/q/")?.unwrap_or(0), "a").as_slice())
+                .db()?;
+            drop(tables);
+            wtx.open_table(PATHS)
+                .db()?
+                .insert((fs.as_slice(), "/q/a"), eid)
+                .db()?;
+        }
+        wtx.commit().db()?;
+        assert_eq!(store.entity_at_path("fs", "/q/a")?, Some(a.clone()));
+        store.transact(vec![Op::Evict { entity: a }], Origin::Cli)?;
+        assert_eq!(store.entity_at_path("fs", "/q/a")?, None);
+        let listed: Vec<String> = store
+            .paths_under("fs", "/q")?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(listed, ["/q/b"]);
         Ok(())
     }
 

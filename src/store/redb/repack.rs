@@ -3,9 +3,9 @@
 //!
 //! A redb leaf that overflows splits into two halves, and only a key greater than every other
 //! fills the last leaf instead (redb's append path). The tables keyed by a hash (`entities`,
-//! `blob_index`, `doc_index`) or by a path (`paths_by_dir`, `stat_by_dir`, `directories`) therefore end 52–70 % full
-//! after an index: 100 000 files left ~190 bytes a file of empty room, a real tree's index ~300
-//! (docs/store.md). Copied in key order into a new table, every key is appended and the pages
+//! `blob_index`, `doc_index`) or by a path (`paths_by_dir`, `stat_by_dir`, `directories`)
+//! therefore end 52–70 % full after an index: 100 000 files left ~190 bytes a file of empty
+//! room, a real tree's index ~300 (docs/store.md). Copied in key order into a new table, every key is appended and the pages
 //! come out ~98 % full; the copy then takes the table's name. Same keys, same values, same
 //! table names: no format change, and a store of any earlier build reads as before.
 //!
@@ -254,8 +254,7 @@ mod tests {
                     removes: Vec::new(),
                 };
                 for i in (batch..files).step_by(3) {
-                    // Names long enough that the paths table spans a dozen leaves (its one branch page
-                    // would leave a table of eight pages under the fill the test asks).
+                    // As above: names long enough that the paths table spans a dozen leaves.
                     let path = format!("/d{}/a-file-with-a-long-name-{i}.bin", i % 7);
                     let bytes: Vec<u8> = sha256(&(i as u64).to_le_bytes()).0.repeat(4);
                     let object = Object::file_bytes(

@@ -132,9 +132,8 @@ pub const DOC_NUMBERS_FROM: &str = "doc_numbers_from";
 
 /// The `meta` key of the least directory number a new directory may take (u64 LE), set when a
 /// write frees the greatest number (its directory lost its last `stat_by_dir` and `paths_by_dir`
-/// row): a number is
-/// never given to a second directory, so a stale or damaged row naming a freed one never reads
-/// as another directory's file. Absent: `directory_paths`' last number plus one (old builds
+/// row): a number is never given to a second directory, so a stale or damaged row naming a
+/// freed one never reads as another directory's file. Absent: `directory_paths`' last number plus one (old builds
 /// ignore the key).
 pub const DIR_NUMBERS_FROM: &str = "dir_numbers_from";
 

@@ -627,9 +627,10 @@ impl RedbStore {
     }
 
     /// Writes `ops` as the next transaction through `w`, the tables of an open redb
-    /// transaction: its tx id, log record and chain value follow those already written in it. The byte counters stay pending in `w` ([`WriteTables::finish`] writes them once for
-    /// every transaction of a commit). On error `wtx` holds a partial write and must be dropped,
-    /// not committed.
+    /// transaction: its tx id, log record and chain value follow those already written in it.
+    /// The byte counters stay pending in `w` ([`WriteTables::finish`] writes them once for every
+    /// transaction of a commit). On error the transaction holds a partial write and must be
+    /// dropped, not committed.
     fn write_tx<'t>(
         &'t self,
         w: &mut WriteTables<'t>,
