@@ -1328,8 +1328,9 @@ fn git_global_excludes_apply_from_the_config_or_the_default_file() -> TestResult
     fs::create_dir_all(xdg.join("git"))?;
     let system = home.join("system-gitconfig");
     fs::write(&system, "[user]\n\tname = nobody\n")?;
-    let files = |store: &str| -> TestResult<u64> {
-        let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let files_with = |store: &str, global: Option<&Path>| -> TestResult<u64> {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+        command
             .arg("--store")
             .arg(f.tree.with_file_name(store))
             .args(["--no-daemon", "index", ".", "--quiet", "--json"])
@@ -1338,8 +1339,11 @@ fn git_global_excludes_apply_from_the_config_or_the_default_file() -> TestResult
             .env_remove("GIT_CONFIG_GLOBAL")
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", &xdg)
-            .env("GIT_CONFIG_SYSTEM", &system)
-            .output()?;
+            .env("GIT_CONFIG_SYSTEM", &system);
+        if let Some(global) = global {
+            command.env("GIT_CONFIG_GLOBAL", global);
+        }
+        let output = command.output()?;
         assert!(
             output.status.success(),
             "{}",
@@ -1348,6 +1352,7 @@ fn git_global_excludes_apply_from_the_config_or_the_default_file() -> TestResult
         let summary: Value = serde_json::from_slice(&output.stdout)?;
         Ok(count(&summary, "files"))
     };
+    let files = |store: &str| files_with(store, None);
     // No config file names the key and no default file: nothing excluded.
     fs::write(home.join(".gitconfig"), "[core]\n\tautocrlf = false\n")?;
     assert_eq!(files("s1")?, 2);
@@ -1372,6 +1377,22 @@ fn git_global_excludes_apply_from_the_config_or_the_default_file() -> TestResult
     assert_eq!(files("s4")?, 1);
     fs::remove_file(xdg.join("git/ignore"))?;
     assert_eq!(files("s5")?, 2);
+    // Named in $XDG_CONFIG_HOME/git/config, under another section (the `ignore` crate reads the
+    // key in any section, and strata reads what it reads).
+    fs::write(
+        xdg.join("git/config"),
+        format!("[user]\n\tEXCLUDESFILE = {}\n", excludes.display()),
+    )?;
+    assert_eq!(files("s6")?, 1);
+    fs::remove_file(xdg.join("git/config"))?;
+    // Named in the file $GIT_CONFIG_GLOBAL names.
+    let global = home.join("global-gitconfig");
+    fs::write(
+        &global,
+        format!("[core]\n\texcludesFile = {}\n", excludes.display()),
+    )?;
+    assert_eq!(files_with("s7", Some(&global))?, 1);
+    assert_eq!(files("s8")?, 2);
     Ok(())
 }
 
