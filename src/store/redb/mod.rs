@@ -170,10 +170,21 @@ fn full_write(error: &dyn std::any::Any) -> Option<std::io::Error> {
         (Some(StorageError::Io(io)), _) | (None, Some(redb::Error::Io(io))) => io,
         _ => return None,
     };
-    is_full(io).then(|| {
-        io.raw_os_error()
-            .map_or_else(|| io.kind().into(), std::io::Error::from_raw_os_error)
-    })
+    is_full(io).then(|| copy_io(io))
+}
+
+/// An I/O error of the same errno (or kind) as `io` (they are not `Clone`).
+fn copy_io(io: &std::io::Error) -> std::io::Error {
+    io.raw_os_error()
+        .map_or_else(|| io.kind().into(), std::io::Error::from_raw_os_error)
+}
+
+/// `error`, a write that found no room, again: for each request of a group it failed.
+fn store_full_again(error: &Error) -> Error {
+    match error {
+        Error::Io { source, .. } => Error::io(STORE_FULL, copy_io(source)),
+        _ => store_full(),
+    }
 }
 
 /// Whether a redb error says the file is damaged: a page that fails its checks (redb returns
