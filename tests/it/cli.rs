@@ -1328,8 +1328,9 @@ fn git_global_excludes_apply_from_the_config_or_the_default_file() -> TestResult
     fs::create_dir_all(xdg.join("git"))?;
     let system = home.join("system-gitconfig");
     fs::write(&system, "[user]\n\tname = nobody\n")?;
-    let files = |store: &str| -> TestResult<u64> {
-        let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let files_with = |store: &str, global: Option<&Path>| -> TestResult<u64> {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+        command
             .arg("--store")
             .arg(f.tree.with_file_name(store))
             .args(["--no-daemon", "index", ".", "--quiet", "--json"])
@@ -1338,8 +1339,11 @@ fn git_global_excludes_apply_from_the_config_or_the_default_file() -> TestResult
             .env_remove("GIT_CONFIG_GLOBAL")
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", &xdg)
-            .env("GIT_CONFIG_SYSTEM", &system)
-            .output()?;
+            .env("GIT_CONFIG_SYSTEM", &system);
+        if let Some(global) = global {
+            command.env("GIT_CONFIG_GLOBAL", global);
+        }
+        let output = command.output()?;
         assert!(
             output.status.success(),
             "{}",
@@ -1348,6 +1352,7 @@ fn git_global_excludes_apply_from_the_config_or_the_default_file() -> TestResult
         let summary: Value = serde_json::from_slice(&output.stdout)?;
         Ok(count(&summary, "files"))
     };
+    let files = |store: &str| files_with(store, None);
     // No config file names the key and no default file: nothing excluded.
     fs::write(home.join(".gitconfig"), "[core]\n\tautocrlf = false\n")?;
     assert_eq!(files("s1")?, 2);
@@ -1372,13 +1377,31 @@ fn git_global_excludes_apply_from_the_config_or_the_default_file() -> TestResult
     assert_eq!(files("s4")?, 1);
     fs::remove_file(xdg.join("git/ignore"))?;
     assert_eq!(files("s5")?, 2);
+    // Named in $XDG_CONFIG_HOME/git/config, under another section (the `ignore` crate reads the
+    // key in any section, and strata reads what it reads).
+    fs::write(
+        xdg.join("git/config"),
+        format!("[user]\n\tEXCLUDESFILE = {}\n", excludes.display()),
+    )?;
+    assert_eq!(files("s6")?, 1);
+    fs::remove_file(xdg.join("git/config"))?;
+    // Named in the file $GIT_CONFIG_GLOBAL names.
+    let global = home.join("global-gitconfig");
+    fs::write(
+        &global,
+        format!("[core]\n\texcludesFile = {}\n", excludes.display()),
+    )?;
+    assert_eq!(files_with("s7", Some(&global))?, 1);
+    assert_eq!(files("s8")?, 2);
     Ok(())
 }
 
 /// A scan whose writer thread fails (the store file may grow no further: `ulimit -f`) stops with
-/// that error instead of waiting for it, keeps what was committed before, and the next run
-/// without the limit indexes the rest: the writer starts only with the first batch, and its
-/// error still reaches the command.
+/// that error instead of waiting for it, says the disk is full (or a limit was hit) and what to
+/// do, keeps what was committed before, and does not mark the store damaged: redb's handle
+/// answers `PreviousIo` after the failed write, which a read meeting it took for damage (the
+/// planner's read raced the writer's error). The next run, without the limit and without
+/// `strata fsck`, indexes the rest. Four failed runs, as the race went either way.
 #[test]
 fn a_scan_whose_writer_fails_reports_it_and_the_next_run_indexes_the_rest() -> TestResult {
     let f = Fixture::new()?;
@@ -1386,6 +1409,10 @@ fn a_scan_whose_writer_fails_reports_it_and_the_next_run_indexes_the_rest() -> T
     assert_eq!(
         tally(&f.json(&["--no-daemon", "index", ".", "--quiet", "--json"])?),
         [1, 1, 0, 0, 0]
+    );
+    let before = (
+        f.ok(&["--no-daemon", "ls"])?,
+        f.ok(&["--no-daemon", "log"])?,
     );
     // 24 MiB that do not compress, in files of 1 MiB: the planner hands batches of 8 MiB to the
     // writer during the walk.
@@ -1401,32 +1428,45 @@ fn a_scan_whose_writer_fails_reports_it_and_the_next_run_indexes_the_rest() -> T
             .collect();
         f.write(&format!("big/{i:02}.bin"), &bytes)?;
     }
-    let size = fs::metadata(f.store.join("store.redb"))?.len();
-    // Blocks of 512 bytes (dash) or 1 024 (bash): either way well below 24 MiB more.
-    let blocks = (size + (1 << 20)) / 512;
-    let output = Command::new("sh")
-        .arg("-c")
-        .arg("trap '' XFSZ; ulimit -f \"$1\" && shift && exec \"$@\"")
-        .arg("sh")
-        .arg(blocks.to_string())
-        .arg(env!("CARGO_BIN_EXE_strata"))
-        .arg("--store")
-        .arg(&f.store)
-        .args(["--no-daemon", "index", ".", "--quiet", "--json"])
-        .current_dir(&f.tree)
-        .env_remove("STRATA_STORE")
-        .output()?;
-    assert_eq!(
-        output.status.code(),
-        Some(2),
-        "stdout {} stderr {}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    // The failed write leaves redb's handle answering `PreviousIo`, which a read after it takes
-    // for damage: the store is marked damaged (as before the writer started lazily), and
-    // `fsck`, finding nothing, lifts the mark.
-    f.ok(&["--no-daemon", "fsck"])?;
+    for _ in 0..4 {
+        let size = fs::metadata(f.store.join("store.redb"))?.len();
+        // Blocks of 512 bytes (dash) or 1 024 (bash): either way well below 24 MiB more.
+        let blocks = (size + (1 << 20)) / 512;
+        let output = Command::new("sh")
+            .arg("-c")
+            .arg("trap '' XFSZ; ulimit -f \"$1\" && shift && exec \"$@\"")
+            .arg("sh")
+            .arg(blocks.to_string())
+            .arg(env!("CARGO_BIN_EXE_strata"))
+            .arg("--store")
+            .arg(&f.store)
+            .args(["--no-daemon", "index", ".", "--quiet", "--json"])
+            .current_dir(&f.tree)
+            .env_remove("STRATA_STORE")
+            .output()?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "the index did not fail: {stderr}");
+        assert!(
+            stderr.contains("the disk is full")
+                && stderr.contains("free space")
+                && !stderr.contains("damaged"),
+            "the error does not say the disk is full and what to do: {stderr}"
+        );
+        let marker = f.store.join("store.damaged");
+        assert!(
+            !marker.exists(),
+            "the store was marked damaged: {}",
+            fs::read_to_string(&marker).unwrap_or_default()
+        );
+        // The store answers as before the failed index, and takes writes without fsck.
+        assert_eq!(
+            (
+                f.ok(&["--no-daemon", "ls"])?,
+                f.ok(&["--no-daemon", "log"])?
+            ),
+            before
+        );
+    }
     let summary = f.json(&["--no-daemon", "index", ".", "--quiet", "--json"])?;
     assert_eq!(count(&summary, "files"), 25, "{summary}");
     assert_eq!(

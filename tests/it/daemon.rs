@@ -1471,3 +1471,89 @@ fn fsck_through_the_daemon_beside_writers_and_on_a_damaged_store() -> TestResult
     f.ok(&["fsck"])?;
     Ok(())
 }
+
+/// A daemon whose write finds no room (its file size limit, set on it with `prlimit` once it
+/// answers: SIGXFSZ is ignored, so the write fails with EFBIG) answers the index with the
+/// full-disk error and leaves the store unmarked; once the limit is lifted, the next index
+/// through the same daemon indexes everything. Before, redb's handle stayed latched: every
+/// later write was "the store file is damaged" until the daemon was restarted, and the store
+/// was marked damaged.
+#[test]
+fn a_daemon_whose_write_finds_no_room_says_so_and_writes_once_there_is_room() -> TestResult {
+    use rustix::process::{Pid, Resource, Rlimit, prlimit};
+    let f = Fixture::new()?;
+    f.write("first.txt", "first\n")?;
+    f.ok(&["--no-daemon", "index", ".", "--quiet"])?;
+    // 8 MiB that do not compress, in files of 1 MiB.
+    fs::create_dir_all(f.tree.join("big"))?;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..8 {
+        let bytes: Vec<u8> = (0..1 << 20)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state.to_le_bytes()[0]
+            })
+            .collect();
+        fs::write(f.tree.join(format!("big/{i:02}.bin")), bytes)?;
+    }
+    let log = f.root.join("serve.log");
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; exec \"$@\"")
+        .arg("sh")
+        .arg(STRATA)
+        .arg("--store")
+        .arg(&f.store)
+        .arg("serve")
+        .current_dir(&f.tree)
+        .env_remove("STRATA_STORE")
+        .env_remove("STRATA_NO_DAEMON")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&log)?)
+        .spawn()?;
+    let daemon = Daemon {
+        pid: child.id(),
+        child,
+        log,
+    };
+    let answers = eventually(Duration::from_secs(30), || {
+        Ok(Raw::connect(&f.socket()).is_ok_and(|mut raw| {
+            raw.call("handshake", json!({"protocol": "1.0"}))
+                .is_ok_and(|answer| answer["result"]["pid"] == json!(daemon.pid))
+        }))
+    })?;
+    assert!(answers, "strata serve did not answer");
+    let pid = Pid::from_raw(i32::try_from(daemon.pid)?).ok_or("a daemon without a pid")?;
+    let size = fs::metadata(f.store.join("store.redb"))?.len();
+    let limit = |current: Option<u64>| {
+        prlimit(
+            Some(pid),
+            Resource::Fsize,
+            Rlimit {
+                current,
+                maximum: None,
+            },
+        )
+    };
+    limit(Some(size + (1 << 20)))?;
+    let before = f.ok(&["ls"])?;
+    let out = f.run(&["index", ".", "--quiet", "--json"])?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the index did not fail: {stderr}");
+    assert!(
+        stderr.contains("the disk is full") && !stderr.contains("damaged"),
+        "{stderr}"
+    );
+    assert!(!f.store.join("store.damaged").exists(), "marked damaged");
+    assert_eq!(f.ok(&["ls"])?, before);
+    limit(None)?;
+    let summary = f.json(&["index", ".", "--quiet", "--json"])?;
+    assert_eq!(summary["files"], json!(9), "{summary}");
+    assert_eq!(summary["created"], json!(8), "{summary}");
+    f.ok(&["fsck"])?;
+    drop(daemon);
+    Ok(())
+}

@@ -62,6 +62,11 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// How many guarded calls this thread is inside.
+pub(crate) fn depth() -> u32 {
+    GUARDED.with(Cell::get)
+}
+
 /// Runs `f`, a call into the storage engine doing `what`; a panic inside it becomes
 /// [`Error::Corrupt`] and sets `damaged`.
 pub(crate) fn guarded<T>(

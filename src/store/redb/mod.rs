@@ -99,7 +99,9 @@ impl<T, E: std::error::Error + Send + Sync + 'static> StorageResult<T>
 {
     fn db(self) -> Result<T> {
         self.map_err(|e| {
-            if reports_damage(&e) {
+            if let Some(full) = full_write(&e) {
+                Error::io(STORE_FULL, full)
+            } else if reports_damage(&e) {
                 Error::corrupt(format!(
                     "the store file is damaged: the storage engine reports \"{e}\"; run `strata \
                      fsck` to see what is affected"
@@ -108,6 +110,80 @@ impl<T, E: std::error::Error + Send + Sync + 'static> StorageResult<T>
                 Error::storage("redb", e)
             }
         })
+    }
+}
+
+/// The context of the error a write that found no room for the store file reports.
+pub(crate) const STORE_FULL: &str = "the store file could not be written: the disk is full, or a \
+     disk quota or the file size limit was reached; free space (or raise the limit) and run the \
+     command again: what was committed before is kept";
+
+/// The error of a call refused because an earlier write found no room.
+fn store_full() -> Error {
+    Error::io(
+        STORE_FULL,
+        std::io::Error::from(std::io::ErrorKind::StorageFull),
+    )
+}
+
+/// Whether `error` is the damage error `.db()` makes of redb's `PreviousIo` (the handle
+/// refuses every call after an I/O error).
+fn is_latched(error: &Error) -> bool {
+    matches!(error, Error::Corrupt { what }
+        if what.contains(&redb::StorageError::PreviousIo.to_string()))
+}
+
+/// Whether `error` is the one a write that found no room reports ([`STORE_FULL`]).
+pub(crate) fn is_store_full(error: &Error) -> bool {
+    matches!(error, Error::Io { context, source } if context == STORE_FULL && is_full(source))
+}
+
+/// Whether an I/O error says there is no room: no space on the device, a quota, the file size
+/// limit (`ulimit -f`).
+fn is_full(io: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        io.kind(),
+        ErrorKind::StorageFull | ErrorKind::FileTooLarge | ErrorKind::QuotaExceeded
+    )
+}
+
+/// The I/O error of a redb error that says a write found no room, else `None`.
+fn full_write(error: &dyn std::any::Any) -> Option<std::io::Error> {
+    use redb::StorageError;
+    let storage = if let Some(e) = error.downcast_ref::<StorageError>() {
+        Some(e)
+    } else if let Some(redb::TableError::Storage(e)) = error.downcast_ref() {
+        Some(e)
+    } else if let Some(redb::TransactionError::Storage(e)) = error.downcast_ref() {
+        Some(e)
+    } else if let Some(redb::CommitError::Storage(e)) = error.downcast_ref() {
+        Some(e)
+    } else if let Some(redb::DatabaseError::Storage(e)) = error.downcast_ref() {
+        Some(e)
+    } else if let Some(redb::CompactionError::Storage(e)) = error.downcast_ref() {
+        Some(e)
+    } else {
+        None
+    };
+    let io = match (storage, error.downcast_ref::<redb::Error>()) {
+        (Some(StorageError::Io(io)), _) | (None, Some(redb::Error::Io(io))) => io,
+        _ => return None,
+    };
+    is_full(io).then(|| copy_io(io))
+}
+
+/// An I/O error of the same errno (or kind) as `io` (they are not `Clone`).
+fn copy_io(io: &std::io::Error) -> std::io::Error {
+    io.raw_os_error()
+        .map_or_else(|| io.kind().into(), std::io::Error::from_raw_os_error)
+}
+
+/// `error`, a write that found no room, again: for each request of a group it failed.
+fn store_full_again(error: &Error) -> Error {
+    match error {
+        Error::Io { source, .. } => Error::io(STORE_FULL, copy_io(source)),
+        _ => store_full(),
     }
 }
 
@@ -186,10 +262,17 @@ pub(crate) struct RedbStore {
     damaged: std::sync::atomic::AtomicBool,
     /// Why the store is damaged, for the refusal (the damage marker's first line).
     damage_reason: std::sync::Mutex<Option<String>>,
-    /// Set by a panic inside redb: the next guarded call first reopens the handle.
+    /// Set by a panic inside redb or a write that found no room: the next guarded call first
+    /// reopens the handle.
     reopen_pending: std::sync::atomic::AtomicBool,
     /// The erasures of this handle under way, which say when the scrub note may go.
     scrubs: std::sync::Mutex<maintain::ScrubLedger>,
+    /// Set when a write failed for lack of room (disk full, quota, file size limit) until a
+    /// write succeeds: redb answers every call with `PreviousIo` after it (and after a reopen
+    /// whose repair could not write either), which is that failure and not damage.
+    write_failed: std::sync::atomic::AtomicBool,
+    /// Guarded calls running, for [`RedbStore::latched_by_full_write`].
+    calls: std::sync::atomic::AtomicUsize,
     /// How many times the handle was reopened after a panic.
     reopens: std::sync::atomic::AtomicU64,
     /// Transactions of the handle still running ([`open::Live`]).
@@ -422,9 +505,19 @@ impl RedbStore {
         }
         let count = group.len();
         match self.guarded("writing a group of transactions", || {
-            Ok(RedbStore::transact_group(self, group, mode))
+            let results = RedbStore::transact_group(self, group, mode);
+            // Said inside the guarded call, for a read that meets redb's latch meanwhile.
+            if results.iter().any(|r| r.as_ref().is_err_and(is_store_full)) {
+                self.note_full_write();
+            } else if results.iter().all(Result::is_ok) {
+                // There is room again: a later `PreviousIo` is not that failure's.
+                self.write_failed
+                    .store(false, std::sync::atomic::Ordering::SeqCst);
+            }
+            Ok(results)
         }) {
             Ok(results) => results,
+            Err(e) if is_store_full(&e) => (0..count).map(|_| Err(store_full())).collect(),
             Err(e) => {
                 let message = e.to_string();
                 (0..count)
@@ -432,6 +525,15 @@ impl RedbStore {
                     .collect()
             }
         }
+    }
+
+    /// Records that a write found no room: redb's `PreviousIo` from now on is that failure, and
+    /// the next guarded call first reopens the handle (a daemon goes on once there is room).
+    fn note_full_write(&self) {
+        self.write_failed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.reopen_pending
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Runs `f` (doing `what`) under the storage guard; damage it meets (a panic inside redb, a
@@ -477,6 +579,9 @@ impl RedbStore {
         {
             self.reopen();
             if matches!(*self.handle(), Handle::Closed) {
+                if self.write_failed.load(std::sync::atomic::Ordering::SeqCst) {
+                    return Err(store_full());
+                }
                 return Err(Error::corrupt(format!(
                     "the store file is damaged: the storage engine failed, and the file could not \
                      be opened again for {what}; run `strata fsck`, and `{}` if it keeps failing",
@@ -485,13 +590,22 @@ impl RedbStore {
             }
         }
         let panics = guard::panics_caught();
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let result = guard::guarded(&self.damaged, what, f);
+        if let Err(e) = &result
+            && is_store_full(e)
+        {
+            // Said before this call counts as ended, for a read that met the latch meanwhile.
+            self.note_full_write();
+        }
+        self.calls.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         if guard::panics_caught() != panics {
             self.reopen_pending
                 .store(true, std::sync::atomic::Ordering::SeqCst);
             self.reopen();
         }
         match result {
+            Err(e) if is_latched(&e) && self.latched_by_full_write() => Err(store_full()),
             Err(e @ Error::Corrupt { .. }) => {
                 self.note_damage(&e.to_string());
                 Err(e)
@@ -515,10 +629,32 @@ impl RedbStore {
         }
     }
 
+    /// Whether the handle's `PreviousIo` latch was set by a write that found no room rather than
+    /// by a read through a damaged page: a write that failed so says so once its guarded call
+    /// ends, which this waits for (a little while) when another call is still running.
+    fn latched_by_full_write(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let nested = guard::depth() > 0;
+        for _ in 0..2000 {
+            if self.write_failed.load(Ordering::SeqCst) {
+                return true;
+            }
+            if nested || self.calls.load(Ordering::SeqCst) == 0 {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        self.write_failed.load(Ordering::SeqCst)
+    }
+
     /// Runs the write `f` (doing `what`) under the storage guard, refused on a damaged store.
     fn guarded_write<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         self.check_writable()?;
-        self.guarded(what, f)
+        let written = self.guarded(what, f)?;
+        // There is room again: a later `PreviousIo` is not that failure's.
+        self.write_failed
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        Ok(written)
     }
 
     /// Refuses a write on a store found damaged (by this handle, or before it opened).
@@ -1039,5 +1175,38 @@ mod tests {
         for result in other {
             assert_eq!(kind(result), "storage");
         }
+    }
+
+    /// A write that finds no room (ENOSPC, EFBIG, EDQUOT), however redb wraps it, is an I/O
+    /// error saying so and what to do, never damage.
+    #[test]
+    fn a_write_that_finds_no_room_says_so_and_is_not_damage() {
+        use rustix::io::Errno;
+        for errno in [Errno::NOSPC, Errno::FBIG, Errno::DQUOT].map(Errno::raw_os_error) {
+            let io = || redb::StorageError::Io(std::io::Error::from_raw_os_error(errno));
+            let results: Vec<Result<()>> = vec![
+                Err::<(), _>(io()).db(),
+                Err::<(), _>(redb::TableError::Storage(io())).db(),
+                Err::<(), _>(redb::TransactionError::Storage(io())).db(),
+                Err::<(), _>(redb::CommitError::Storage(io())).db(),
+                Err::<(), _>(redb::DatabaseError::Storage(io())).db(),
+                Err::<(), _>(redb::Error::Io(std::io::Error::from_raw_os_error(errno))).db(),
+            ];
+            for result in results {
+                assert!(result.is_err());
+                let Err(e) = result else { continue };
+                assert!(is_store_full(&e), "{e}");
+                assert_eq!(e.kind(), "io");
+                let message = e.full_message();
+                assert!(
+                    message.contains("the disk is full") && message.contains("free space"),
+                    "{message}"
+                );
+            }
+        }
+        // redb's latch is damage unless a write of this handle found no room.
+        let latched = Err::<(), _>(redb::StorageError::PreviousIo).db();
+        assert!(latched.as_ref().is_err_and(is_latched));
+        assert!(!latched.as_ref().is_err_and(is_store_full));
     }
 }

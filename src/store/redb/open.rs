@@ -282,9 +282,15 @@ impl RedbStore {
     /// # Errors
     /// [`Error::Storage`] when redb fails.
     pub fn in_memory() -> Result<Self> {
-        let db = Database::builder()
-            .create_with_backend(redb::backends::InMemoryBackend::new())
-            .db()?;
+        Self::on_backend(redb::backends::InMemoryBackend::new())
+    }
+
+    /// A store on `backend` (no directory, no lock file), as [`RedbStore::in_memory`].
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when redb fails.
+    pub(super) fn on_backend(backend: impl redb::StorageBackend) -> Result<Self> {
+        let db = Database::builder().create_with_backend(backend).db()?;
         let store = RedbStore {
             handle: std::sync::RwLock::new(Handle::ReadWrite(db)),
             read_only: false,
@@ -297,6 +303,8 @@ impl RedbStore {
             damage_reason: std::sync::Mutex::new(None),
             reopen_pending: std::sync::atomic::AtomicBool::new(false),
             scrubs: std::sync::Mutex::default(),
+            write_failed: std::sync::atomic::AtomicBool::new(false),
+            calls: std::sync::atomic::AtomicUsize::new(0),
             reopens: std::sync::atomic::AtomicU64::new(0),
             live: std::sync::Arc::default(),
             full_repair: false,
@@ -327,6 +335,8 @@ impl RedbStore {
             damage_reason: std::sync::Mutex::new(None),
             reopen_pending: std::sync::atomic::AtomicBool::new(false),
             scrubs: std::sync::Mutex::default(),
+            write_failed: std::sync::atomic::AtomicBool::new(false),
+            calls: std::sync::atomic::AtomicUsize::new(0),
             reopens: std::sync::atomic::AtomicU64::new(0),
             live: std::sync::Arc::default(),
             full_repair,
@@ -682,6 +692,8 @@ impl RedbStore {
                     damage_reason: std::sync::Mutex::new(None),
                     reopen_pending: std::sync::atomic::AtomicBool::new(false),
                     scrubs: std::sync::Mutex::default(),
+                    write_failed: std::sync::atomic::AtomicBool::new(false),
+                    calls: std::sync::atomic::AtomicUsize::new(0),
                     reopens: std::sync::atomic::AtomicU64::new(0),
                     live: std::sync::Arc::default(),
                     full_repair: false,
@@ -1158,6 +1170,88 @@ mod tests {
         let err = damage_or(&path, failure());
         assert_eq!(err.kind(), "corrupt", "{err}");
         assert!(err.to_string().contains("a read failed"), "{err}");
+        Ok(())
+    }
+
+    /// A backend in memory whose writes fail with ENOSPC while `full` is set: a disk that filled
+    /// up (the file's length still grows; its pages are written at the commit).
+    #[derive(Debug)]
+    struct Filling {
+        inner: redb::backends::InMemoryBackend,
+        full: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl redb::StorageBackend for Filling {
+        fn len(&self) -> std::io::Result<u64> {
+            self.inner.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            self.inner.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.inner.set_len(len)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.inner.sync_data()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            if self.full.load(Ordering::SeqCst) {
+                return Err(std::io::Error::from_raw_os_error(
+                    rustix::io::Errno::NOSPC.raw_os_error(),
+                ));
+            }
+            self.inner.write(offset, data)
+        }
+    }
+
+    /// A group commit whose commit finds the disk full answers every request of the group with
+    /// the full-disk error, and a read after it (redb's handle then answers `PreviousIo`) says
+    /// the same: the store is not marked damaged. Failed before: the commit's error became a
+    /// plain storage error ("committing a group"), and the read's `PreviousIo` damage.
+    #[test]
+    fn a_group_commit_that_finds_the_disk_full_says_so_and_is_not_damage() -> Result<()> {
+        let full = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let store = RedbStore::on_backend(Filling {
+            inner: redb::backends::InMemoryBackend::new(),
+            full: std::sync::Arc::clone(&full),
+        })?;
+        let id = put(&store, "/a")?;
+        full.store(true, Ordering::SeqCst);
+        let request = |path: &str| -> Result<crate::store::TxRequest> {
+            let object = Object::file_text(
+                FilesystemSource {
+                    filesystem_id: "fs".into(),
+                    path: path.into(),
+                },
+                "text".into(),
+            )?;
+            Ok(crate::store::TxRequest {
+                ops: vec![Op::put(object)],
+                origin: Origin::Cli,
+                stat: None,
+            })
+        };
+        let results = Backend::transact_group(&store, vec![request("/b")?, request("/c")?]);
+        assert_eq!(results.len(), 2);
+        for result in &results {
+            assert!(
+                result.as_ref().is_err_and(super::super::is_store_full),
+                "{result:?}"
+            );
+        }
+        // A read answers what redb holds, or says the disk is full; a write says it is.
+        let read = Backend::entity(&store, &id).map(|_| ());
+        assert!(
+            read.as_ref()
+                .map_or_else(super::super::is_store_full, |()| true),
+            "{read:?}"
+        );
+        let write = put(&store, "/d");
+        assert!(
+            write.as_ref().is_err_and(super::super::is_store_full),
+            "{write:?}"
+        );
+        assert!(!store.damaged.load(Ordering::SeqCst), "marked damaged");
         Ok(())
     }
 

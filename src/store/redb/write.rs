@@ -778,6 +778,12 @@ impl RedbStore {
                     }
                     wtx
                 }
+                Err(e) if is_store_full(&e) => {
+                    for i in pending {
+                        results[i] = Some(Err(store_full_again(&e)));
+                    }
+                    break;
+                }
                 Err(e) => {
                     let message = e.full_message();
                     for i in pending {
@@ -802,6 +808,15 @@ impl RedbStore {
             let written = self.write_group(&wtx, &group, &pending);
             let receipts = match written {
                 Ok(receipts) => receipts,
+                // No room: redb refuses every later call on the handle, so the others are not
+                // written again (they would meet that refusal, `PreviousIo`) but told the same.
+                Err((_, e)) if is_store_full(&e) => {
+                    drop(wtx);
+                    for i in pending {
+                        results[i] = Some(Err(store_full_again(&e)));
+                    }
+                    break;
+                }
                 Err((Some(i), e)) => {
                     // Dropped uncommitted: redb aborts it, and the others are written again.
                     drop(wtx);
@@ -825,9 +840,13 @@ impl RedbStore {
                 }
                 Err(e) => {
                     let message = e.to_string();
+                    let full = full_write(&e);
                     for (i, _) in receipts {
-                        results[i] =
-                            Some(Err(Error::storage("committing a group", message.clone())));
+                        results[i] = Some(Err(match &full {
+                            // A disk full at the commit (ENOSPC is often met only there).
+                            Some(io) => Error::io(STORE_FULL, copy_io(io)),
+                            None => Error::storage("committing a group", message.clone()),
+                        }));
                     }
                 }
             }
