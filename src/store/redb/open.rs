@@ -590,7 +590,13 @@ impl RedbStore {
                 Ok(Err(redb::DatabaseError::DatabaseAlreadyOpen)) => {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
-                Ok(Err(_)) | Err(_) => return,
+                // A repair that could not write either is still that full disk; anything else
+                // (the file is damaged) is not, and is said as such from now on.
+                Ok(Err(e)) if full_write(&e).is_some() => return,
+                Ok(Err(_)) | Err(_) => {
+                    self.write_failed.store(false, Ordering::SeqCst);
+                    return;
+                }
             }
         }
     }
@@ -1299,6 +1305,37 @@ mod tests {
         put(&store, "/b")?;
         assert_eq!(store.reopens.load(Ordering::SeqCst), 2, "reopened");
         assert_eq!(Backend::lazy_commits_lost(&store), 1);
+        Ok(())
+    }
+
+    /// A reopen after a write that found no room that fails for another reason (the file's
+    /// header is damaged) says the file is damaged, not the disk full: failed before, every
+    /// later call said "the disk is full" for the handle's life (no write could succeed to
+    /// clear it), and the damage was never reported.
+    #[test]
+    fn a_reopen_after_a_full_write_that_meets_damage_says_damage() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let store = RedbStore::create(dir.path())?;
+        let id = put(&store, "/a")?;
+        store.note_full_write();
+        {
+            use std::io::{Seek, Write};
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.path().join(DB_FILE))
+                .map_err(|e| Error::io("opening the file", e))?;
+            file.seek(std::io::SeekFrom::Start(0))
+                .and_then(|_| file.write_all(&[0x5a; 64]))
+                .map_err(|e| Error::io("damaging the file", e))?;
+        }
+        for _ in 0..2 {
+            let read = Backend::version_info(&store, &id, None, None);
+            assert!(
+                matches!(read, Err(Error::Corrupt { .. })),
+                "{:?}",
+                read.map(|_| ())
+            );
+        }
         Ok(())
     }
 
