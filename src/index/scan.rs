@@ -192,6 +192,9 @@ pub fn scan(
     // However the scan ends, its lazily committed batches are made durable (best effort on an
     // error; on success the scan's own sync below has done it and reported its error).
     let _durable = SyncLazyCommits(store);
+    // A reopen of the handle (after a write of any client that found no room) loses the lazy
+    // commits not yet made durable: the scan's batches then were not all kept.
+    let lost_before = store.lazy_commits_lost();
     let filesystem_id = machine_filesystem_id();
     let (roots, walked) = canonical_roots(store, &filesystem_id, roots)?;
     // Directories never entered, as the walk meets them (canonical paths).
@@ -412,6 +415,13 @@ pub fn scan(
     // durable, and when there was none (the last batch was empty) a sync does.
     if store.has_lazy_commits() {
         store.sync()?;
+    }
+    if store.lazy_commits_lost() != lost_before {
+        return Err(Error::storage(
+            "indexing",
+            "the store was reopened after a failed write, which lost batches this index had \
+             committed without syncing them; run the index again",
+        ));
     }
     // A scan that read the tables and wrote nothing (its handle still reads only, and the file's
     // state is the one it read) keeps what they answered for the next scan.

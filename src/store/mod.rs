@@ -181,6 +181,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// How many times this handle lost lazy commits not yet made durable (a reopen after a
+    /// failed write closes the handle without writing). Default: never.
+    fn lazy_commits_lost(&self) -> u64 {
+        0
+    }
+
     /// What `id` was at `valid_time` as known at transaction `tx` (defaults: now, latest);
     /// `None` when no version is visible there, a tombstone is a version with no object.
     ///
@@ -715,6 +721,12 @@ impl Store {
     /// Whether lazy commits wait for a durable one (they would be lost by a crash now).
     pub fn has_lazy_commits(&self) -> bool {
         self.group.has_lazy_commits()
+    }
+
+    /// How many times lazy commits were lost before they were made durable (the handle was
+    /// reopened after a failed write): a run that committed lazily checks it did not change.
+    pub fn lazy_commits_lost(&self) -> u64 {
+        self.backend.lazy_commits_lost()
     }
 
     /// Whether an index run's batch, committed lazily, waits for a durable commit: its rows

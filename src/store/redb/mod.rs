@@ -239,6 +239,32 @@ fn reports_damage(error: &dyn std::any::Any) -> bool {
     }
 }
 
+/// The lazy commits of a handle (`Durability::None`): a reopen closes the handle without
+/// writing, which loses those not yet made durable.
+#[derive(Default)]
+pub(crate) struct LazyCommits {
+    /// Set before a lazy commit, cleared by a durable one.
+    unsynced: std::sync::atomic::AtomicBool,
+    /// How many reopens lost lazy commits.
+    lost: std::sync::atomic::AtomicU64,
+}
+
+impl LazyCommits {
+    /// Says a durable commit succeeded: the lazy commits before it are kept.
+    fn synced(&self) {
+        self.unsynced
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Says the handle is closed without writing: lazy commits still pending are lost.
+    pub(crate) fn closed_without_writing(&self) {
+        use std::sync::atomic::Ordering;
+        if self.unsynced.swap(false, Ordering::SeqCst) {
+            self.lost.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
 /// A bitemporal object store on one redb database, held by one process at a time.
 pub(crate) struct RedbStore {
     /// The redb handle; replaced by a fresh one after a panic inside redb ([`RedbStore::reopen`]).
@@ -277,6 +303,8 @@ pub(crate) struct RedbStore {
     reopens: std::sync::atomic::AtomicU64,
     /// Transactions of the handle still running ([`open::Live`]).
     live: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Lazy commits of the handle not yet made durable, and how many times a reopen lost some.
+    lazy: LazyCommits,
     /// Whether opening the file took redb's full repair (a crash after a commit made under load,
     /// see [`Backend::transact_group_under_load`]) rather than its quick one.
     full_repair: bool,
@@ -504,6 +532,12 @@ impl RedbStore {
                 .collect();
         }
         let count = group.len();
+        let lazy = matches!(mode, write::CommitMode::Lazy);
+        if lazy {
+            self.lazy
+                .unsynced
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         match self.guarded("writing a group of transactions", || {
             let results = RedbStore::transact_group(self, group, mode);
             // Said inside the guarded call, for a read that meets redb's latch meanwhile.
@@ -513,6 +547,9 @@ impl RedbStore {
                 // There is room again: a later `PreviousIo` is not that failure's.
                 self.write_failed
                     .store(false, std::sync::atomic::Ordering::SeqCst);
+                if !lazy {
+                    self.lazy.synced();
+                }
             }
             Ok(results)
         }) {
@@ -654,6 +691,8 @@ impl RedbStore {
         // There is room again: a later `PreviousIo` is not that failure's.
         self.write_failed
             .store(false, std::sync::atomic::Ordering::SeqCst);
+        // Every other write commits durably.
+        self.lazy.synced();
         Ok(written)
     }
 
@@ -821,7 +860,13 @@ impl Backend for RedbStore {
         self.check_writable()?;
         self.guarded("making lazy commits durable", || {
             self.begin_write()?.commit().db()
-        })
+        })?;
+        self.lazy.synced();
+        Ok(())
+    }
+
+    fn lazy_commits_lost(&self) -> u64 {
+        self.lazy.lost.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn as_of(

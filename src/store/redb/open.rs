@@ -307,6 +307,7 @@ impl RedbStore {
             calls: std::sync::atomic::AtomicUsize::new(0),
             reopens: std::sync::atomic::AtomicU64::new(0),
             live: std::sync::Arc::default(),
+            lazy: super::LazyCommits::default(),
             full_repair: false,
         };
         store.init(true, Path::new(":memory:"))?;
@@ -339,6 +340,7 @@ impl RedbStore {
             calls: std::sync::atomic::AtomicUsize::new(0),
             reopens: std::sync::atomic::AtomicU64::new(0),
             live: std::sync::Arc::default(),
+            lazy: super::LazyCommits::default(),
             full_repair,
         };
         store.init(create, &path)?;
@@ -567,6 +569,7 @@ impl RedbStore {
         let old = std::mem::replace(&mut *handle, Handle::Closed);
         let quiet = std::sync::atomic::AtomicBool::new(false);
         guard::close_without_writing(old);
+        self.lazy.closed_without_writing();
         for _ in 0..50 {
             let opened = guard::guarded(&quiet, "reopening the store", || {
                 let mut builder = Database::builder();
@@ -587,7 +590,13 @@ impl RedbStore {
                 Ok(Err(redb::DatabaseError::DatabaseAlreadyOpen)) => {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
-                Ok(Err(_)) | Err(_) => return,
+                // A repair that could not write either is still that full disk; anything else
+                // (the file is damaged) is not, and is said as such from now on.
+                Ok(Err(e)) if full_write(&e).is_some() => return,
+                Ok(Err(_)) | Err(_) => {
+                    self.write_failed.store(false, Ordering::SeqCst);
+                    return;
+                }
             }
         }
     }
@@ -696,6 +705,7 @@ impl RedbStore {
                     calls: std::sync::atomic::AtomicUsize::new(0),
                     reopens: std::sync::atomic::AtomicU64::new(0),
                     live: std::sync::Arc::default(),
+                    lazy: super::LazyCommits::default(),
                     full_repair: false,
                 };
                 store.check_format(&path).map_err(|e| damage_or(&path, e))?;
@@ -1252,6 +1262,80 @@ mod tests {
             "{write:?}"
         );
         assert!(!store.damaged.load(Ordering::SeqCst), "marked damaged");
+        Ok(())
+    }
+
+    /// A reopen after a write that found no room closes the handle without writing, which loses
+    /// the lazy commits not yet made durable: the loss is counted (an index run whose batches
+    /// they were then fails) rather than the next sync answering as if they were kept. Failed
+    /// before: the sync succeeded and the lazily committed entity was gone.
+    #[test]
+    fn a_reopen_that_loses_lazy_commits_counts_the_loss() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let store = RedbStore::create(dir.path())?;
+        put(&store, "/a")?;
+        let object = Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: "/lazy".into(),
+            },
+            "text".into(),
+        )?;
+        let request = crate::store::TxRequest {
+            ops: vec![Op::put(object)],
+            origin: Origin::Cli,
+            stat: None,
+        };
+        let results = Backend::transact_group_lazily(&store, vec![request]);
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        assert_eq!(Backend::lazy_commits_lost(&store), 0);
+        assert_eq!(Backend::live_entities(&store)?.len(), 2);
+        // A write found no room: the next call reopens the handle.
+        store.note_full_write();
+        Backend::sync(&store)?;
+        assert_eq!(
+            Backend::live_entities(&store)?.len(),
+            1,
+            "the lazy commit was lost"
+        );
+        assert_eq!(store.reopens.load(Ordering::SeqCst), 1, "reopened");
+        assert_eq!(Backend::lazy_commits_lost(&store), 1, "the loss counted");
+        // A reopen with nothing lazy pending loses nothing.
+        store.note_full_write();
+        put(&store, "/b")?;
+        assert_eq!(store.reopens.load(Ordering::SeqCst), 2, "reopened");
+        assert_eq!(Backend::lazy_commits_lost(&store), 1);
+        Ok(())
+    }
+
+    /// A reopen after a write that found no room that fails for another reason (the file's
+    /// header is damaged) says the file is damaged, not the disk full: failed before, every
+    /// later call said "the disk is full" for the handle's life (no write could succeed to
+    /// clear it), and the damage was never reported.
+    #[test]
+    fn a_reopen_after_a_full_write_that_meets_damage_says_damage() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let store = RedbStore::create(dir.path())?;
+        let id = put(&store, "/a")?;
+        store.note_full_write();
+        {
+            use std::io::{Seek, Write};
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.path().join(DB_FILE))
+                .map_err(|e| Error::io("opening the file", e))?;
+            file.seek(std::io::SeekFrom::Start(0))
+                .and_then(|_| file.write_all(&[0x5a; 64]))
+                .map_err(|e| Error::io("damaging the file", e))?;
+        }
+        for _ in 0..2 {
+            let read = Backend::version_info(&store, &id, None, None);
+            assert!(
+                matches!(read, Err(Error::Corrupt { .. })),
+                "{:?}",
+                read.map(|_| ())
+            );
+        }
         Ok(())
     }
 
