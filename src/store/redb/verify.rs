@@ -9,6 +9,8 @@
 use super::*;
 use redb::ReadOnlyTable;
 
+use std::sync::Arc;
+
 use super::codec::{DocRec, OpRec};
 use crate::hash::{Hash, sha256};
 use crate::object::composite_hash;
@@ -29,8 +31,35 @@ pub(crate) struct LogTables {
 /// Decoded log headers by tx id, holding at most [`HeaderCache::MAX_DIGESTS`] digests in all.
 #[derive(Default)]
 struct HeaderCache {
-    headers: HashMap<u64, std::rc::Rc<TxHeaderRec>>,
+    headers: HashMap<u64, Arc<TxHeaderRec>>,
     digests: usize,
+}
+
+/// Headers decoded by earlier reads of this process, each with the stored bytes it was decoded
+/// from: a read serves one only when the bytes it reads now are the same (so never a header of
+/// another store or store state, and a header damaged since decodes, and fails, again). A
+/// listing reads each file in its own read transaction, which would otherwise decode the same
+/// large header once per file.
+#[derive(Default)]
+struct SharedHeaders {
+    headers: HashMap<u64, (Arc<[u8]>, Arc<TxHeaderRec>)>,
+    digests: usize,
+}
+
+impl SharedHeaders {
+    /// Digests held at most (32 bytes each, and their bytes again): past it the cache starts
+    /// again empty.
+    const MAX_DIGESTS: usize = 1 << 17;
+
+    /// The process's cache (a poisoned lock is taken over: entries are only inserted whole).
+    fn get() -> std::sync::MutexGuard<'static, SharedHeaders> {
+        static SHARED: std::sync::OnceLock<std::sync::Mutex<SharedHeaders>> =
+            std::sync::OnceLock::new();
+        SHARED
+            .get_or_init(std::sync::Mutex::default)
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl HeaderCache {
@@ -79,10 +108,11 @@ impl LogTables {
         }
     }
 
-    /// The header of transaction `tx` (decoded once per read).
-    pub(super) fn header(&self, tx: u64) -> Result<std::rc::Rc<TxHeaderRec>> {
+    /// The header of transaction `tx`, decoded once per read and served again to later reads
+    /// while its stored bytes are the same ([`SharedHeaders`]).
+    pub(super) fn header(&self, tx: u64) -> Result<Arc<TxHeaderRec>> {
         if let Some(header) = self.headers.borrow().headers.get(&tx) {
-            return Ok(std::rc::Rc::clone(header));
+            return Ok(Arc::clone(header));
         }
         let bytes = self.tx_log.get(tx).db()?.ok_or_else(|| {
             Error::corrupt(format!(
@@ -90,16 +120,59 @@ impl LogTables {
                  `strata fsck`"
             ))
         })?;
-        let header = std::rc::Rc::new(codec::decode_header(
-            bytes.value(),
-            &format!("header of tx {tx}"),
-        )?);
+        self.decoded(tx, bytes.value(), || format!("header of tx {tx}"))
+    }
+
+    /// The header of the log's last transaction (`None` when the log is empty), cached as
+    /// [`LogTables::header`]; `tx header` names it in an error.
+    pub(super) fn last_header(&self) -> Result<Option<Arc<TxHeaderRec>>> {
+        let Some((key, bytes)) = self.tx_log.last().db()? else {
+            return Ok(None);
+        };
+        let tx = key.value();
+        if let Some(header) = self.headers.borrow().headers.get(&tx) {
+            return Ok(Some(Arc::clone(header)));
+        }
+        self.decoded(tx, bytes.value(), || "tx header".to_string())
+            .map(Some)
+    }
+
+    /// Header `bytes` of transaction `tx` decoded (or the same bytes' header from an earlier
+    /// read), kept for this read; `what` names it in an error.
+    fn decoded(
+        &self,
+        tx: u64,
+        bytes: &[u8],
+        what: impl FnOnce() -> String,
+    ) -> Result<Arc<TxHeaderRec>> {
+        let shared = match SharedHeaders::get().headers.get(&tx) {
+            Some((stored, header)) if **stored == *bytes => Some(Arc::clone(header)),
+            _ => None,
+        };
+        let header = match shared {
+            Some(header) => header,
+            None => {
+                let header = Arc::new(codec::decode_header(bytes, &what())?);
+                let mut shared = SharedHeaders::get();
+                if shared.digests + header.digests.len() > SharedHeaders::MAX_DIGESTS {
+                    *shared = SharedHeaders::default();
+                }
+                if let Some((_, old)) = shared
+                    .headers
+                    .insert(tx, (Arc::from(bytes), Arc::clone(&header)))
+                {
+                    shared.digests -= old.digests.len();
+                }
+                shared.digests += header.digests.len();
+                header
+            }
+        };
         let mut cache = self.headers.borrow_mut();
         if cache.digests + header.digests.len() > HeaderCache::MAX_DIGESTS {
             *cache = HeaderCache::default();
         }
         cache.digests += header.digests.len();
-        cache.headers.insert(tx, std::rc::Rc::clone(&header));
+        cache.headers.insert(tx, Arc::clone(&header));
         Ok(header)
     }
 
@@ -263,6 +336,65 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, Error::Corrupt { .. }), "{err}");
         assert!(err.to_string().contains("op 0 of tx 1"), "{err}");
+        Ok(())
+    }
+
+    fn put_file(store: &RedbStore, path: &str, text: &str) -> Result<()> {
+        let file = Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: path.into(),
+            },
+            text.into(),
+        )?;
+        store.transact(vec![Op::put(file)], Origin::Cli)?;
+        Ok(())
+    }
+
+    fn header_of(store: &RedbStore, tx: u64) -> Result<Arc<TxHeaderRec>> {
+        let rtx = store.read()?;
+        LogTables::open(&rtx)?.header(tx)
+    }
+
+    /// A header decoded by an earlier read is not served for another store's transaction of
+    /// the same number, nor after that transaction's stored record changed in the same handle:
+    /// a damaged record fails as it does in a fresh process.
+    #[test]
+    fn a_header_decoded_before_is_served_only_for_the_same_bytes() -> Result<()> {
+        let one = RedbStore::in_memory()?;
+        let two = RedbStore::in_memory()?;
+        put_file(&one, "/a/one.rs", "one\n")?;
+        put_file(&two, "/a/two.rs", "two\n")?;
+        put_file(&two, "/a/three.rs", "three\n")?;
+        let first = header_of(&one, 1)?;
+        let second = header_of(&two, 1)?;
+        assert_ne!(first.digests, second.digests);
+        assert_eq!(header_of(&one, 1)?.digests, first.digests);
+        // A later transaction of the same handle is read as written.
+        put_file(&one, "/a/four.rs", "four\n")?;
+        assert_eq!(header_of(&one, 1)?.digests, first.digests);
+        assert_ne!(header_of(&one, 2)?.digests, first.digests);
+        // Tx 1's record rewritten: first with another valid header, then damaged.
+        let mut other = (*second).clone();
+        other.chain = [7; 32];
+        for bytes in [codec::encode_header(&other)?, vec![0xff; 9]] {
+            let wtx = one.begin_write()?;
+            wtx.open_table(TX_LOG)
+                .db()?
+                .insert(1u64, bytes.as_slice())
+                .db()?;
+            wtx.commit().db()?;
+            let fresh = codec::decode_header(&bytes, "header of tx 1");
+            match (header_of(&one, 1), fresh) {
+                (Ok(read), Ok(fresh)) => assert_eq!(*read, fresh),
+                (Err(read), Err(fresh)) => assert_eq!(read.to_string(), fresh.to_string()),
+                (read, fresh) => {
+                    return Err(Error::invariant(format!(
+                        "read {read:?}, decoded {fresh:?}"
+                    )));
+                }
+            }
+        }
         Ok(())
     }
 }
