@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
-use crate::support::TestResult;
+use crate::support::{TestResult, incompressible};
 
 /// A temporary tree to index and a store beside it (outside the tree).
 struct Fixture {
@@ -740,19 +740,6 @@ fn human_output_quotes_paths_with_control_characters() -> TestResult {
     Ok(())
 }
 
-/// Bytes that do not compress: an xorshift stream from `seed`.
-fn incompressible(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
-}
-
 #[test]
 fn an_index_run_is_one_log_row_and_a_read_inside_it_says_so() -> TestResult {
     let f = Fixture::new()?;
@@ -1416,17 +1403,11 @@ fn a_scan_whose_writer_fails_reports_it_and_the_next_run_indexes_the_rest() -> T
     );
     // 24 MiB that do not compress, in files of 1 MiB: the planner hands batches of 8 MiB to the
     // writer during the walk.
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
     for i in 0..24 {
-        let bytes: Vec<u8> = (0..1 << 20)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state.to_le_bytes()[0]
-            })
-            .collect();
-        f.write(&format!("big/{i:02}.bin"), &bytes)?;
+        f.write(
+            &format!("big/{i:02}.bin"),
+            &incompressible(1 << 20, 0x9e37 + i),
+        )?;
     }
     for _ in 0..4 {
         let size = fs::metadata(f.store.join("store.redb"))?.len();

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use strata::engine::{Access, Engine, FsckRequest, LogRequest};
 use strata::server::client::Client;
 
-use crate::support::{RawClient, RawError, strata_at};
+use crate::support::{RawClient, RawError, incompressible, strata_at};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 type TestResult = Res<()>;
@@ -1486,17 +1486,11 @@ fn a_daemon_whose_write_finds_no_room_says_so_and_writes_once_there_is_room() ->
     f.ok(&["--no-daemon", "index", ".", "--quiet"])?;
     // 8 MiB that do not compress, in files of 1 MiB.
     fs::create_dir_all(f.tree.join("big"))?;
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
     for i in 0..8 {
-        let bytes: Vec<u8> = (0..1 << 20)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state.to_le_bytes()[0]
-            })
-            .collect();
-        fs::write(f.tree.join(format!("big/{i:02}.bin")), bytes)?;
+        fs::write(
+            f.tree.join(format!("big/{i:02}.bin")),
+            incompressible(1 << 20, 0x9e37 + i),
+        )?;
     }
     let log = f.root.join("serve.log");
     let child = Command::new("sh")

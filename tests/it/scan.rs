@@ -10,7 +10,7 @@ use proptest::test_runner::{Config as ProptestConfig, TestRunner};
 use strata::object::{FilesystemSource, ObjectType, Source, sourced_identity};
 use strata::{Indexer, ScanOptions, ScanSummary, Settings, Store, scan};
 
-use crate::support::{TestResult, env_count};
+use crate::support::{TestResult, env_count, incompressible};
 
 /// A small tree: text files of several sizes in nested directories, binary files, files over
 /// the content limit (1 KiB here), an empty file and a duplicate.
@@ -583,19 +583,13 @@ fn sigkill_during_an_index_loses_nothing_an_index_that_returned_wrote() -> TestR
     assert_eq!(before.len(), 41);
     // Several batches of 8 MiB: 1 600 files of 16 KiB that do not compress.
     let big = root.join("big");
-    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     for i in 0..1600 {
         let sub = big.join(format!("d{}", i % 16));
         fs::create_dir_all(&sub)?;
-        let bytes: Vec<u8> = (0..16 * 1024)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 24) as u8
-            })
-            .collect();
-        fs::write(sub.join(format!("f{i}.bin")), bytes)?;
+        fs::write(
+            sub.join(format!("f{i}.bin")),
+            incompressible(16 * 1024, 0x9e37 + i),
+        )?;
     }
     for round in 0..env_count("STRATA_CRASH_ROUNDS", 4)? {
         let mut child = strata().arg("index").arg(&big).spawn()?;

@@ -8,6 +8,19 @@ use std::panic::Location;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+/// Bytes that do not compress: an xorshift stream from `seed`.
+pub fn incompressible(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
 /// `strata --store STORE args…` run in `cwd` with no stdin, whatever the test run's
 /// environment says: `STRATA_STORE`, `STRATA_NO_DAEMON` and `STRATA_MAX_MESSAGE_BYTES` are
 /// removed, so the command reaches the store's daemon as a user's would.
