@@ -10,6 +10,7 @@
 mod budget;
 mod dirstat;
 mod disk;
+mod gitconfig;
 mod listings;
 mod read;
 mod rules;

@@ -23,6 +23,7 @@ use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use super::dirstat::file_stat;
+use super::gitconfig;
 use super::listings::{Listing, Listings, Lookup};
 use super::walk::{SkipKind, is_write_temp};
 use crate::store::FileStat;
@@ -125,61 +126,23 @@ pub fn walk<V: Visit>(
     });
 }
 
-/// Git's global excludes file, as the `ignore` crate reads it (patterns relative to the working
-/// directory; none when that is unknown). The crate looks for `core.excludesFile` in git's
-/// config files with a regex it compiles in every process (a third of a millisecond and ~30 page
-/// faults at the start of each walk): when no config file holds that name and the default
-/// excludes file does not exist, its answer is the empty one, given here without it.
+/// Git's global excludes (`core.excludesFile` as git finds it, [`gitconfig::excludes_file`]),
+/// patterns relative to the working directory as the `ignore` crate reads them (none when that
+/// is unknown). [`super::walk_builder`] adds the same file, so the two walks agree.
 fn global_excludes() -> Gitignore {
     let Ok(cwd) = std::env::current_dir() else {
         return Gitignore::empty();
     };
-    let default_exists = config_dir().is_some_and(|dir| dir.join("git/ignore").is_file());
-    if !default_exists && !git_configs().iter().any(|path| names_excludes_file(path)) {
+    let Some(file) = gitconfig::excludes_file(&gitconfig::ConfigEnv::current()) else {
+        return Gitignore::empty();
+    };
+    if !file.is_file() {
         return Gitignore::empty();
     }
-    GitignoreBuilder::new(cwd).build_global().0
-}
-
-/// The user's home directory, as the `ignore` crate finds it.
-fn home_dir() -> Option<PathBuf> {
-    #[allow(deprecated)]
-    std::env::home_dir()
-}
-
-/// `$XDG_CONFIG_HOME` when set and not empty, else `~/.config`, as the `ignore` crate finds it.
-fn config_dir() -> Option<PathBuf> {
-    std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .or_else(|| home_dir().map(|home| home.join(".config")))
-}
-
-/// The git config files the `ignore` crate searches for `core.excludesFile`: `$GIT_CONFIG_GLOBAL`,
-/// `~/.gitconfig`, the XDG `git/config`, and `$GIT_CONFIG_SYSTEM` or `/etc/gitconfig`.
-fn git_configs() -> Vec<PathBuf> {
-    let set = |name: &str| {
-        std::env::var_os(name)
-            .map(PathBuf::from)
-            .filter(|path| !path.as_os_str().is_empty())
-    };
-    let mut paths = Vec::with_capacity(4);
-    paths.extend(set("GIT_CONFIG_GLOBAL"));
-    paths.extend(home_dir().map(|home| home.join(".gitconfig")));
-    paths.extend(config_dir().map(|dir| dir.join("git/config")));
-    paths.push(set("GIT_CONFIG_SYSTEM").unwrap_or_else(|| PathBuf::from("/etc/gitconfig")));
-    paths
-}
-
-/// Whether the file at `path` holds `excludesfile` in any ASCII case: without it the `ignore`
-/// crate's regex (`(?im-u)^\s*excludesfile\s*=...`) finds nothing there. An unreadable file
-/// is one the crate skips too.
-fn names_excludes_file(path: &Path) -> bool {
-    const NAME: &[u8] = b"excludesfile";
-    std::fs::read(path).is_ok_and(|data| {
-        data.windows(NAME.len())
-            .any(|window| window.eq_ignore_ascii_case(NAME))
-    })
+    let mut builder = GitignoreBuilder::new(cwd);
+    // As the crate's own global matcher: a bad line is skipped, an unreadable file is none.
+    let _partial = builder.add(file);
+    builder.build().unwrap_or_else(|_| Gitignore::empty())
 }
 
 /// What the walker threads share.
@@ -1044,23 +1007,21 @@ mod tests {
         }
     }
 
-    /// The search that spares the `ignore` crate's regex finds the key in any ASCII case, and
-    /// only a readable file holds it; with this process's own config files it gives what the
-    /// crate gives.
+    /// Where no config file uses an include (this process's own environment, in CI), the
+    /// global excludes are the `ignore` crate's.
     #[test]
-    fn a_config_file_names_the_excludes_file_in_any_case() -> Result<()> {
-        let tmp = tempfile::tempdir()?;
-        let file = tmp.path().join("config");
-        for (text, named) in [
-            ("[core]\n\texcludesFile = ~/x\n", true),
-            ("[core]\nEXCLUDESFILE=/x", true),
-            ("[core]\n\texcludefile = /x\n", false),
-            ("", false),
-        ] {
-            std::fs::write(&file, text)?;
-            assert_eq!(names_excludes_file(&file), named, "{text:?}");
+    fn the_global_excludes_are_the_crates_without_includes() -> Result<()> {
+        let env = gitconfig::ConfigEnv::current();
+        let includes = [
+            env.home.as_ref().map(|home| home.join(".gitconfig")),
+            env.global.clone(),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|path| std::fs::read(path).is_ok_and(|text| text.windows(7).any(|w| w == b"include")));
+        if includes {
+            return Ok(());
         }
-        assert!(!names_excludes_file(&tmp.path().join("absent")));
         let cwd = std::env::current_dir()?;
         let crate_global = GitignoreBuilder::new(cwd).build_global().0;
         let ours = global_excludes();

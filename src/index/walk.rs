@@ -260,7 +260,9 @@ pub fn walk_builder(
         .hidden(false)
         .git_ignore(true)
         .git_exclude(true)
-        .git_global(true)
+        // Git's global excludes as git finds them (`include.path` followed), which the crate's
+        // own search misses; added as the lowest-precedence rules, as it adds its own.
+        .git_global(false)
         .require_git(false)
         .parents(true)
         .follow_links(false)
@@ -280,6 +282,12 @@ pub fn walk_builder(
                     .is_ignore()
             })
         });
+    if let Some(file) = super::gitconfig::excludes_file(&super::gitconfig::ConfigEnv::current())
+        && file.is_file()
+    {
+        // A bad line is skipped, as in the crate's own global matcher.
+        let _partial = builder.add_ignore(file);
+    }
     builder
 }
 

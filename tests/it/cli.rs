@@ -1301,7 +1301,7 @@ fn deleted_and_renamed_directories_keep_their_numbers_while_paths_use_them() -> 
 }
 
 /// Git's global excludes apply to scans: the file `core.excludesFile` names in a git config file
-/// (any case of the key), else `$XDG_CONFIG_HOME/git/ignore`; with neither (a config file that
+/// (any case of the section and key; another section's key is not it), else `$XDG_CONFIG_HOME/git/ignore`; with neither (a config file that
 /// does not name the key) nothing is excluded. Each case indexes into a store of its own, with
 /// the config files of the test's own home.
 #[test]
@@ -1364,13 +1364,18 @@ fn git_global_excludes_apply_from_the_config_or_the_default_file() -> TestResult
     assert_eq!(files("s4")?, 1);
     fs::remove_file(xdg.join("git/ignore"))?;
     assert_eq!(files("s5")?, 2);
-    // Named in $XDG_CONFIG_HOME/git/config, under another section (the `ignore` crate reads the
-    // key in any section, and strata reads what it reads).
+    // Named in $XDG_CONFIG_HOME/git/config under another section: not `core.excludesFile`, so
+    // git excludes nothing (the `ignore` crate read the key in any section), and strata neither.
     fs::write(
         xdg.join("git/config"),
         format!("[user]\n\tEXCLUDESFILE = {}\n", excludes.display()),
     )?;
-    assert_eq!(files("s6")?, 1);
+    assert_eq!(files("s6")?, 2);
+    fs::write(
+        xdg.join("git/config"),
+        format!("[Core]\n\tEXCLUDESFILE = {}\n", excludes.display()),
+    )?;
+    assert_eq!(files("s6b")?, 1);
     fs::remove_file(xdg.join("git/config"))?;
     // Named in the file $GIT_CONFIG_GLOBAL names.
     let global = home.join("global-gitconfig");
@@ -1460,5 +1465,70 @@ fn a_scan_whose_writer_fails_reports_it_and_the_next_run_indexes_the_rest() -> T
         [25, 0, 0, 25, 0]
     );
     f.ok(&["--no-daemon", "fsck"])?;
+    Ok(())
+}
+
+/// Git's global excludes kept in a file that `~/.gitconfig` includes (`[include] path`), as
+/// shared dotfiles often do: the index leaves out what they ignore, as `git check-ignore` says
+/// git does (the `ignore` crate's own search never followed includes).
+#[test]
+fn global_excludes_set_in_an_included_git_config_are_honoured() -> TestResult {
+    let f = Fixture::new()?;
+    let home = f.tree.parent().ok_or("tree has a parent")?.join("home");
+    fs::create_dir_all(home.join("dots"))?;
+    fs::write(
+        home.join(".gitconfig"),
+        "[include]\n\tpath = dots/git.inc\n",
+    )?;
+    fs::write(
+        home.join("dots/git.inc"),
+        "[core]\n\texcludesFile = ~/dots/ignore\n",
+    )?;
+    fs::write(home.join("dots/ignore"), "*.secret\n")?;
+    f.write("kept.txt", b"kept")?;
+    f.write("key.secret", b"hidden")?;
+    f.write("sub/more.secret", b"hidden")?;
+    let isolate = |command: &mut Command| {
+        command
+            .env("HOME", &home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("GIT_CONFIG_GLOBAL")
+            .env_remove("GIT_CONFIG_SYSTEM");
+    };
+    let mut index = crate::support::strata_at(&f.store, &f.tree, &["index", "."]);
+    isolate(index.env("STRATA_NO_DAEMON", "1"));
+    let output = index.output()?;
+    assert!(output.status.success(), "{output:?}");
+    let mut ls = crate::support::strata_at(&f.store, &f.tree, &["ls", "--json"]);
+    isolate(ls.env("STRATA_NO_DAEMON", "1"));
+    let output = ls.output()?;
+    assert!(output.status.success(), "{output:?}");
+    let rows: Value = serde_json::from_slice(&output.stdout)?;
+    let mut paths: Vec<&str> = rows
+        .as_array()
+        .ok_or("ls --json gives an array")?
+        .iter()
+        .filter_map(|row| row["path"].as_str())
+        .filter_map(|path| path.rsplit('/').next())
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(paths, ["kept.txt"]);
+    // Git, in the same environment, ignores the same files.
+    let mut git = Command::new("git");
+    git.args(["init", "-q", "."]).current_dir(&f.tree);
+    isolate(&mut git);
+    if git.status().is_ok_and(|s| s.success()) {
+        let mut check = Command::new("git");
+        check
+            .args(["check-ignore", "kept.txt", "key.secret", "sub/more.secret"])
+            .current_dir(&f.tree);
+        isolate(&mut check);
+        let ignored = String::from_utf8(check.output()?.stdout)?;
+        assert_eq!(
+            ignored.lines().collect::<Vec<_>>(),
+            ["key.secret", "sub/more.secret"]
+        );
+    }
     Ok(())
 }
