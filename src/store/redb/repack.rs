@@ -377,13 +377,9 @@ mod tests {
         Ok(())
     }
 
-    /// The repack's commit is not synced: a crash right after it (a copy of the live file)
-    /// opens at the commit before it, with the same rows; the close makes it durable.
-    #[test]
-    fn a_repack_is_durable_once_closed_and_a_crash_before_keeps_the_rows() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| crate::Error::io("a temp dir", e))?;
-        let path = dir.path().join("x.redb");
-        let db = Database::create(&path).db()?;
+    /// A new database at `path` whose `blob_index` holds 40 000 rows of random keys, committed.
+    fn random_blob_index(path: &std::path::Path) -> Result<Database> {
+        let db = Database::create(path).db()?;
         let tx = db.begin_write().db()?;
         super::super::tables::create_all(&tx)?;
         {
@@ -395,6 +391,16 @@ mod tests {
             }
         }
         tx.commit().db()?;
+        Ok(db)
+    }
+
+    /// The repack's commit is not synced: a crash right after it (a copy of the live file)
+    /// opens at the commit before it, with the same rows; the close makes it durable.
+    #[test]
+    fn a_repack_is_durable_once_closed_and_a_crash_before_keeps_the_rows() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| crate::Error::io("a temp dir", e))?;
+        let path = dir.path().join("x.redb");
+        let db = random_blob_index(&path)?;
         let before = rows(&db, BLOB_INDEX);
         let (pages, _) = fill(&db)?;
         assert_eq!(repack_sparse_tables(&db)?, vec![BLOB_INDEX.name()]);
@@ -418,18 +424,7 @@ mod tests {
     #[test]
     fn a_table_of_random_keys_is_rewritten_full_with_the_same_rows() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| crate::Error::io("a temp dir", e))?;
-        let db = Database::create(dir.path().join("x.redb")).db()?;
-        let tx = db.begin_write().db()?;
-        super::super::tables::create_all(&tx)?;
-        {
-            let mut table = tx.open_table(BLOB_INDEX).db()?;
-            for i in 0..40_000u64 {
-                table
-                    .insert(sha256(&i.to_le_bytes()).0, (i, i * 2, 1))
-                    .db()?;
-            }
-        }
-        tx.commit().db()?;
+        let db = random_blob_index(&dir.path().join("x.redb"))?;
         let before = rows(&db, BLOB_INDEX);
         let (pages, percent) = fill(&db)?;
         assert!(
