@@ -1,6 +1,7 @@
-//! The byte budget of a scan: file bytes read but not yet committed, shared by the walker
-//! threads (which reserve before they read) and the writer (which releases after a commit), so
-//! that memory follows the budget rather than the number of workers.
+//! The byte budget of a scan: file bytes read but not yet handed to a commit, shared by the
+//! walker threads (which reserve before they read) and the writer (which releases a batch's
+//! bytes as it starts to commit it), so that memory follows the budget rather than the number
+//! of workers.
 
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;

@@ -29,8 +29,9 @@ pub struct ScanOptions {
     pub batch_files: usize,
     /// Commit after this many bytes of planned content.
     pub batch_bytes: u64,
-    /// File bytes read and not yet committed, at most (a single larger file goes through
-    /// alone): what bounds a scan's memory whatever its thread count.
+    /// File bytes read and not yet handed to a commit, at most (a single larger file goes
+    /// through alone; the batch being committed comes on top): what bounds a scan's memory
+    /// whatever its thread count.
     pub budget_bytes: u64,
     /// Directories never entered, besides the store's own directory (always skipped).
     pub skip_dirs: Vec<PathBuf>,
@@ -149,7 +150,7 @@ struct Batch {
     stat: StatUpdate,
     files: usize,
     bytes: u64,
-    /// Budget bytes of its files, released once it is committed.
+    /// Budget bytes of its files, released as its commit starts.
     reserved: u64,
 }
 
@@ -537,7 +538,11 @@ fn write_batches(indexer: &Indexer, budget: &Budget, inbox: Receiver<Batch>) -> 
     let start = thread_cpu_seconds();
     let mut tx_ids = Vec::new();
     for batch in inbox {
-        let reserved = batch.reserved;
+        // Released as the commit starts, not once it is done: the walkers read the next files
+        // while this thread commits (a lazy commit is CPU only), rather than sit idle on the
+        // budget. The batch's bytes stay in memory meanwhile: the budget is then exceeded by
+        // at most the one batch being committed.
+        budget.release(batch.reserved);
         let receipt = if batch.is_empty() {
             Ok(None)
         } else {
@@ -549,7 +554,6 @@ fn write_batches(indexer: &Indexer, budget: &Budget, inbox: Receiver<Batch>) -> 
                 .store()
                 .transact_with_stat_lazily(batch.ops, origin, batch.stat)
         };
-        budget.release(reserved);
         if let Some(receipt) = receipt? {
             let TxId(tx) = receipt.tx_id;
             tx_ids.push(tx);

@@ -37,7 +37,7 @@ pub enum Found {
         change: StatChange,
         /// What was read, as its object.
         prepared: Box<Prepared>,
-        /// Bytes reserved in the scan's budget for it, released once it is committed.
+        /// Bytes reserved in the scan's budget for it, released as its commit starts.
         reserved: u64,
     },
     /// A deny rule matches: not read at all.

@@ -35,9 +35,14 @@ const MIN_PAGES: u64 = if cfg!(test) { 4 } else { 64 };
 const MIN_FILL_PERCENT: u64 = 85;
 
 /// Rewrites in key order each table keyed by a hash or a path whose pages are less than
-/// [`MIN_FILL_PERCENT`] used (and that is at least [`MIN_PAGES`] long), in one durable
-/// transaction; returns the names of the tables rewritten. Meant for a handle about to compact
-/// its file after a large write (the space freed is then given back).
+/// [`MIN_FILL_PERCENT`] used (and that is at least [`MIN_PAGES`] long), in one transaction;
+/// returns the names of the tables rewritten. Meant for a handle about to close and compact its
+/// file after a large write (the space freed is then given back).
+///
+/// The commit is not synced (`Durability::None`): the close's own commit, which follows it,
+/// makes it durable, and a crash before then leaves the file at the commit before it, with the
+/// same rows (the repack changes where they are, not what they are). Two `fdatasync`s fewer on
+/// the close of every large write.
 ///
 /// # Errors
 /// [`crate::Error::Storage`] when redb fails; the transaction is then not committed and the
@@ -45,6 +50,9 @@ const MIN_FILL_PERCENT: u64 = 85;
 pub(crate) fn repack_sparse_tables(db: &Database) -> Result<Vec<&'static str>> {
     let mut tx = db.begin_write().db()?;
     tx.set_quick_repair(true);
+    // Refused only after a persistent savepoint changed in this transaction (none here): the
+    // commit is then durable, as it was before.
+    tx.set_durability(redb::Durability::None).ok();
     let done = repack_tables(&tx)?;
     if done.is_empty() {
         tx.abort().db()?;
@@ -369,10 +377,9 @@ mod tests {
         Ok(())
     }
 
-    #[test]
-    fn a_table_of_random_keys_is_rewritten_full_with_the_same_rows() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| crate::Error::io("a temp dir", e))?;
-        let db = Database::create(dir.path().join("x.redb")).db()?;
+    /// A new database at `path` whose `blob_index` holds 40 000 rows of random keys, committed.
+    fn random_blob_index(path: &std::path::Path) -> Result<Database> {
+        let db = Database::create(path).db()?;
         let tx = db.begin_write().db()?;
         super::super::tables::create_all(&tx)?;
         {
@@ -384,6 +391,40 @@ mod tests {
             }
         }
         tx.commit().db()?;
+        Ok(db)
+    }
+
+    /// The repack's commit is not synced: a crash right after it (a copy of the live file)
+    /// opens at the commit before it, with the same rows; the close makes it durable.
+    #[test]
+    fn a_repack_is_durable_once_closed_and_a_crash_before_keeps_the_rows() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| crate::Error::io("a temp dir", e))?;
+        let path = dir.path().join("x.redb");
+        let db = random_blob_index(&path)?;
+        let before = rows(&db, BLOB_INDEX);
+        let (pages, _) = fill(&db)?;
+        assert_eq!(repack_sparse_tables(&db)?, vec![BLOB_INDEX.name()]);
+        let crashed = dir.path().join("crashed.redb");
+        std::fs::copy(&path, &crashed).map_err(|e| crate::Error::io("copy", e))?;
+        {
+            let copy = Database::open(&crashed).db()?;
+            assert_eq!(rows(&copy, BLOB_INDEX), before);
+            // The commit before the repack's: its sparse pages.
+            assert_eq!(fill(&copy)?.0, pages);
+        }
+        db.close().db()?;
+        let db = Database::open(&path).db()?;
+        assert_eq!(rows(&db, BLOB_INDEX), before);
+        let (after_pages, after_percent) = fill(&db)?;
+        assert!(after_percent > 95, "{after_percent} %");
+        assert!(after_pages < pages, "{pages} -> {after_pages} pages");
+        Ok(())
+    }
+
+    #[test]
+    fn a_table_of_random_keys_is_rewritten_full_with_the_same_rows() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| crate::Error::io("a temp dir", e))?;
+        let db = random_blob_index(&dir.path().join("x.redb"))?;
         let before = rows(&db, BLOB_INDEX);
         let (pages, percent) = fill(&db)?;
         assert!(
