@@ -186,15 +186,51 @@ pub fn scan(
     options: &ScanOptions,
     progress: &mut dyn FnMut(ScanProgress),
 ) -> Result<ScanSummary> {
+    let store = indexer.store();
+    // A reopen of the handle (after a write of any client that found no room, or a panic
+    // inside the storage engine) loses the lazy commits not yet made durable: the scan's
+    // batches then were not all kept.
+    let lost_before = store.lazy_commits_lost();
+    scan_run(indexer, roots, options, progress, lost_before)
+        .map_err(|err| unkept_batches(store, lost_before, err))
+}
+
+/// `err`, the error a scan failed with, saying that the batches it committed lazily are lost
+/// when they are: a reopen dropped them, or they could not be made durable (a store found
+/// damaged writes nothing more and closes without writing, which loses them).
+fn unkept_batches(store: &crate::store::Store, lost_before: u64, err: Error) -> Error {
+    let unsynced = store.has_lazy_index_batches() && store.sync().is_err();
+    if !unsynced && store.lazy_commits_lost() == lost_before {
+        return err;
+    }
+    let why = match store.damage() {
+        Some(reason) => format!(
+            "the store is marked damaged ({reason}), and a damaged store writes nothing more"
+        ),
+        None => "the store was reopened after a failed write".to_string(),
+    };
+    err.after(&format!(
+        "the batches this index committed without syncing them were not made durable ({why}): \
+         they are lost, at once or when the store is closed; once `strata fsck` finds the store \
+         sound (`strata fsck --repair` repairs it), run the index again"
+    ))
+}
+
+/// [`scan`], with the count of lost lazy commits it started from.
+fn scan_run(
+    indexer: &Indexer,
+    roots: &[PathBuf],
+    options: &ScanOptions,
+    progress: &mut dyn FnMut(ScanProgress),
+    lost_before: u64,
+) -> Result<ScanSummary> {
     let started = Instant::now();
     let scan_start = Timestamp::now();
     let store = indexer.store();
     // However the scan ends, its lazily committed batches are made durable (best effort on an
-    // error; on success the scan's own sync below has done it and reported its error).
+    // error, which says whether they were; on success the scan's own sync below has done it
+    // and reported its error).
     let _durable = SyncLazyCommits(store);
-    // A reopen of the handle (after a write of any client that found no room) loses the lazy
-    // commits not yet made durable: the scan's batches then were not all kept.
-    let lost_before = store.lazy_commits_lost();
     let filesystem_id = machine_filesystem_id();
     let (roots, walked) = canonical_roots(store, &filesystem_id, roots)?;
     // Directories never entered, as the walk meets them (canonical paths).
@@ -417,10 +453,10 @@ pub fn scan(
         store.sync()?;
     }
     if store.lazy_commits_lost() != lost_before {
+        // [`unkept_batches`] says which, and what to do.
         return Err(Error::storage(
             "indexing",
-            "the store was reopened after a failed write, which lost batches this index had \
-             committed without syncing them; run the index again",
+            "a reopen of the store handle lost batches committed without syncing them",
         ));
     }
     // A scan that read the tables and wrote nothing (its handle still reads only, and the file's
@@ -956,6 +992,61 @@ mod tests {
             20
         );
         assert_eq!(crashed.fsck()?, vec![]);
+        Ok(())
+    }
+
+    /// A scan whose lazily committed batches meet a store found damaged (by a read of any
+    /// client) cannot make them durable: a damaged handle writes nothing more, and closes
+    /// without writing. The scan fails saying those batches are lost and what to do, and the
+    /// store, opened again, holds none of them. Failed before: the scan failed with the
+    /// damage refusal alone, saying nothing of the batches it had committed and would lose.
+    #[test]
+    fn a_scan_whose_lazy_batches_meet_damage_says_they_are_lost() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let tree = tmp.path().join("tree");
+        std::fs::create_dir_all(&tree).map_err(|e| Error::io("mkdir", e))?;
+        for i in 0..40 {
+            std::fs::write(tree.join(format!("f{i}.txt")), format!("file {i}\n"))
+                .map_err(|e| Error::io("write", e))?;
+        }
+        let dir = tmp.path().join("s.strata");
+        let store = Store::open_or_create(&dir)?;
+        let indexer = Indexer::new(&store, &Settings::default())?;
+        let options = ScanOptions {
+            threads: 2,
+            batch_files: 1,
+            ..ScanOptions::default()
+        };
+        let mut marked = false;
+        let mut progress = |_: ScanProgress| {
+            if !marked && store.has_lazy_index_batches() {
+                marked = true;
+                store.note_damage_for_test("a page failed its checksum");
+            }
+        };
+        let failed = scan(
+            &indexer,
+            std::slice::from_ref(&tree),
+            &options,
+            &mut progress,
+        );
+        assert!(marked, "no lazy batch was seen");
+        let err = failed.map(|_| ()).unwrap_err();
+        let message = err.to_string();
+        assert_eq!(err.kind(), "corrupt", "{message}");
+        assert!(message.contains("were not made durable"), "{message}");
+        assert!(message.contains("run the index again"), "{message}");
+        drop(indexer);
+        drop(store);
+        let again = Store::open(&dir)?;
+        let prefix = crate::resolve::utf8_path(&tree)?;
+        assert_eq!(
+            again
+                .entity_ids_by_path(&machine_filesystem_id(), prefix)?
+                .len(),
+            0,
+            "the lazy batches are gone, as the error said"
+        );
         Ok(())
     }
 

@@ -116,6 +116,11 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Marks the store damaged as a read that met damage (`what`) does (tests only). Default:
+    /// nothing.
+    #[cfg(test)]
+    fn note_damage_for_test(&self, _what: &str) {}
+
     /// Writes `ops` as one transaction: all or nothing, durable when this returns. Matches are
     /// checked first, against the state before the transaction.
     ///

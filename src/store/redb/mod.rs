@@ -822,6 +822,11 @@ impl Backend for RedbStore {
         )
     }
 
+    #[cfg(test)]
+    fn note_damage_for_test(&self, what: &str) {
+        self.note_damage(what);
+    }
+
     fn transact(&self, ops: Vec<Op>, origin: Origin) -> Result<TxReceipt> {
         self.guarded_write("writing a transaction", || {
             RedbStore::transact(self, ops, origin)
