@@ -636,7 +636,9 @@ impl RedbStore {
         {
             self.reopen();
             if matches!(*self.handle(), Handle::Closed) {
-                if self.write_failed.load(std::sync::atomic::Ordering::SeqCst) {
+                if self.write_failed.load(std::sync::atomic::Ordering::SeqCst)
+                    && !self.damaged.load(std::sync::atomic::Ordering::SeqCst)
+                {
                     return Err(store_full());
                 }
                 return Err(Error::corrupt(format!(
@@ -668,7 +670,14 @@ impl RedbStore {
             self.reopen();
         }
         match result {
-            Err(e) if is_latched(&e) && self.latched_by_full_write() => Err(store_full()),
+            // On a store marked damaged the latch may be the damage's: damage is said.
+            Err(e)
+                if is_latched(&e)
+                    && !self.damaged.load(std::sync::atomic::Ordering::SeqCst)
+                    && self.latched_by_full_write() =>
+            {
+                Err(store_full())
+            }
             Err(e @ Error::Corrupt { .. }) => {
                 self.note_damage(&e.to_string());
                 Err(e)
@@ -1359,5 +1368,23 @@ mod tests {
             assert!(!store.damaged.load(Ordering::SeqCst), "marked damaged");
             Ok(())
         })
+    }
+
+    /// A `PreviousIo` on a store marked damaged says damage, even while a write that found no
+    /// room is remembered: the latch may be the damage's, and the damage is what to act on.
+    /// Failed before: it said the disk was full.
+    #[test]
+    fn a_latched_read_on_a_damaged_store_says_damage_not_full() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        store.note_full_write();
+        store.note_damage("a page failed its checksum");
+        let latched: Result<()> = store.guarded("reading a page", || {
+            Err::<(), _>(redb::StorageError::PreviousIo).db()
+        });
+        let err = latched.map(|()| "no error").unwrap_err();
+        assert!(!is_store_full(&err), "{err}");
+        assert_eq!(err.kind(), "corrupt", "{err}");
+        assert!(err.to_string().contains("strata fsck"), "{err}");
+        Ok(())
     }
 }
