@@ -274,7 +274,7 @@ class Status(TypedDict):
     clients: int  # connected now
     requests: int  # answered since it started
     in_flight: int
-    last_tx: int | None
+    last_tx: int | None  # the latest durable transaction
     queued_writes: int
     store: str
     idle_timeout_seconds: int | None  # None: it runs until stopped

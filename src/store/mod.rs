@@ -723,6 +723,35 @@ impl Store {
         self.group.sync_due()
     }
 
+    /// The newest transaction a crash now would keep: the chain head, once lazy commits up to
+    /// it are made durable ([`Store::sync`]); when they cannot be (a store marked damaged, a
+    /// full disk), the last transaction before them.
+    ///
+    /// # Errors
+    /// As [`Backend::chain_head`].
+    pub fn durable_head(&self) -> Result<Option<TxId>> {
+        // The head first: every commit up to it is made before the sync below.
+        let head = self.chain_head()?.map(|(tx, _)| tx);
+        if !self.has_lazy_commits() {
+            return Ok(head);
+        }
+        let lazy_from = self.group.lazy_from();
+        match self.sync() {
+            Ok(()) => Ok(head),
+            Err(err) => {
+                tracing::warn!(error = %err, "making lazy commits durable for the durable head");
+                Ok(match lazy_from {
+                    Some(first) => {
+                        let before = first.saturating_sub(1);
+                        head.map(|TxId(tx)| TxId(tx.min(before)))
+                            .filter(|TxId(tx)| *tx > 0)
+                    }
+                    None => head,
+                })
+            }
+        }
+    }
+
     /// Whether lazy commits wait for a durable one (they would be lost by a crash now).
     pub fn has_lazy_commits(&self) -> bool {
         self.group.has_lazy_commits()
