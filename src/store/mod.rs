@@ -121,6 +121,11 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     #[cfg(test)]
     fn note_damage_for_test(&self, _what: &str) {}
 
+    /// Records that a write found no room, as a real one does (tests only): the next guarded
+    /// call reopens the handle. Default: nothing.
+    #[cfg(test)]
+    fn note_full_write_for_test(&self) {}
+
     /// Writes `ops` as one transaction: all or nothing, durable when this returns. Matches are
     /// checked first, against the state before the transaction.
     ///

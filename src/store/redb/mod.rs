@@ -864,6 +864,11 @@ impl Backend for RedbStore {
         self.note_damage(what);
     }
 
+    #[cfg(test)]
+    fn note_full_write_for_test(&self) {
+        self.note_full_write();
+    }
+
     fn transact(&self, ops: Vec<Op>, origin: Origin) -> Result<TxReceipt> {
         self.guarded_write("writing a transaction", || {
             RedbStore::transact(self, ops, origin)
