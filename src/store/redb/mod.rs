@@ -305,7 +305,7 @@ pub(crate) struct RedbStore {
     /// How many times the handle was reopened after a panic.
     reopens: std::sync::atomic::AtomicU64,
     /// Transactions of the handle still running ([`open::Live`]).
-    live: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    live: std::sync::Arc<open::LiveCounts>,
     /// Lazy commits of the handle not yet made durable, and how many times a reopen lost some.
     lazy: LazyCommits,
     /// Whether opening the file took redb's full repair (a crash after a commit made under load,
@@ -1184,7 +1184,9 @@ impl Backend for RedbStore {
             let owed = erasure.owed;
             // What gc freed (an evicted secret's contents it took) leaves the free pages too,
             // and so does what an earlier erasure's unfinished scrub left.
-            if report.bytes_freed > 0 || owed {
+            // A scrub owed only for the pages readers still hold gains nothing until one of
+            // them ends.
+            if report.bytes_freed > 0 || (owed && !self.scrub_gains_nothing(erasure)) {
                 self.scrub_free_pages().map_err(|e| {
                     e.after(&format!(
                         "gc committed ({} bytes freed), but zeroing the store file's free \
