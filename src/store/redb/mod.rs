@@ -1164,7 +1164,7 @@ impl Backend for RedbStore {
 
     fn gc(&self) -> Result<GcReport> {
         self.writable_for_erasure()?;
-        let report = self.guarded_writing("collecting garbage", || {
+        let (mut report, scrub) = self.guarded_writing("collecting garbage", || {
             let settling = self.begin_erasure()?;
             let Some(erasure) = settling.erasure() else {
                 return Err(Error::invariant(
@@ -1181,25 +1181,31 @@ impl Backend for RedbStore {
                     return Err(e);
                 }
             };
-            let owed = erasure.owed;
             // What gc freed (an evicted secret's contents it took) leaves the free pages too,
-            // and so does what an earlier erasure's unfinished scrub left.
-            // A scrub owed only for the pages readers still hold gains nothing until one of
-            // them ends.
-            if report.bytes_freed > 0 || (owed && !self.scrub_gains_nothing(erasure)) {
-                self.scrub_free_pages().map_err(|e| {
-                    e.after(&format!(
-                        "gc committed ({} bytes freed), but zeroing the store file's free \
-                         pages after it failed, so erased bytes may still be in them; `strata \
-                         gc` again finishes that scrub",
-                        report.bytes_freed
-                    ))
-                })?;
-            } else {
+            // and so does what an earlier erasure's unfinished scrub left; a scrub owed only
+            // for the pages readers still hold gains nothing until one of them ends.
+            let scrub =
+                report.bytes_freed > 0 || (erasure.owed && !self.scrub_gains_nothing(erasure));
+            if !scrub {
                 self.no_scrub_owed(erasure)?;
             }
-            Ok(report)
+            Ok((report, scrub))
         })?;
+        // A guarded call of its own: its failure (a full disk, damage) is noted as any call's,
+        // and it does not undo the gc, which committed; the answer says the scrub is owed.
+        if scrub
+            && let Err(e) = self.guarded_writing("zeroing the store file's free pages", || {
+                self.scrub_free_pages()
+            })
+        {
+            report.scrub_pending = Some(format!(
+                "gc committed ({} bytes freed), but zeroing the store file's free pages after it \
+                 failed, so erased bytes may still be in them; `strata gc` again finishes that \
+                 scrub: {}",
+                report.bytes_freed,
+                e.full_message()
+            ));
+        }
         // Damage gc met (and kept clear of) marks the store as a read meeting it would.
         if let Some(found) = report.damaged.first() {
             self.note_damage(&found.to_string());
