@@ -621,6 +621,21 @@ mod tests {
         Ok(())
     }
 
+    /// A tree under `root` of 40 incompressible files of 1 MiB: an index's batches (8 MiB)
+    /// hold a few each, so it makes several. Returns the tree.
+    fn megabyte_files(root: &Path) -> Result<PathBuf> {
+        let tree = root.join("tree");
+        std::fs::create_dir_all(&tree).map_err(|e| Error::io("mkdir", e))?;
+        for i in 0..40u8 {
+            let bytes: Vec<u8> = (0..1 << 20)
+                .map(|n: u32| (n.wrapping_mul(2_654_435_761) >> 13) as u8 ^ i)
+                .collect();
+            std::fs::write(tree.join(format!("f{i:02}.bin")), bytes)
+                .map_err(|e| Error::io("write", e))?;
+        }
+        Ok(tree)
+    }
+
     /// An index's batches are committed lazily, and visible meanwhile: a request answered
     /// during the index (here `log`, naming the newest tx id) makes them durable before its
     /// answer, so that a crash right after it (a copy of the open store's file) still holds what
@@ -629,16 +644,7 @@ mod tests {
     fn an_answer_given_during_an_index_names_only_durable_transactions() -> Result<()> {
         let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let store_dir = tmp.path().join("store");
-        let tree = tmp.path().join("tree");
-        std::fs::create_dir_all(&tree).map_err(|e| Error::io("mkdir", e))?;
-        // 1 MiB files: the scan's batches (8 MiB) hold a few each, so it makes several.
-        for i in 0..40u8 {
-            let bytes: Vec<u8> = (0..1 << 20)
-                .map(|n: u32| (n.wrapping_mul(2_654_435_761) >> 13) as u8 ^ i)
-                .collect();
-            std::fs::write(tree.join(format!("f{i:02}.bin")), bytes)
-                .map_err(|e| Error::io("write", e))?;
-        }
+        let tree = megabyte_files(tmp.path())?;
         let engine = Engine::open(&store_dir, Access::Create)?;
         let copy = tmp.path().join("crashed");
         std::fs::create_dir_all(&copy).map_err(|e| Error::io("mkdir", e))?;
@@ -690,16 +696,7 @@ mod tests {
     {
         let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let store_dir = tmp.path().join("store");
-        let tree = tmp.path().join("tree");
-        std::fs::create_dir_all(&tree).map_err(|e| Error::io("mkdir", e))?;
-        // 1 MiB files: the scan's batches (8 MiB) hold a few each, so it makes several.
-        for i in 0..40u8 {
-            let bytes: Vec<u8> = (0..1 << 20)
-                .map(|n: u32| (n.wrapping_mul(2_654_435_761) >> 13) as u8 ^ i)
-                .collect();
-            std::fs::write(tree.join(format!("f{i:02}.bin")), bytes)
-                .map_err(|e| Error::io("write", e))?;
-        }
+        let tree = megabyte_files(tmp.path())?;
         let engine = Engine::open(&store_dir, Access::Create)?;
         let mut filled = false;
         let mut probe = |_: crate::index::ScanProgress| {

@@ -954,6 +954,30 @@ mod tests {
     use crate::index::Settings;
     use crate::store::{StatEntry, Store};
 
+    /// A tree of `files` small text files under `root`, and a new store beside it: (the tree,
+    /// the store directory, the store).
+    fn small_tree(root: &std::path::Path, files: usize) -> Result<(PathBuf, PathBuf, Store)> {
+        let tree = root.join("tree");
+        std::fs::create_dir_all(&tree).map_err(|e| Error::io("mkdir", e))?;
+        for i in 0..files {
+            std::fs::write(tree.join(format!("f{i}.txt")), format!("file {i}\n"))
+                .map_err(|e| Error::io("write", e))?;
+        }
+        let dir = root.join("s.strata");
+        let store = Store::open_or_create(&dir)?;
+        Ok((tree, dir, store))
+    }
+
+    /// Scan options of two workers and batches of one file: a scan of a few files commits
+    /// several batches, lazily.
+    fn one_file_batches() -> ScanOptions {
+        ScanOptions {
+            threads: 2,
+            batch_files: 1,
+            ..ScanOptions::default()
+        }
+    }
+
     /// A scan's batches are committed without an fsync; the scan returns only once they are
     /// durable: the file as a crash right after it leaves it (a copy taken while the store is
     /// open) holds every one of them. A batch of one file each, so that the scan's own last
@@ -961,20 +985,9 @@ mod tests {
     #[test]
     fn a_scan_that_returned_is_durable_though_its_batches_were_not() -> Result<()> {
         let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let tree = tmp.path().join("tree");
-        std::fs::create_dir_all(&tree).map_err(|e| Error::io("mkdir", e))?;
-        for i in 0..20 {
-            std::fs::write(tree.join(format!("f{i}.txt")), format!("file {i}\n"))
-                .map_err(|e| Error::io("write", e))?;
-        }
-        let dir = tmp.path().join("s.strata");
-        let store = Store::open_or_create(&dir)?;
+        let (tree, dir, store) = small_tree(tmp.path(), 20)?;
         let indexer = Indexer::new(&store, &Settings::default())?;
-        let options = ScanOptions {
-            threads: 2,
-            batch_files: 1,
-            ..ScanOptions::default()
-        };
+        let options = one_file_batches();
         let summary = scan(&indexer, std::slice::from_ref(&tree), &options, &mut |_| {})?;
         assert_eq!(summary.created, 20);
         assert!(summary.tx_ids.len() > 1, "{:?}", summary.tx_ids);
@@ -1003,20 +1016,9 @@ mod tests {
     #[test]
     fn a_scan_whose_lazy_batches_meet_damage_says_they_are_lost() -> Result<()> {
         let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let tree = tmp.path().join("tree");
-        std::fs::create_dir_all(&tree).map_err(|e| Error::io("mkdir", e))?;
-        for i in 0..40 {
-            std::fs::write(tree.join(format!("f{i}.txt")), format!("file {i}\n"))
-                .map_err(|e| Error::io("write", e))?;
-        }
-        let dir = tmp.path().join("s.strata");
-        let store = Store::open_or_create(&dir)?;
+        let (tree, dir, store) = small_tree(tmp.path(), 40)?;
         let indexer = Indexer::new(&store, &Settings::default())?;
-        let options = ScanOptions {
-            threads: 2,
-            batch_files: 1,
-            ..ScanOptions::default()
-        };
+        let options = one_file_batches();
         let mut marked = false;
         let mut progress = |_: ScanProgress| {
             if !marked && store.has_lazy_index_batches() {

@@ -766,18 +766,12 @@ async fn call_engine(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::object::{FilesystemSource, Object};
+    use crate::object::Object;
     use crate::store::{Op, Origin, StatUpdate, Store};
 
     /// Writes one file at `path` to `store`, lazily or not: its tx id.
     fn put(store: &Store, path: &str, lazily: bool) -> Result<u64> {
-        let object = Object::file_text(
-            FilesystemSource {
-                filesystem_id: "fs".into(),
-                path: path.into(),
-            },
-            "text".into(),
-        )?;
+        let object = Object::text_at(path)?;
         let stat = StatUpdate {
             filesystem_id: "fs".into(),
             puts: Vec::new(),

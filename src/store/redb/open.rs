@@ -1260,13 +1260,7 @@ mod tests {
         let id = put(&store, "/a")?;
         full.store(true, Ordering::SeqCst);
         let request = |path: &str| -> Result<crate::store::TxRequest> {
-            let object = Object::file_text(
-                FilesystemSource {
-                    filesystem_id: "fs".into(),
-                    path: path.into(),
-                },
-                "text".into(),
-            )?;
+            let object = Object::text_at(path)?;
             Ok(crate::store::TxRequest {
                 ops: vec![Op::put(object)],
                 origin: Origin::Cli,
