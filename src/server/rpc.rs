@@ -581,10 +581,16 @@ async fn answer(line: &str, shared: &Arc<Shared>, out: &mpsc::Sender<Outgoing>) 
     shared.requests.fetch_add(1, Ordering::Relaxed);
     let outcome = match method {
         "handshake" => handshake(&params),
-        "status" => shared
-            .status()
-            .map(|s| json!(s))
-            .map_err(|e| error_object(&e)),
+        // Off the async threads: it may wait for a commit to make lazy ones durable.
+        "status" => {
+            let shared = Arc::clone(shared);
+            match tokio::task::spawn_blocking(move || shared.status()).await {
+                Ok(status) => status.map(|s| json!(s)).map_err(|e| error_object(&e)),
+                Err(e) => Err(error_object(&Error::invariant(format!(
+                    "the status request stopped in the middle ({e})"
+                )))),
+            }
+        }
         "stop" => {
             shared.stop();
             Ok(json!({"stopping": true}))
