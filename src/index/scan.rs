@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
@@ -191,8 +192,13 @@ pub fn scan(
     // inside the storage engine) loses the lazy commits not yet made durable: the scan's
     // batches then were not all kept.
     let lost_before = store.lazy_commits_lost();
-    scan_run(indexer, roots, options, progress, lost_before)
-        .map_err(|err| unkept_batches(store, lost_before, err))
+    // Set once the scan's writer committed a batch lazily: only then can it have lost one.
+    let lazily = AtomicBool::new(false);
+    let run = scan_run(indexer, roots, options, progress, (lost_before, &lazily));
+    run.map_err(|err| match lazily.load(Ordering::SeqCst) {
+        true => unkept_batches(store, lost_before, err),
+        false => err,
+    })
 }
 
 /// `err`, the error a scan failed with, saying that the batches it committed lazily are lost
@@ -216,13 +222,14 @@ fn unkept_batches(store: &crate::store::Store, lost_before: u64, err: Error) -> 
     ))
 }
 
-/// [`scan`], with the count of lost lazy commits it started from.
+/// [`scan`], with the count of lost lazy commits it started from and the flag its writer sets
+/// once it commits a batch lazily.
 fn scan_run(
     indexer: &Indexer,
     roots: &[PathBuf],
     options: &ScanOptions,
     progress: &mut dyn FnMut(ScanProgress),
-    lost_before: u64,
+    (lost_before, lazily): (u64, &AtomicBool),
 ) -> Result<ScanSummary> {
     let started = Instant::now();
     let scan_start = Timestamp::now();
@@ -327,6 +334,7 @@ fn scan_run(
             scope,
             indexer,
             budget: &budget,
+            lazily,
             running: None,
         };
         // The stored paths, listed while the walk runs (its threads leave a core idle much of
@@ -452,7 +460,7 @@ fn scan_run(
     if store.has_lazy_commits() {
         store.sync()?;
     }
-    if store.lazy_commits_lost() != lost_before {
+    if lazily.load(Ordering::SeqCst) && store.lazy_commits_lost() != lost_before {
         // [`unkept_batches`] says which, and what to do.
         return Err(Error::storage(
             "indexing",
@@ -517,6 +525,8 @@ struct Writer<'scope, 'env> {
     scope: &'scope std::thread::Scope<'scope, 'env>,
     indexer: &'env Indexer,
     budget: &'env Budget,
+    /// Set once a batch is committed lazily.
+    lazily: &'env AtomicBool,
     running: Option<(
         SyncSender<Batch>,
         std::thread::ScopedJoinHandle<'scope, Result<Written>>,
@@ -529,10 +539,10 @@ impl Writer<'_, '_> {
     /// # Errors
     /// [`Error::Invariant`] when the writer stopped (its own error is the one the scan reports).
     fn send(&mut self, batch: Batch) -> Result<()> {
-        let (scope, indexer, budget) = (self.scope, self.indexer, self.budget);
+        let (scope, indexer, budget, lazily) = (self.scope, self.indexer, self.budget, self.lazily);
         let (to_writer, _) = self.running.get_or_insert_with(|| {
             let (to_writer, inbox) = sync_channel::<Batch>(1);
-            let thread = scope.spawn(move || write_batches(indexer, budget, inbox));
+            let thread = scope.spawn(move || write_batches(indexer, budget, lazily, inbox));
             (to_writer, thread)
         });
         to_writer
@@ -569,7 +579,12 @@ struct Written {
 /// The writer thread: commits each batch it is given (ops and stat cache in one transaction)
 /// and releases the batch's budget bytes; stops at the first error (its inbox then closes, and
 /// the planner's next hand-over fails).
-fn write_batches(indexer: &Indexer, budget: &Budget, inbox: Receiver<Batch>) -> Result<Written> {
+fn write_batches(
+    indexer: &Indexer,
+    budget: &Budget,
+    lazily: &AtomicBool,
+    inbox: Receiver<Batch>,
+) -> Result<Written> {
     let start = thread_cpu_seconds();
     let mut tx_ids = Vec::new();
     for batch in inbox {
@@ -581,9 +596,13 @@ fn write_batches(indexer: &Indexer, budget: &Budget, inbox: Receiver<Batch>) -> 
             let origin = Origin::IndexRun(tx_ids.first().map(|&first| TxId(first)));
             // Not synced: the scan's last commit (or its closing sync) makes every batch
             // durable before the scan returns, and nothing is acknowledged before then.
-            indexer
+            let committed = indexer
                 .store()
-                .transact_with_stat_lazily(batch.ops, origin, batch.stat)
+                .transact_with_stat_lazily(batch.ops, origin, batch.stat);
+            if committed.is_ok() {
+                lazily.store(true, Ordering::SeqCst);
+            }
+            committed
         };
         budget.release(reserved);
         if let Some(receipt) = receipt? {
@@ -1049,6 +1068,37 @@ mod tests {
             0,
             "the lazy batches are gone, as the error said"
         );
+        Ok(())
+    }
+
+    /// A scan that fails before it committed anything does not claim lost batches, though
+    /// another index's lazy batch waits on a store marked damaged (a daemon's clients).
+    #[test]
+    fn a_scan_that_committed_nothing_claims_no_lost_batches() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let (tree, _dir, store) = small_tree(tmp.path(), 1)?;
+        let object = crate::object::Object::text_at("/other")?;
+        let stat = crate::store::StatUpdate {
+            filesystem_id: "fs".into(),
+            puts: Vec::new(),
+            removes: Vec::new(),
+        };
+        store.transact_with_stat_lazily(
+            vec![crate::store::Op::put(object)],
+            Origin::IndexRun(None),
+            stat,
+        )?;
+        assert!(store.has_lazy_index_batches());
+        store.note_damage_for_test("a page failed its checksum");
+        let indexer = Indexer::new(&store, &Settings::default())?;
+        let failed = scan(
+            &indexer,
+            &[tree.join("missing")],
+            &one_file_batches(),
+            &mut |_| {},
+        );
+        let err = failed.map(|_| ()).unwrap_err();
+        assert!(!err.to_string().contains("were not made durable"), "{err}");
         Ok(())
     }
 
