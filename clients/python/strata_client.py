@@ -274,7 +274,7 @@ class Status(TypedDict):
     clients: int  # connected now
     requests: int  # answered since it started
     in_flight: int
-    last_tx: int | None
+    last_tx: int | None  # the latest durable transaction
     queued_writes: int
     store: str
     idle_timeout_seconds: int | None  # None: it runs until stopped
@@ -663,6 +663,8 @@ class GcResult(TypedDict):
     counts_fixed: int
     # Damaged version rows and documents gc met (none: the store's documents all read): what they may use was kept, and nothing was removed when a row's document is unknown. `strata fsck --repair` repairs them.
     damaged: NotRequired[list[FsckFinding]]
+    # Set when zeroing the store file's free pages after gc failed: gc committed, and erased bytes may still be in free pages until `strata gc` runs again; says why.
+    scrub_pending: NotRequired[str | None]
 
 
 class EvictParams(TypedDict):
@@ -683,6 +685,8 @@ class EvictResult(TypedDict):
     versions: int
     # The eviction's transaction.
     tx_id: int
+    # Set when zeroing the store file's free pages after the eviction failed: the eviction committed, and its bytes may still be in free pages until `strata gc` finishes that scrub; says why.
+    scrub_pending: NotRequired[str | None]
 
 
 class StatsParams(TypedDict):

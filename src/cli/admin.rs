@@ -438,6 +438,11 @@ impl Invocation<'_> {
             "evicted {}: {} versions erased (tx {})",
             evicted.id, evicted.versions, evicted.tx_id
         )?;
+        // The evict committed: a scrub left owed is a warning, not a failure.
+        if let Some(note) = &evicted.scrub_pending {
+            use std::io::Write as _;
+            writeln!(std::io::stderr(), "strata: warning: {note}")?;
+        }
         Ok(ExitCode::SUCCESS)
     }
 
@@ -454,6 +459,11 @@ impl Invocation<'_> {
                 output::bytes(report.bytes_freed),
                 report.counts_fixed
             )?;
+        }
+        // gc committed: a scrub left owed is a warning, not a failure.
+        if let Some(note) = &report.scrub_pending {
+            use std::io::Write as _;
+            writeln!(std::io::stderr(), "strata: warning: {note}")?;
         }
         if report.damaged.is_empty() {
             return Ok(ExitCode::SUCCESS);

@@ -488,6 +488,10 @@ pub struct GcResponse {
     /// `strata fsck --repair` repairs them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub damaged: Vec<FsckFinding>,
+    /// Set when zeroing the store file's free pages after gc failed: gc committed, and erased
+    /// bytes may still be in free pages until `strata gc` runs again; says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrub_pending: Option<String>,
 }
 
 impl Apply for GcRequest {
@@ -503,6 +507,7 @@ impl Apply for GcRequest {
             bytes_freed: report.bytes_freed,
             counts_fixed: report.counts_fixed,
             damaged: report.damaged.into_iter().map(FsckFinding::from).collect(),
+            scrub_pending: report.scrub_pending,
         })
     }
 }
@@ -530,6 +535,11 @@ pub struct EvictResponse {
     pub versions: u64,
     /// The eviction's transaction.
     pub tx_id: u64,
+    /// Set when zeroing the store file's free pages after the eviction failed: the eviction
+    /// committed, and its bytes may still be in free pages until `strata gc` finishes that
+    /// scrub; says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrub_pending: Option<String>,
 }
 
 impl Apply for EvictRequest {
@@ -561,19 +571,21 @@ impl Apply for EvictRequest {
         }
         engine.publish(&[receipt.tx_id.0]);
         // The erased bytes leave the store file's free pages too: a failure there does not undo
-        // the eviction, and says so.
-        engine.store.finish_erasure().map_err(|e| {
-            e.after(&format!(
+        // the eviction, and the answer says so.
+        let scrub_pending = engine.store.finish_erasure().err().map(|e| {
+            format!(
                 "the evict of {id} committed as tx {} (it is erased from every table), but \
                  zeroing the store file's free pages after it failed, so its bytes may still be \
-                 in them; `strata gc` finishes that scrub",
-                receipt.tx_id.0
-            ))
-        })?;
+                 in them; `strata gc` finishes that scrub: {}",
+                receipt.tx_id.0,
+                e.full_message()
+            )
+        });
         Ok(EvictResponse {
             id,
             versions,
             tx_id: receipt.tx_id.0,
+            scrub_pending,
         })
     }
 }

@@ -621,6 +621,21 @@ mod tests {
         Ok(())
     }
 
+    /// A tree under `root` of 40 incompressible files of 1 MiB: an index's batches (8 MiB)
+    /// hold a few each, so it makes several. Returns the tree.
+    fn megabyte_files(root: &Path) -> Result<PathBuf> {
+        let tree = root.join("tree");
+        std::fs::create_dir_all(&tree).map_err(|e| Error::io("mkdir", e))?;
+        for i in 0..40u8 {
+            let bytes: Vec<u8> = (0..1 << 20)
+                .map(|n: u32| (n.wrapping_mul(2_654_435_761) >> 13) as u8 ^ i)
+                .collect();
+            std::fs::write(tree.join(format!("f{i:02}.bin")), bytes)
+                .map_err(|e| Error::io("write", e))?;
+        }
+        Ok(tree)
+    }
+
     /// An index's batches are committed lazily, and visible meanwhile: a request answered
     /// during the index (here `log`, naming the newest tx id) makes them durable before its
     /// answer, so that a crash right after it (a copy of the open store's file) still holds what
@@ -629,16 +644,7 @@ mod tests {
     fn an_answer_given_during_an_index_names_only_durable_transactions() -> Result<()> {
         let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let store_dir = tmp.path().join("store");
-        let tree = tmp.path().join("tree");
-        std::fs::create_dir_all(&tree).map_err(|e| Error::io("mkdir", e))?;
-        // 1 MiB files: the scan's batches (8 MiB) hold a few each, so it makes several.
-        for i in 0..40u8 {
-            let bytes: Vec<u8> = (0..1 << 20)
-                .map(|n: u32| (n.wrapping_mul(2_654_435_761) >> 13) as u8 ^ i)
-                .collect();
-            std::fs::write(tree.join(format!("f{i:02}.bin")), bytes)
-                .map_err(|e| Error::io("write", e))?;
-        }
+        let tree = megabyte_files(tmp.path())?;
         let engine = Engine::open(&store_dir, Access::Create)?;
         let copy = tmp.path().join("crashed");
         std::fs::create_dir_all(&copy).map_err(|e| Error::io("mkdir", e))?;
@@ -674,6 +680,58 @@ mod tests {
             head >= answered,
             "a client was told of tx {answered}; a crash then left the store at tx {head}"
         );
+        Ok(())
+    }
+
+    /// An index whose lazily committed batches a reopen drops (another client's write found no
+    /// room while they waited for a durable commit: the next call reopens the handle, closing
+    /// the old one without writing) fails saying to run it again, and leaves the store
+    /// consistent: fsck finds nothing, the log holds only what its rows say, and the next index
+    /// takes every file. The write that found no room is recorded as a real one records it
+    /// (`note_full_write`); the reopen, the loss and the index's answer are real. Before
+    /// review24's fix (8f66504) the index answered success over batches that were gone
+    /// (checked: with its loss check taken out, this test fails on the index's success).
+    #[test]
+    fn an_index_whose_lazy_batches_a_reopen_dropped_fails_and_the_store_is_consistent() -> Result<()>
+    {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let store_dir = tmp.path().join("store");
+        let tree = megabyte_files(tmp.path())?;
+        let engine = Engine::open(&store_dir, Access::Create)?;
+        let mut filled = false;
+        let mut probe = |_: crate::index::ScanProgress| {
+            if !filled && engine.store().has_lazy_index_batches() {
+                filled = true;
+                engine.store().note_full_write_for_test();
+            }
+        };
+        let index = || IndexRequest {
+            paths: vec![tree.display().to_string()],
+            cwd: None,
+            threads: Some(2),
+        };
+        let failed = index().apply_with_progress(&engine, &mut probe);
+        assert!(filled, "no lazy batch was seen");
+        let err = failed.map(|_| ()).unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("run the index again"), "{message}");
+        assert!(message.contains("were not made durable"), "{message}");
+        assert!(engine.store().damage().is_none(), "marked damaged");
+        drop(engine);
+        let store = Store::open(&store_dir)?;
+        assert_eq!(store.fsck()?, vec![]);
+        // Every entity the log made is there, and nothing else.
+        let logged: usize = store
+            .log(None, usize::MAX)?
+            .iter()
+            .map(|record| record.ops.len())
+            .sum();
+        assert_eq!(store.live_entities()?.len(), logged);
+        drop(store);
+        let engine = Engine::open(&store_dir, Access::ReadWrite)?;
+        let summary = index().apply_with_progress(&engine, &mut |_| {})?;
+        assert_eq!(summary.files, 40, "{summary:?}");
+        assert_eq!(summary.created + summary.unchanged, 40, "{summary:?}");
         Ok(())
     }
 

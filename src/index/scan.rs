@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
@@ -187,15 +188,57 @@ pub fn scan(
     options: &ScanOptions,
     progress: &mut dyn FnMut(ScanProgress),
 ) -> Result<ScanSummary> {
+    let store = indexer.store();
+    // A reopen of the handle (after a write of any client that found no room, or a panic
+    // inside the storage engine) loses the lazy commits not yet made durable: the scan's
+    // batches then were not all kept.
+    let lost_before = store.lazy_commits_lost();
+    // Set once the scan's writer committed a batch lazily: only then can it have lost one.
+    let lazily = AtomicBool::new(false);
+    let run = scan_run(indexer, roots, options, progress, (lost_before, &lazily));
+    run.map_err(|err| match lazily.load(Ordering::SeqCst) {
+        true => unkept_batches(store, lost_before, err),
+        false => err,
+    })
+}
+
+/// `err`, the error a scan failed with, saying that the batches it committed lazily are lost
+/// when they are: a reopen dropped them, or they could not be made durable (a store found
+/// damaged writes nothing more and closes without writing, which loses them).
+fn unkept_batches(store: &crate::store::Store, lost_before: u64, err: Error) -> Error {
+    let unsynced = store.has_lazy_index_batches() && store.sync().is_err();
+    if !unsynced && store.lazy_commits_lost() == lost_before {
+        return err;
+    }
+    let why = match store.damage() {
+        Some(reason) => format!(
+            "the store is marked damaged ({reason}), and a damaged store writes nothing more"
+        ),
+        None => "the store was reopened after a failed write".to_string(),
+    };
+    err.after(&format!(
+        "the batches this index committed without syncing them were not made durable ({why}): \
+         they are lost, at once or when the store is closed; once `strata fsck` finds the store \
+         sound (`strata fsck --repair` repairs it), run the index again"
+    ))
+}
+
+/// [`scan`], with the count of lost lazy commits it started from and the flag its writer sets
+/// once it commits a batch lazily.
+fn scan_run(
+    indexer: &Indexer,
+    roots: &[PathBuf],
+    options: &ScanOptions,
+    progress: &mut dyn FnMut(ScanProgress),
+    (lost_before, lazily): (u64, &AtomicBool),
+) -> Result<ScanSummary> {
     let started = Instant::now();
     let scan_start = Timestamp::now();
     let store = indexer.store();
     // However the scan ends, its lazily committed batches are made durable (best effort on an
-    // error; on success the scan's own sync below has done it and reported its error).
+    // error, which says whether they were; on success the scan's own sync below has done it
+    // and reported its error).
     let _durable = SyncLazyCommits(store);
-    // A reopen of the handle (after a write of any client that found no room) loses the lazy
-    // commits not yet made durable: the scan's batches then were not all kept.
-    let lost_before = store.lazy_commits_lost();
     let filesystem_id = machine_filesystem_id();
     let (roots, walked) = canonical_roots(store, &filesystem_id, roots)?;
     // Directories never entered, as the walk meets them (canonical paths).
@@ -292,6 +335,7 @@ pub fn scan(
             scope,
             indexer,
             budget: &budget,
+            lazily,
             running: None,
         };
         // The stored paths, listed while the walk runs (its threads leave a core idle much of
@@ -417,11 +461,11 @@ pub fn scan(
     if store.has_lazy_commits() {
         store.sync()?;
     }
-    if store.lazy_commits_lost() != lost_before {
+    if lazily.load(Ordering::SeqCst) && store.lazy_commits_lost() != lost_before {
+        // [`unkept_batches`] says which, and what to do.
         return Err(Error::storage(
             "indexing",
-            "the store was reopened after a failed write, which lost batches this index had \
-             committed without syncing them; run the index again",
+            "a reopen of the store handle lost batches committed without syncing them",
         ));
     }
     // A scan that read the tables and wrote nothing (its handle still reads only, and the file's
@@ -482,6 +526,8 @@ struct Writer<'scope, 'env> {
     scope: &'scope std::thread::Scope<'scope, 'env>,
     indexer: &'env Indexer,
     budget: &'env Budget,
+    /// Set once a batch is committed lazily.
+    lazily: &'env AtomicBool,
     running: Option<(
         SyncSender<Batch>,
         std::thread::ScopedJoinHandle<'scope, Result<Written>>,
@@ -494,10 +540,10 @@ impl Writer<'_, '_> {
     /// # Errors
     /// [`Error::Invariant`] when the writer stopped (its own error is the one the scan reports).
     fn send(&mut self, batch: Batch) -> Result<()> {
-        let (scope, indexer, budget) = (self.scope, self.indexer, self.budget);
+        let (scope, indexer, budget, lazily) = (self.scope, self.indexer, self.budget, self.lazily);
         let (to_writer, _) = self.running.get_or_insert_with(|| {
             let (to_writer, inbox) = sync_channel::<Batch>(1);
-            let thread = scope.spawn(move || write_batches(indexer, budget, inbox));
+            let thread = scope.spawn(move || write_batches(indexer, budget, lazily, inbox));
             (to_writer, thread)
         });
         to_writer
@@ -534,7 +580,12 @@ struct Written {
 /// The writer thread: commits each batch it is given (ops and stat cache in one transaction)
 /// and releases the batch's budget bytes; stops at the first error (its inbox then closes, and
 /// the planner's next hand-over fails).
-fn write_batches(indexer: &Indexer, budget: &Budget, inbox: Receiver<Batch>) -> Result<Written> {
+fn write_batches(
+    indexer: &Indexer,
+    budget: &Budget,
+    lazily: &AtomicBool,
+    inbox: Receiver<Batch>,
+) -> Result<Written> {
     let start = thread_cpu_seconds();
     let mut tx_ids = Vec::new();
     for batch in inbox {
@@ -550,9 +601,13 @@ fn write_batches(indexer: &Indexer, budget: &Budget, inbox: Receiver<Batch>) -> 
             let origin = Origin::IndexRun(tx_ids.first().map(|&first| TxId(first)));
             // Not synced: the scan's last commit (or its closing sync) makes every batch
             // durable before the scan returns, and nothing is acknowledged before then.
-            indexer
+            let committed = indexer
                 .store()
-                .transact_with_stat_lazily(batch.ops, origin, batch.stat)
+                .transact_with_stat_lazily(batch.ops, origin, batch.stat);
+            if committed.is_ok() {
+                lazily.store(true, Ordering::SeqCst);
+            }
+            committed
         };
         if let Some(receipt) = receipt? {
             let TxId(tx) = receipt.tx_id;
@@ -922,6 +977,30 @@ mod tests {
     use crate::index::Settings;
     use crate::store::{StatEntry, Store};
 
+    /// A tree of `files` small text files under `root`, and a new store beside it: (the tree,
+    /// the store directory, the store).
+    fn small_tree(root: &std::path::Path, files: usize) -> Result<(PathBuf, PathBuf, Store)> {
+        let tree = root.join("tree");
+        std::fs::create_dir_all(&tree).map_err(|e| Error::io("mkdir", e))?;
+        for i in 0..files {
+            std::fs::write(tree.join(format!("f{i}.txt")), format!("file {i}\n"))
+                .map_err(|e| Error::io("write", e))?;
+        }
+        let dir = root.join("s.strata");
+        let store = Store::open_or_create(&dir)?;
+        Ok((tree, dir, store))
+    }
+
+    /// Scan options of two workers and batches of one file: a scan of a few files commits
+    /// several batches, lazily.
+    fn one_file_batches() -> ScanOptions {
+        ScanOptions {
+            threads: 2,
+            batch_files: 1,
+            ..ScanOptions::default()
+        }
+    }
+
     /// A scan's batches are committed without an fsync; the scan returns only once they are
     /// durable: the file as a crash right after it leaves it (a copy taken while the store is
     /// open) holds every one of them. A batch of one file each, so that the scan's own last
@@ -929,20 +1008,9 @@ mod tests {
     #[test]
     fn a_scan_that_returned_is_durable_though_its_batches_were_not() -> Result<()> {
         let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let tree = tmp.path().join("tree");
-        std::fs::create_dir_all(&tree).map_err(|e| Error::io("mkdir", e))?;
-        for i in 0..20 {
-            std::fs::write(tree.join(format!("f{i}.txt")), format!("file {i}\n"))
-                .map_err(|e| Error::io("write", e))?;
-        }
-        let dir = tmp.path().join("s.strata");
-        let store = Store::open_or_create(&dir)?;
+        let (tree, dir, store) = small_tree(tmp.path(), 20)?;
         let indexer = Indexer::new(&store, &Settings::default())?;
-        let options = ScanOptions {
-            threads: 2,
-            batch_files: 1,
-            ..ScanOptions::default()
-        };
+        let options = one_file_batches();
         let summary = scan(&indexer, std::slice::from_ref(&tree), &options, &mut |_| {})?;
         assert_eq!(summary.created, 20);
         assert!(summary.tx_ids.len() > 1, "{:?}", summary.tx_ids);
@@ -960,6 +1028,81 @@ mod tests {
             20
         );
         assert_eq!(crashed.fsck()?, vec![]);
+        Ok(())
+    }
+
+    /// A scan whose lazily committed batches meet a store found damaged (by a read of any
+    /// client) cannot make them durable: a damaged handle writes nothing more, and closes
+    /// without writing. The scan fails saying those batches are lost and what to do, and the
+    /// store, opened again, holds none of them. Failed before: the scan failed with the
+    /// damage refusal alone, saying nothing of the batches it had committed and would lose.
+    #[test]
+    fn a_scan_whose_lazy_batches_meet_damage_says_they_are_lost() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let (tree, dir, store) = small_tree(tmp.path(), 40)?;
+        let indexer = Indexer::new(&store, &Settings::default())?;
+        let options = one_file_batches();
+        let mut marked = false;
+        let mut progress = |_: ScanProgress| {
+            if !marked && store.has_lazy_index_batches() {
+                marked = true;
+                store.note_damage_for_test("a page failed its checksum");
+            }
+        };
+        let failed = scan(
+            &indexer,
+            std::slice::from_ref(&tree),
+            &options,
+            &mut progress,
+        );
+        assert!(marked, "no lazy batch was seen");
+        let err = failed.map(|_| ()).unwrap_err();
+        let message = err.to_string();
+        assert_eq!(err.kind(), "corrupt", "{message}");
+        assert!(message.contains("were not made durable"), "{message}");
+        assert!(message.contains("run the index again"), "{message}");
+        drop(indexer);
+        drop(store);
+        let again = Store::open(&dir)?;
+        let prefix = crate::resolve::utf8_path(&tree)?;
+        assert_eq!(
+            again
+                .entity_ids_by_path(&machine_filesystem_id(), prefix)?
+                .len(),
+            0,
+            "the lazy batches are gone, as the error said"
+        );
+        Ok(())
+    }
+
+    /// A scan that fails before it committed anything does not claim lost batches, though
+    /// another index's lazy batch waits on a store marked damaged (a daemon's clients).
+    #[test]
+    fn a_scan_that_committed_nothing_claims_no_lost_batches() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let (tree, _dir, store) = small_tree(tmp.path(), 1)?;
+        let object = crate::object::Object::text_at("/other")?;
+        let stat = crate::store::StatUpdate {
+            filesystem_id: "fs".into(),
+            puts: Vec::new(),
+            removes: Vec::new(),
+        };
+        store.transact_with_stat_lazily(
+            vec![crate::store::Op::put(object)],
+            Origin::IndexRun(None),
+            stat,
+        )?;
+        assert!(store.has_lazy_index_batches());
+        store.note_damage_for_test("a page failed its checksum");
+        let indexer = Indexer::new(&store, &Settings::default())?;
+        let failed = scan(
+            &indexer,
+            &[tree.join("missing")],
+            &one_file_batches(),
+            &mut |_| {},
+        );
+        let err = failed.map(|_| ()).unwrap_err();
+        assert!(!err.to_string().contains("were not made durable"), "{err}");
         Ok(())
     }
 

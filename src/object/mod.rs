@@ -323,6 +323,21 @@ impl Object {
         Object::file_text_hashed(source, text, file_hash)
     }
 
+    /// A file at `path` on filesystem `fs` holding "text" (tests only).
+    ///
+    /// # Errors
+    /// As [`Object::file_text`].
+    #[cfg(test)]
+    pub(crate) fn text_at(path: &str) -> Result<Self> {
+        Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: path.into(),
+            },
+            "text".into(),
+        )
+    }
+
     /// [`Object::file_text`] for a caller that has just hashed the text itself (the indexer hashes
     /// every file as it reads it), so that a file is hashed once.
     ///

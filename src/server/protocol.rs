@@ -155,7 +155,8 @@ pub struct Status {
     pub requests: u64,
     /// Requests being answered now.
     pub in_flight: u64,
-    /// The store's latest transaction.
+    /// The store's latest durable transaction: lazy commits are made durable first, and one
+    /// that cannot be (a store marked damaged, a full disk) is not named.
     pub last_tx: Option<u64>,
     /// Writes waiting for a commit now.
     pub queued_writes: u64,

@@ -108,7 +108,7 @@ impl Shared {
             clients: self.clients.load(Ordering::Relaxed),
             requests: self.requests.load(Ordering::Relaxed),
             in_flight: self.in_flight.load(Ordering::Relaxed),
-            last_tx: store.chain_head()?.map(|(tx, _)| tx.0),
+            last_tx: last_durable_tx(store)?,
             queued_writes: store.queued_writes() as u64,
             store: self
                 .engine
@@ -123,6 +123,12 @@ impl Shared {
                 .map(Watcher::status),
         })
     }
+}
+
+/// The newest transaction of `store` a crash now would keep, for `status`
+/// ([`crate::store::Store::durable_head`]).
+fn last_durable_tx(store: &crate::store::Store) -> Result<Option<u64>> {
+    Ok(store.durable_head()?.map(|tx| tx.0))
 }
 
 /// Serves the store in `dir` until stopped: takes the store (refusing when a daemon already
@@ -575,10 +581,16 @@ async fn answer(line: &str, shared: &Arc<Shared>, out: &mpsc::Sender<Outgoing>) 
     shared.requests.fetch_add(1, Ordering::Relaxed);
     let outcome = match method {
         "handshake" => handshake(&params),
-        "status" => shared
-            .status()
-            .map(|s| json!(s))
-            .map_err(|e| error_object(&e)),
+        // Off the async threads: it may wait for a commit to make lazy ones durable.
+        "status" => {
+            let shared = Arc::clone(shared);
+            match tokio::task::spawn_blocking(move || shared.status()).await {
+                Ok(status) => status.map(|s| json!(s)).map_err(|e| error_object(&e)),
+                Err(e) => Err(error_object(&Error::invariant(format!(
+                    "the status request stopped in the middle ({e})"
+                )))),
+            }
+        }
         "stop" => {
             shared.stop();
             Ok(json!({"stopping": true}))
@@ -754,5 +766,63 @@ async fn call_engine(
         Err(e) => Err(error_object(&Error::invariant(format!(
             "the request stopped in the middle ({e})"
         )))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::Object;
+    use crate::store::{Op, Origin, StatUpdate, Store};
+
+    /// Writes one file at `path` to `store`, lazily or not: its tx id.
+    fn put(store: &Store, path: &str, lazily: bool) -> Result<u64> {
+        let object = Object::text_at(path)?;
+        let stat = StatUpdate {
+            filesystem_id: "fs".into(),
+            puts: Vec::new(),
+            removes: Vec::new(),
+        };
+        let receipt = if lazily {
+            store.transact_with_stat_lazily(vec![Op::put(object)], Origin::Cli, stat)?
+        } else {
+            store.transact_with_stat(vec![Op::put(object)], Origin::Cli, stat)?
+        };
+        receipt
+            .map(|r| r.tx_id.0)
+            .ok_or_else(|| Error::invariant("no receipt"))
+    }
+
+    /// `status`'s `last_tx` names only a transaction a crash now would keep: lazy commits are
+    /// made durable first (a copy of the open store's file, as a crash leaves it, holds the
+    /// one named), and when they cannot be (a store marked damaged writes nothing more) it
+    /// names the last one before them. Failed before: it named the newest lazy commit, which
+    /// stayed not durable.
+    #[test]
+    fn status_names_only_durable_transactions() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let dir = tmp.path().join("s.strata");
+        let store = Store::open_or_create(&dir)?;
+        put(&store, "/a", false)?;
+        let lazy = put(&store, "/b", true)?;
+        assert!(store.has_lazy_commits());
+        assert_eq!(last_durable_tx(&store)?, Some(lazy));
+        assert!(!store.has_lazy_commits(), "the tx named is durable");
+        let copy = tmp.path().join("crashed");
+        std::fs::create_dir_all(&copy).map_err(|e| Error::io("mkdir", e))?;
+        std::fs::copy(
+            dir.join(crate::store::DB_FILE),
+            copy.join(crate::store::DB_FILE),
+        )
+        .map_err(|e| Error::io("copy", e))?;
+        let crashed = Store::open(&copy)?;
+        assert_eq!(crashed.chain_head()?.map(|(tx, _)| tx.0), Some(lazy));
+        drop(crashed);
+        // A lazy commit that cannot be made durable is not named.
+        let before = lazy;
+        let unsynced = put(&store, "/c", true)?;
+        store.note_damage_for_test("a page failed its checksum");
+        assert_eq!(last_durable_tx(&store)?, Some(before), "not tx {unsynced}");
+        Ok(())
     }
 }

@@ -284,4 +284,7 @@ pub struct GcReport {
     /// Version rows and documents found damaged (each names `strata fsck --repair`): what
     /// they may use was kept, and nothing at all was removed when a row's document is unknown.
     pub damaged: Vec<Finding>,
+    /// Set when zeroing the store file's free pages after gc failed (gc itself committed): why,
+    /// and that `strata gc` again finishes that scrub (the `scrub.pending` note stays).
+    pub scrub_pending: Option<String>,
 }

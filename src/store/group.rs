@@ -95,6 +95,9 @@ struct State {
     sync_failed: Option<Instant>,
     /// Whether an index run's batch is among the lazy commits waiting for a durable one.
     lazy_bulk: bool,
+    /// The first transaction of the lazy commits waiting for a durable one (tx ids are given
+    /// in order: every one before it is durable).
+    lazy_from: Option<u64>,
     lazy_commits: u64,
     next_ticket: u64,
 }
@@ -164,6 +167,11 @@ impl GroupCommit {
         self.lock().unsynced.is_some()
     }
 
+    /// The first transaction of the lazy commits waiting for a durable one, if any.
+    pub(super) fn lazy_from(&self) -> Option<u64> {
+        self.lock().lazy_from
+    }
+
     /// Whether an index run's lazy batch waits for a durable commit.
     pub(super) fn has_lazy_index_batches(&self) -> bool {
         self.lock().lazy_bulk
@@ -196,6 +204,7 @@ impl GroupCommit {
             if result.is_ok() {
                 state.unsynced = None;
                 state.lazy_bulk = false;
+                state.lazy_from = None;
                 state.unchecked = None;
                 state.sync_failed = None;
             } else {
@@ -317,8 +326,17 @@ impl GroupCommit {
                 if committed && durable {
                     state.unsynced = None;
                     state.lazy_bulk = false;
+                    state.lazy_from = None;
                     state.unchecked = under_load.then(Instant::now);
                 } else if committed {
+                    if state.lazy_from.is_none() {
+                        state.lazy_from = results
+                            .as_slice()
+                            .iter()
+                            .filter_map(|r| r.as_ref().ok().and_then(Option::as_ref))
+                            .map(|receipt| receipt.tx_id.0)
+                            .min();
+                    }
                     state.lazy_commits += 1;
                     state.unsynced.get_or_insert_with(Instant::now);
                     state.lazy_bulk |= bulk;

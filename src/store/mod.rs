@@ -116,6 +116,16 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Marks the store damaged as a read that met damage (`what`) does (tests only). Default:
+    /// nothing.
+    #[cfg(test)]
+    fn note_damage_for_test(&self, _what: &str) {}
+
+    /// Records that a write found no room, as a real one does (tests only): the next guarded
+    /// call reopens the handle. Default: nothing.
+    #[cfg(test)]
+    fn note_full_write_for_test(&self) {}
+
     /// Writes `ops` as one transaction: all or nothing, durable when this returns. Matches are
     /// checked first, against the state before the transaction.
     ///
@@ -716,6 +726,35 @@ impl Store {
     /// holder of the store (the daemon) asks this on a timer.
     pub fn sync_due(&self) -> bool {
         self.group.sync_due()
+    }
+
+    /// The newest transaction a crash now would keep: the chain head, once lazy commits up to
+    /// it are made durable ([`Store::sync`]); when they cannot be (a store marked damaged, a
+    /// full disk), the last transaction before them.
+    ///
+    /// # Errors
+    /// As [`Backend::chain_head`].
+    pub fn durable_head(&self) -> Result<Option<TxId>> {
+        // The head first: every commit up to it is made before the sync below.
+        let head = self.chain_head()?.map(|(tx, _)| tx);
+        if !self.has_lazy_commits() {
+            return Ok(head);
+        }
+        let lazy_from = self.group.lazy_from();
+        match self.sync() {
+            Ok(()) => Ok(head),
+            Err(err) => {
+                tracing::warn!(error = %err, "making lazy commits durable for the durable head");
+                Ok(match lazy_from {
+                    Some(first) => {
+                        let before = first.saturating_sub(1);
+                        head.map(|TxId(tx)| TxId(tx.min(before)))
+                            .filter(|TxId(tx)| *tx > 0)
+                    }
+                    None => head,
+                })
+            }
+        }
     }
 
     /// Whether lazy commits wait for a durable one (they would be lost by a crash now).

@@ -25,6 +25,19 @@ pub(crate) struct ScrubLedger {
     begun: u64,
     /// Erasures begun whose commit has neither come nor been refused.
     committing: u64,
+    /// Scrubs run since the handle opened.
+    scrubbed: u64,
+    /// Set when the last scrub left the note for transactions alone (they held pages the
+    /// erasures before it freed): what was so then.
+    held: Option<Held>,
+}
+
+/// What a scrub that left the note only for live transactions saw: the erasures begun, and
+/// the old transactions ended ([`super::open::LiveCounts::old_ended`]), as it began.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    begun: u64,
+    old_ended: u64,
 }
 
 /// An erasure under way ([`RedbStore::begin_erasure`]) until it is settled; dropped unsettled,
@@ -101,21 +114,33 @@ impl RedbStore {
     pub(crate) fn scrub_free_pages(&self) -> Result<()> {
         // Twice: the first leaves the pages its own commits need, and the allocator hands
         // those out last (the second takes them, zeroed or not, with the first's zeros).
-        let (begun, alone) = {
-            let ledger = self.ledger();
-            // A transaction that lives (a reader that began before the erasure committed)
-            // keeps the pages it sees from being freed, and so from this scrub.
-            let quiet = self.live.load(std::sync::atomic::Ordering::SeqCst) == 0;
-            (ledger.begun, ledger.committing == 0 && quiet)
+        use std::sync::atomic::Ordering;
+        let (begun, settled, old_ended) = {
+            let mut ledger = self.ledger();
+            ledger.scrubbed += 1;
+            ledger.held = None;
+            (
+                ledger.begun,
+                ledger.committing == 0,
+                self.live.old_ended.load(Ordering::SeqCst),
+            )
         };
+        // A transaction that lives (a reader that began before the erasure committed) keeps
+        // the pages it sees from being freed, and so from this scrub.
+        let quiet = self.live.running.load(Ordering::SeqCst) == 0;
         self.scrub_free_pages_once()?;
         self.scrub_free_pages_once()?;
         // The note goes only if every erasure begun had committed before this scrub did (it
         // took their freed pages), no transaction lived then (whose pages it could not take),
         // and none began since (its pages may be freed after it).
-        let ledger = self.ledger();
-        if alone && ledger.begun == begun {
-            self.scrub_paid()?;
+        let mut ledger = self.ledger();
+        if settled && ledger.begun == begun {
+            if quiet {
+                return self.scrub_paid();
+            }
+            // Kept for the transactions alone: until one that may hold freed pages ends, or
+            // an erasure frees more, a scrub gains nothing ([`RedbStore::scrub_gains_nothing`]).
+            ledger.held = Some(Held { begun, old_ended });
         }
         Ok(())
     }
@@ -195,8 +220,41 @@ impl RedbStore {
 
     /// `erasure` committed: its scrub is owed until one that began after this runs to the end.
     pub(crate) fn erasure_committed(&self, _erasure: Erasure) {
+        // The transactions running now are old: they may hold pages it freed.
+        self.live
+            .erasures
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut ledger = self.ledger();
         ledger.committing = ledger.committing.saturating_sub(1);
+    }
+
+    /// Whether a scrub after `erasure` (a gc that freed nothing) would take no page the last
+    /// scrub could not: that scrub left the note only for the transactions that lived then,
+    /// none that may hold an erasure's freed pages has ended since, and no erasure but this one
+    /// began since. Then the note stays and the scrub is skipped (it redid the whole fill for
+    /// nothing at every gc while a daemon's client kept a reader open); `erasure` is counted
+    /// as covered by that scrub.
+    pub(crate) fn scrub_gains_nothing(&self, erasure: Erasure) -> bool {
+        let mut ledger = self.ledger();
+        let Some(held) = ledger.held else {
+            return false;
+        };
+        let ended = self
+            .live
+            .old_ended
+            .load(std::sync::atomic::Ordering::SeqCst);
+        if ledger.committing != 0
+            || erasure.number != ledger.begun
+            || held.begun + 1 != erasure.number
+            || ended != held.old_ended
+        {
+            return false;
+        }
+        ledger.held = Some(Held {
+            begun: erasure.number,
+            ..held
+        });
+        true
     }
 
     /// After `erasure` failed with `e`: the scrub is owed no more when `e` says nothing was
@@ -1397,6 +1455,43 @@ mod tests {
             );
         }
         Backend::gc(&store)?;
+        assert_eq!(
+            fragments(dir.path(), &bytes)?,
+            0,
+            "the secret left in free pages"
+        );
+        assert!(!store.scrub_owed());
+        Ok(())
+    }
+
+    /// A gc while a reader that began before an evict still lives (a daemon's client) finds
+    /// the scrub owed (the reader keeps the note), but the pages that reader holds are still
+    /// held: it does not redo the whole scrub, however many gcs run. Once the reader ends, the
+    /// next gc scrubs, takes the secret's pages and removes the note. Failed before: every gc
+    /// scrubbed again.
+    #[test]
+    fn a_gc_beside_the_reader_that_keeps_the_note_does_not_scrub_again() -> Result<()> {
+        let (dir, store) = new_store()?;
+        let (secret, bytes) = put_secret(&store, "/secret", 256, 0x2545_f491_4f6c_dd1d)?;
+        let reader = store.read()?;
+        Backend::evict(&store, secret.id(), Origin::Cli)?;
+        store.finish_erasure()?;
+        assert!(store.scrub_owed(), "the reader keeps the note");
+        assert_eq!(store.ledger().scrubbed, 1);
+        // Readers that begin and end after the evict hold none of its pages.
+        for _ in 0..3 {
+            drop(store.read()?);
+            Backend::gc(&store)?;
+            assert!(store.scrub_owed());
+        }
+        assert_eq!(
+            store.ledger().scrubbed,
+            1,
+            "a gc scrubbed again for nothing"
+        );
+        drop(reader);
+        Backend::gc(&store)?;
+        assert_eq!(store.ledger().scrubbed, 2);
         assert_eq!(
             fragments(dir.path(), &bytes)?,
             0,

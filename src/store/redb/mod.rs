@@ -297,12 +297,15 @@ pub(crate) struct RedbStore {
     /// write succeeds: redb answers every call with `PreviousIo` after it (and after a reopen
     /// whose repair could not write either), which is that failure and not damage.
     write_failed: std::sync::atomic::AtomicBool,
-    /// Guarded calls running, for [`RedbStore::latched_by_full_write`].
-    calls: std::sync::atomic::AtomicUsize,
+    /// Guarded writes running (calls that may commit to the file), for
+    /// [`RedbStore::latched_by_full_write`].
+    writes: std::sync::atomic::AtomicUsize,
+    /// How many times [`RedbStore::latched_by_full_write`] waited a millisecond for a write.
+    latch_waits: std::sync::atomic::AtomicU64,
     /// How many times the handle was reopened after a panic.
     reopens: std::sync::atomic::AtomicU64,
     /// Transactions of the handle still running ([`open::Live`]).
-    live: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    live: std::sync::Arc<open::LiveCounts>,
     /// Lazy commits of the handle not yet made durable, and how many times a reopen lost some.
     lazy: LazyCommits,
     /// Whether opening the file took redb's full repair (a crash after a commit made under load,
@@ -538,7 +541,7 @@ impl RedbStore {
                 .unsynced
                 .store(true, std::sync::atomic::Ordering::SeqCst);
         }
-        match self.guarded("writing a group of transactions", || {
+        match self.guarded_writing("writing a group of transactions", || {
             let results = RedbStore::transact_group(self, group, mode);
             // Said inside the guarded call, for a read that meets redb's latch meanwhile.
             if results.iter().any(|r| r.as_ref().is_err_and(is_store_full)) {
@@ -602,7 +605,7 @@ impl RedbStore {
             "metadata read through a snapshot"
         );
         if refresh && let Some(rec) = &answer.refresh {
-            self.guarded("writing a metadata snapshot", || {
+            self.guarded_writing("writing a metadata snapshot", || {
                 RedbStore::put_snapshot(self, name, rec)
             })?;
         }
@@ -610,13 +613,32 @@ impl RedbStore {
     }
 
     fn guarded<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.guarded_call(what, false, f)
+    }
+
+    /// [`RedbStore::guarded`] for a call that may commit to the file (`f` writes): while it
+    /// runs, a read meeting redb's `PreviousIo` latch waits to know whether it found no room
+    /// ([`RedbStore::latched_by_full_write`]).
+    fn guarded_writing<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.guarded_call(what, true, f)
+    }
+
+    /// [`RedbStore::guarded`], counted among the writes running when `writes`.
+    fn guarded_call<T>(
+        &self,
+        what: &str,
+        writes: bool,
+        f: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
         if self
             .reopen_pending
             .load(std::sync::atomic::Ordering::SeqCst)
         {
             self.reopen();
             if matches!(*self.handle(), Handle::Closed) {
-                if self.write_failed.load(std::sync::atomic::Ordering::SeqCst) {
+                if self.write_failed.load(std::sync::atomic::Ordering::SeqCst)
+                    && !self.damaged.load(std::sync::atomic::Ordering::SeqCst)
+                {
                     return Err(store_full());
                 }
                 return Err(Error::corrupt(format!(
@@ -627,7 +649,10 @@ impl RedbStore {
             }
         }
         let panics = guard::panics_caught();
-        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if writes {
+            self.writes
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         let result = guard::guarded(&self.damaged, what, f);
         if let Err(e) = &result
             && is_store_full(e)
@@ -635,14 +660,24 @@ impl RedbStore {
             // Said before this call counts as ended, for a read that met the latch meanwhile.
             self.note_full_write();
         }
-        self.calls.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        if writes {
+            self.writes
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
         if guard::panics_caught() != panics {
             self.reopen_pending
                 .store(true, std::sync::atomic::Ordering::SeqCst);
             self.reopen();
         }
         match result {
-            Err(e) if is_latched(&e) && self.latched_by_full_write() => Err(store_full()),
+            // On a store marked damaged the latch may be the damage's: damage is said.
+            Err(e)
+                if is_latched(&e)
+                    && !self.damaged.load(std::sync::atomic::Ordering::SeqCst)
+                    && self.latched_by_full_write() =>
+            {
+                Err(store_full())
+            }
             Err(e @ Error::Corrupt { .. }) => {
                 self.note_damage(&e.to_string());
                 Err(e)
@@ -668,7 +703,8 @@ impl RedbStore {
 
     /// Whether the handle's `PreviousIo` latch was set by a write that found no room rather than
     /// by a read through a damaged page: a write that failed so says so once its guarded call
-    /// ends, which this waits for (a little while) when another call is still running.
+    /// ends, which this waits for (a little while) when another write is still running (a read
+    /// running beside it cannot be that write, and is not waited for).
     fn latched_by_full_write(&self) -> bool {
         use std::sync::atomic::Ordering;
         let nested = guard::depth() > 0;
@@ -676,9 +712,10 @@ impl RedbStore {
             if self.write_failed.load(Ordering::SeqCst) {
                 return true;
             }
-            if nested || self.calls.load(Ordering::SeqCst) == 0 {
+            if nested || self.writes.load(Ordering::SeqCst) == 0 {
                 return false;
             }
+            self.latch_waits.fetch_add(1, Ordering::SeqCst);
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         self.write_failed.load(Ordering::SeqCst)
@@ -687,7 +724,7 @@ impl RedbStore {
     /// Runs the write `f` (doing `what`) under the storage guard, refused on a damaged store.
     fn guarded_write<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         self.check_writable()?;
-        let written = self.guarded(what, f)?;
+        let written = self.guarded_writing(what, f)?;
         // There is room again: a later `PreviousIo` is not that failure's.
         self.write_failed
             .store(false, std::sync::atomic::Ordering::SeqCst);
@@ -822,6 +859,16 @@ impl Backend for RedbStore {
         )
     }
 
+    #[cfg(test)]
+    fn note_damage_for_test(&self, what: &str) {
+        self.note_damage(what);
+    }
+
+    #[cfg(test)]
+    fn note_full_write_for_test(&self) {
+        self.note_full_write();
+    }
+
     fn transact(&self, ops: Vec<Op>, origin: Origin) -> Result<TxReceipt> {
         self.guarded_write("writing a transaction", || {
             RedbStore::transact(self, ops, origin)
@@ -858,7 +905,7 @@ impl Backend for RedbStore {
 
     fn sync(&self) -> Result<()> {
         self.check_writable()?;
-        self.guarded("making lazy commits durable", || {
+        self.guarded_writing("making lazy commits durable", || {
             self.begin_write()?.commit().db()
         })?;
         self.lazy.synced();
@@ -1026,7 +1073,7 @@ impl Backend for RedbStore {
         })?;
         tracing::debug!(id, hit = answer.hit, "document read through a snapshot");
         if refresh && let Some(rec) = &answer.refresh {
-            self.guarded("writing a metadata snapshot", || {
+            self.guarded_writing("writing a metadata snapshot", || {
                 RedbStore::put_snapshot(self, &snapshot::document_key(id), rec)
             })?;
         }
@@ -1068,7 +1115,7 @@ impl Backend for RedbStore {
 
     fn evict(&self, id: &str, origin: Origin) -> Result<TxReceipt> {
         self.writable_for_erasure()?;
-        self.guarded("evicting", || {
+        self.guarded_writing("evicting", || {
             // Owed from before the commit: a scrub that fails or is killed is still owed.
             let settling = self.begin_erasure()?;
             match RedbStore::evict(self, id, origin) {
@@ -1089,7 +1136,7 @@ impl Backend for RedbStore {
         if !self.scrub_owed() {
             return Ok(());
         }
-        self.guarded("zeroing the store file's free pages", || {
+        self.guarded_writing("zeroing the store file's free pages", || {
             self.scrub_free_pages()
         })
     }
@@ -1109,7 +1156,7 @@ impl Backend for RedbStore {
         // The storage engine's own repair then checks the pages and rewrites the allocator state
         // it saved when a damaged page left it disagreeing with the trees (corruption seed 114:
         // `--repair` said clean, the next `fsck` found pages failing their checksums).
-        self.guarded("checking the store file after the rebuild", || {
+        self.guarded_writing("checking the store file after the rebuild", || {
             RedbStore::repair_file_state(self)
         })
         .map(|_| ())
@@ -1117,7 +1164,7 @@ impl Backend for RedbStore {
 
     fn gc(&self) -> Result<GcReport> {
         self.writable_for_erasure()?;
-        let report = self.guarded("collecting garbage", || {
+        let (mut report, scrub) = self.guarded_writing("collecting garbage", || {
             let settling = self.begin_erasure()?;
             let Some(erasure) = settling.erasure() else {
                 return Err(Error::invariant(
@@ -1134,23 +1181,31 @@ impl Backend for RedbStore {
                     return Err(e);
                 }
             };
-            let owed = erasure.owed;
             // What gc freed (an evicted secret's contents it took) leaves the free pages too,
-            // and so does what an earlier erasure's unfinished scrub left.
-            if report.bytes_freed > 0 || owed {
-                self.scrub_free_pages().map_err(|e| {
-                    e.after(&format!(
-                        "gc committed ({} bytes freed), but zeroing the store file's free \
-                         pages after it failed, so erased bytes may still be in them; `strata \
-                         gc` again finishes that scrub",
-                        report.bytes_freed
-                    ))
-                })?;
-            } else {
+            // and so does what an earlier erasure's unfinished scrub left; a scrub owed only
+            // for the pages readers still hold gains nothing until one of them ends.
+            let scrub =
+                report.bytes_freed > 0 || (erasure.owed && !self.scrub_gains_nothing(erasure));
+            if !scrub {
                 self.no_scrub_owed(erasure)?;
             }
-            Ok(report)
+            Ok((report, scrub))
         })?;
+        // A guarded call of its own: its failure (a full disk, damage) is noted as any call's,
+        // and it does not undo the gc, which committed; the answer says the scrub is owed.
+        if scrub
+            && let Err(e) = self.guarded_writing("zeroing the store file's free pages", || {
+                self.scrub_free_pages()
+            })
+        {
+            report.scrub_pending = Some(format!(
+                "gc committed ({} bytes freed), but zeroing the store file's free pages after it \
+                 failed, so erased bytes may still be in them; `strata gc` again finishes that \
+                 scrub: {}",
+                report.bytes_freed,
+                e.full_message()
+            ));
+        }
         // Damage gc met (and kept clear of) marks the store as a read meeting it would.
         if let Some(found) = report.damaged.first() {
             self.note_damage(&found.to_string());
@@ -1253,5 +1308,96 @@ mod tests {
         let latched = Err::<(), _>(redb::StorageError::PreviousIo).db();
         assert!(latched.as_ref().is_err_and(is_latched));
         assert!(!latched.as_ref().is_err_and(is_store_full));
+    }
+
+    /// A read meeting redb's `PreviousIo` latch after real damage (no write found the disk full)
+    /// beside a long-running guarded read says damage at once: only a write running can be the
+    /// full write the latch may be, so a read does not make it wait. Failed before: it waited
+    /// (up to 2 s) for every guarded call running, reads too.
+    #[test]
+    fn a_latched_read_beside_a_long_read_says_damage_without_waiting() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        let (started_tx, started) = std::sync::mpsc::channel::<()>();
+        let (done_tx, done) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|scope| -> Result<()> {
+            let store = &store;
+            let long = scope.spawn(move || {
+                store.guarded("listing paths", || {
+                    let _ = started_tx.send(());
+                    let _ = done.recv();
+                    Ok(())
+                })
+            });
+            let _ = started.recv();
+            let latched: Result<()> = store.guarded("reading a page", || {
+                Err::<(), _>(redb::StorageError::PreviousIo).db()
+            });
+            let _ = done_tx.send(());
+            let err = latched.map(|()| "no error").unwrap_err();
+            assert_eq!(err.kind(), "corrupt", "{err}");
+            assert_eq!(
+                store.latch_waits.load(std::sync::atomic::Ordering::SeqCst),
+                0,
+                "waited for a read"
+            );
+            long.join()
+                .map_err(|_| Error::invariant("the long read panicked"))?
+        })?;
+        Ok(())
+    }
+
+    /// A read meeting the latch while a write runs waits for that write: when it then says it
+    /// found no room, the read says the disk is full too, not damage.
+    #[test]
+    fn a_latched_read_beside_a_write_that_finds_no_room_says_so() -> Result<()> {
+        use std::sync::atomic::Ordering;
+        let store = RedbStore::in_memory()?;
+        let (started_tx, started) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|scope| -> Result<()> {
+            let store = &store;
+            let write = scope.spawn(move || {
+                store.guarded_writing("writing a transaction", || -> Result<()> {
+                    let _ = started_tx.send(());
+                    // Until the read waits for this write (bounded, should it never).
+                    for _ in 0..10_000 {
+                        if store.latch_waits.load(Ordering::SeqCst) > 0 {
+                            break;
+                        }
+                        std::thread::yield_now();
+                    }
+                    Err(store_full())
+                })
+            });
+            let _ = started.recv();
+            let latched: Result<()> = store.guarded("reading a page", || {
+                Err::<(), _>(redb::StorageError::PreviousIo).db()
+            });
+            let written = write
+                .join()
+                .map_err(|_| Error::invariant("the write panicked"))?;
+            assert!(written.as_ref().is_err_and(is_store_full), "{written:?}");
+            assert!(latched.as_ref().is_err_and(is_store_full), "{latched:?}");
+            assert!(store.latch_waits.load(Ordering::SeqCst) > 0);
+            assert!(!store.damaged.load(Ordering::SeqCst), "marked damaged");
+            Ok(())
+        })
+    }
+
+    /// A `PreviousIo` on a store marked damaged says damage, even while a write that found no
+    /// room is remembered: the latch may be the damage's, and the damage is what to act on.
+    /// Failed before: it said the disk was full.
+    #[test]
+    fn a_latched_read_on_a_damaged_store_says_damage_not_full() -> Result<()> {
+        let store = RedbStore::in_memory()?;
+        store.note_full_write();
+        store.note_damage("a page failed its checksum");
+        let latched: Result<()> = store.guarded("reading a page", || {
+            Err::<(), _>(redb::StorageError::PreviousIo).db()
+        });
+        let err = latched.map(|()| "no error").unwrap_err();
+        assert!(!is_store_full(&err), "{err}");
+        assert_eq!(err.kind(), "corrupt", "{err}");
+        assert!(err.to_string().contains("strata fsck"), "{err}");
+        Ok(())
     }
 }

@@ -19,21 +19,43 @@ pub(crate) struct Live<T> {
     _count: LiveCount,
 }
 
-/// One count in a store's live transactions, given back when dropped.
-struct LiveCount(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+/// The transactions of a store's handle: how many run, and what a scrub of the free pages
+/// needs to know of those that may hold pages an erasure freed ([`RedbStore::scrub_free_pages`]).
+#[derive(Debug, Default)]
+pub(crate) struct LiveCounts {
+    /// Transactions running now.
+    pub(crate) running: std::sync::atomic::AtomicUsize,
+    /// Erasures (evicts, gcs) committed: a transaction begun before the latest is old, and
+    /// may hold pages it freed.
+    pub(crate) erasures: std::sync::atomic::AtomicU64,
+    /// Old transactions ended: each may have let pages an erasure freed go free.
+    pub(crate) old_ended: std::sync::atomic::AtomicU64,
+}
+
+/// One count in a store's live transactions, given back when dropped, with the number of
+/// erasures committed when it began.
+struct LiveCount(std::sync::Arc<LiveCounts>, u64);
 
 impl Drop for LiveCount {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        use std::sync::atomic::Ordering;
+        let LiveCount(counts, began_after) = self;
+        if counts.erasures.load(Ordering::SeqCst) > *began_after {
+            counts.old_ended.fetch_add(1, Ordering::SeqCst);
+        }
+        counts.running.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 impl<T> Live<T> {
-    fn new(tx: T, live: &std::sync::Arc<std::sync::atomic::AtomicUsize>) -> Self {
-        live.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    /// `tx`, counted in `live`; `began_after` is the erasures committed as read before it
+    /// began (read after, an erasure committing meanwhile would not make it old).
+    fn new(tx: T, live: &std::sync::Arc<LiveCounts>, began_after: u64) -> Self {
+        live.running
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Live {
             tx,
-            _count: LiveCount(std::sync::Arc::clone(live)),
+            _count: LiveCount(std::sync::Arc::clone(live), began_after),
         }
     }
 }
@@ -304,7 +326,8 @@ impl RedbStore {
             reopen_pending: std::sync::atomic::AtomicBool::new(false),
             scrubs: std::sync::Mutex::default(),
             write_failed: std::sync::atomic::AtomicBool::new(false),
-            calls: std::sync::atomic::AtomicUsize::new(0),
+            writes: std::sync::atomic::AtomicUsize::new(0),
+            latch_waits: std::sync::atomic::AtomicU64::new(0),
             reopens: std::sync::atomic::AtomicU64::new(0),
             live: std::sync::Arc::default(),
             lazy: super::LazyCommits::default(),
@@ -337,7 +360,8 @@ impl RedbStore {
             reopen_pending: std::sync::atomic::AtomicBool::new(false),
             scrubs: std::sync::Mutex::default(),
             write_failed: std::sync::atomic::AtomicBool::new(false),
-            calls: std::sync::atomic::AtomicUsize::new(0),
+            writes: std::sync::atomic::AtomicUsize::new(0),
+            latch_waits: std::sync::atomic::AtomicU64::new(0),
             reopens: std::sync::atomic::AtomicU64::new(0),
             live: std::sync::Arc::default(),
             lazy: super::LazyCommits::default(),
@@ -485,14 +509,21 @@ impl RedbStore {
 
     pub(super) fn begin_write(&self) -> Result<Live<WriteTransaction>> {
         self.upgrade()?;
+        let began_after = self.erasures_committed();
         let mut tx = self.handle().begin_write()?;
         tx.set_quick_repair(QUICK_REPAIR);
-        Ok(Live::new(tx, &self.live))
+        Ok(Live::new(tx, &self.live, began_after))
     }
 
     pub(super) fn read(&self) -> Result<Live<ReadTransaction>> {
+        let began_after = self.erasures_committed();
         let tx = self.handle().begin_read().db()?;
-        Ok(Live::new(tx, &self.live))
+        Ok(Live::new(tx, &self.live, began_after))
+    }
+
+    /// How many erasures this handle committed ([`LiveCounts::erasures`]).
+    fn erasures_committed(&self) -> u64 {
+        self.live.erasures.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The redb handle, for beginning a transaction (held only that long: transactions do not
@@ -521,7 +552,7 @@ impl RedbStore {
                 .handle
                 .write()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if self.live.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            if self.live.running.load(std::sync::atomic::Ordering::SeqCst) == 0 {
                 return match &mut *handle {
                     Handle::ReadWrite(db) => match db.check_integrity() {
                         Err(redb::DatabaseError::TransactionInProgress) => Ok(false),
@@ -561,7 +592,7 @@ impl RedbStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         // A transaction still running on the old handle would go on reading (or committing to)
         // the file under a fresh handle that does not know it: wait until none is.
-        if self.live.load(Ordering::SeqCst) > 0 {
+        if self.live.running.load(Ordering::SeqCst) > 0 {
             return;
         }
         // A deferred store that has not written yet reopens as it was: read-only.
@@ -702,7 +733,8 @@ impl RedbStore {
                     reopen_pending: std::sync::atomic::AtomicBool::new(false),
                     scrubs: std::sync::Mutex::default(),
                     write_failed: std::sync::atomic::AtomicBool::new(false),
-                    calls: std::sync::atomic::AtomicUsize::new(0),
+                    writes: std::sync::atomic::AtomicUsize::new(0),
+                    latch_waits: std::sync::atomic::AtomicU64::new(0),
                     reopens: std::sync::atomic::AtomicU64::new(0),
                     live: std::sync::Arc::default(),
                     lazy: super::LazyCommits::default(),
@@ -801,7 +833,7 @@ impl RedbStore {
             if !self.deferred.load(Ordering::SeqCst) {
                 return Ok(());
             }
-            if self.live.load(Ordering::SeqCst) == 0 {
+            if self.live.running.load(Ordering::SeqCst) == 0 {
                 break handle;
             }
             drop(handle);
@@ -1228,13 +1260,7 @@ mod tests {
         let id = put(&store, "/a")?;
         full.store(true, Ordering::SeqCst);
         let request = |path: &str| -> Result<crate::store::TxRequest> {
-            let object = Object::file_text(
-                FilesystemSource {
-                    filesystem_id: "fs".into(),
-                    path: path.into(),
-                },
-                "text".into(),
-            )?;
+            let object = Object::text_at(path)?;
             Ok(crate::store::TxRequest {
                 ops: vec![Op::put(object)],
                 origin: Origin::Cli,
