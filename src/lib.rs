@@ -57,9 +57,10 @@ pub use session::{
 };
 pub use store::{
     BACKEND_FILE, Backend, DB_FILE, DocumentMeta, EncodedBlob, EntityInfo, FORMAT_VERSION,
-    FileStat, Finding, GcReport, HistoryQuery, LOCK_FILE, LoggedOp, MigrateReport, ObjectMeta, Op,
-    Order, Origin, PgLocation, PgOpen, Put, ReplayRecord, StatEntry, StatUpdate, Stats, Store,
-    Timestamp, TxId, TxReceipt, TxRecord, TxRequest, ValidFrom, Version, VersionInfo, migrate,
+    FileStat, Finding, GcReport, HistoryQuery, LOCK_FILE, Listing, LoggedOp, MigrateReport,
+    ObjectMeta, Op, Order, Origin, PgLocation, PgOpen, Put, ReplayRecord, StatEntry, StatUpdate,
+    Stats, Store, Timestamp, TxId, TxReceipt, TxRecord, TxRequest, ValidFrom, Version, VersionInfo,
+    migrate,
 };
 
 /// The README's Rust examples, compiled and run as doctests so that they stay true.

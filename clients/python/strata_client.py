@@ -342,7 +342,7 @@ class LsRow(TypedDict):
     path: str
     # The entity id.
     id: str
-    # Byte size (`None` when unknown: stubs, denied files, deleted files).
+    # Byte size, as the content's stored record states it (`None` when unknown: stubs, denied files, deleted files).
     size: int | None
     # How many versions the store knew then.
     versions: int
@@ -350,7 +350,7 @@ class LsRow(TypedDict):
     last_change: str
     # The transaction that wrote the version.
     tx_id: int
-    # `text`, `binary`, `too_large`, `denied`, `stub`, `deleted`, or `damaged` (its rows or content fail their checks: see `damage`).
+    # `text`, `binary`, `too_large`, `denied`, `stub`, `deleted`, or `damaged` (its rows fail their checks, or its content's record is missing or its header unreadable: see `damage`; the content's bytes are not read, `fsck` checks them).
     state: str
     # What is damaged, for a `damaged` row (its other fields are then empty). A damaged row with an empty id is the listing itself: the store is marked damaged, so files may be missing.
     damage: NotRequired[str | None]

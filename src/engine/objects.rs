@@ -11,7 +11,7 @@ use super::request::Apply;
 use super::{Engine, Error, Result};
 use crate::object::{ContentOmitted, Object, ObjectType};
 use crate::resolve::{absolute_path, machine_filesystem_id, quoted};
-use crate::store::{HistoryQuery, Order, Store, Timestamp, TxId, Version, VersionInfo};
+use crate::store::{HistoryQuery, Listing, Order, Store, Timestamp, TxId, Version, VersionInfo};
 
 /// The shortest id prefix a reference may use.
 pub const MIN_PREFIX: usize = 8;
@@ -253,7 +253,8 @@ pub struct LsRow {
     pub path: String,
     /// The entity id.
     pub id: String,
-    /// Byte size (`None` when unknown: stubs, denied files, deleted files).
+    /// Byte size, as the content's stored record states it (`None` when unknown: stubs, denied
+    /// files, deleted files).
     pub size: Option<u64>,
     /// How many versions the store knew then.
     pub versions: u64,
@@ -261,8 +262,9 @@ pub struct LsRow {
     pub last_change: String,
     /// The transaction that wrote the version.
     pub tx_id: u64,
-    /// `text`, `binary`, `too_large`, `denied`, `stub`, `deleted`, or `damaged` (its rows or
-    /// content fail their checks: see `damage`).
+    /// `text`, `binary`, `too_large`, `denied`, `stub`, `deleted`, or `damaged` (its rows fail
+    /// their checks, or its content's record is missing or its header unreadable: see
+    /// `damage`; the content's bytes are not read, `fsck` checks them).
     pub state: String,
     /// What is damaged, for a `damaged` row (its other fields are then empty). A damaged row with
     /// an empty id is the listing itself: the store is marked damaged, so files may be missing.
@@ -289,23 +291,29 @@ impl Apply for LsRequest {
             None => "/".to_string(),
         };
         let mut rows = Vec::new();
-        // Version rows and content lengths only: no object is rebuilt, no content read.
-        for (path, id) in store.paths_under(&machine_filesystem_id(), &prefix)? {
-            // A file whose rows are damaged is listed as such; the others still are.
-            match ls_row(store, &self, path.clone(), id.clone(), valid, tx) {
-                Ok(Some(row)) => rows.push(row),
-                Ok(None) => {}
-                Err(e @ Error::Corrupt { .. }) => rows.push(LsRow {
-                    path,
-                    id,
-                    size: None,
-                    versions: 0,
-                    last_change: String::new(),
-                    tx_id: 0,
-                    state: "damaged".to_string(),
-                    damage: Some(e.to_string()),
-                }),
-                Err(e) => return Err(e),
+        // Version rows and the content records' headers only: no object is rebuilt, no content
+        // read. The store answers for a chunk of files at a time (one read each).
+        let paths = store.paths_under(&machine_filesystem_id(), &prefix)?;
+        for chunk in paths.chunks(LS_CHUNK) {
+            let ids: Vec<&str> = chunk.iter().map(|(_, id)| id.as_str()).collect();
+            let answers = store.listings(&ids, valid, tx, self.all)?;
+            for ((path, id), answer) in chunk.iter().zip(answers) {
+                // A file whose rows are damaged is listed as such; the others still are.
+                match answer {
+                    Ok(Some(listing)) => rows.push(ls_row(path.clone(), id.clone(), listing)),
+                    Ok(None) => {}
+                    Err(e @ Error::Corrupt { .. }) => rows.push(LsRow {
+                        path: path.clone(),
+                        id: id.clone(),
+                        size: None,
+                        versions: 0,
+                        last_change: String::new(),
+                        tx_id: 0,
+                        state: "damaged".to_string(),
+                        damage: Some(e.to_string()),
+                    }),
+                    Err(e) => return Err(e),
+                }
             }
         }
         // On a store marked damaged, a file the damage took from the tables is not listed and
@@ -330,32 +338,16 @@ impl Apply for LsRequest {
     }
 }
 
-/// The `ls` row of entity `id` at `path` (`None`: no version there, or deleted without `all`).
-fn ls_row(
-    store: &crate::store::Store,
-    request: &LsRequest,
-    path: String,
-    id: String,
-    valid: Option<Timestamp>,
-    tx: Option<TxId>,
-) -> Result<Option<LsRow>> {
-    let Some(info) = store.version_info(&id, valid, tx)? else {
-        return Ok(None);
-    };
-    if info.is_tombstone() && !request.all {
-        return Ok(None);
-    }
-    let query = HistoryQuery {
-        as_of_tx: tx,
-        // Under --valid-at, the versions that had begun by then.
-        valid_to: valid.map(Timestamp::next),
-        ..HistoryQuery::default()
-    };
-    let versions = store.history(&id, query)?.len() as u64;
-    let size = store
-        .version_sizes(&id, std::slice::from_ref(&info))?
-        .pop()
-        .flatten();
+/// How many files `ls` asks the store about at once: one read transaction each.
+const LS_CHUNK: usize = 512;
+
+/// The `ls` row of entity `id` at `path` from what the store listed of it.
+fn ls_row(path: String, id: String, listing: Listing) -> LsRow {
+    let Listing {
+        info,
+        versions,
+        size,
+    } = listing;
     let state = match info.content_omitted {
         _ if info.is_tombstone() => "deleted",
         Some(reason) => reason.as_str(),
@@ -363,7 +355,7 @@ fn ls_row(
         None if size.is_none() => "stub",
         None => "text",
     };
-    Ok(Some(LsRow {
+    LsRow {
         state: state.to_string(),
         path,
         id,
@@ -372,7 +364,7 @@ fn ls_row(
         last_change: info.valid_from.to_rfc3339(),
         tx_id: info.tx_id.0,
         damage: None,
-    }))
+    }
 }
 
 /// `show`: one object's envelope and version.

@@ -103,6 +103,29 @@ pub struct HistoryQuery {
     pub as_of_tx: Option<TxId>,
 }
 
+/// What `ls` lists of one file ([`super::Backend::listings`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listing {
+    /// The version visible at the listing's valid time and transaction.
+    pub info: VersionInfo,
+    /// How many versions the store knew then ([`Listing::history_query`]).
+    pub versions: u64,
+    /// The version's byte size ([`super::Backend::version_sizes`]).
+    pub size: Option<u64>,
+}
+
+impl Listing {
+    /// The history a listing at (`valid_time`, `tx`) counts: as known at `tx`, and under a
+    /// valid time the versions that had begun by then.
+    pub fn history_query(valid_time: Option<Timestamp>, tx: Option<TxId>) -> HistoryQuery {
+        HistoryQuery {
+            as_of_tx: tx,
+            valid_to: valid_time.map(Timestamp::next),
+            ..HistoryQuery::default()
+        }
+    }
+}
+
 /// Counts and sizes of a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Stats {

@@ -1423,6 +1423,27 @@ pub fn blob_header(prefix: &[u8], what: &str) -> Result<BlobHeader> {
     }
 }
 
+/// The length of the blob a record holds, from the record's first bytes `prefix` (at most
+/// [`SUFFIX_HEADER`] are needed) and its whole length `record_len`, without its payload: a raw
+/// record's payload length, an LZ4 or zstd record's stated uncompressed size, a suffix record's
+/// whole length. `None` when the header does not say (a zstd frame without a usable size); the
+/// caller then reads the record. Nothing here checks the payload against what the header says:
+/// reading the record does (and fsck).
+///
+/// # Errors
+/// [`Error::Corrupt`] when the header is unknown or truncated.
+pub fn blob_len(prefix: &[u8], record_len: u64, what: &str) -> Result<Option<u64>> {
+    let header = blob_header(prefix, what)?;
+    Ok(match prefix {
+        [RECORD_FORMAT, METHOD_RAW, ..] => Some(record_len.saturating_sub(2)),
+        [RECORD_FORMAT, METHOD_LZ4, a, b, c, d, ..] => {
+            Some(u64::from(u32::from_le_bytes([*a, *b, *c, *d])))
+        }
+        [RECORD_FORMAT, METHOD_LZ4, ..] => None,
+        _ => header.len.filter(|n| *n <= MAX_BLOB),
+    })
+}
+
 /// Decodes a blob record, whole or suffix; `what` names it for the error.
 ///
 /// # Errors
@@ -2065,6 +2086,57 @@ mod tests {
         assert!(compress_blob(&short).is_some());
         // Zip is not a compressed format here (its entries may be stored as is).
         assert!(!compressed_format(b"PK\x03\x04rest"));
+        Ok(())
+    }
+
+    /// The length a record's first [`SUFFIX_HEADER`] bytes and its own length say is the length
+    /// of the bytes it decodes to, for every record kind: raw (empty, short, incompressible),
+    /// zstd (short and long), LZ4 (read only), and a suffix record (its whole length).
+    #[test]
+    fn a_records_header_says_the_length_it_decodes_to() -> Result<()> {
+        let text = "fn main() { println!(\"é\"); }\n".repeat(5_000);
+        let random: Vec<u8> = (0..20_000u32)
+            .flat_map(|i| crate::hash::sha256(&i.to_le_bytes()).0)
+            .collect();
+        let lz4 = |bytes: &[u8]| {
+            let mut record = vec![RECORD_FORMAT, METHOD_LZ4];
+            record.extend(lz4_flex::compress_prepend_size(bytes));
+            record
+        };
+        let mut records = Vec::new();
+        for bytes in [
+            b"".as_slice(),
+            b"a",
+            b"abc",
+            &text.as_bytes()[..300],
+            text.as_bytes(),
+            &random[..3000],
+            &random,
+        ] {
+            records.push((encode_blob(bytes), bytes.len()));
+            records.push((lz4(bytes), bytes.len()));
+        }
+        for (record, len) in &records {
+            let prefix = &record[..record.len().min(SUFFIX_HEADER)];
+            assert_eq!(decode_blob(record, "b")?.len(), *len);
+            assert_eq!(
+                blob_len(prefix, record.len() as u64, "b")?,
+                Some(*len as u64),
+                "method {}",
+                record[1]
+            );
+        }
+        let suffix = encode_suffix_blob(3, 5000, &[7u8; 32], b"more");
+        assert_eq!(
+            blob_len(&suffix[..SUFFIX_HEADER], suffix.len() as u64, "b")?,
+            Some(5000)
+        );
+        // A header this build does not read is damage, as a read of the record says.
+        assert!(matches!(
+            blob_len(&[RECORD_FORMAT, 9, 0], 3, "b"),
+            Err(Error::Corrupt { .. })
+        ));
+        assert!(matches!(blob_len(&[], 0, "b"), Err(Error::Corrupt { .. })));
         Ok(())
     }
 

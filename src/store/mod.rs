@@ -46,8 +46,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use answers::{
-    DocumentMeta, EntityInfo, FileView, FileViewDoc, Finding, GcReport, HistoryQuery, MetaView,
-    ObjectMeta, Order, Stats, Version, VersionInfo,
+    DocumentMeta, EntityInfo, FileView, FileViewDoc, Finding, GcReport, HistoryQuery, Listing,
+    MetaView, ObjectMeta, Order, Stats, Version, VersionInfo,
 };
 pub use log::{LoggedOp, Origin, TxRecord};
 pub use migrate::{MigrateReport, ReplayRecord, migrate};
@@ -253,12 +253,36 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     }
 
     /// The byte size of each version of `versions` (all of entity `id`), in one read: the size
-    /// recorded on the row, else the length of its content or kept bytes; `None` for tombstones
-    /// and stubs.
+    /// recorded on the row, else the length of its content or kept bytes as the content's
+    /// stored record says it (its header; the content is not read, decompressed or hashed);
+    /// `None` for tombstones and stubs.
     ///
     /// # Errors
-    /// [`crate::Error::Corrupt`] when a record does not decode.
+    /// [`crate::Error::Corrupt`] when a document fails its hash, or a content is missing or its
+    /// record's header does not decode.
     fn version_sizes(&self, id: &str, versions: &[VersionInfo]) -> Result<Vec<Option<u64>>>;
+
+    /// What `ls` lists of each of `ids` at (`valid_time`, `tx`): the visible version
+    /// ([`Backend::version_info`]), how many versions [`Listing::history_query`] counts, and its
+    /// size ([`Backend::version_sizes`]); `None` when nothing is visible then, or the file is
+    /// deleted then and `deleted` is false. One answer per id, in order, each that file's own
+    /// (its rows damaged: [`crate::Error::Corrupt`]); a backend reads them together (redb: one
+    /// read transaction). The default asks for each file in turn.
+    ///
+    /// # Errors
+    /// Storage errors that are no one file's.
+    fn listings(
+        &self,
+        ids: &[&str],
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+        deleted: bool,
+    ) -> Result<Vec<Result<Option<Listing>>>> {
+        Ok(ids
+            .iter()
+            .map(|id| listing_of(self, id, valid_time, tx, deleted))
+            .collect())
+    }
 
     /// Up to `limit` log records after transaction `since` (from the first when `None`), oldest
     /// first.
@@ -926,4 +950,36 @@ pub(crate) fn hand_over(
         }
     }
     Ok(())
+}
+
+/// [`Backend::listings`] of one file through [`Backend::version_info`], [`Backend::history`]
+/// and [`Backend::version_sizes`], each its own read.
+///
+/// # Errors
+/// As those.
+pub(crate) fn listing_of(
+    backend: &(impl Backend + ?Sized),
+    id: &str,
+    valid_time: Option<Timestamp>,
+    tx: Option<TxId>,
+    deleted: bool,
+) -> Result<Option<Listing>> {
+    let Some(info) = backend.version_info(id, valid_time, tx)? else {
+        return Ok(None);
+    };
+    if info.is_tombstone() && !deleted {
+        return Ok(None);
+    }
+    let versions = backend
+        .history(id, Listing::history_query(valid_time, tx))?
+        .len() as u64;
+    let size = backend
+        .version_sizes(id, std::slice::from_ref(&info))?
+        .pop()
+        .flatten();
+    Ok(Some(Listing {
+        info,
+        versions,
+        size,
+    }))
 }

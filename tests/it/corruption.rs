@@ -11,7 +11,9 @@
 //! what went wrong:
 //! - `panic`: a panic escaped the library (or the binary exited 101);
 //! - `hang`: the case did not finish in time;
-//! - `wrong`: a command answered something other than its healthy answer with success;
+//! - `wrong`: a command answered something other than its healthy answer with success (but
+//!   `ls` giving other sizes, and only that: it reads a content's record header, not the
+//!   content, so damage there changes the size it says; fsck must then find it);
 //! - `fsck_error`: fsck failed with an error other than "corrupt" instead of reporting findings
 //!   (a store the storage engine cannot open at all is flagged by fsck's corrupt error);
 //! - `fsck_missed`: some command's answer changed (an error or another answer) but fsck found
@@ -535,6 +537,16 @@ fn run_case(fixture: &Fixture, dir: &Path, damage: Damage, binary: bool) -> Test
                 outcome.errors += 1;
                 outcome.detail.push(format!("{name} failed: {text}"));
             }
+            Answer::Ok(text)
+                if *name == "ls"
+                    && matches!(healthy, Answer::Ok(h) if ls_differs_in_sizes_only(h, text)) =>
+            {
+                // `ls` reads no content, only its record's header: a damaged header gives
+                // another size, which fsck (below) must find.
+                outcome
+                    .detail
+                    .push("ls gave another size from a damaged content record".into());
+            }
             Answer::Ok(text) => {
                 outcome.wrong.push(name.to_string());
                 let healthy_text = match healthy {
@@ -584,6 +596,12 @@ fn binary_case(fixture: &Fixture, dir: &Path, damage: Damage, outcome: &mut Outc
                     String::from_utf8_lossy(&out.stderr)
                 ));
             }
+            Some(0)
+                if name == "ls"
+                    && ls_table_differs_in_sizes_only(
+                        &fixture.healthy_binary[name],
+                        &out.stdout,
+                    ) => {}
             Some(0) if out.stdout != fixture.healthy_binary[name] => {
                 outcome.wrong.push(format!("binary {name}"));
                 outcome
@@ -594,6 +612,36 @@ fn binary_case(fixture: &Fixture, dir: &Path, damage: Damage, outcome: &mut Outc
         }
     }
     Ok(())
+}
+
+/// Whether `got` (`ls` rows as JSON) is `healthy` but for some sizes: what a damaged content
+/// record's header makes `ls` say, since it reads no content (fsck finds the damage).
+fn ls_differs_in_sizes_only(healthy: &str, got: &str) -> bool {
+    let rows = |text: &str| -> Option<Vec<LsRow>> {
+        let mut rows: Vec<LsRow> = serde_json::from_str(text).ok()?;
+        for row in &mut rows {
+            row.size = None;
+        }
+        Some(rows)
+    };
+    healthy != got && rows(healthy).is_some_and(|h| rows(got).is_some_and(|g| h == g))
+}
+
+/// [`ls_differs_in_sizes_only`] for the binary's `ls` table: each line the same but for its
+/// first column, the size.
+fn ls_table_differs_in_sizes_only(healthy: &[u8], got: &[u8]) -> bool {
+    let lines = |bytes: &[u8]| -> Vec<Vec<String>> {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .map(|line| {
+                line.split_whitespace()
+                    .skip(1)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .collect()
+    };
+    lines(healthy) == lines(got)
 }
 
 /// What `fsck --repair` made of a damaged case.
@@ -1316,6 +1364,31 @@ fn a_store_whose_header_is_damaged_is_salvaged_from_its_pages() -> TestResult {
     Ok(())
 }
 
+/// Rewrites the op body in the log of the store in `store` that names `name`, through redb
+/// itself (the pages stay valid): the second byte of the name becomes `byte`, so that the body
+/// still decodes but no longer hashes to its digest in the log record.
+fn rename_in_op_body(store: &Path, name: &str, byte: u8) -> TestResult {
+    const TX_OPS: redb::TableDefinition<(u64, u32), &[u8]> = redb::TableDefinition::new("tx_ops");
+    let db = redb::Database::open(store.join("store.redb"))?;
+    let wtx = db.begin_write()?;
+    {
+        let mut ops = wtx.open_table(TX_OPS)?;
+        let mut found = None;
+        for entry in redb::ReadableTable::iter(&ops)? {
+            let (key, body) = entry?;
+            let body = body.value().to_vec();
+            if let Some(at) = body.windows(name.len()).position(|w| w == name.as_bytes()) {
+                found = Some((key.value(), body, at));
+            }
+        }
+        let (key, mut body, at) = found.ok_or_else(|| format!("no op body names {name}"))?;
+        body[at + 1] = byte;
+        ops.insert(key, body.as_slice())?;
+    }
+    wtx.commit()?;
+    Ok(())
+}
+
 /// A log record's op body damaged so that it still decodes (a file's path changed): fsck names
 /// it with salvage as the repair; `fsck --repair` does not rebuild the query tables from the
 /// damaged log (they still hold the file under its true path), and salvage names the loss
@@ -1334,27 +1407,7 @@ fn repair_never_rebuilds_from_a_damaged_log() -> TestResult {
 
     // Rewrite the op body that names bent.txt through redb itself (the pages stay valid), its
     // path now bunt.txt: it decodes, but no longer hashes to its digest in the log record.
-    {
-        const TX_OPS: redb::TableDefinition<(u64, u32), &[u8]> =
-            redb::TableDefinition::new("tx_ops");
-        let db = redb::Database::open(store.join("store.redb"))?;
-        let wtx = db.begin_write()?;
-        {
-            let mut ops = wtx.open_table(TX_OPS)?;
-            let mut found = None;
-            for entry in redb::ReadableTable::iter(&ops)? {
-                let (key, body) = entry?;
-                let body = body.value().to_vec();
-                if let Some(at) = body.windows(8).position(|w| w == b"bent.txt") {
-                    found = Some((key.value(), body, at));
-                }
-            }
-            let (key, mut body, at) = found.ok_or("no op body names bent.txt")?;
-            body[at + 1] = b'u';
-            ops.insert(key, body.as_slice())?;
-        }
-        wtx.commit()?;
-    }
+    rename_in_op_body(&store, "bent.txt", b'u')?;
 
     let (code, out, err) = strata(&store, &tree, &["fsck"])?;
     assert_eq!(code, 1, "{out}{err}");
@@ -1389,6 +1442,49 @@ fn repair_never_rebuilds_from_a_damaged_log() -> TestResult {
         listed.contains("bent.txt") || out.contains("bent.txt"),
         "bent.txt is kept or named as lost: {out}\n{listed}"
     );
+    Ok(())
+}
+
+/// `ls` asks the store about a chunk of files at a time: a file whose row fails its check (its
+/// op body in the log rewritten through redb, so that it decodes but no longer hashes to its
+/// digest), in the second chunk of a listing of 600 files, is listed with state `damaged` and
+/// named on stderr, exit 2; every other file, before and after it in that chunk, is listed as
+/// usual.
+#[test]
+fn a_damaged_row_in_a_chunk_of_the_listing_is_listed_damaged_and_alone() -> TestResult {
+    let root = tempfile::tempdir()?;
+    let base = std::fs::canonicalize(root.path())?;
+    let (tree, store) = (base.join("tree"), base.join("store"));
+    for n in 0..600 {
+        write(&tree.join(format!("f{n:03}.txt")), format!("file {n}\n"))?;
+    }
+    let (code, _, err) = strata(&store, &base, &["init"])?;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = strata(&store, &tree, &["index", "."])?;
+    assert_eq!(code, 0, "{err}");
+    rename_in_op_body(&store, "f530.txt", b'g')?;
+
+    let (code, out, err) = strata(&store, &tree, &["ls", "--json"])?;
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("f530.txt is damaged") && err.contains("strata fsck"),
+        "{err}"
+    );
+    let rows: Vec<LsRow> = serde_json::from_str(&out)?;
+    let damaged: Vec<&LsRow> = rows.iter().filter(|r| r.state == "damaged").collect();
+    // The file, and the listing itself: the read that met the damage marked the store.
+    assert_eq!(damaged.len(), 2, "{damaged:?}");
+    assert!(damaged[0].path.ends_with("f530.txt") && !damaged[0].id.is_empty());
+    assert!(
+        damaged[0]
+            .damage
+            .as_deref()
+            .is_some_and(|d| d.contains("tx"))
+    );
+    assert!(damaged[1].id.is_empty(), "{damaged:?}");
+    let listed: Vec<&LsRow> = rows.iter().filter(|r| r.state == "text").collect();
+    assert_eq!(listed.len(), 599, "every other file listed");
+    assert!(listed.iter().all(|r| r.versions == 1 && r.size.is_some()));
     Ok(())
 }
 

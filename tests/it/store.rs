@@ -14,7 +14,7 @@ use strata::{
 use crate::backends::{
     ChildMode, DurableFactory, StoreFactory, backend_tests, redb_on_disk, spawn_child,
 };
-use crate::support::{TestResult, env_count, error_of};
+use crate::support::{TestResult, env_count, error_of, incompressible};
 
 fn t(text: &str) -> TestResult<Timestamp> {
     Ok(text.parse()?)
@@ -2076,6 +2076,133 @@ fn hash_of_bytes_is_the_blob_key() -> TestResult {
     );
     Ok(())
 }
+
+/// The size the store gives each version (`version_sizes`, from the content record's header)
+/// is the length of its content read whole and checked, as before: empty, short and long text
+/// (compressed, across chunks), binary kept compressed and raw, incompressible bytes stored raw
+/// (short, and long enough to be probed), a chat whose transcript grows a turn at a time (suffix
+/// records on redb), a file too large to keep (its size on the row), a stub and a deletion. And
+/// `listings` gives each file what `version_info`, `history` and `version_sizes` give one by one.
+fn version_sizes_are_the_lengths_of_the_contents_read_whole(
+    backend: &dyn StoreFactory,
+) -> TestResult {
+    let store = backend.fresh()?;
+    let source = |path: &str| FilesystemSource {
+        filesystem_id: "fs1".into(),
+        path: path.into(),
+    };
+    let long_text: String = (0..6000)
+        .map(|n| format!("line {n}: the same words again\n"))
+        .collect();
+    let mut puts = vec![
+        Op::put(file("/empty.txt", "")?),
+        Op::put(file("/short.txt", "fn main() {}\n")?),
+        Op::put(file("/long.txt", &long_text)?),
+        Op::put(Object::file_stub(source("/stub.txt"))?),
+    ];
+    let binaries = [
+        ("/zeros.bin", [vec![0u8; 5000], b"tail".to_vec()].concat()),
+        ("/small.bin", vec![0xff, 0, 1, 2, 0xfe]),
+        ("/random.bin", [vec![0u8], incompressible(3000, 7)].concat()),
+        (
+            "/probed.bin",
+            [vec![0u8], incompressible(300 * 1024, 8)].concat(),
+        ),
+    ];
+    for (path, bytes) in &binaries {
+        let mut put = Put::new(Object::file_bytes(source(path), bytes.clone())?);
+        put.bytes = Some(bytes.clone());
+        puts.push(Op::Put(Box::new(put)));
+    }
+    let mut big = Put::new(Object::file_omitted(
+        source("/big.iso"),
+        Some(sha256(b"not kept")),
+        strata::object::ContentOmitted::TooLarge,
+    )?);
+    big.size = Some(123_456_789);
+    puts.push(Op::Put(Box::new(big)));
+    store.transact(puts, Origin::Cli)?;
+    let gone = file("/gone.txt", "soon deleted")?;
+    store.transact(vec![Op::put(gone.clone())], Origin::Cli)?;
+    store.transact(vec![Op::delete(gone.id())], Origin::Cli)?;
+    let turns: Vec<_> = (0..24).map(chat_turn).collect();
+    for k in 1..=turns.len() {
+        let chat = Object::chat("sizes", turns[..k].to_vec())?;
+        store.transact(vec![Op::put(chat)], Origin::Session)?;
+    }
+
+    let mut ids: Vec<String> = store
+        .paths_under("fs1", "/")?
+        .into_iter()
+        .map(|(_, id)| id)
+        .collect();
+    ids.push("chat:sizes".into());
+    let mut sizes = Vec::new();
+    for id in &ids {
+        let history = store.history(id, HistoryQuery::default())?;
+        let got = store.version_sizes(id, &history)?;
+        for (info, size) in history.iter().zip(got) {
+            let version = store
+                .as_of(id, Some(info.valid_from), Some(info.tx_id))?
+                .ok_or("no version visible")?;
+            let whole = match &version.object {
+                None => None,
+                Some(object) => match (object.content(), object.file_hash()) {
+                    (Some(content), _) => Some(content.len() as u64),
+                    (None, Some(kept)) => match store.content(kept)? {
+                        Some(bytes) => Some(bytes.len() as u64),
+                        None => info.size,
+                    },
+                    (None, None) => None,
+                },
+            };
+            assert_eq!(size, whole, "{id} at tx {}", info.tx_id.0);
+            sizes.push((id.clone(), size));
+        }
+    }
+    let expect = |id: &str| -> Vec<Option<u64>> {
+        sizes
+            .iter()
+            .filter(|(i, _)| i == id)
+            .map(|(_, size)| *size)
+            .collect()
+    };
+    let id_of = |path: &str| -> TestResult<String> {
+        Ok(store
+            .entity_at_path("fs1", path)?
+            .ok_or("no entity there")?)
+    };
+    assert_eq!(expect(&id_of("/empty.txt")?), [Some(0)]);
+    assert_eq!(expect(&id_of("/stub.txt")?), [None]);
+    assert_eq!(expect(&id_of("/big.iso")?), [Some(123_456_789)]);
+    assert_eq!(expect(&id_of("/gone.txt")?), [Some(12), None]);
+    assert_eq!(expect(&id_of("/probed.bin")?), [Some(300 * 1024 + 1)]);
+    assert_eq!(expect("chat:sizes").len(), turns.len());
+
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    for deleted in [false, true] {
+        let listed = store.listings(&refs, None, None, deleted)?;
+        for (id, listing) in ids.iter().zip(listed) {
+            let one_by_one = match store.version_info(id, None, None)? {
+                Some(info) if deleted || !info.is_tombstone() => Some(strata::Listing {
+                    versions: store.history(id, HistoryQuery::default())?.len() as u64,
+                    size: store
+                        .version_sizes(id, std::slice::from_ref(&info))?
+                        .pop()
+                        .flatten(),
+                    info,
+                }),
+                _ => None,
+            };
+            assert_eq!(
+                listing?, one_by_one,
+                "{id}, deleted files listed: {deleted}"
+            );
+        }
+    }
+    Ok(())
+}
+backend_tests!(version_sizes_are_the_lengths_of_the_contents_read_whole: redb_in_memory, redb_on_disk, postgres);
 
 /// Turn `n` of a test chat: ~200 characters of hex that zstd cannot shrink to nothing.
 fn chat_turn(n: usize) -> strata::object::Turn {

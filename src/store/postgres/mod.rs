@@ -42,8 +42,8 @@ use postgres::{Client, GenericClient, NoTls};
 use super::codec::{self, EntityRec};
 use super::log::{Origin, TxRecord};
 use super::{
-    Backend, EntityInfo, Finding, GcReport, HistoryQuery, ObjectMeta, Op, StatEntry, StatUpdate,
-    Stats, Timestamp, TxId, TxReceipt, TxRequest, Version, VersionInfo,
+    Backend, EntityInfo, Finding, GcReport, HistoryQuery, Listing, ObjectMeta, Op, StatEntry,
+    StatUpdate, Stats, Timestamp, TxId, TxReceipt, TxRequest, Version, VersionInfo,
 };
 use crate::error::{Error, Result};
 use crate::hash::Hash;
@@ -727,6 +727,29 @@ impl Backend for PgStore {
 
     fn version_sizes(&self, id: &str, versions: &[VersionInfo]) -> Result<Vec<Option<u64>>> {
         self.read(|t| read::version_sizes(t, id, versions))
+    }
+
+    fn listings(
+        &self,
+        ids: &[&str],
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+        deleted: bool,
+    ) -> Result<Vec<Result<Option<Listing>>>> {
+        let layout = self.layout;
+        // One snapshot for them all; each answer settles as its own read would.
+        let answers = self.read(|t| {
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                let answer = read::listing(t, id, valid_time, tx, deleted);
+                out.push(marked_if_not_found(t, layout, answer));
+            }
+            Ok(out)
+        })?;
+        Ok(answers
+            .into_iter()
+            .map(|answer| self.settle_read(answer))
+            .collect())
     }
 
     fn log(&self, since: Option<TxId>, limit: usize) -> Result<Vec<TxRecord>> {

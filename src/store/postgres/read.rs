@@ -6,9 +6,9 @@ use postgres::GenericClient;
 use super::rule::{self, Row};
 use super::*;
 use crate::object::{ContentOmitted, FilesystemSource, Object, ObjectType, Source};
-use crate::store::DocumentMeta;
 use crate::store::codec::{DocRec, OpRec, StatRec, TxHeaderRec, VersionRec};
 use crate::store::log::{self, LoggedOp};
+use crate::store::{DocumentMeta, Listing};
 
 /// A version row from its columns.
 pub(super) fn row_of(vt: i64, tx: i64, rec: &[u8]) -> Result<Row> {
@@ -293,7 +293,7 @@ pub(super) fn history(
     Ok(out)
 }
 
-/// The byte size of each of `versions` of `id`.
+/// The byte size of each of `versions` of `id` ([`version_size`]).
 pub(super) fn version_sizes(
     t: &mut impl GenericClient,
     id: &str,
@@ -301,33 +301,93 @@ pub(super) fn version_sizes(
 ) -> Result<Vec<Option<u64>>> {
     versions
         .iter()
-        .map(|info| {
-            if info.size.is_some() {
-                return Ok(info.size);
-            }
-            let Some(hash) = info.object_hash else {
-                return Ok(None);
-            };
-            let doc = doc(t, id, &hash.0)?;
-            let blob = match (doc.content_hash, info.content_omitted) {
-                (Some(content), _) => Some(content),
-                (None, Some(ContentOmitted::Binary)) => doc.file_hash,
-                _ => None,
-            };
-            match blob {
-                Some(blob) => {
-                    let bytes = content(t, &blob)?.ok_or_else(|| {
-                        Error::corrupt(format!(
-                            "a version of {id} points at missing content {}; run `strata fsck`",
-                            hex::encode(blob)
-                        ))
-                    })?;
-                    Ok(Some(bytes.len() as u64))
-                }
-                None => Ok(None),
-            }
-        })
+        .map(|info| version_size(t, id, info))
         .collect()
+}
+
+/// The byte size of version `info` of `id`: the size recorded on the row, else the length of
+/// its content (or kept raw bytes) as its record's header says it, read from the first bytes of
+/// its first chunk and its stored record length ([`content_len`]); `None` for a tombstone or a
+/// stub.
+fn version_size(t: &mut impl GenericClient, id: &str, info: &VersionInfo) -> Result<Option<u64>> {
+    if info.size.is_some() {
+        return Ok(info.size);
+    }
+    let Some(hash) = info.object_hash else {
+        return Ok(None);
+    };
+    let doc = doc(t, id, &hash.0)?;
+    let Some(blob) = super::super::redb::sized_blob(&doc, info.content_omitted) else {
+        return Ok(None);
+    };
+    let len = content_len(t, &blob)?.ok_or_else(|| {
+        Error::corrupt(format!(
+            "a version of {id} points at missing content {}; run `strata fsck`",
+            hex::encode(blob)
+        ))
+    })?;
+    Ok(Some(len))
+}
+
+/// The length of content `hash` from its record's header (`codec::blob_len`): the record's
+/// first bytes (of its first chunk) and its stored length, one statement, nothing decompressed
+/// or hashed; read whole and checked only when the header does not say. `None` when there is
+/// no such content.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the first chunk is missing or the header does not decode.
+pub(super) fn content_len(t: &mut impl GenericClient, hash: &[u8; 32]) -> Result<Option<u64>> {
+    let Some(row) = t
+        .maybe_row(
+            "SELECT c.len, substring(k.data FROM 1 FOR $2) FROM strata_contents c LEFT JOIN \
+             strata_chunks k ON k.hash = c.hash AND k.n = 0 WHERE c.hash = $1",
+            &[&hash.as_slice(), &(codec::SUFFIX_HEADER as i32)],
+        )
+        .pg("reading a content's header")?
+    else {
+        return Ok(None);
+    };
+    let what = format!("content {}", hex::encode(hash));
+    let (len, prefix): (i64, Option<Vec<u8>>) = (row.get(0), row.get(1));
+    let prefix = prefix.ok_or_else(|| {
+        Error::corrupt(format!(
+            "{what} has lost its first chunk; run `strata fsck`"
+        ))
+    })?;
+    let record_len = u64::try_from(len)
+        .map_err(|_| Error::corrupt(format!("{what} says its record is {len} bytes long")))?;
+    if let Some(size) = codec::blob_len(&prefix, record_len, &what)? {
+        return Ok(Some(size));
+    }
+    Ok(content(t, hash)?.map(|bytes| bytes.len() as u64))
+}
+
+/// What `ls` lists of `id` ([`crate::store::Backend::listings`]), in the caller's snapshot.
+///
+/// # Errors
+/// [`Error::NotFound`] for an unknown entity; [`Error::Corrupt`] when its rows fail their
+/// checks.
+pub(super) fn listing(
+    t: &mut impl GenericClient,
+    id: &str,
+    valid_time: Option<Timestamp>,
+    tx: Option<TxId>,
+    deleted: bool,
+) -> Result<Option<Listing>> {
+    let (eid, _) = entity(t, id)?.ok_or_else(|| super::super::redb::unknown_entity(id))?;
+    let Some((info, _)) = info_at(t, id, eid, valid_time, tx)? else {
+        return Ok(None);
+    };
+    if info.is_tombstone() && !deleted {
+        return Ok(None);
+    }
+    let versions = history(t, id, Listing::history_query(valid_time, tx))?.len() as u64;
+    let size = version_size(t, id, &info)?;
+    Ok(Some(Listing {
+        info,
+        versions,
+        size,
+    }))
 }
 
 /// The header of tx `tx`.

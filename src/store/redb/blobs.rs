@@ -467,6 +467,42 @@ pub(crate) fn record_header(
     offset: u64,
     len: u64,
 ) -> Result<codec::BlobHeader> {
+    let (prefix, what) = record_prefix(data, chunk, hash, offset, len)?;
+    let mut header = codec::blob_header(&prefix, &what)?;
+    if header.len.is_none() && prefix.get(1) == Some(&0) {
+        // A raw record: its payload is the bytes.
+        header.len = Some(len.saturating_sub(2));
+    }
+    Ok(header)
+}
+
+/// The length of the blob whose record (of blob `hash`) is at (`offset`, `len`), from the
+/// record's header alone ([`codec::blob_len`]): only the chunk or two holding its first
+/// [`codec::SUFFIX_HEADER`] bytes are read, nothing is decompressed or hashed. `None` when the
+/// header does not say.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the range is missing or the header is unknown.
+pub(crate) fn stored_len(
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    chunk: u64,
+    hash: &[u8; 32],
+    offset: u64,
+    len: u64,
+) -> Result<Option<u64>> {
+    let (prefix, what) = record_prefix(data, chunk, hash, offset, len)?;
+    codec::blob_len(&prefix, len, &what)
+}
+
+/// The first [`codec::SUFFIX_HEADER`] bytes (or fewer, all of a shorter one) of the record of
+/// blob `hash` at (`offset`, `len`), and the blob named for an error.
+fn record_prefix(
+    data: &impl ReadableTable<u64, &'static [u8]>,
+    chunk: u64,
+    hash: &[u8; 32],
+    offset: u64,
+    len: u64,
+) -> Result<(Vec<u8>, String)> {
     let what = format!("blob {}", hex::encode(hash));
     let prefix = read_range(data, chunk, offset, len.min(codec::SUFFIX_HEADER as u64))?
         .ok_or_else(|| {
@@ -475,12 +511,7 @@ pub(crate) fn record_header(
                 offset.saturating_add(len)
             ))
         })?;
-    let mut header = codec::blob_header(&prefix, &what)?;
-    if header.len.is_none() && prefix.get(1) == Some(&0) {
-        // A raw record: its payload is the bytes.
-        header.len = Some(len.saturating_sub(2));
-    }
-    Ok(header)
+    Ok((prefix, what))
 }
 
 /// Drops one reference to a blob, erasing it at zero (and then dropping its reference to its

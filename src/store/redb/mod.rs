@@ -55,7 +55,7 @@ mod write;
 // What the PostgreSQL backend shares with this one: op checks, entity and field decoding, the
 // document and content checks.
 pub(in crate::store) use metadata::parse_fields;
-pub(in crate::store) use read::{assemble, entity_info};
+pub(in crate::store) use read::{assemble, entity_info, sized_blob};
 pub(in crate::store) use verify::{check_content, check_doc};
 pub(in crate::store) use write::{check_ops, check_range};
 
@@ -69,7 +69,7 @@ use super::codec::{self, EntityRec, FirstRec, OpRec, TxHeaderRec, VersionRec};
 use super::log::{self, LoggedOp, Origin, TxRecord};
 use super::{
     Backend, DB_FILE, DocumentMeta, EncodedBlob, EntityInfo, FORMAT_VERSION, Finding, GcReport,
-    HistoryQuery, LOCK_FILE, MetaView, ObjectMeta, Op, Put, StatEntry, StatUpdate, Stats,
+    HistoryQuery, LOCK_FILE, Listing, MetaView, ObjectMeta, Op, Put, StatEntry, StatUpdate, Stats,
     Timestamp, TxId, TxReceipt, ValidFrom, Version, VersionInfo,
 };
 use crate::error::{Error, Result};
@@ -669,6 +669,12 @@ impl RedbStore {
                 .store(true, std::sync::atomic::Ordering::SeqCst);
             self.reopen();
         }
+        self.settle(result)
+    }
+
+    /// What a guarded call's `result` comes to: the damage it met marks the store, and "not
+    /// found" on a store marked damaged says it may be what the damage lost.
+    fn settle<T>(&self, result: Result<T>) -> Result<T> {
         match result {
             // On a store marked damaged the latch may be the damage's: damage is said.
             Err(e)
@@ -954,6 +960,31 @@ impl Backend for RedbStore {
         self.guarded("reading version sizes", || {
             RedbStore::version_sizes(self, id, versions)
         })
+    }
+
+    fn listings(
+        &self,
+        ids: &[&str],
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+        deleted: bool,
+    ) -> Result<Vec<Result<Option<Listing>>>> {
+        match self.guarded("listing files", || {
+            RedbStore::listings(self, ids, valid_time, tx, deleted)
+        }) {
+            // Each file's answer as its own guarded read would give it.
+            Ok(answers) => Ok(answers
+                .into_iter()
+                .map(|answer| self.settle(answer))
+                .collect()),
+            // The storage engine failed somewhere in the batch: each file read on its own, so
+            // that the failure is that file's and the others are listed.
+            Err(Error::Corrupt { .. }) => Ok(ids
+                .iter()
+                .map(|id| crate::store::listing_of(self, id, valid_time, tx, deleted))
+                .collect()),
+            Err(e) => Err(e),
+        }
     }
 
     fn log(&self, since: Option<TxId>, limit: usize) -> Result<Vec<TxRecord>> {

@@ -76,82 +76,41 @@ impl RedbStore {
         let rtx = self.read()?;
         let r = ReadTables::open(&rtx)?;
         let entity = entity_rec(&r, id)?.ok_or_else(|| unknown_entity(id))?;
-        let tx = query.as_of_tx.map_or(u64::MAX, |t| t.0);
-        let from = query.valid_from.map_or(i64::MIN, Timestamp::as_micros);
-        let to = query.valid_to.map_or(i64::MAX, Timestamp::as_micros);
-        let rows = temporal::history_rows(
-            &r.versions,
-            &r.docs(),
-            entity.eid,
-            from,
-            to,
-            tx,
-            query.with_corrections,
-        )?;
-        for row in &rows {
-            r.log.check_row(id, row)?;
-        }
-        r.check_writes(id, entity.eid)?;
-        // valid_to of a row: the next distinct valid_from visible at `tx`.
-        let mut distinct: Vec<i64> = rows.iter().map(|r| r.vt).collect();
-        distinct.dedup();
-        let tail_end = match distinct.last() {
-            Some(&last) => temporal::valid_to(&r.versions, entity.eid, last, tx)?,
-            None => None,
-        };
-        let mut out: Vec<VersionInfo> = rows
-            .iter()
-            .map(|row| {
-                let i = distinct.partition_point(|&v| v <= row.vt);
-                let end = distinct.get(i).copied().or(tail_end);
-                version_info(id, row, end)
-            })
-            .collect();
-        query.order.arrange(&mut out);
-        Ok(out)
+        r.history_of(id, &entity, query)
     }
 
-    /// The byte size of each of `versions` (of entity `id`) in one read transaction.
+    /// The byte size of each of `versions` (of entity `id`) in one read transaction, from the
+    /// content records' headers ([`ReadTables::version_size`]).
     ///
     /// # Errors
-    /// [`Error::Corrupt`] when a record does not decode.
+    /// [`Error::Corrupt`] when a document or a record's header does not decode.
     pub fn version_sizes(&self, id: &str, versions: &[VersionInfo]) -> Result<Vec<Option<u64>>> {
         let rtx = self.read()?;
         let r = ReadTables::open(&rtx)?;
         versions
             .iter()
-            .map(|info| {
-                if info.size.is_some() {
-                    return Ok(info.size);
-                }
-                let Some(hash) = info.object_hash else {
-                    return Ok(None);
-                };
-                let doc = r.version_doc(id, &hash.0)?;
-                let blob = match (doc.content_hash, info.content_omitted) {
-                    (Some(content), _) => Some(content),
-                    (None, Some(ContentOmitted::Binary)) => doc.file_hash,
-                    _ => None,
-                };
-                match blob {
-                    Some(blob) => {
-                        // A content the document names must be there: a missing one is damage,
-                        // never a file without content (a stub).
-                        let bytes = blobs::read_blob(&r.blob_index, &r.blob_data, r.chunk, &blob)?
-                            .ok_or_else(|| {
-                                Error::corrupt(format!(
-                                    "a version of {id} points at missing content {}; run `strata \
-                                     fsck`",
-                                    hex::encode(blob)
-                                ))
-                            })?;
-                        verify::check_content(&blob, &bytes)?;
-                        Ok(Some(bytes.len() as u64))
-                    }
-                    None => Ok(None),
-                }
-            })
+            .map(|info| r.version_size(id, info))
             .collect()
+    }
+
+    /// What `ls` lists of each of `ids` ([`Backend::listings`]), all in one read transaction:
+    /// each answer is that file's own, so that a damaged one does not hide the others.
+    ///
+    /// # Errors
+    /// Storage errors opening the transaction; each file's errors are in its answer.
+    pub fn listings(
+        &self,
+        ids: &[&str],
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+        deleted: bool,
+    ) -> Result<Vec<Result<Option<Listing>>>> {
+        let rtx = self.read()?;
+        let r = ReadTables::open(&rtx)?;
+        Ok(ids
+            .iter()
+            .map(|id| r.listing(id, valid_time, tx, deleted))
+            .collect())
     }
 
     /// Up to `limit` log records after transaction `since` (from the first when `None`), oldest
@@ -551,6 +510,127 @@ impl ReadTables {
         Ok(Some((version_info(id, &row, end), row)))
     }
 
+    /// The versions of `id` (whose entity row is `entity`) as `query` selects them, each row
+    /// checked against the log ([`RedbStore::history`]).
+    pub(super) fn history_of(
+        &self,
+        id: &str,
+        entity: &EntityRec,
+        query: HistoryQuery,
+    ) -> Result<Vec<VersionInfo>> {
+        let tx = query.as_of_tx.map_or(u64::MAX, |t| t.0);
+        let from = query.valid_from.map_or(i64::MIN, Timestamp::as_micros);
+        let to = query.valid_to.map_or(i64::MAX, Timestamp::as_micros);
+        let rows = temporal::history_rows(
+            &self.versions,
+            &self.docs(),
+            entity.eid,
+            from,
+            to,
+            tx,
+            query.with_corrections,
+        )?;
+        for row in &rows {
+            self.log.check_row(id, row)?;
+        }
+        self.check_writes(id, entity.eid)?;
+        // valid_to of a row: the next distinct valid_from visible at `tx`.
+        let mut distinct: Vec<i64> = rows.iter().map(|r| r.vt).collect();
+        distinct.dedup();
+        let tail_end = match distinct.last() {
+            Some(&last) => temporal::valid_to(&self.versions, entity.eid, last, tx)?,
+            None => None,
+        };
+        let mut out: Vec<VersionInfo> = rows
+            .iter()
+            .map(|row| {
+                let i = distinct.partition_point(|&v| v <= row.vt);
+                let end = distinct.get(i).copied().or(tail_end);
+                version_info(id, row, end)
+            })
+            .collect();
+        query.order.arrange(&mut out);
+        Ok(out)
+    }
+
+    /// The byte size of version `info` of `id`: the size recorded on the row, else the length
+    /// of its content (or kept raw bytes) as its record's header says it
+    /// ([`blobs::stored_len`]); `None` for a tombstone or a stub. The content itself is not read
+    /// or hashed (fsck, `show` and `cat` do that), unless the header does not say the length.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the document fails its hash, or the content is missing or its
+    /// record's header does not decode.
+    pub(super) fn version_size(&self, id: &str, info: &VersionInfo) -> Result<Option<u64>> {
+        if info.size.is_some() {
+            return Ok(info.size);
+        }
+        let Some(hash) = info.object_hash else {
+            return Ok(None);
+        };
+        let Some(blob) = sized_blob(&self.version_doc(id, &hash.0)?, info.content_omitted) else {
+            return Ok(None);
+        };
+        // A content the document names must be there: a missing one is damage, never a file
+        // without content (a stub).
+        let (offset, len, _) = self
+            .blob_index
+            .get(&blob)
+            .db()?
+            .map(|v| v.value())
+            .ok_or_else(|| {
+                Error::corrupt(format!(
+                    "a version of {id} points at missing content {}; run `strata fsck`",
+                    hex::encode(blob)
+                ))
+            })?;
+        if let Some(size) = blobs::stored_len(&self.blob_data, self.chunk, &blob, offset, len)? {
+            return Ok(Some(size));
+        }
+        let bytes = blobs::read_at(
+            &self.blob_index,
+            &self.blob_data,
+            self.chunk,
+            &blob,
+            offset,
+            len,
+        )?;
+        verify::check_content(&blob, &bytes)?;
+        Ok(Some(bytes.len() as u64))
+    }
+
+    /// What `ls` lists of `id` ([`Backend::listings`]): its version visible at (`valid_time`,
+    /// `tx`), how many versions had begun by then, and its size; `None` when nothing is visible
+    /// there, or the file is deleted then and `deleted` is false.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown entity; [`Error::Corrupt`] when its rows fail their
+    /// checks.
+    pub(super) fn listing(
+        &self,
+        id: &str,
+        valid_time: Option<Timestamp>,
+        tx: Option<TxId>,
+        deleted: bool,
+    ) -> Result<Option<Listing>> {
+        let entity = entity_rec(self, id)?.ok_or_else(|| unknown_entity(id))?;
+        let Some(info) = self.info_at(id, &entity, valid_time, tx)? else {
+            return Ok(None);
+        };
+        if info.is_tombstone() && !deleted {
+            return Ok(None);
+        }
+        let versions = self
+            .history_of(id, &entity, Listing::history_query(valid_time, tx))?
+            .len() as u64;
+        let size = self.version_size(id, &info)?;
+        Ok(Some(Listing {
+            info,
+            versions,
+            size,
+        }))
+    }
+
     /// The document (full fields) that a version of `id` points at by object hash `hash`.
     ///
     /// # Errors
@@ -578,6 +658,20 @@ impl ReadTables {
         assemble(id, entity, hash, &doc, omitted, |c| {
             blobs::read_blob(&self.blob_index, &self.blob_data, self.chunk, c)
         })
+    }
+}
+
+/// The stored bytes whose length is the size of a version with document `doc`: its content,
+/// or the kept raw bytes of a binary file; `None` when it has neither (a stub, a file whose
+/// bytes were not kept). What every backend's `version_sizes` measures.
+pub(in crate::store) fn sized_blob(
+    doc: &codec::DocRec,
+    omitted: Option<ContentOmitted>,
+) -> Option<[u8; 32]> {
+    match (doc.content_hash, omitted) {
+        (Some(content), _) => Some(content),
+        (None, Some(ContentOmitted::Binary)) => doc.file_hash,
+        _ => None,
     }
 }
 
