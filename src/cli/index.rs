@@ -56,7 +56,7 @@ impl Invocation<'_> {
         };
         let summary = if store_exists(self.dir()) && self.uses_daemon()? {
             self.call(request)?
-        } else if store_exists(self.dir()) {
+        } else if store_exists(self.dir()) && std::env::var_os("S14_OPEN_FIRST").is_none() {
             self.index_here(request, &mut progress)?
         } else {
             // Opened to write at its first write: an unchanged tree writes and syncs nothing.

@@ -189,10 +189,7 @@ mod tests {
         for n in 0..300 {
             let dir = tree.join(format!("d{}", n % 30));
             io("mkdir", std::fs::create_dir_all(&dir))?;
-            io(
-                "write",
-                std::fs::write(dir.join(format!("f{n}.txt")), format!("{n}\n")),
-            )?;
+            io("write", std::fs::write(dir.join(format!("f{n}.txt")), format!("{n}\n")))?;
         }
         let engine = Engine::open(&store, Access::Create)?;
         for _ in 0..2 {
@@ -255,13 +252,8 @@ mod tests {
                 holder: "pid 1 (test)".into(),
             })
         });
-        let err = answer
-            .err()
-            .ok_or_else(|| Error::invariant("indexed a held store"))?;
-        assert_eq!(
-            (err.kind(), err.to_string()),
-            (locked.kind(), locked.to_string())
-        );
+        let err = answer.err().ok_or_else(|| Error::invariant("indexed a held store"))?;
+        assert_eq!((err.kind(), err.to_string()), (locked.kind(), locked.to_string()));
         assert_eq!(calls, 1);
         assert_eq!(files_of(&store)?, before, "nothing written");
 
@@ -280,14 +272,9 @@ mod tests {
         let (answer, calls) = index_opening(&tree, &store, &|| {
             Engine::open(&store, Access::CreateDeferred)
         });
-        let err = answer
-            .err()
-            .ok_or_else(|| Error::invariant("indexed a damaged store"))?;
+        let err = answer.err().ok_or_else(|| Error::invariant("indexed a damaged store"))?;
         assert_eq!(err.kind(), "corrupt");
-        assert_eq!(
-            (err.kind(), err.to_string()),
-            (expected.kind(), expected.to_string())
-        );
+        assert_eq!((err.kind(), err.to_string()), (expected.kind(), expected.to_string()));
         assert_eq!(calls, 1);
         assert_eq!(files_of(&store)?, before, "nothing written");
         crate::store::damage::clear(&store)?;
@@ -316,13 +303,8 @@ mod tests {
         let (answer, calls) = index_opening(&tree, &store, &|| {
             Engine::open(&store, Access::CreateDeferred)
         });
-        let err = answer
-            .err()
-            .ok_or_else(|| Error::invariant("indexed another format"))?;
-        assert_eq!(
-            (err.kind(), err.to_string()),
-            (expected.kind(), expected.to_string())
-        );
+        let err = answer.err().ok_or_else(|| Error::invariant("indexed another format"))?;
+        assert_eq!((err.kind(), err.to_string()), (expected.kind(), expected.to_string()));
         assert_eq!(calls, 1);
         assert_eq!(files_of(&store)?, before, "nothing written");
         Ok(())
@@ -340,12 +322,7 @@ mod tests {
         let summary = answer?;
         assert_eq!(calls, 1);
         assert_eq!(
-            (
-                summary.files,
-                summary.updated,
-                summary.unchanged,
-                summary.created
-            ),
+            (summary.files, summary.updated, summary.unchanged, summary.created),
             (300, 1, 299, 0)
         );
         let again = Engine::open(&store, Access::CreateDeferred)?.call(IndexRequest {

@@ -597,6 +597,11 @@ fn prepare(
         listings_dir: store_dir,
         listings: std::sync::OnceLock::new(),
     };
+    if std::env::var_os("S14_EAGER_LIST").is_some() {
+        if let Some(dir) = plan.listings_dir.as_deref() {
+            plan.listings.get_or_init(|| super::listings::Listings::load(dir, scan_start));
+        }
+    }
     Ok(Setup {
         filesystem_id,
         roots,
