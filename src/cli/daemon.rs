@@ -50,24 +50,11 @@ fn seconds_from_env(name: &str) -> Option<u64> {
 /// # Errors
 /// The open's error; [`strata::Error::StoreLocked`] when the wait runs out.
 pub(super) fn open_waiting(dir: &Path, access: Access) -> strata::Result<Engine> {
-    open_waiting_with(dir, access, None)
-}
-
-/// [`open_waiting`] with the store's settings read already (`None`: read at each try).
-pub(super) fn open_waiting_with(
-    dir: &Path,
-    access: Access,
-    settings: Option<&strata::Settings>,
-) -> strata::Result<Engine> {
     let timeout = seconds_from_env("STRATA_LOCK_TIMEOUT").map_or(LOCK_TIMEOUT, Duration::from_secs);
     let started = Instant::now();
     let mut said = false;
     loop {
-        let opened = match settings {
-            Some(settings) => Engine::open_with(dir, access, settings.clone()),
-            None => Engine::open(dir, access),
-        };
-        match opened {
+        match Engine::open(dir, access) {
             Err(strata::Error::StoreLocked { holder, .. }) if started.elapsed() < timeout => {
                 if !said && started.elapsed() >= Duration::from_secs(1) {
                     said = true;

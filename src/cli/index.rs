@@ -3,11 +3,11 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use std::io::Write as _;
 
 use strata::engine::IndexResponse;
-use strata::engine::{Access, IndexRequest, store_exists};
+use strata::engine::{IndexRequest, store_exists};
 
 use super::args::IndexArgs;
 use super::{Invocation, output};
@@ -45,23 +45,20 @@ impl Invocation<'_> {
             bar
         });
         let mut last_tick = 0u64;
-        let mut progress = |progress: strata::ScanProgress| {
-            if let Some(bar) = &bar
-                && progress.files - last_tick >= 64
-            {
-                last_tick = progress.files;
-                bar.set_position(progress.files);
-                bar.set_message(format!("{} read", output::bytes(progress.bytes_read)));
-            }
-        };
         let summary = if store_exists(self.dir()) && self.uses_daemon()? {
             self.call(request)?
-        } else if store_exists(self.dir()) && std::env::var_os("S14_OPEN_FIRST").is_none() {
-            self.index_here(request, &mut progress)?
         } else {
             // Opened to write at its first write: an unchanged tree writes and syncs nothing.
             let engine = self.engine_creating_as(strata::engine::Access::CreateDeferred)?;
-            request.apply_with_progress(&engine, &mut progress)?
+            request.apply_with_progress(&engine, &mut |progress| {
+                if let Some(bar) = &bar
+                    && progress.files - last_tick >= 64
+                {
+                    last_tick = progress.files;
+                    bar.set_position(progress.files);
+                    bar.set_message(format!("{} read", output::bytes(progress.bytes_read)));
+                }
+            })?
         };
         if let Some(bar) = bar {
             bar.finish_and_clear();
@@ -97,37 +94,6 @@ impl Invocation<'_> {
         } else {
             ExitCode::from(1)
         })
-    }
-}
-
-impl Invocation<'_> {
-    /// Indexes in this process over the existing store: its settings read, the walk started,
-    /// and the store opened (as the engine opens it to write at its first write, waiting while
-    /// another process holds it) while the walkers stat files. An error of the open reads as
-    /// the engine's open would say it.
-    fn index_here(
-        &self,
-        request: IndexRequest,
-        progress: &mut dyn FnMut(strata::ScanProgress),
-    ) -> Result<IndexResponse> {
-        self.check_given()?;
-        let dir = self.dir();
-        let opening = || format!("opening store {}", dir.display());
-        let settings = strata::Settings::load(dir).with_context(opening)?;
-        let open_failed = std::cell::Cell::new(false);
-        let answer = request.apply_opening(
-            dir,
-            &settings,
-            &mut || {
-                super::daemon::open_waiting_with(dir, Access::CreateDeferred, Some(&settings))
-                    .inspect_err(|_| open_failed.set(true))
-            },
-            progress,
-        );
-        match answer {
-            Err(err) if open_failed.get() => Err(anyhow::Error::from(err).context(opening())),
-            other => Ok(other?),
-        }
     }
 }
 

@@ -182,16 +182,8 @@ impl Engine {
     /// [`Error::InvalidInput`] when the settings do not parse.
     pub fn open(dir: impl AsRef<Path>, access: Access) -> Result<Self> {
         let dir = dir.as_ref();
-        Engine::open_with(dir, access, Settings::load(dir)?)
-    }
-
-    /// [`Engine::open`] with the store's `settings` read already ([`Settings::load`] of `dir`).
-    ///
-    /// # Errors
-    /// As [`Engine::open`].
-    pub fn open_with(dir: impl AsRef<Path>, access: Access, settings: Settings) -> Result<Self> {
-        let dir = dir.as_ref();
         let exists = store_exists(dir);
+        let settings = Settings::load(dir)?;
         let store = match access {
             Access::ReadOnly => Store::open_read_only(dir)?,
             Access::ReadWrite => Store::open(dir)?,

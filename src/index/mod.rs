@@ -26,10 +26,7 @@ pub use dirstat::DirStat;
 pub use disk::{Look, LookRules, Presence, StatChange, look, presence, presence_all, record};
 pub use read::{Body, Reading, classify, read_stream};
 pub use rules::DenyRules;
-pub use scan::{
-    ScanOptions, ScanProgress, ScanStore, ScanSummary, ScanThreads, Skipped, extra_ignore, scan,
-    scan_from,
-};
+pub use scan::{ScanOptions, ScanProgress, ScanSummary, ScanThreads, Skipped, extra_ignore, scan};
 pub use settings::{ApprovalMode, DescriptorSettings, SETTINGS_FILE, Settings, WritePolicy};
 pub use walk::SkipKind;
 pub use walk::{walk_builder, write_temp_pid};

@@ -1,7 +1,7 @@
 //! Tree scans: walk roots in parallel, plan every new and changed file, find deletions, and commit
 //! in large transactions together with the stat cache.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
@@ -13,7 +13,7 @@ use super::budget::{Budget, thread_cpu_seconds};
 use super::dirstat::DirStat;
 use super::disk::{Look, StatChange, presence, record};
 use super::walk::{CacheSlot, Cached, Found, ScanCache, SkipKind, WalkPlan, walk};
-use super::{Action, Indexer, Planned, Settings};
+use super::{Action, Indexer, Planned};
 use crate::error::{Error, Result};
 use crate::object::FilesystemSource;
 use crate::resolve::{machine_filesystem_id, utf8_path};
@@ -186,121 +186,65 @@ pub fn scan(
     options: &ScanOptions,
     progress: &mut dyn FnMut(ScanProgress),
 ) -> Result<ScanSummary> {
-    scan_from(ScanStore::Open(indexer), roots, options, progress)
-}
-
-/// Where a scan finds its store: an indexer over the open store, or the settings of the store in
-/// a directory and the call that opens it, made once the walk has started (a process of its own
-/// then stats files while the store opens).
-pub enum ScanStore<'a> {
-    /// An indexer over the open store.
-    Open(&'a Indexer),
-    /// The store in `dir`, not open yet: its `settings`, and `open`, which opens it and gives an
-    /// indexer with those settings (called once, before anything of the store is read).
-    Opening {
-        /// The store directory (never entered by the walk; its listings and stat files).
-        dir: &'a Path,
-        /// The store's settings (deny rules, content limit).
-        settings: &'a Settings,
-        /// Opens the store.
-        open: Box<dyn FnOnce() -> Result<Indexer> + 'a>,
-    },
-}
-
-/// A scan's store: the indexer given, or the one its open makes when first asked for.
-struct Source<'a> {
-    given: Option<&'a Indexer>,
-    open: std::cell::Cell<Option<Box<dyn FnOnce() -> Result<Indexer> + 'a>>>,
-    opened: std::cell::OnceCell<Indexer>,
-    /// The store's count of lost lazy commits when the scan got it.
-    lost_before: std::cell::Cell<u64>,
-}
-
-impl Source<'_> {
-    /// The indexer, opening the store when it is not open yet.
-    ///
-    /// # Errors
-    /// The open's error (the scan stops at it: it is not tried again).
-    fn indexer(&self) -> Result<&Indexer> {
-        if let Some(indexer) = self.get() {
-            return Ok(indexer);
-        }
-        let open = self
-            .open
-            .take()
-            .ok_or_else(|| Error::invariant("the scan's store could not be opened"))?;
-        let indexer = open()?;
-        self.lost_before.set(indexer.store().lazy_commits_lost());
-        Ok(self.opened.get_or_init(|| indexer))
-    }
-
-    /// The indexer if the store is open.
-    fn get(&self) -> Option<&Indexer> {
-        self.given.or_else(|| self.opened.get())
-    }
-
-    /// `err`, met before the store was opened, or the open's error if it fails: a scan given an
-    /// open store met the open's errors first.
-    fn after_open(&self, err: Error) -> Error {
-        match self.indexer() {
-            Ok(_) => err,
-            Err(open) => open,
-        }
-    }
-}
-
-/// [`scan`] from `store`: when it is not open yet, the walk starts first and the store is
-/// opened while the walkers stat files (they wait for its stat cache to judge them). An error
-/// the scan meets before the walk yields to the open's (the order of a scan of an open store).
-///
-/// # Errors
-/// As [`scan`]; the open's error, with nothing written.
-pub fn scan_from(
-    store: ScanStore<'_>,
-    roots: &[PathBuf],
-    options: &ScanOptions,
-    progress: &mut dyn FnMut(ScanProgress),
-) -> Result<ScanSummary> {
     let started = Instant::now();
     let scan_start = Timestamp::now();
-    let (source, settings, store_dir) = match store {
-        ScanStore::Open(indexer) => (
-            Source {
-                given: Some(indexer),
-                open: std::cell::Cell::new(None),
-                opened: std::cell::OnceCell::new(),
-                lost_before: std::cell::Cell::new(indexer.store().lazy_commits_lost()),
-            },
-            None,
-            indexer.store().dir().map(Path::to_path_buf),
-        ),
-        ScanStore::Opening {
-            dir,
-            settings,
-            open,
-        } => (
-            Source {
-                given: None,
-                open: std::cell::Cell::new(Some(open)),
-                opened: std::cell::OnceCell::new(),
-                lost_before: std::cell::Cell::new(0),
-            },
-            Some(settings),
-            Some(dir.to_path_buf()),
-        ),
-    };
+    let store = indexer.store();
     // However the scan ends, its lazily committed batches are made durable (best effort on an
-    // error; on success the scan's own sync below has done it and reported its error). A
-    // reopen of the handle (after a write of any client that found no room) loses the lazy
+    // error; on success the scan's own sync below has done it and reported its error).
+    let _durable = SyncLazyCommits(store);
+    // A reopen of the handle (after a write of any client that found no room) loses the lazy
     // commits not yet made durable: the scan's batches then were not all kept.
-    let _durable = SyncLazyCommits(&source);
-    let setup = prepare(&source, settings, store_dir, roots, options, scan_start)
-        .map_err(|err| source.after_open(err))?;
-    let Setup {
-        filesystem_id,
-        roots,
-        plan,
-    } = setup;
+    let lost_before = store.lazy_commits_lost();
+    let filesystem_id = machine_filesystem_id();
+    let (roots, walked) = canonical_roots(store, &filesystem_id, roots)?;
+    // Directories never entered, as the walk meets them (canonical paths).
+    let skip_dirs: Vec<PathBuf> = options
+        .skip_dirs
+        .iter()
+        .chain(store.dir().map(std::path::Path::to_path_buf).as_ref())
+        .map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()))
+        .collect();
+    for root in &roots {
+        if let Some(dir) = skip_dirs.iter().find(|dir| root.starts_with(dir)) {
+            return Err(Error::invalid_path(
+                root.display().to_string(),
+                format!(
+                    "it is inside {}, which scans never enter (the store directory); index the \
+                     tree around it instead",
+                    dir.display()
+                ),
+            ));
+        }
+    }
+
+    // The state of the store's file while this scan's handle only reads it: the stat file
+    // kept for it stands for the stat cache and the listing of stored paths.
+    let state = store.read_only_state();
+    let key = state.as_deref().map(|state| super::statfile::Key {
+        state,
+        filesystem_id: &filesystem_id,
+        roots: &roots,
+        deny: indexer.deny_rules().globs(),
+    });
+
+    let ignore = extra_ignore(&options.ignore)?;
+    let plan = WalkPlan {
+        filesystem_id: filesystem_id.clone(),
+        roots: walked,
+        deny: indexer.deny_rules().clone(),
+        max_content_bytes: indexer.max_content_bytes(),
+        cache: CacheSlot::default(),
+        skip_dirs,
+        ignore,
+        threads: options.threads,
+        scan_start,
+        budget: Arc::new(Budget::new(options.budget_bytes)),
+        thread_cpu: std::sync::Mutex::new(Vec::new()),
+        met_order: std::sync::Mutex::new(Vec::new()),
+        listings: store
+            .dir()
+            .map(|dir| super::listings::Listings::load(dir, scan_start)),
+    };
     let planner_cpu_start = thread_cpu_seconds();
 
     let mut summary = ScanSummary::default();
@@ -311,24 +255,12 @@ pub fn scan_from(
     let mut batch = Batch::new(&filesystem_id);
     let (sender, receiver) = sync_channel::<Vec<Found>>(4);
     let budget = Arc::clone(&plan.budget);
-    let scanned = std::thread::scope(|scope| -> Result<_> {
+    let scanned = std::thread::scope(|scope| -> Result<(Written, Vec<String>, bool)> {
         let plan = &plan;
         scope.spawn(move || walk(plan, sender));
         // Walkers wait for the cache: however this closure ends (an error, a panic), they are
         // told there is none rather than left waiting, so the scope can join them.
         let _unblock = Unblock(&plan.cache);
-        // The store, opened while the walk starts if it was not open.
-        let indexer = source.indexer()?;
-        let store = indexer.store();
-        // The state of the store's file while this scan's handle only reads it: the stat file
-        // kept for it stands for the stat cache and the listing of stored paths.
-        let state = store.read_only_state();
-        let key = state.as_deref().map(|state| super::statfile::Key {
-            state,
-            filesystem_id: &filesystem_id,
-            roots: &roots,
-            deny: indexer.deny_rules().globs(),
-        });
         // The stat cache, loaded while the walk starts (its walkers stat files meanwhile): from
         // the stat file when it holds this state of the store, else from the table.
         let kept = match (&key, store.dir()) {
@@ -413,20 +345,12 @@ pub fn scan_from(
         match (planned, written, stored) {
             // A writer error is the cause of a planner that could not hand over its batch.
             (_, Err(err), _) | (Err(err), _, _) | (_, _, Err(err)) => Err(err),
-            (Ok(()), Ok(written), Ok(stored)) => Ok((written, stored, from_file, state)),
+            (Ok(()), Ok(written), Ok(stored)) => Ok((written, stored, from_file)),
         }
     });
-    let (written, stored, from_file, state) = scanned?;
-    let indexer = source.indexer()?;
-    let store = indexer.store();
-    let key = state.as_deref().map(|state| super::statfile::Key {
-        state,
-        filesystem_id: &filesystem_id,
-        roots: &roots,
-        deny: indexer.deny_rules().globs(),
-    });
+    let (written, stored, from_file) = scanned?;
     summary.tx_ids.extend(written.tx_ids);
-    if let (Some(listings), Some(dir)) = (plan.listings.get(), store.dir()) {
+    if let (Some(listings), Some(dir)) = (&plan.listings, store.dir()) {
         listings.save(dir, &plan.roots);
     }
 
@@ -492,7 +416,7 @@ pub fn scan_from(
     if store.has_lazy_commits() {
         store.sync()?;
     }
-    if store.lazy_commits_lost() != source.lost_before.get() {
+    if store.lazy_commits_lost() != lost_before {
         return Err(Error::storage(
             "indexing",
             "the store was reopened after a failed write, which lost batches this index had \
@@ -532,92 +456,13 @@ pub fn scan_from(
     Ok(summary)
 }
 
-/// What a scan sets up before its walk: the filesystem, the canonical roots and the walk's plan.
-struct Setup {
-    filesystem_id: String,
-    roots: Vec<PathBuf>,
-    plan: WalkPlan,
-}
-
-/// Sets up a scan's walk: rules from the indexer if the store is open, else from `settings`.
-///
-/// # Errors
-/// As [`scan`] before its walk: a root that does not exist (and has no stored files), is not
-/// UTF-8 or lies in the store directory; deny or ignore globs that do not parse.
-fn prepare(
-    source: &Source<'_>,
-    settings: Option<&Settings>,
-    store_dir: Option<PathBuf>,
-    roots: &[PathBuf],
-    options: &ScanOptions,
-    scan_start: Timestamp,
-) -> Result<Setup> {
-    let (deny, max_content_bytes) = match (source.get(), settings) {
-        (None, Some(settings)) => (settings.deny_rules()?, settings.max_content_bytes),
-        _ => {
-            let indexer = source.indexer()?;
-            (indexer.deny_rules().clone(), indexer.max_content_bytes())
-        }
-    };
-    let filesystem_id = machine_filesystem_id();
-    let (roots, walked) = canonical_roots(source, &filesystem_id, roots)?;
-    // Directories never entered, as the walk meets them (canonical paths).
-    let skip_dirs: Vec<PathBuf> = options
-        .skip_dirs
-        .iter()
-        .chain(store_dir.as_ref())
-        .map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()))
-        .collect();
-    for root in &roots {
-        if let Some(dir) = skip_dirs.iter().find(|dir| root.starts_with(dir)) {
-            return Err(Error::invalid_path(
-                root.display().to_string(),
-                format!(
-                    "it is inside {}, which scans never enter (the store directory); index the \
-                     tree around it instead",
-                    dir.display()
-                ),
-            ));
-        }
-    }
-    let ignore = extra_ignore(&options.ignore)?;
-    let plan = WalkPlan {
-        filesystem_id: filesystem_id.clone(),
-        roots: walked,
-        deny,
-        max_content_bytes,
-        cache: CacheSlot::default(),
-        skip_dirs,
-        ignore,
-        threads: options.threads,
-        scan_start,
-        budget: Arc::new(Budget::new(options.budget_bytes)),
-        thread_cpu: std::sync::Mutex::new(Vec::new()),
-        met_order: std::sync::Mutex::new(Vec::new()),
-        listings_dir: store_dir,
-        listings: std::sync::OnceLock::new(),
-    };
-    if std::env::var_os("S14_EAGER_LIST").is_some() {
-        if let Some(dir) = plan.listings_dir.as_deref() {
-            plan.listings.get_or_init(|| super::listings::Listings::load(dir, scan_start));
-        }
-    }
-    Ok(Setup {
-        filesystem_id,
-        roots,
-        plan,
-    })
-}
-
 /// Makes the store's lazy commits durable when dropped (best effort).
-struct SyncLazyCommits<'a, 'b>(&'a Source<'b>);
+struct SyncLazyCommits<'a>(&'a crate::store::Store);
 
-impl Drop for SyncLazyCommits<'_, '_> {
+impl Drop for SyncLazyCommits<'_> {
     fn drop(&mut self) {
-        if let Some(indexer) = self.0.get()
-            && indexer.store().has_lazy_commits()
-        {
-            let _ = indexer.store().sync();
+        if self.0.has_lazy_commits() {
+            let _ = self.0.sync();
         }
     }
 }
@@ -996,7 +841,7 @@ fn commit(indexer: &Indexer, batch: &mut Batch, summary: &mut ScanSummary) -> Re
 /// neither on disk nor in the store is refused. Returns every root to check for deletions, and
 /// those to walk.
 fn canonical_roots(
-    source: &Source<'_>,
+    store: &crate::store::Store,
     filesystem_id: &str,
     roots: &[PathBuf],
 ) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
@@ -1025,9 +870,7 @@ fn canonical_roots(
                         format!("cannot index it: {err}"),
                     )
                 })?;
-                if source
-                    .indexer()?
-                    .store()
+                if store
                     .paths_under(filesystem_id, utf8_path(&canonical)?)?
                     .is_empty()
                 {

@@ -197,10 +197,8 @@ pub struct WalkPlan {
     /// The cache entries the walkers met, each walker's in the order it met them (the order
     /// a stat file keeps them in), added when each walker ends.
     pub met_order: std::sync::Mutex<Vec<u32>>,
-    /// Where the directory listings earlier scans kept are (none: every directory is listed).
-    pub listings_dir: Option<PathBuf>,
-    /// Those listings, loaded by the walk as it starts (off the scan's serial start).
-    pub listings: std::sync::OnceLock<super::listings::Listings>,
+    /// The directory listings earlier scans kept (none: every directory is listed).
+    pub listings: Option<super::listings::Listings>,
 }
 
 /// Walks the plan's roots, sending what it finds to `sink` in batches; returns when every worker is done
@@ -210,10 +208,7 @@ pub fn walk(plan: &WalkPlan, sink: SyncSender<Vec<Found>>) {
         skip_dirs: &plan.skip_dirs,
         ignore: plan.ignore.as_deref(),
         threads: plan.threads,
-        listings: plan.listings_dir.as_deref().map(|dir| {
-            plan.listings
-                .get_or_init(|| super::listings::Listings::load(dir, plan.scan_start))
-        }),
+        listings: plan.listings.as_ref(),
     };
     let sink = std::sync::Mutex::new(sink);
     let visitor = || {
@@ -611,8 +606,7 @@ mod tests {
             budget: Arc::new(Budget::new(1 << 20)),
             thread_cpu: std::sync::Mutex::new(Vec::new()),
             met_order: std::sync::Mutex::new(Vec::new()),
-            listings_dir: None,
-            listings: std::sync::OnceLock::new(),
+            listings: None,
         })
     }
 
