@@ -2078,6 +2078,22 @@ mod tests {
             let record = compress_blob(&shrinks).ok_or_else(|| Error::invariant("no record"))?;
             assert_eq!(record[..2], [RECORD_FORMAT, METHOD_ZSTD]);
             assert_eq!(decode_blob(&record, "b")?, shrinks);
+
+            // The probe is what decides: incompressible first 4 KiB keep the blob raw even
+            // though the rest would shrink it by far more than an eighth; the same bytes without
+            // the signature are compressed whole, and so are they at SIGNED_PROBE_AT bytes.
+            let mut head = signature.to_vec();
+            head.extend_from_slice(&random[..SIGNED_PROBE]);
+            head.extend_from_slice(text.as_bytes());
+            assert_eq!(compress_blob(&head), None, "{signature:?}");
+            let mut unsigned = head.clone();
+            unsigned[0] = b'x';
+            assert!(!compressed_format(&unsigned));
+            assert!(compress_blob(&unsigned).is_some(), "{signature:?}");
+            assert!(
+                compress_blob(&head[..SIGNED_PROBE_AT]).is_some(),
+                "{signature:?}"
+            );
         }
         // Under SIGNED_PROBE_AT no probe: a short file in such a format is compressed whole, as
         // any other (here it shrinks, and is kept compressed).
