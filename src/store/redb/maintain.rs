@@ -230,8 +230,8 @@ impl RedbStore {
 
     /// Whether a scrub after `erasure` (a gc that freed nothing) would take no page the last
     /// scrub could not: that scrub left the note only for the transactions that lived then,
-    /// none that may hold an erasure's freed pages has ended since, and no erasure but this one
-    /// began since. Then the note stays and the scrub is skipped (it redid the whole fill for
+    /// none that may hold an erasure's freed pages has ended since, no erasure but this one
+    /// began since, and a transaction still runs (else a scrub removes the note). Then the note stays and the scrub is skipped (it redid the whole fill for
     /// nothing at every gc while a daemon's client kept a reader open); `erasure` is counted
     /// as covered by that scrub.
     pub(crate) fn scrub_gains_nothing(&self, erasure: Erasure) -> bool {
@@ -243,7 +243,11 @@ impl RedbStore {
             .live
             .old_ended
             .load(std::sync::atomic::Ordering::SeqCst);
-        if ledger.committing != 0
+        // No transaction runs: a scrub now removes the note (the last one may have kept it
+        // only for readers that began after the erasure, whose ends are not counted).
+        let quiet = self.live.running.load(std::sync::atomic::Ordering::SeqCst) == 0;
+        if quiet
+            || ledger.committing != 0
             || erasure.number != ledger.begun
             || held.begun + 1 != erasure.number
             || ended != held.old_ended
@@ -1498,6 +1502,30 @@ mod tests {
             "the secret left in free pages"
         );
         assert!(!store.scrub_owed());
+        Ok(())
+    }
+
+    /// A scrub that kept the note only for a reader that began after the evict (a daemon's
+    /// client reading at that moment, holding none of its pages) leaves nothing for a later gc
+    /// to wait for: once that reader ended, a gc on the quiet store scrubs and removes the
+    /// note. Failed before (fix14's skip): no old transaction ever ended, so every gc skipped
+    /// the scrub and the note stayed for the handle's life.
+    #[test]
+    fn a_gc_on_a_quiet_store_removes_a_note_kept_for_a_later_reader() -> Result<()> {
+        let (dir, store) = new_store()?;
+        let (secret, bytes) = put_secret(&store, "/secret", 256, 0x9e37_79b9_7f4a_7c15)?;
+        Backend::evict(&store, secret.id(), Origin::Cli)?;
+        let reader = store.read()?;
+        store.finish_erasure()?;
+        assert!(store.scrub_owed(), "the reader kept the note");
+        drop(reader);
+        Backend::gc(&store)?;
+        assert!(!store.scrub_owed(), "a gc on a quiet store left the note");
+        assert_eq!(
+            fragments(dir.path(), &bytes)?,
+            0,
+            "the secret left in free pages"
+        );
         Ok(())
     }
 
