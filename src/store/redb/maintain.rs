@@ -1529,6 +1529,36 @@ mod tests {
         Ok(())
     }
 
+    /// A store dropped while a panic unwinds (a panic outside the storage guard, with the
+    /// store on the stack) after its file grew (an evict's scrub) leaves a file that opens and
+    /// verifies: redb's drop impls skip their staging while a thread panics, so the close's
+    /// repack and compaction then damaged the file. Failed before: the drop's compaction
+    /// panicked inside redb (bitmap.rs "must be less than"), and the next open failed.
+    #[test]
+    fn a_store_dropped_while_a_panic_unwinds_opens_again_sound() -> Result<()> {
+        let (dir, store) = new_store()?;
+        let (secret, _) = put_secret(&store, "/secret", 256, 0x2545_f491_4f6c_dd1d)?;
+        let reader = store.read()?;
+        Backend::evict(&store, secret.id(), Origin::Cli)?;
+        store.finish_erasure()?;
+        drop(reader);
+        Backend::gc(&store)?;
+        let panics = super::super::guard::panics_caught();
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _store = store;
+            std::panic::resume_unwind(Box::new("a panic outside the storage guard"));
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(
+            super::super::guard::panics_caught(),
+            panics,
+            "the drop panicked inside redb"
+        );
+        let again = RedbStore::open(dir.path())?;
+        assert_eq!(RedbStore::fsck(&again), vec![]);
+        Ok(())
+    }
+
     /// An erasure a panic inside redb unwinds through (caught by the guard) is settled: the
     /// ledger does not count it as committing for the handle's life, which kept every later
     /// scrub from removing the note.
