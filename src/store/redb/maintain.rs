@@ -230,8 +230,8 @@ impl RedbStore {
 
     /// Whether a scrub after `erasure` (a gc that freed nothing) would take no page the last
     /// scrub could not: that scrub left the note only for the transactions that lived then,
-    /// none that may hold an erasure's freed pages has ended since, and no erasure but this one
-    /// began since. Then the note stays and the scrub is skipped (it redid the whole fill for
+    /// none that may hold an erasure's freed pages has ended since, no erasure but this one
+    /// began since, and a transaction still runs (else a scrub removes the note). Then the note stays and the scrub is skipped (it redid the whole fill for
     /// nothing at every gc while a daemon's client kept a reader open); `erasure` is counted
     /// as covered by that scrub.
     pub(crate) fn scrub_gains_nothing(&self, erasure: Erasure) -> bool {
@@ -243,7 +243,11 @@ impl RedbStore {
             .live
             .old_ended
             .load(std::sync::atomic::Ordering::SeqCst);
-        if ledger.committing != 0
+        // No transaction runs: a scrub now removes the note (the last one may have kept it
+        // only for readers that began after the erasure, whose ends are not counted).
+        let quiet = self.live.running.load(std::sync::atomic::Ordering::SeqCst) == 0;
+        if quiet
+            || ledger.committing != 0
             || erasure.number != ledger.begun
             || held.begun + 1 != erasure.number
             || ended != held.old_ended
@@ -1442,25 +1446,35 @@ mod tests {
     /// note stays, and the next gc zeroes them.
     #[test]
     fn a_scrub_beside_a_live_reader_leaves_the_note() -> Result<()> {
+        gc_after_a_reader_at_the_scrub(true, 0x5851_f42d_4c95_7f2d)
+    }
+
+    /// Evicts a secret with a reader running at its scrub (begun before the evict when
+    /// `reader_first`, else after it), which keeps the note; ends the reader, then runs a gc,
+    /// which must take the secret's pages and remove the note.
+    fn gc_after_a_reader_at_the_scrub(reader_first: bool, seed: u64) -> Result<()> {
         let (dir, store) = new_store()?;
-        let (secret, bytes) = put_secret(&store, "/secret", 256, 0x5851_f42d_4c95_7f2d)?;
-        let reader = store.read()?;
+        let (secret, bytes) = put_secret(&store, "/secret", 256, seed)?;
+        let early = if reader_first {
+            Some(store.read()?)
+        } else {
+            None
+        };
         Backend::evict(&store, secret.id(), Origin::Cli)?;
+        let reader = match early {
+            Some(reader) => reader,
+            None => store.read()?,
+        };
         store.finish_erasure()?;
+        assert!(store.scrub_owed(), "the reader kept the note");
         drop(reader);
-        if fragments(dir.path(), &bytes)? > 0 {
-            assert!(
-                store.scrub_owed(),
-                "the secret is still in the file and no scrub is owed"
-            );
-        }
         Backend::gc(&store)?;
         assert_eq!(
             fragments(dir.path(), &bytes)?,
             0,
             "the secret left in free pages"
         );
-        assert!(!store.scrub_owed());
+        assert!(!store.scrub_owed(), "the gc left the note");
         Ok(())
     }
 
@@ -1498,6 +1512,46 @@ mod tests {
             "the secret left in free pages"
         );
         assert!(!store.scrub_owed());
+        Ok(())
+    }
+
+    /// A scrub that kept the note only for a reader that began after the evict (a daemon's
+    /// client reading at that moment, holding none of its pages) leaves nothing for a later gc
+    /// to wait for: once that reader ended, a gc on the quiet store scrubs and removes the
+    /// note. Failed before (fix14's skip): no old transaction ever ended, so every gc skipped
+    /// the scrub and the note stayed for the handle's life.
+    #[test]
+    fn a_gc_on_a_quiet_store_removes_a_note_kept_for_a_later_reader() -> Result<()> {
+        gc_after_a_reader_at_the_scrub(false, 0x9e37_79b9_7f4a_7c15)
+    }
+
+    /// A store dropped while a panic unwinds (a panic outside the storage guard, with the
+    /// store on the stack) after its file grew (an evict's scrub) leaves a file that opens and
+    /// verifies: redb's drop impls skip their staging while a thread panics, so the close's
+    /// repack and compaction then damaged the file. Failed before: the drop's compaction
+    /// panicked inside redb (bitmap.rs "must be less than"), and the next open failed.
+    #[test]
+    fn a_store_dropped_while_a_panic_unwinds_opens_again_sound() -> Result<()> {
+        let (dir, store) = new_store()?;
+        let (secret, _) = put_secret(&store, "/secret", 256, 0x2545_f491_4f6c_dd1d)?;
+        let reader = store.read()?;
+        Backend::evict(&store, secret.id(), Origin::Cli)?;
+        store.finish_erasure()?;
+        drop(reader);
+        Backend::gc(&store)?;
+        let panics = super::super::guard::panics_caught();
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _store = store;
+            std::panic::resume_unwind(Box::new("a panic outside the storage guard"));
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(
+            super::super::guard::panics_caught(),
+            panics,
+            "the drop panicked inside redb"
+        );
+        let again = RedbStore::open(dir.path())?;
+        assert_eq!(RedbStore::fsck(&again), vec![]);
         Ok(())
     }
 

@@ -429,11 +429,16 @@ impl Drop for RedbStore {
             || self
                 .reopen_pending
                 .load(std::sync::atomic::Ordering::SeqCst);
+        // While a panic unwinds, redb's drop impls skip their staging (a table dropped then
+        // stages nothing): a repack or compaction then would commit a wrong allocator state,
+        // and damage the file. The close alone leaves it for the next open's repair.
+        let unwinding = std::thread::panicking();
         // The file to compact once this handle is closed, and its bytes on disk.
         let mut compact = None;
         if let Some(dir) = &self.dir
             && !read_only
             && !damaged
+            && !unwinding
         {
             let path = dir.join(DB_FILE);
             let (len, allocated) = file_size(&path);
