@@ -1394,12 +1394,13 @@ mod tests {
             let write = scope.spawn(move || {
                 store.guarded_writing("writing a transaction", || -> Result<()> {
                     let _ = started_tx.send(());
-                    // Until the read waits for this write (bounded, should it never).
-                    for _ in 0..10_000 {
-                        if store.latch_waits.load(Ordering::SeqCst) > 0 {
-                            break;
-                        }
-                        std::thread::yield_now();
+                    // Until the read waits for this write (bounded in time, should it never: a
+                    // bound in yields ran out on a loaded machine before the read got there).
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                    while store.latch_waits.load(Ordering::SeqCst) == 0
+                        && std::time::Instant::now() < deadline
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
                     }
                     Err(store_full())
                 })
