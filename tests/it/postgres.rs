@@ -988,3 +988,44 @@ fn evict_over_a_damaged_document_erases_it() -> TestResult {
     backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
     Ok(())
 }
+
+/// `ls` (and `show`, the agent history) take a raw content's size from the record length its
+/// row states (`strata_contents.len`): a row whose length is not its record's is damage that
+/// fsck finds and a read refuses, never a sound store whose sizes are wrong.
+#[test]
+fn a_contents_stated_length_that_is_not_its_records_is_damage() -> TestResult {
+    let Some(backend) = postgres()? else {
+        return Ok(());
+    };
+    let location = backend.fresh(&format!("cl_{}", std::process::id()))?;
+    let store = Store::postgres(location.clone(), None, PgOpen::Create)?;
+    let (bin, bytes, put) = incompressible_file()?;
+    store.transact(vec![put], Origin::Cli)?;
+    let hash = bin.file_hash().ok_or("no file_hash")?;
+    let info = store
+        .version_info(bin.id(), None, None)?
+        .ok_or("no version")?;
+    let sizes = store.version_sizes(bin.id(), std::slice::from_ref(&info))?;
+    assert_eq!(sizes, [Some(bytes.len() as u64)]);
+    let mut sql = location.connect()?;
+    sql.execute(
+        "UPDATE strata_contents SET len = len + 1000 WHERE hash = $1",
+        &[&hash.0.as_slice()],
+    )?;
+    let sizes = store.version_sizes(bin.id(), std::slice::from_ref(&info))?;
+    assert_eq!(
+        sizes,
+        [Some(bytes.len() as u64 + 1000)],
+        "the size its row states"
+    );
+    let findings = store.fsck()?;
+    assert!(
+        findings.iter().any(|f| f.subject == hash.to_hex()),
+        "{findings:?}"
+    );
+    let read = store.content(hash);
+    assert!(matches!(read, Err(Error::Corrupt { .. })), "{read:?}");
+    drop(store);
+    backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
+    Ok(())
+}
