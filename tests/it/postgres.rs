@@ -1029,3 +1029,55 @@ fn a_contents_stated_length_that_is_not_its_records_is_damage() -> TestResult {
     backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
     Ok(())
 }
+
+/// `listings` on PostgreSQL (one snapshot for a chunk of files): a file whose version row does
+/// not decode is that file's damage, as its own read says, and the files before and after it
+/// are listed as their own reads list them.
+#[test]
+fn a_damaged_row_in_a_listing_is_that_files_alone() -> TestResult {
+    let Some(backend) = postgres()? else {
+        return Ok(());
+    };
+    let location = backend.fresh(&format!("ld_{}", std::process::id()))?;
+    let store = Store::postgres(location.clone(), None, PgOpen::Create)?;
+    let files: Vec<Object> = (0..3)
+        .map(|n| {
+            Object::file_text(
+                strata::object::FilesystemSource {
+                    filesystem_id: "fs1".into(),
+                    path: format!("/f{n}.txt"),
+                },
+                format!("file {n}\n"),
+            )
+        })
+        .collect::<Result<_, _>>()?;
+    store.transact(files.iter().cloned().map(Op::put).collect(), Origin::Cli)?;
+    let ids: Vec<&str> = files.iter().map(Object::id).collect();
+    let healthy = store.listings(&ids, None, None, false)?;
+    let mut sql = location.connect()?;
+    sql.execute(
+        "UPDATE strata_versions SET rec = '\\xffffff'::bytea WHERE eid = (SELECT eid FROM \
+         strata_entities WHERE id = $1)",
+        &[&ids[1].as_bytes()],
+    )?;
+    let listed = store.listings(&ids, None, None, false)?;
+    assert_eq!(listed.len(), 3);
+    let mut listed = listed.into_iter();
+    let mut healthy = healthy.into_iter();
+    for n in 0..3 {
+        let (got, was) = (
+            listed.next().ok_or("short")?,
+            healthy.next().ok_or("short")?,
+        );
+        if n == 1 {
+            assert!(matches!(got, Err(Error::Corrupt { .. })), "{got:?}");
+            let own = store.version_info(ids[1], None, None);
+            assert!(matches!(own, Err(Error::Corrupt { .. })), "{own:?}");
+        } else {
+            assert_eq!(got?, was?);
+        }
+    }
+    drop(store);
+    backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
+    Ok(())
+}
