@@ -2108,6 +2108,12 @@ fn version_sizes_are_the_lengths_of_the_contents_read_whole(
             "/probed.bin",
             [vec![0u8], incompressible(300 * 1024, 8)].concat(),
         ),
+        // Past the signed-probe length with a gzip signature: probed on its first bytes and
+        // stored raw without compressing the rest.
+        (
+            "/signed.gz",
+            [vec![0x1f, 0x8b, 0x08], incompressible(20_000, 9)].concat(),
+        ),
     ];
     for (path, bytes) in &binaries {
         let mut put = Put::new(Object::file_bytes(source(path), bytes.clone())?);
@@ -2177,6 +2183,7 @@ fn version_sizes_are_the_lengths_of_the_contents_read_whole(
     assert_eq!(expect(&id_of("/big.iso")?), [Some(123_456_789)]);
     assert_eq!(expect(&id_of("/gone.txt")?), [Some(12), None]);
     assert_eq!(expect(&id_of("/probed.bin")?), [Some(300 * 1024 + 1)]);
+    assert_eq!(expect(&id_of("/signed.gz")?), [Some(20_003)]);
     assert_eq!(expect("chat:sizes").len(), turns.len());
 
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
