@@ -1519,8 +1519,21 @@ pub fn decode_blob(record: &[u8], what: &str) -> Result<Vec<u8>> {
     match record {
         [RECORD_FORMAT, METHOD_RAW, payload @ ..] => Ok(payload.to_vec()),
         [RECORD_FORMAT, METHOD_ZSTD, payload @ ..] => zstd_decompress(payload, what),
-        [RECORD_FORMAT, METHOD_LZ4, payload @ ..] => lz4_flex::decompress_size_prepended(payload)
-            .map_err(|e| Error::corrupt(format!("{what} does not decompress: {e}"))),
+        [RECORD_FORMAT, METHOD_LZ4, a, b, c, d, ..] => {
+            let bytes = lz4_flex::decompress_size_prepended(&record[2..])
+                .map_err(|e| Error::corrupt(format!("{what} does not decompress: {e}")))?;
+            // lz4_flex takes the prepended size as a bound only: bytes shorter than the header
+            // says (which `ls` gives as the size) are damage.
+            let stated = u32::from_le_bytes([*a, *b, *c, *d]);
+            if bytes.len() as u64 != u64::from(stated) {
+                return Err(Error::corrupt(format!(
+                    "{what} decompresses to {} bytes, its header says {stated}",
+                    bytes.len()
+                )));
+            }
+            Ok(bytes)
+        }
+        [RECORD_FORMAT, METHOD_LZ4, ..] => Err(Error::corrupt(format!("{what} is truncated"))),
         [format, method, ..] => Err(Error::corrupt(format!(
             "{what} has record format {format} and method {method}, which this strata does not read"
         ))),
@@ -2153,6 +2166,29 @@ mod tests {
             Err(Error::Corrupt { .. })
         ));
         assert!(matches!(blob_len(&[], 0, "b"), Err(Error::Corrupt { .. })));
+        Ok(())
+    }
+
+    /// An LZ4 record whose prepended size overstates its bytes (a damaged header) is damage
+    /// when read, not bytes of another length: `ls` gives the size that header states
+    /// ([`blob_len`]), so a read (and fsck) must refuse a header the bytes do not match.
+    #[test]
+    fn an_lz4_record_whose_size_is_not_its_bytes_does_not_decode() -> Result<()> {
+        let bytes = b"the same words again, ".repeat(50);
+        let mut record = vec![RECORD_FORMAT, METHOD_LZ4];
+        record.extend(lz4_flex::compress_prepend_size(&bytes));
+        assert_eq!(decode_blob(&record, "b")?, bytes);
+        record[2..6].copy_from_slice(&(bytes.len() as u32 + 1000).to_le_bytes());
+        assert_eq!(
+            blob_len(
+                &record[..record.len().min(SUFFIX_HEADER)],
+                record.len() as u64,
+                "b"
+            )?,
+            Some(bytes.len() as u64 + 1000)
+        );
+        let read = decode_blob(&record, "b").map(|b| b.len());
+        assert!(matches!(read, Err(Error::Corrupt { .. })), "{read:?}");
         Ok(())
     }
 

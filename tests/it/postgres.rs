@@ -988,3 +988,96 @@ fn evict_over_a_damaged_document_erases_it() -> TestResult {
     backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
     Ok(())
 }
+
+/// `ls` (and `show`, the agent history) take a raw content's size from the record length its
+/// row states (`strata_contents.len`): a row whose length is not its record's is damage that
+/// fsck finds and a read refuses, never a sound store whose sizes are wrong.
+#[test]
+fn a_contents_stated_length_that_is_not_its_records_is_damage() -> TestResult {
+    let Some(backend) = postgres()? else {
+        return Ok(());
+    };
+    let location = backend.fresh(&format!("cl_{}", std::process::id()))?;
+    let store = Store::postgres(location.clone(), None, PgOpen::Create)?;
+    let (bin, bytes, put) = incompressible_file()?;
+    store.transact(vec![put], Origin::Cli)?;
+    let hash = bin.file_hash().ok_or("no file_hash")?;
+    let info = store
+        .version_info(bin.id(), None, None)?
+        .ok_or("no version")?;
+    let sizes = store.version_sizes(bin.id(), std::slice::from_ref(&info))?;
+    assert_eq!(sizes, [Some(bytes.len() as u64)]);
+    let mut sql = location.connect()?;
+    sql.execute(
+        "UPDATE strata_contents SET len = len + 1000 WHERE hash = $1",
+        &[&hash.0.as_slice()],
+    )?;
+    let sizes = store.version_sizes(bin.id(), std::slice::from_ref(&info))?;
+    assert_eq!(
+        sizes,
+        [Some(bytes.len() as u64 + 1000)],
+        "the size its row states"
+    );
+    let findings = store.fsck()?;
+    assert!(
+        findings.iter().any(|f| f.subject == hash.to_hex()),
+        "{findings:?}"
+    );
+    let read = store.content(hash);
+    assert!(matches!(read, Err(Error::Corrupt { .. })), "{read:?}");
+    drop(store);
+    backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
+    Ok(())
+}
+
+/// `listings` on PostgreSQL (one snapshot for a chunk of files): a file whose version row does
+/// not decode is that file's damage, as its own read says, and the files before and after it
+/// are listed as their own reads list them.
+#[test]
+fn a_damaged_row_in_a_listing_is_that_files_alone() -> TestResult {
+    let Some(backend) = postgres()? else {
+        return Ok(());
+    };
+    let location = backend.fresh(&format!("ld_{}", std::process::id()))?;
+    let store = Store::postgres(location.clone(), None, PgOpen::Create)?;
+    let files: Vec<Object> = (0..3)
+        .map(|n| {
+            Object::file_text(
+                strata::object::FilesystemSource {
+                    filesystem_id: "fs1".into(),
+                    path: format!("/f{n}.txt"),
+                },
+                format!("file {n}\n"),
+            )
+        })
+        .collect::<Result<_, _>>()?;
+    store.transact(files.iter().cloned().map(Op::put).collect(), Origin::Cli)?;
+    let ids: Vec<&str> = files.iter().map(Object::id).collect();
+    let healthy = store.listings(&ids, None, None, false)?;
+    let mut sql = location.connect()?;
+    sql.execute(
+        "UPDATE strata_versions SET rec = '\\xffffff'::bytea WHERE eid = (SELECT eid FROM \
+         strata_entities WHERE id = $1)",
+        &[&ids[1].as_bytes()],
+    )?;
+    let listed = store.listings(&ids, None, None, false)?;
+    assert_eq!(listed.len(), 3);
+    let mut listed = listed.into_iter();
+    let mut healthy = healthy.into_iter();
+    for n in 0..3 {
+        let (got, was) = (
+            listed.next().ok_or("short")?,
+            healthy.next().ok_or("short")?,
+        );
+        if n == 1 {
+            assert!(matches!(got, Err(Error::Corrupt { .. })), "{got:?}");
+            let own = store.version_info(ids[1], None, None);
+            assert!(matches!(own, Err(Error::Corrupt { .. })), "{own:?}");
+        } else {
+            assert_eq!(got?, was?);
+        }
+    }
+    drop(store);
+    backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;
+    Ok(())
+}

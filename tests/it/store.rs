@@ -2108,6 +2108,12 @@ fn version_sizes_are_the_lengths_of_the_contents_read_whole(
             "/probed.bin",
             [vec![0u8], incompressible(300 * 1024, 8)].concat(),
         ),
+        // Past the signed-probe length with a gzip signature: probed on its first bytes and
+        // stored raw without compressing the rest.
+        (
+            "/signed.gz",
+            [vec![0x1f, 0x8b, 0x08], incompressible(20_000, 9)].concat(),
+        ),
     ];
     for (path, bytes) in &binaries {
         let mut put = Put::new(Object::file_bytes(source(path), bytes.clone())?);
@@ -2177,27 +2183,42 @@ fn version_sizes_are_the_lengths_of_the_contents_read_whole(
     assert_eq!(expect(&id_of("/big.iso")?), [Some(123_456_789)]);
     assert_eq!(expect(&id_of("/gone.txt")?), [Some(12), None]);
     assert_eq!(expect(&id_of("/probed.bin")?), [Some(300 * 1024 + 1)]);
+    assert_eq!(expect(&id_of("/signed.gz")?), [Some(20_003)]);
     assert_eq!(expect("chat:sizes").len(), turns.len());
 
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-    for deleted in [false, true] {
-        let listed = store.listings(&refs, None, None, deleted)?;
-        for (id, listing) in ids.iter().zip(listed) {
-            let one_by_one = match store.version_info(id, None, None)? {
-                Some(info) if deleted || !info.is_tombstone() => Some(strata::Listing {
-                    versions: store.history(id, HistoryQuery::default())?.len() as u64,
-                    size: store
-                        .version_sizes(id, std::slice::from_ref(&info))?
-                        .pop()
-                        .flatten(),
-                    info,
-                }),
-                _ => None,
-            };
-            assert_eq!(
-                listing?, one_by_one,
-                "{id}, deleted files listed: {deleted}"
-            );
+    // Now, and as of past transactions and valid times (`ls --as-of`, `--valid-at`): before
+    // and after the deletion, and in the chat's growth.
+    let mut points = vec![(None, None)];
+    for id in [id_of("/gone.txt")?, "chat:sizes".to_string()] {
+        for info in store.history(&id, HistoryQuery::default())? {
+            points.push((None, Some(info.tx_id)));
+            points.push((Some(info.valid_from), None));
+            points.push((Some(info.valid_from), Some(info.tx_id)));
+        }
+    }
+    for (valid, tx) in points {
+        for deleted in [false, true] {
+            let listed = store.listings(&refs, valid, tx, deleted)?;
+            for (id, listing) in ids.iter().zip(listed) {
+                let one_by_one = match store.version_info(id, valid, tx)? {
+                    Some(info) if deleted || !info.is_tombstone() => Some(strata::Listing {
+                        versions: store
+                            .history(id, strata::Listing::history_query(valid, tx))?
+                            .len() as u64,
+                        size: store
+                            .version_sizes(id, std::slice::from_ref(&info))?
+                            .pop()
+                            .flatten(),
+                        info,
+                    }),
+                    _ => None,
+                };
+                assert_eq!(
+                    listing?, one_by_one,
+                    "{id} at {valid:?} as of {tx:?}, deleted files listed: {deleted}"
+                );
+            }
         }
     }
     Ok(())

@@ -217,6 +217,15 @@ pub(super) fn content_raw(t: &mut impl GenericClient, hash: &[u8; 32]) -> Result
     for row in rows {
         record.extend_from_slice(row.get::<_, &[u8]>(0));
     }
+    // The stated length is what a raw record's size is read from (`content_len`): one that is
+    // not the record's is damage.
+    if i64::try_from(record.len()).ok() != Some(len) {
+        return Err(Error::corrupt(format!(
+            "content {} is {} bytes long where its row says {len}; run `strata fsck`",
+            hex::encode(hash),
+            record.len()
+        )));
+    }
     Ok(Some(codec::decode_blob(
         &record,
         &format!("content {}", hex::encode(hash)),
