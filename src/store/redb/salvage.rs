@@ -819,14 +819,24 @@ impl Source {
             // A format-8 first write names its filesystem in its log header: without a
             // readable header it names no file here (its header would also be what verifies
             // it).
-            let listed = match self.headers.get(tx) {
-                Some(Ok(header)) => header.filesystems.as_slice(),
-                _ => &[],
+            let header = match self.headers.get(tx) {
+                Some(Ok(header)) => Some(header),
+                _ => None,
             };
+            let listed = header.map_or(&[][..], |h| h.filesystems.as_slice());
             for bytes in found {
                 let Ok(op) = codec::decode_op(bytes, 0, listed, "a scanned op") else {
                     continue;
                 };
+                // Under a readable record, a body that does not hash to its digest is damage:
+                // what it names (a path the damage changed) is no file of the store.
+                if let Some(header) = header {
+                    let digest = codec::decode_op(bytes, header.tx_time, listed, "a scanned op")
+                        .and_then(|op| log::op_digest(&op));
+                    if !digest.is_ok_and(|d| header.digests.get(*n as usize) == Some(&d)) {
+                        continue;
+                    }
+                }
                 if let OpRec::Write(write) = &op
                     && let Some(first) = &write.first
                     && let Some((fs, path)) = &first.source
