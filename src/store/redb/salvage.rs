@@ -263,6 +263,10 @@ struct Source {
     /// The entity each op wrote, as the store's version and match rows say: names the entity
     /// of an op whose body is lost.
     op_entities: HashMap<(u64, u32), String>,
+    /// The entities an op may have written, as scanned version rows say through an entity
+    /// number the scan found several ids for (stale rows of an older numbering beside the live
+    /// ones): what names an op whose body is lost when `op_entities` cannot.
+    op_candidates: HashMap<(u64, u32), BTreeSet<String>>,
     /// Tables that could not be read through, with why.
     unreadable: Vec<(&'static str, String)>,
     /// Filesystem number → its id, as `filesystem_ids` lists them (format 5).
@@ -787,25 +791,52 @@ impl Source {
         for id in ids.values() {
             name(id.clone(), None);
         }
+        // Every id found for a number, for the ops whose rows name it.
+        let mut every: HashMap<u64, BTreeSet<String>> = HashMap::new();
+        for (eid, found) in &scan.entity_ids {
+            every.entry(*eid).or_default().extend(found.iter().cloned());
+        }
+        for (eid, found) in &scan.entity_sources {
+            let named = found
+                .iter()
+                .filter_map(|(fs, path)| file_id(filesystem_of_key(filesystems, fs)?, path));
+            every.entry(*eid).or_default().extend(named);
+        }
         for (eid, tx, n) in &scan.versions {
             if let Some(id) = ids.get(eid) {
                 self.op_entities
                     .entry((*tx, *n))
                     .or_insert_with(|| id.clone());
             }
+            if let Some(found) = every.get(eid) {
+                self.op_candidates
+                    .entry((*tx, *n))
+                    .or_default()
+                    .extend(found.iter().cloned());
+            }
         }
         for ((tx, n), found) in &scan.bodies {
             // A format-8 first write names its filesystem in its log header: without a
             // readable header it names no file here (its header would also be what verifies
             // it).
-            let listed = match self.headers.get(tx) {
-                Some(Ok(header)) => header.filesystems.as_slice(),
-                _ => &[],
+            let header = match self.headers.get(tx) {
+                Some(Ok(header)) => Some(header),
+                _ => None,
             };
+            let listed = header.map_or(&[][..], |h| h.filesystems.as_slice());
             for bytes in found {
                 let Ok(op) = codec::decode_op(bytes, 0, listed, "a scanned op") else {
                     continue;
                 };
+                // Under a readable record, a body that does not hash to its digest is damage:
+                // what it names (a path the damage changed) is no file of the store.
+                if let Some(header) = header {
+                    let digest = codec::decode_op(bytes, header.tx_time, listed, "a scanned op")
+                        .and_then(|op| log::op_digest(&op));
+                    if !digest.is_ok_and(|d| header.digests.get(*n as usize) == Some(&d)) {
+                        continue;
+                    }
+                }
                 if let OpRec::Write(write) = &op
                     && let Some(first) = &write.first
                     && let Some((fs, path)) = &first.source
@@ -881,6 +912,56 @@ impl Source {
             }
         }
         self.filesystems.extend(found);
+    }
+
+    /// Whether the log the tables gave lacks something a scan of the pages may still hold: a
+    /// record up to the unbroken log's end that is missing or does not decode, or an op that a
+    /// record lists whose body is missing or does not verify and whose eviction is not recorded.
+    /// A table can read through without an error and still lack rows: a repair's commit on a
+    /// file whose pages fail their checksums can write other pages over its live leaves (the
+    /// damage, seemingly in what the storage engine knows of free pages, makes them look free),
+    /// and the file may still hold an older copy of such a leaf.
+    fn log_incomplete(&self) -> bool {
+        let last = unbroken_last(self.headers.keys().copied());
+        (1..=last).any(|tx| {
+            let Some(Ok(header)) = self.headers.get(&tx) else {
+                return true;
+            };
+            tx >= self.evictions_since
+                && (0..header.digests.len() as u32).any(|n| {
+                    !self.evicted.contains_key(&(tx, n))
+                        && !matches!(self.body(tx, n, header), Some(Ok(_)))
+                })
+        })
+    }
+
+    /// Reports op `n` of `tx` lost with its body, naming the entity it wrote, or when no row
+    /// says which for certain, each entity a scanned version row says it may have written (a
+    /// file the report does not name would be a silent loss).
+    fn lose_body(&self, salvage: &mut Salvage<'_>, tx: u64, n: u32) {
+        let lost = format!("op {n} of tx {tx}: its body is lost");
+        match (
+            self.op_entities.get(&(tx, n)),
+            self.op_candidates.get(&(tx, n)),
+        ) {
+            (Some(entity), _) => salvage.lose("op", Some(tx), Some(entity), lost),
+            (None, Some(candidates)) if !candidates.is_empty() => {
+                for entity in candidates {
+                    salvage.lose(
+                        "op",
+                        Some(tx),
+                        Some(entity),
+                        format!(
+                            "{lost}; it wrote one of {} entities that rows left in the file's \
+                             pages name",
+                            candidates.len()
+                        ),
+                    );
+                }
+            }
+            (None, _) => salvage.lose("op", Some(tx), None, lost),
+        }
+        salvage.report.ops_lost += 1;
     }
 
     /// How much of the log reads: log records, plus op bodies.
@@ -1159,7 +1240,12 @@ impl RedbStore {
         let mut scanned = None;
         let mut chunk = source.chunk;
         let mut found = (0, 0);
-        if db.is_none() || padded.is_some() || previous || !source.unreadable.is_empty() {
+        if db.is_none()
+            || padded.is_some()
+            || previous
+            || !source.unreadable.is_empty()
+            || source.log_incomplete()
+        {
             let io = |e: std::io::Error| Error::io(format!("reading {}", path.display()), e);
             let file = std::fs::File::open(&path).map_err(io)?;
             let len = file.metadata().map_err(io)?.len();
@@ -1408,14 +1494,7 @@ impl RedbStore {
                                 // Before evictions were recorded: evicted, unrecorded.
                                 digests.push(digest);
                             } else {
-                                let entity = source.op_entities.get(&(tx, n)).map(String::as_str);
-                                salvage.lose(
-                                    "op",
-                                    Some(tx),
-                                    entity,
-                                    format!("op {n} of tx {tx}: its body is lost"),
-                                );
-                                salvage.report.ops_lost += 1;
+                                source.lose_body(salvage, tx, n);
                             }
                         }
                     }
@@ -1925,6 +2004,107 @@ mod tests {
         wtx.delete_table(FILESYSTEM_IDS).db()?;
         wtx.commit().db()?;
         assert_eq!(Source::read(&db).filesystems, known);
+        Ok(())
+    }
+
+    /// A `tx_ops` that reads through without an error but lacks a row the log lists (what a
+    /// repair's commit on a damaged file left: another page written over the live leaf) is not
+    /// the end of that op: the file's older copy of the leaf still holds its body, which
+    /// verifies against its digest, so salvage scans the pages and keeps the version. Before,
+    /// salvage read the tables alone (they raised no error) and lost the op.
+    #[test]
+    fn a_body_the_table_lost_without_an_error_is_taken_from_a_stale_page() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let edited = crate::object::Object::file_text(
+            FilesystemSource {
+                filesystem_id: "fs".into(),
+                path: "/a.rs".into(),
+            },
+            "edited".into(),
+        )?;
+        let id = edited.id().to_string();
+        {
+            let store = RedbStore::create(dir.path())?;
+            store.transact(vec![Op::put(file_a()?)], Origin::Cli)?;
+            store.transact(vec![Op::put(edited)], Origin::Cli)?;
+        }
+        {
+            let db = redb::Database::open(dir.path().join(DB_FILE)).db()?;
+            let wtx = db.begin_write().db()?;
+            {
+                let mut ops = wtx.open_table(TX_OPS).db()?;
+                assert!(ops.remove((2u64, 0u32)).db()?.is_some());
+            }
+            wtx.commit().db()?;
+        }
+        // The precondition: the row is gone from the table, and a stale page still holds it.
+        let path = dir.path().join(DB_FILE);
+        let (db, _) = open_damaged(&path, false)?;
+        let source = Source::read(&*db);
+        drop(db);
+        assert!(source.unreadable.is_empty(), "{:?}", source.unreadable);
+        assert!(!source.bodies.contains_key(&(2, 0)));
+        let file = std::fs::File::open(&path).map_err(|e| Error::io("open", e))?;
+        let len = file.metadata().map_err(|e| Error::io("len", e))?.len();
+        let scan = scan::Scan::file(&file, len).map_err(|e| Error::io("scan", e))?;
+        let Some(Ok(header)) = source.headers.get(&2) else {
+            return Err(Error::invariant("no record of tx 2"));
+        };
+        assert!(scanned_body(&scan, 2, 0, header).is_some(), "no stale copy");
+        let new = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let report = RedbStore::salvage(dir.path(), &new.path().join("new"), &|_| None)?;
+        assert_eq!(report.ops_lost, 0, "{:?}", report.losses);
+        assert!(report.findings.is_empty(), "{:?}", report.findings);
+        let store = RedbStore::open(new.path().join("new"))?;
+        let version = store
+            .as_of(&id, None, None)?
+            .ok_or_else(|| Error::invariant("gone"))?;
+        assert_eq!(version.info.tx_id, crate::store::time::TxId(2));
+        assert_eq!(
+            version.object.and_then(|o| o.content().map(str::to_string)),
+            Some("edited".to_string())
+        );
+        Ok(())
+    }
+
+    /// An op whose body is lost, which only scanned version rows name through an entity number
+    /// the scan found two ids for (stale rows of an older numbering beside the live ones), is
+    /// reported against both: the file it wrote is named, never silently lost. Before, such an
+    /// op was reported with no entity, and the file whose latest version it was went unnamed.
+    #[test]
+    fn a_lost_op_is_named_by_every_id_its_scanned_version_rows_may_mean() -> Result<()> {
+        let mut source = chained(2, None)?;
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        let scan = scan::Scan {
+            versions: vec![(7, 2, 0)],
+            entity_ids: HashMap::from([(7, vec![a.clone(), b.clone()])]),
+            ..scan::Scan::default()
+        };
+        source.merge_scan(&scan);
+        assert!(!source.op_entities.contains_key(&(2, 0)));
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let target = RedbStore::create(dir.path())?;
+        let mut salvage = Salvage {
+            db: None,
+            scanned: None,
+            chunk: BLOB_CHUNK,
+            rebuild: &|_| None,
+            report: SalvageReport::default(),
+            docs_done: HashSet::new(),
+            paths: HashMap::new(),
+            contents_lost: BTreeSet::new(),
+            restored: BTreeSet::new(),
+        };
+        target.replay_salvaged(&source, &mut salvage)?;
+        assert_eq!(salvage.report.ops_lost, 2, "{:?}", salvage.report.losses);
+        let named: Vec<(Option<u64>, Option<String>)> = salvage
+            .report
+            .losses
+            .iter()
+            .filter(|l| l.detail.starts_with("op 0 of tx 2"))
+            .map(|l| (l.tx, l.entity.clone()))
+            .collect();
+        assert_eq!(named, [(Some(2), Some(a)), (Some(2), Some(b))]);
         Ok(())
     }
 
