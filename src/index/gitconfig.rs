@@ -173,7 +173,7 @@ fn entries(text: &[u8]) -> Vec<Entry> {
         let value = if let Some(raw) = after.strip_prefix('=') {
             // A value may continue on the next lines after a backslash at a line's end.
             let mut raw = raw.to_string();
-            while raw.ends_with('\\') && !raw.ends_with("\\\\") {
+            while continues(&raw) {
                 raw.pop();
                 match lines.next() {
                     Some(next) => raw.push_str(next),
@@ -199,6 +199,22 @@ fn entries(text: &[u8]) -> Vec<Entry> {
         }
     }
     out
+}
+
+/// Whether value text `raw` ends in a backslash that continues it on the next line: one that
+/// escapes nothing and stands outside a comment (`a\\\` continues, `a\\` and `a # b\` do not).
+fn continues(raw: &str) -> bool {
+    let mut quoted = false;
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '#' | ';' if !quoted => return false,
+            '\\' if chars.next().is_none() => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// The section of header line `line` (`[core]`, `[include]`, `[includeIf "gitdir:~/w/"]`,
@@ -344,6 +360,25 @@ mod tests {
         let got = entries(b"[core]\nexcludesfile = /a\\\nb\n");
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].value, "/ab");
+    }
+
+    /// Git's answers (`git config --get core.excludesFile`, git 2.47): a backslash in a comment
+    /// does not continue the line, and an escaped backslash before a continuation is kept.
+    #[test]
+    fn a_backslash_continues_only_outside_comments_and_escapes() {
+        let value = |text: &str| -> Vec<String> {
+            entries(text.as_bytes())
+                .into_iter()
+                .filter(|e| e.key == "excludesfile")
+                .map(|e| e.value)
+                .collect()
+        };
+        assert_eq!(
+            value("[core]\n\teditor = vim # my editor \\\n\texcludesFile = ~/gi\n"),
+            ["~/gi"]
+        );
+        assert_eq!(value("[core]\n\texcludesFile = ~/g\\\\\\\nx\n"), ["~/g\\x"]);
+        assert_eq!(value("[core]\nexcludesFile = \"a;\\\nb\"\n"), ["a;b"]);
     }
 
     /// The last value wins across files and includes; an include is read where it stands,
