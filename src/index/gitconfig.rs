@@ -22,9 +22,9 @@ pub(crate) struct ConfigEnv {
     pub home: Option<PathBuf>,
     /// `$XDG_CONFIG_HOME` when set and not empty.
     pub xdg_config_home: Option<PathBuf>,
-    /// `$GIT_CONFIG_GLOBAL` when set and not empty: the only global config file then.
+    /// `$GIT_CONFIG_GLOBAL` when set: the only global config file then (none when empty).
     pub global: Option<PathBuf>,
-    /// `$GIT_CONFIG_SYSTEM` when set and not empty (else `/etc/gitconfig`).
+    /// `$GIT_CONFIG_SYSTEM` when set (else `/etc/gitconfig`; none when empty).
     pub system: Option<PathBuf>,
     /// Whether `$GIT_CONFIG_NOSYSTEM` says not to read the system config.
     pub no_system: bool,
@@ -42,8 +42,10 @@ impl ConfigEnv {
             #[allow(deprecated)]
             home: std::env::home_dir(),
             xdg_config_home: set("XDG_CONFIG_HOME"),
-            global: set("GIT_CONFIG_GLOBAL"),
-            system: set("GIT_CONFIG_SYSTEM"),
+            // Set but empty, these name a file git cannot read: no global (or system) config
+            // at all, not the default files.
+            global: std::env::var_os("GIT_CONFIG_GLOBAL").map(PathBuf::from),
+            system: std::env::var_os("GIT_CONFIG_SYSTEM").map(PathBuf::from),
             no_system: std::env::var_os("GIT_CONFIG_NOSYSTEM").is_some_and(|v| truthy(&v)),
         }
     }

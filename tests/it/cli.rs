@@ -1532,3 +1532,60 @@ fn global_excludes_set_in_an_included_git_config_are_honoured() -> TestResult {
     }
     Ok(())
 }
+
+/// `GIT_CONFIG_GLOBAL` set empty names no file: git then reads no global config at all (not
+/// `~/.gitconfig`), so an excludes file named there excludes nothing, as `git check-ignore`
+/// says; strata took an empty value for an unset one and left the file out.
+#[test]
+fn an_empty_git_config_global_reads_no_global_config() -> TestResult {
+    let f = Fixture::new()?;
+    let home = f.tree.parent().ok_or("tree has a parent")?.join("home");
+    fs::create_dir_all(&home)?;
+    fs::write(
+        home.join(".gitconfig"),
+        "[core]\n\texcludesFile = ~/ignore\n",
+    )?;
+    fs::write(home.join("ignore"), "*.secret\n")?;
+    f.write("kept.txt", b"kept")?;
+    f.write("key.secret", b"not ignored")?;
+    let isolate = |command: &mut Command| {
+        command
+            .env("HOME", &home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "")
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("GIT_CONFIG_SYSTEM");
+    };
+    let mut index = crate::support::strata_at(&f.store, &f.tree, &["index", "."]);
+    isolate(index.env("STRATA_NO_DAEMON", "1"));
+    let output = index.output()?;
+    assert!(output.status.success(), "{output:?}");
+    let mut ls = crate::support::strata_at(&f.store, &f.tree, &["ls", "--json"]);
+    isolate(ls.env("STRATA_NO_DAEMON", "1"));
+    let output = ls.output()?;
+    assert!(output.status.success(), "{output:?}");
+    let rows: Value = serde_json::from_slice(&output.stdout)?;
+    let mut paths: Vec<&str> = rows
+        .as_array()
+        .ok_or("ls --json gives an array")?
+        .iter()
+        .filter_map(|row| row["path"].as_str())
+        .filter_map(|path| path.rsplit('/').next())
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(paths, ["kept.txt", "key.secret"]);
+    // Git, in the same environment, ignores neither file.
+    let mut git = Command::new("git");
+    git.args(["init", "-q", "."]).current_dir(&f.tree);
+    isolate(&mut git);
+    if git.status().is_ok_and(|s| s.success()) {
+        let mut check = Command::new("git");
+        check
+            .args(["check-ignore", "kept.txt", "key.secret"])
+            .current_dir(&f.tree);
+        isolate(&mut check);
+        let output = check.output()?;
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+    }
+    Ok(())
+}
