@@ -82,11 +82,24 @@ impl ConfigEnv {
     fn expand_home(&self, path: &str) -> PathBuf {
         match (path.strip_prefix('~'), &self.home) {
             (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
-                home.join(rest.trim_start_matches('/'))
+                home.join(os_path(rest.trim_start_matches('/')))
             }
-            _ => PathBuf::from(path),
+            _ => os_path(path),
         }
     }
+}
+
+/// The path whose bytes are the chars of `value`, text [`entries`] read one char per byte: a
+/// path in any encoding (git's values are bytes) comes back as it was written.
+fn os_path(value: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = value.chars().filter_map(|c| u8::try_from(c).ok()).collect();
+    PathBuf::from(std::ffi::OsString::from_vec(bytes))
+}
+
+/// `text` without its leading blanks (ASCII whitespace, as git's `isspace`).
+fn trim_blanks(text: &str) -> &str {
+    text.trim_start_matches(|c: char| c.is_ascii_whitespace())
 }
 
 /// Whether an environment value is one git reads as true.
@@ -147,19 +160,23 @@ struct Entry {
 /// The entries of config text `text`, in order. A line that does not parse is skipped (git
 /// refuses the whole file; strata then reads what it can rather than nothing).
 fn entries(text: &[u8]) -> Vec<Entry> {
-    let text = String::from_utf8_lossy(text);
+    // Git skips a UTF-8 byte order mark at the start of a file.
+    let text = text.strip_prefix(b"\xef\xbb\xbf").unwrap_or(text);
+    // One char per byte: the syntax is ASCII, and a value's other bytes (a path in any
+    // encoding, not necessarily UTF-8) come back unchanged through `os_path`.
+    let text: String = text.iter().map(|&byte| char::from(byte)).collect();
     let mut out = Vec::new();
     let mut section = String::new();
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
-        let mut rest = line.trim_start();
+        let mut rest = trim_blanks(line);
         if rest.starts_with('[') {
             let Some((header, after)) = parse_header(rest) else {
                 section.clear();
                 continue;
             };
             section = header;
-            rest = after.trim_start();
+            rest = trim_blanks(after);
         }
         if rest.is_empty() || rest.starts_with('#') || rest.starts_with(';') {
             continue;
@@ -171,7 +188,7 @@ fn entries(text: &[u8]) -> Vec<Entry> {
         if key.is_empty() || !key.starts_with(|c: char| c.is_ascii_alphabetic()) {
             continue;
         }
-        let after = rest[name_end..].trim_start();
+        let after = trim_blanks(&rest[name_end..]);
         let value = if let Some(raw) = after.strip_prefix('=') {
             // A value may continue on the next lines after a backslash at a line's end.
             let mut raw = raw.to_string();
@@ -235,7 +252,7 @@ fn parse_header(line: &str) -> Option<(String, &str)> {
         return Some((name, after));
     }
     // `[section "subsection"]`: the subsection is case-sensitive, with `\"` and `\\` escapes.
-    let quoted = rest.trim_start().strip_prefix('"')?;
+    let quoted = trim_blanks(rest).strip_prefix('"')?;
     let mut sub = String::new();
     let mut chars = quoted.char_indices();
     while let Some((i, c)) = chars.next() {
@@ -381,6 +398,30 @@ mod tests {
         );
         assert_eq!(value("[core]\n\texcludesFile = ~/g\\\\\\\nx\n"), ["~/g\\x"]);
         assert_eq!(value("[core]\nexcludesFile = \"a;\\\nb\"\n"), ["a;b"]);
+    }
+
+    /// Git's answers (git 2.47): a UTF-8 byte order mark before the first section is skipped
+    /// (CRLF lines too), and a path's bytes are kept as written, UTF-8 or not.
+    #[test]
+    fn a_byte_order_mark_is_skipped_and_paths_keep_their_bytes() -> std::io::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let tmp = tempfile::tempdir()?;
+        let home = tmp.path();
+        let env = env_at(home);
+        std::fs::write(
+            home.join(".gitconfig"),
+            b"\xef\xbb\xbf[core]\r\n\texcludesFile = ~/bom\r\n",
+        )?;
+        assert_eq!(excludes_file(&env), Some(home.join("bom")));
+        let latin = std::ffi::OsStr::from_bytes(b"d\xe9");
+        std::fs::create_dir_all(home.join(latin))?;
+        std::fs::write(home.join(".gitconfig"), b"[include]\npath = d\xe9/inc\n")?;
+        std::fs::write(
+            home.join(latin).join("inc"),
+            b"[core]\nexcludesFile = ~/d\xe9/ignore\n",
+        )?;
+        assert_eq!(excludes_file(&env), Some(home.join(latin).join("ignore")));
+        Ok(())
     }
 
     /// The last value wins across files and includes; an include is read where it stands,
