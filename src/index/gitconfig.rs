@@ -97,9 +97,9 @@ fn os_path(value: &str) -> PathBuf {
     PathBuf::from(std::ffi::OsString::from_vec(bytes))
 }
 
-/// `text` without its leading blanks (ASCII whitespace, as git's `isspace`).
+/// `text` without its leading blanks (space, tab, CR, LF: git's `isspace`).
 fn trim_blanks(text: &str) -> &str {
-    text.trim_start_matches(|c: char| c.is_ascii_whitespace())
+    text.trim_start_matches([' ', '\t', '\r', '\n'])
 }
 
 /// Whether an environment value is one git reads as true.
@@ -190,10 +190,11 @@ fn entries(text: &[u8]) -> Vec<Entry> {
         }
         let after = trim_blanks(&rest[name_end..]);
         let value = if let Some(raw) = after.strip_prefix('=') {
-            // A value may continue on the next lines after a backslash at a line's end.
+            // A value may continue on the next lines after a backslash at a line's end (the
+            // end of the file too): the backslash and newline are kept for `parse_value`.
             let mut raw = raw.to_string();
             while continues(&raw) {
-                raw.pop();
+                raw.push('\n');
                 match lines.next() {
                     Some(next) => raw.push_str(next),
                     None => break,
@@ -286,7 +287,7 @@ fn parse_value(raw: &str) -> Option<String> {
                 quoted = !quoted;
             }
             '#' | ';' if !quoted => break,
-            ' ' | '\t' if !quoted => {
+            ' ' | '\t' | '\r' if !quoted => {
                 if !value.is_empty() {
                     pending_blanks.push(c);
                 }
@@ -295,6 +296,8 @@ fn parse_value(raw: &str) -> Option<String> {
                 value.push_str(&pending_blanks);
                 pending_blanks.clear();
                 value.push(match chars.next()? {
+                    // A continuation: the blanks before it are kept, the line break is not.
+                    '\n' => continue,
                     'n' => '\n',
                     't' => '\t',
                     'b' => '\u{8}',
@@ -398,6 +401,9 @@ mod tests {
         );
         assert_eq!(value("[core]\n\texcludesFile = ~/g\\\\\\\nx\n"), ["~/g\\x"]);
         assert_eq!(value("[core]\nexcludesFile = \"a;\\\nb\"\n"), ["a;b"]);
+        // Blanks before a continuation are kept, even when nothing follows; a CR is a blank.
+        assert_eq!(value("[core]\nexcludesFile = a \\\n# c\n"), ["a "]);
+        assert_eq!(value("[core]\nexcludesFile = \r\r\n"), [""]);
     }
 
     /// Git's answers (git 2.47): a UTF-8 byte order mark before the first section is skipped
@@ -422,6 +428,91 @@ mod tests {
         )?;
         assert_eq!(excludes_file(&env), Some(home.join(latin).join("ignore")));
         Ok(())
+    }
+
+    /// Generated config text read as `git config --file F --type=path --get core.excludesFile`
+    /// reads it: the same last value (`~` expanded), or none. Texts git refuses (strata reads
+    /// what it can there; git also refuses a key without a value) and machines without git
+    /// are skipped.
+    #[test]
+    fn generated_configs_give_gits_value() -> std::io::Result<()> {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        use std::process::Command;
+        const HEADERS: &[&str] = &[
+            "[core]",
+            "[Core]",
+            " [core] ",
+            "[core \"x\"]",
+            "[core.x]",
+            "[include]",
+            "[user]",
+            "\u{feff}[core]",
+            "",
+        ];
+        const KEYS: &[&str] = &[
+            "excludesFile",
+            "EXCLUDESFILE",
+            "\texcludesfile",
+            "other",
+            "",
+        ];
+        const EQ: &[&str] = &[" = ", "=", "\t=\t", " ", ""];
+        const PARTS: &[&str] = &[
+            "a", " ", "\t", "\"", "\\\\", "\\n", "\\t", "\\\"", "#c", ";c", "b c", "\\", "\\\n",
+            "\u{e9}", "~/x", "\r",
+        ];
+        const ENDS: &[&str] = &["\n", "\r\n", "\\\n"];
+        let tmp = tempfile::tempdir()?;
+        let env = env_at(tmp.path());
+        let file = tmp.path().join("config");
+        let git = |file: &Path| {
+            Command::new("git")
+                .args(["config", "--file"])
+                .arg(file)
+                .args(["--type=path", "--get", "core.excludesFile"])
+                .env("HOME", tmp.path())
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+        };
+        std::fs::write(&file, "")?;
+        if git(&file).is_err() {
+            return Ok(());
+        }
+        let line = (
+            prop::sample::select(HEADERS),
+            prop::sample::select(KEYS),
+            prop::sample::select(EQ),
+            prop::collection::vec(prop::sample::select(PARTS), 0..6),
+            prop::sample::select(ENDS),
+        )
+            .prop_map(|(h, k, e, v, end)| format!("{h}\n{k}{e}{}{end}", v.concat()));
+        let mut runner = TestRunner::new(Config {
+            cases: 300,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let result = runner.run(&prop::collection::vec(line, 1..4), |lines| {
+            let text = lines.concat();
+            std::fs::write(&file, &text).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let output = git(&file).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let want = match output.status.code() {
+                Some(0) => output.stdout.strip_suffix(b"\n").map(<[u8]>::to_vec),
+                Some(1) => None,
+                _ => return Ok(()),
+            };
+            let got = entries(text.as_bytes())
+                .into_iter()
+                .filter(|e| e.section == "core" && e.key == "excludesfile")
+                .last()
+                .map(|e| {
+                    use std::os::unix::ffi::OsStrExt;
+                    env.expand_home(&e.value).as_os_str().as_bytes().to_vec()
+                });
+            prop_assert_eq!(got, want, "{:?}", text);
+            Ok(())
+        });
+        result.map_err(|e| std::io::Error::other(e.to_string()))
     }
 
     /// The last value wins across files and includes; an include is read where it stands,
