@@ -18,7 +18,7 @@ const MAX_INCLUDE_DEPTH: usize = 10;
 /// What locates git's config files: the environment variables and directories git reads.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ConfigEnv {
-    /// The home directory (`~`).
+    /// The home directory (`~`): `$HOME`, none when unset.
     pub home: Option<PathBuf>,
     /// `$XDG_CONFIG_HOME` when set and not empty.
     pub xdg_config_home: Option<PathBuf>,
@@ -33,20 +33,26 @@ pub(crate) struct ConfigEnv {
 impl ConfigEnv {
     /// This process's environment.
     pub fn current() -> ConfigEnv {
-        let set = |name: &str| {
-            std::env::var_os(name)
-                .filter(|value| !value.is_empty())
-                .map(PathBuf::from)
-        };
+        ConfigEnv::from_vars(|name| std::env::var_os(name))
+    }
+
+    /// The environment whose variables `var` gives.
+    fn from_vars(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> ConfigEnv {
         ConfigEnv {
-            #[allow(deprecated)]
-            home: std::env::home_dir(),
-            xdg_config_home: set("XDG_CONFIG_HOME"),
+            // `$HOME` as git reads it: unset, no home (not the password file's, as
+            // `std::env::home_dir` falls back to); empty, `~/.gitconfig` is `/.gitconfig`.
+            home: var("HOME").map(|home| match home.is_empty() {
+                true => PathBuf::from("/"),
+                false => PathBuf::from(home),
+            }),
+            xdg_config_home: var("XDG_CONFIG_HOME")
+                .filter(|value| !value.is_empty())
+                .map(PathBuf::from),
             // Set but empty, these name a file git cannot read: no global (or system) config
             // at all, not the default files.
-            global: std::env::var_os("GIT_CONFIG_GLOBAL").map(PathBuf::from),
-            system: std::env::var_os("GIT_CONFIG_SYSTEM").map(PathBuf::from),
-            no_system: std::env::var_os("GIT_CONFIG_NOSYSTEM").is_some_and(|v| truthy(&v)),
+            global: var("GIT_CONFIG_GLOBAL").map(PathBuf::from),
+            system: var("GIT_CONFIG_SYSTEM").map(PathBuf::from),
+            no_system: var("GIT_CONFIG_NOSYSTEM").is_some_and(|v| truthy(&v)),
         }
     }
 
@@ -513,6 +519,39 @@ mod tests {
             Ok(())
         });
         result.map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    /// The environment as git reads it: `$HOME` unset is no home (git reads no `~/.gitconfig`),
+    /// empty is `/`; `$GIT_CONFIG_GLOBAL` or `$GIT_CONFIG_SYSTEM` set empty names no file (git
+    /// reads no global or system config then), `$XDG_CONFIG_HOME` empty is unset.
+    #[test]
+    fn the_environment_is_read_as_git_reads_it() {
+        let env = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            ConfigEnv::from_vars(move |name| {
+                vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.into())
+            })
+        };
+        assert_eq!(env(&[]).files(), [PathBuf::from("/etc/gitconfig")]);
+        assert_eq!(env(&[]).config_dir(), None);
+        let empty_home = env(&[("HOME", ""), ("XDG_CONFIG_HOME", "")]);
+        assert_eq!(
+            empty_home.files(),
+            ["/etc/gitconfig", "/.config/git/config", "/.gitconfig"].map(PathBuf::from)
+        );
+        let empty_global = env(&[
+            ("HOME", "/h"),
+            ("GIT_CONFIG_GLOBAL", ""),
+            ("GIT_CONFIG_SYSTEM", ""),
+        ]);
+        assert_eq!(empty_global.files(), ["", ""].map(PathBuf::from));
+        assert_eq!(
+            excludes_file(&empty_global),
+            Some(PathBuf::from("/h/.config/git/ignore"))
+        );
     }
 
     /// The last value wins across files and includes; an include is read where it stands,
