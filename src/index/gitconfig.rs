@@ -509,8 +509,8 @@ mod tests {
             };
             let got = entries(text.as_bytes())
                 .into_iter()
-                .filter(|e| e.section == "core" && e.key == "excludesfile")
-                .last()
+                .rev()
+                .find(|e| e.section == "core" && e.key == "excludesfile")
                 .map(|e| {
                     use std::os::unix::ffi::OsStrExt;
                     env.expand_home(&e.value).as_os_str().as_bytes().to_vec()
