@@ -18,13 +18,13 @@ const MAX_INCLUDE_DEPTH: usize = 10;
 /// What locates git's config files: the environment variables and directories git reads.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ConfigEnv {
-    /// The home directory (`~`).
+    /// The home directory (`~`): `$HOME`, none when unset.
     pub home: Option<PathBuf>,
     /// `$XDG_CONFIG_HOME` when set and not empty.
     pub xdg_config_home: Option<PathBuf>,
-    /// `$GIT_CONFIG_GLOBAL` when set and not empty: the only global config file then.
+    /// `$GIT_CONFIG_GLOBAL` when set: the only global config file then (none when empty).
     pub global: Option<PathBuf>,
-    /// `$GIT_CONFIG_SYSTEM` when set and not empty (else `/etc/gitconfig`).
+    /// `$GIT_CONFIG_SYSTEM` when set (else `/etc/gitconfig`; none when empty).
     pub system: Option<PathBuf>,
     /// Whether `$GIT_CONFIG_NOSYSTEM` says not to read the system config.
     pub no_system: bool,
@@ -33,18 +33,26 @@ pub(crate) struct ConfigEnv {
 impl ConfigEnv {
     /// This process's environment.
     pub fn current() -> ConfigEnv {
-        let set = |name: &str| {
-            std::env::var_os(name)
-                .filter(|value| !value.is_empty())
-                .map(PathBuf::from)
-        };
+        ConfigEnv::from_vars(|name| std::env::var_os(name))
+    }
+
+    /// The environment whose variables `var` gives.
+    fn from_vars(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> ConfigEnv {
         ConfigEnv {
-            #[allow(deprecated)]
-            home: std::env::home_dir(),
-            xdg_config_home: set("XDG_CONFIG_HOME"),
-            global: set("GIT_CONFIG_GLOBAL"),
-            system: set("GIT_CONFIG_SYSTEM"),
-            no_system: std::env::var_os("GIT_CONFIG_NOSYSTEM").is_some_and(|v| truthy(&v)),
+            // `$HOME` as git reads it: unset, no home (not the password file's, as
+            // `std::env::home_dir` falls back to); empty, `~/.gitconfig` is `/.gitconfig`.
+            home: var("HOME").map(|home| match home.is_empty() {
+                true => PathBuf::from("/"),
+                false => PathBuf::from(home),
+            }),
+            xdg_config_home: var("XDG_CONFIG_HOME")
+                .filter(|value| !value.is_empty())
+                .map(PathBuf::from),
+            // Set but empty, these name a file git cannot read: no global (or system) config
+            // at all, not the default files.
+            global: var("GIT_CONFIG_GLOBAL").map(PathBuf::from),
+            system: var("GIT_CONFIG_SYSTEM").map(PathBuf::from),
+            no_system: var("GIT_CONFIG_NOSYSTEM").is_some_and(|v| truthy(&v)),
         }
     }
 
@@ -80,11 +88,24 @@ impl ConfigEnv {
     fn expand_home(&self, path: &str) -> PathBuf {
         match (path.strip_prefix('~'), &self.home) {
             (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
-                home.join(rest.trim_start_matches('/'))
+                home.join(os_path(rest.trim_start_matches('/')))
             }
-            _ => PathBuf::from(path),
+            _ => os_path(path),
         }
     }
+}
+
+/// The path whose bytes are the chars of `value`, text [`entries`] read one char per byte: a
+/// path in any encoding (git's values are bytes) comes back as it was written.
+fn os_path(value: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = value.chars().filter_map(|c| u8::try_from(c).ok()).collect();
+    PathBuf::from(std::ffi::OsString::from_vec(bytes))
+}
+
+/// `text` without its leading blanks (space, tab, CR, LF: git's `isspace`).
+fn trim_blanks(text: &str) -> &str {
+    text.trim_start_matches([' ', '\t', '\r', '\n'])
 }
 
 /// Whether an environment value is one git reads as true.
@@ -145,19 +166,23 @@ struct Entry {
 /// The entries of config text `text`, in order. A line that does not parse is skipped (git
 /// refuses the whole file; strata then reads what it can rather than nothing).
 fn entries(text: &[u8]) -> Vec<Entry> {
-    let text = String::from_utf8_lossy(text);
+    // Git skips a UTF-8 byte order mark at the start of a file.
+    let text = text.strip_prefix(b"\xef\xbb\xbf").unwrap_or(text);
+    // One char per byte: the syntax is ASCII, and a value's other bytes (a path in any
+    // encoding, not necessarily UTF-8) come back unchanged through `os_path`.
+    let text: String = text.iter().map(|&byte| char::from(byte)).collect();
     let mut out = Vec::new();
     let mut section = String::new();
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
-        let mut rest = line.trim_start();
+        let mut rest = trim_blanks(line);
         if rest.starts_with('[') {
             let Some((header, after)) = parse_header(rest) else {
                 section.clear();
                 continue;
             };
             section = header;
-            rest = after.trim_start();
+            rest = trim_blanks(after);
         }
         if rest.is_empty() || rest.starts_with('#') || rest.starts_with(';') {
             continue;
@@ -169,12 +194,13 @@ fn entries(text: &[u8]) -> Vec<Entry> {
         if key.is_empty() || !key.starts_with(|c: char| c.is_ascii_alphabetic()) {
             continue;
         }
-        let after = rest[name_end..].trim_start();
+        let after = trim_blanks(&rest[name_end..]);
         let value = if let Some(raw) = after.strip_prefix('=') {
-            // A value may continue on the next lines after a backslash at a line's end.
+            // A value may continue on the next lines after a backslash at a line's end (the
+            // end of the file too): the backslash and newline are kept for `parse_value`.
             let mut raw = raw.to_string();
-            while raw.ends_with('\\') && !raw.ends_with("\\\\") {
-                raw.pop();
+            while continues(&raw) {
+                raw.push('\n');
                 match lines.next() {
                     Some(next) => raw.push_str(next),
                     None => break,
@@ -201,6 +227,22 @@ fn entries(text: &[u8]) -> Vec<Entry> {
     out
 }
 
+/// Whether value text `raw` ends in a backslash that continues it on the next line: one that
+/// escapes nothing and stands outside a comment (`a\\\` continues, `a\\` and `a # b\` do not).
+fn continues(raw: &str) -> bool {
+    let mut quoted = false;
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '#' | ';' if !quoted => return false,
+            '\\' if chars.next().is_none() => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
 /// The section of header line `line` (`[core]`, `[include]`, `[includeIf "gitdir:~/w/"]`,
 /// `[section.sub]`) and what follows the `]`; `None` when it does not parse.
 fn parse_header(line: &str) -> Option<(String, &str)> {
@@ -217,7 +259,7 @@ fn parse_header(line: &str) -> Option<(String, &str)> {
         return Some((name, after));
     }
     // `[section "subsection"]`: the subsection is case-sensitive, with `\"` and `\\` escapes.
-    let quoted = rest.trim_start().strip_prefix('"')?;
+    let quoted = trim_blanks(rest).strip_prefix('"')?;
     let mut sub = String::new();
     let mut chars = quoted.char_indices();
     while let Some((i, c)) = chars.next() {
@@ -251,7 +293,7 @@ fn parse_value(raw: &str) -> Option<String> {
                 quoted = !quoted;
             }
             '#' | ';' if !quoted => break,
-            ' ' | '\t' if !quoted => {
+            ' ' | '\t' | '\r' if !quoted => {
                 if !value.is_empty() {
                     pending_blanks.push(c);
                 }
@@ -260,6 +302,8 @@ fn parse_value(raw: &str) -> Option<String> {
                 value.push_str(&pending_blanks);
                 pending_blanks.clear();
                 value.push(match chars.next()? {
+                    // A continuation: the blanks before it are kept, the line break is not.
+                    '\n' => continue,
                     'n' => '\n',
                     't' => '\t',
                     'b' => '\u{8}',
@@ -344,6 +388,170 @@ mod tests {
         let got = entries(b"[core]\nexcludesfile = /a\\\nb\n");
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].value, "/ab");
+    }
+
+    /// Git's answers (`git config --get core.excludesFile`, git 2.47): a backslash in a comment
+    /// does not continue the line, and an escaped backslash before a continuation is kept.
+    #[test]
+    fn a_backslash_continues_only_outside_comments_and_escapes() {
+        let value = |text: &str| -> Vec<String> {
+            entries(text.as_bytes())
+                .into_iter()
+                .filter(|e| e.key == "excludesfile")
+                .map(|e| e.value)
+                .collect()
+        };
+        assert_eq!(
+            value("[core]\n\teditor = vim # my editor \\\n\texcludesFile = ~/gi\n"),
+            ["~/gi"]
+        );
+        assert_eq!(value("[core]\n\texcludesFile = ~/g\\\\\\\nx\n"), ["~/g\\x"]);
+        assert_eq!(value("[core]\nexcludesFile = \"a;\\\nb\"\n"), ["a;b"]);
+        // Blanks before a continuation are kept, even when nothing follows; a CR is a blank.
+        assert_eq!(value("[core]\nexcludesFile = a \\\n# c\n"), ["a "]);
+        assert_eq!(value("[core]\nexcludesFile = \r\r\n"), [""]);
+    }
+
+    /// Git's answers (git 2.47): a UTF-8 byte order mark before the first section is skipped
+    /// (CRLF lines too), and a path's bytes are kept as written, UTF-8 or not.
+    #[test]
+    fn a_byte_order_mark_is_skipped_and_paths_keep_their_bytes() -> std::io::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let tmp = tempfile::tempdir()?;
+        let home = tmp.path();
+        let env = env_at(home);
+        std::fs::write(
+            home.join(".gitconfig"),
+            b"\xef\xbb\xbf[core]\r\n\texcludesFile = ~/bom\r\n",
+        )?;
+        assert_eq!(excludes_file(&env), Some(home.join("bom")));
+        let latin = std::ffi::OsStr::from_bytes(b"d\xe9");
+        std::fs::create_dir_all(home.join(latin))?;
+        std::fs::write(home.join(".gitconfig"), b"[include]\npath = d\xe9/inc\n")?;
+        std::fs::write(
+            home.join(latin).join("inc"),
+            b"[core]\nexcludesFile = ~/d\xe9/ignore\n",
+        )?;
+        assert_eq!(excludes_file(&env), Some(home.join(latin).join("ignore")));
+        Ok(())
+    }
+
+    /// Generated config text read as `git config --file F --type=path --get core.excludesFile`
+    /// reads it: the same last value (`~` expanded), or none. Texts git refuses (strata reads
+    /// what it can there; git also refuses a key without a value) and machines without git
+    /// are skipped.
+    #[test]
+    fn generated_configs_give_gits_value() -> std::io::Result<()> {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        use std::process::Command;
+        const HEADERS: &[&str] = &[
+            "[core]",
+            "[Core]",
+            " [core] ",
+            "[core \"x\"]",
+            "[core.x]",
+            "[include]",
+            "[user]",
+            "\u{feff}[core]",
+            "",
+        ];
+        const KEYS: &[&str] = &[
+            "excludesFile",
+            "EXCLUDESFILE",
+            "\texcludesfile",
+            "other",
+            "",
+        ];
+        const EQ: &[&str] = &[" = ", "=", "\t=\t", " ", ""];
+        const PARTS: &[&str] = &[
+            "a", " ", "\t", "\"", "\\\\", "\\n", "\\t", "\\\"", "#c", ";c", "b c", "\\", "\\\n",
+            "\u{e9}", "~/x", "\r",
+        ];
+        const ENDS: &[&str] = &["\n", "\r\n", "\\\n"];
+        let tmp = tempfile::tempdir()?;
+        let env = env_at(tmp.path());
+        let file = tmp.path().join("config");
+        let git = |file: &Path| {
+            Command::new("git")
+                .args(["config", "--file"])
+                .arg(file)
+                .args(["--type=path", "--get", "core.excludesFile"])
+                .env("HOME", tmp.path())
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+        };
+        std::fs::write(&file, "")?;
+        if git(&file).is_err() {
+            return Ok(());
+        }
+        let line = (
+            prop::sample::select(HEADERS),
+            prop::sample::select(KEYS),
+            prop::sample::select(EQ),
+            prop::collection::vec(prop::sample::select(PARTS), 0..6),
+            prop::sample::select(ENDS),
+        )
+            .prop_map(|(h, k, e, v, end)| format!("{h}\n{k}{e}{}{end}", v.concat()));
+        let mut runner = TestRunner::new(Config {
+            cases: 300,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let result = runner.run(&prop::collection::vec(line, 1..4), |lines| {
+            let text = lines.concat();
+            std::fs::write(&file, &text).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let output = git(&file).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let want = match output.status.code() {
+                Some(0) => output.stdout.strip_suffix(b"\n").map(<[u8]>::to_vec),
+                Some(1) => None,
+                _ => return Ok(()),
+            };
+            let got = entries(text.as_bytes())
+                .into_iter()
+                .rev()
+                .find(|e| e.section == "core" && e.key == "excludesfile")
+                .map(|e| {
+                    use std::os::unix::ffi::OsStrExt;
+                    env.expand_home(&e.value).as_os_str().as_bytes().to_vec()
+                });
+            prop_assert_eq!(got, want, "{:?}", text);
+            Ok(())
+        });
+        result.map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    /// The environment as git reads it: `$HOME` unset is no home (git reads no `~/.gitconfig`),
+    /// empty is `/`; `$GIT_CONFIG_GLOBAL` or `$GIT_CONFIG_SYSTEM` set empty names no file (git
+    /// reads no global or system config then), `$XDG_CONFIG_HOME` empty is unset.
+    #[test]
+    fn the_environment_is_read_as_git_reads_it() {
+        let env = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            ConfigEnv::from_vars(move |name| {
+                vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.into())
+            })
+        };
+        assert_eq!(env(&[]).files(), [PathBuf::from("/etc/gitconfig")]);
+        assert_eq!(env(&[]).config_dir(), None);
+        let empty_home = env(&[("HOME", ""), ("XDG_CONFIG_HOME", "")]);
+        assert_eq!(
+            empty_home.files(),
+            ["/etc/gitconfig", "/.config/git/config", "/.gitconfig"].map(PathBuf::from)
+        );
+        let empty_global = env(&[
+            ("HOME", "/h"),
+            ("GIT_CONFIG_GLOBAL", ""),
+            ("GIT_CONFIG_SYSTEM", ""),
+        ]);
+        assert_eq!(empty_global.files(), ["", ""].map(PathBuf::from));
+        assert_eq!(
+            excludes_file(&empty_global),
+            Some(PathBuf::from("/h/.config/git/ignore"))
+        );
     }
 
     /// The last value wins across files and includes; an include is read where it stands,

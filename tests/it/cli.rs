@@ -1468,6 +1468,64 @@ fn a_scan_whose_writer_fails_reports_it_and_the_next_run_indexes_the_rest() -> T
     Ok(())
 }
 
+/// The names a store indexed, and the ones git ignores (`None` without git).
+type IndexedAndIgnored = (Vec<String>, Option<Vec<String>>);
+
+/// What sets a command's git environment to home `home` alone: no system config, no XDG
+/// directory, and `$GIT_CONFIG_GLOBAL` as `global` says (unset when `None`).
+fn git_home<'a>(home: &'a Path, global: Option<&'a str>) -> impl Fn(&mut Command) + 'a {
+    move |command: &mut Command| {
+        command
+            .env("HOME", home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("GIT_CONFIG_GLOBAL")
+            .env_remove("GIT_CONFIG_SYSTEM");
+        if let Some(global) = global {
+            command.env("GIT_CONFIG_GLOBAL", global);
+        }
+    }
+}
+
+/// Indexes `f`'s tree with the environment `isolate` sets and gives the names of the files the
+/// index holds (sorted), and the ones of `names` that `git check-ignore` says git ignores in the
+/// same environment (`None` without git).
+fn indexed_and_git_ignored(
+    f: &Fixture,
+    isolate: &dyn Fn(&mut Command),
+    names: &[&str],
+) -> Result<IndexedAndIgnored, Box<dyn std::error::Error>> {
+    let mut index = crate::support::strata_at(&f.store, &f.tree, &["index", "."]);
+    isolate(index.env("STRATA_NO_DAEMON", "1"));
+    let output = index.output()?;
+    assert!(output.status.success(), "{output:?}");
+    let mut ls = crate::support::strata_at(&f.store, &f.tree, &["ls", "--json"]);
+    isolate(ls.env("STRATA_NO_DAEMON", "1"));
+    let output = ls.output()?;
+    assert!(output.status.success(), "{output:?}");
+    let rows: Value = serde_json::from_slice(&output.stdout)?;
+    let mut indexed: Vec<String> = rows
+        .as_array()
+        .ok_or("ls --json gives an array")?
+        .iter()
+        .filter_map(|row| row["path"].as_str())
+        .filter_map(|path| path.rsplit('/').next())
+        .map(str::to_string)
+        .collect();
+    indexed.sort_unstable();
+    let mut git = Command::new("git");
+    git.args(["init", "-q", "."]).current_dir(&f.tree);
+    isolate(&mut git);
+    if !git.status().is_ok_and(|s| s.success()) {
+        return Ok((indexed, None));
+    }
+    let mut check = Command::new("git");
+    check.arg("check-ignore").args(names).current_dir(&f.tree);
+    isolate(&mut check);
+    let ignored = String::from_utf8(check.output()?.stdout)?;
+    Ok((indexed, Some(ignored.lines().map(str::to_string).collect())))
+}
+
 /// Git's global excludes kept in a file that `~/.gitconfig` includes (`[include] path`), as
 /// shared dotfiles often do: the index leaves out what they ignore, as `git check-ignore` says
 /// git does (the `ignore` crate's own search never followed includes).
@@ -1488,47 +1546,39 @@ fn global_excludes_set_in_an_included_git_config_are_honoured() -> TestResult {
     f.write("kept.txt", b"kept")?;
     f.write("key.secret", b"hidden")?;
     f.write("sub/more.secret", b"hidden")?;
-    let isolate = |command: &mut Command| {
-        command
-            .env("HOME", &home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env_remove("XDG_CONFIG_HOME")
-            .env_remove("GIT_CONFIG_GLOBAL")
-            .env_remove("GIT_CONFIG_SYSTEM");
-    };
-    let mut index = crate::support::strata_at(&f.store, &f.tree, &["index", "."]);
-    isolate(index.env("STRATA_NO_DAEMON", "1"));
-    let output = index.output()?;
-    assert!(output.status.success(), "{output:?}");
-    let mut ls = crate::support::strata_at(&f.store, &f.tree, &["ls", "--json"]);
-    isolate(ls.env("STRATA_NO_DAEMON", "1"));
-    let output = ls.output()?;
-    assert!(output.status.success(), "{output:?}");
-    let rows: Value = serde_json::from_slice(&output.stdout)?;
-    let mut paths: Vec<&str> = rows
-        .as_array()
-        .ok_or("ls --json gives an array")?
-        .iter()
-        .filter_map(|row| row["path"].as_str())
-        .filter_map(|path| path.rsplit('/').next())
-        .collect();
-    paths.sort_unstable();
-    assert_eq!(paths, ["kept.txt"]);
+    let isolate = git_home(&home, None);
+    let names = ["kept.txt", "key.secret", "sub/more.secret"];
+    let (indexed, git_ignored) = indexed_and_git_ignored(&f, &isolate, &names)?;
+    assert_eq!(indexed, ["kept.txt"]);
     // Git, in the same environment, ignores the same files.
-    let mut git = Command::new("git");
-    git.args(["init", "-q", "."]).current_dir(&f.tree);
-    isolate(&mut git);
-    if git.status().is_ok_and(|s| s.success()) {
-        let mut check = Command::new("git");
-        check
-            .args(["check-ignore", "kept.txt", "key.secret", "sub/more.secret"])
-            .current_dir(&f.tree);
-        isolate(&mut check);
-        let ignored = String::from_utf8(check.output()?.stdout)?;
-        assert_eq!(
-            ignored.lines().collect::<Vec<_>>(),
-            ["key.secret", "sub/more.secret"]
-        );
+    if let Some(git_ignored) = git_ignored {
+        assert_eq!(git_ignored, ["key.secret", "sub/more.secret"]);
+    }
+    Ok(())
+}
+
+/// `GIT_CONFIG_GLOBAL` set empty names no file: git then reads no global config at all (not
+/// `~/.gitconfig`), so an excludes file named there excludes nothing, as `git check-ignore`
+/// says; strata took an empty value for an unset one and left the file out.
+#[test]
+fn an_empty_git_config_global_reads_no_global_config() -> TestResult {
+    let f = Fixture::new()?;
+    let home = f.tree.parent().ok_or("tree has a parent")?.join("home");
+    fs::create_dir_all(&home)?;
+    fs::write(
+        home.join(".gitconfig"),
+        "[core]\n\texcludesFile = ~/ignore\n",
+    )?;
+    fs::write(home.join("ignore"), "*.secret\n")?;
+    f.write("kept.txt", b"kept")?;
+    f.write("key.secret", b"not ignored")?;
+    let isolate = git_home(&home, Some(""));
+    let (indexed, git_ignored) =
+        indexed_and_git_ignored(&f, &isolate, &["kept.txt", "key.secret"])?;
+    assert_eq!(indexed, ["kept.txt", "key.secret"]);
+    // Git, in the same environment, ignores neither file.
+    if let Some(git_ignored) = git_ignored {
+        assert!(git_ignored.is_empty(), "{git_ignored:?}");
     }
     Ok(())
 }
