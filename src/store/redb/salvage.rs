@@ -648,14 +648,21 @@ impl Source {
                 .flatten()
                 .chain(self.headers.get(&(tx + 1)).and_then(|h| h.as_ref().ok()))
                 .collect();
+            let chained_in = |h: &&TxHeaderRec| previous.is_some_and(|p| links(&p, tx, h));
+            let chained_out = |h: &&TxHeaderRec| next.iter().any(|n| links(&h.chain, tx + 1, n));
+            // The tables' next record, when they hold it, is the committed one.
+            let chained_on = |h: &&TxHeaderRec| {
+                let tables = self.headers.get(&(tx + 1)).and_then(|n| n.as_ref().ok());
+                tables.is_some_and(|n| links(&h.chain, tx + 1, n))
+            };
+            // One the next record chains from first: a commit that never completed (its pages
+            // written, the same tx id committed again) also chains from the record before.
             let picked = candidates
                 .iter()
-                .find(|h| previous.is_some_and(|p| links(&p, tx, h)))
-                .or_else(|| {
-                    candidates
-                        .iter()
-                        .find(|h| next.iter().any(|n| links(&h.chain, tx + 1, n)))
-                })
+                .find(|h| chained_in(h) && chained_on(h))
+                .or_else(|| candidates.iter().find(|h| chained_in(h) && chained_out(h)))
+                .or_else(|| candidates.iter().find(chained_in))
+                .or_else(|| candidates.iter().find(chained_out))
                 .or_else(|| {
                     candidates
                         .iter()
@@ -2146,6 +2153,43 @@ mod tests {
             source.headers.insert(tx, Ok(header));
         }
         Ok(source)
+    }
+
+    /// Of two scanned records for a tx the tables lost, both chaining from the record before
+    /// (one a commit that never completed: a crash after its pages were written, and the same
+    /// tx id committed again), the one the next record chains from is the log's. Before, the
+    /// first in the scan's order was taken, so a salvage could keep a transaction that was
+    /// never committed and drop the one that was.
+    #[test]
+    fn a_scanned_record_the_next_one_chains_from_wins_over_one_that_only_chains_in() -> Result<()> {
+        let mut source = chained(4, None)?;
+        let Some(Ok(real)) = source.headers.remove(&3) else {
+            return Err(Error::invariant("no record of tx 3"));
+        };
+        let Some(Ok(before)) = source.headers.get(&2) else {
+            return Err(Error::invariant("no record of tx 2"));
+        };
+        let never = log::seal_header(
+            &before.chain,
+            3,
+            5_000,
+            &log::Origin::Indexer,
+            vec![crate::hash::blake3_concat(&[b"never committed"])],
+        )?;
+        for order in [vec![never.clone(), real.clone()], vec![real.clone(), never]] {
+            let mut source = chained(4, None)?;
+            source.headers.remove(&3);
+            let scan = scan::Scan {
+                headers: BTreeMap::from([(3, order)]),
+                ..scan::Scan::default()
+            };
+            source.merge_scan(&scan);
+            match source.headers.get(&3) {
+                Some(Ok(h)) => assert_eq!(h.chain, real.chain, "took a record never committed"),
+                _ => return Err(Error::invariant("tx 3 not taken")),
+            }
+        }
+        Ok(())
     }
 
     /// Moves the record of `tx` to a damaged key (its high bit flipped); returns that key.
