@@ -977,12 +977,7 @@ fn evict_over_a_damaged_document_erases_it() -> TestResult {
         .current_dir(dir.path())
         .env("STRATA_NO_DAEMON", "1")
         .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("cannot be evicted") && stderr.contains("strata fsck --repair"),
-        "{stderr}"
-    );
+    crate::support::assert_evict_refused_naming_repair(&out);
     assert_eq!(store.chain_head()?, head);
     drop(store);
     backend.execute(&format!("DROP SCHEMA {} CASCADE", location.schema()))?;

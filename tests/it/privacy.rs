@@ -880,12 +880,7 @@ fn evict_of_a_file_whose_version_row_does_not_decode_names_the_repair() -> TestR
     let out = strata_at(&fx.store, &fx.tree, &["evict", "creds.txt", "--yes"])
         .env("STRATA_NO_DAEMON", "1")
         .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("cannot be evicted") && stderr.contains("strata fsck --repair"),
-        "the refusal does not name the repair: {stderr}"
-    );
+    crate::support::assert_evict_refused_naming_repair(&out);
     fx.strata(&["fsck", "--repair"])?;
     fx.strata(&["evict", "creds.txt", "--yes"])?;
     fx.strata(&["fsck"])?;

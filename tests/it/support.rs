@@ -6,7 +6,7 @@
 use std::fmt::{Debug, Display};
 use std::panic::Location;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 /// Bytes that do not compress: an xorshift stream from `seed`.
 pub fn incompressible(len: usize, seed: u64) -> Vec<u8> {
@@ -36,6 +36,18 @@ pub fn strata_at(store: &Path, cwd: &Path, args: &[&str]) -> Command {
         .env_remove("STRATA_MAX_MESSAGE_BYTES")
         .stdin(Stdio::null());
     command
+}
+
+/// Asserts that `out`, an `strata evict` run on a store whose damage stands in the way, was
+/// refused and that its refusal names `strata fsck --repair`, the way on.
+#[track_caller]
+pub fn assert_evict_refused_naming_repair(out: &Output) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cannot be evicted") && stderr.contains("strata fsck --repair"),
+        "the refusal does not name the repair: {stderr}"
+    );
 }
 
 /// What a test returns: `?` on any error (or on `option.ok_or("why")`) fails the test there.
